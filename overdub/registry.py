@@ -1,0 +1,279 @@
+"""Generic functions, methods and method tables (Julia's method tables, in Python).
+
+A :class:`GenericFunction` owns a :class:`MethodTable`: a list of :class:`Method` s, each a Python def with a
+signature of lattice types (:mod:`overdub.types`). Dispatch picks, among the methods applicable to a tuple
+of argument types, the unique most specific one; no applicable method is a :class:`MethodError`, several
+minimal ones an :class:`AmbiguityError`. Ambiguity is an error, never a guess.
+
+Each dispatch answer, positive or negative, is cached per argument-type tuple as a :class:`MethodInstance`:
+a :class:`~overdub.world.Node` that whoever consulted it (another method instance, a compiled kernel) holds
+an edge to. Defining a method re-asks only the cached questions the new method applies to, and invalidates
+exactly those whose answer changed -- the replaced method's, those the new one now wins, those it makes
+ambiguous or resolves -- together with everything built from them.
+
+Thread safety: definitions and cache fills run under :data:`overdub.world.lock`; a cache hit takes no lock.
+"""
+from __future__ import annotations
+
+import inspect
+import os
+
+from . import world
+from .types import Any, as_type, type_name
+from .types import subtype as issubtype
+
+__all__ = ["Method", "MethodTable", "MethodInstance", "GenericFunction", "MethodError", "AmbiguityError",
+           "function", "which", "methods", "signature_of"]
+
+
+class MethodError(TypeError):
+    """No method applies to the argument types of a call."""
+
+    def __init__(self, name: str, argtypes: tuple, candidates: tuple = ()):
+        super().__init__(name, argtypes, candidates)
+        self.name, self.argtypes, self.candidates = name, argtypes, tuple(candidates)
+        self.call_site: str | None = None        # "kernel.py:12", filled in by the compiler
+
+    def headline(self) -> str:
+        return f"no method matching {_call_repr(self.name, self.argtypes)}"
+
+    def __str__(self) -> str:
+        lines = [self.headline()]
+        if self.call_site:
+            lines.append(f"  called at {self.call_site}")
+        if self.candidates:
+            lines.append(self._candidates_title())
+            lines += [f"  {m}" for m in self.candidates]
+        else:
+            lines.append("  (the function has no methods)")
+        return "\n".join(lines)
+
+    def _candidates_title(self) -> str:
+        return "Candidates:"
+
+
+class AmbiguityError(MethodError):
+    """Several applicable methods, none more specific than all the others."""
+
+    def headline(self) -> str:
+        return f"{_call_repr(self.name, self.argtypes)} is ambiguous"
+
+    def _candidates_title(self) -> str:
+        return "Ambiguous between (define a method more specific than all of these to resolve it):"
+
+
+def _call_repr(name: str, argtypes: tuple) -> str:
+    return f"{name}({', '.join(type_name(t) for t in argtypes)})"
+
+
+def _location(func) -> tuple[str, int]:
+    code = getattr(func, "__code__", None)
+    if code is None:
+        return "<unknown>", 0
+    return code.co_filename, code.co_firstlineno
+
+
+def signature_of(func) -> tuple[tuple[str, ...], tuple]:
+    """The parameter names and lattice signature of a def (unannotated parameters are Any)."""
+    try:
+        sig = inspect.signature(func, eval_str=True)
+    except NameError as exc:
+        raise TypeError(f"cannot evaluate the annotations of {func.__qualname__}: {exc}") from None
+    names, types_ = [], []
+    for p in sig.parameters.values():
+        if p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) or p.default is not p.empty:
+            raise TypeError(f"{func.__qualname__}: parameter {p.name!r} is not a plain positional parameter; "
+                            f"methods take positional parameters without defaults (define one method per arity)")
+        names.append(p.name)
+        types_.append(as_type(p.annotation))
+    return tuple(names), tuple(types_)
+
+
+class Method:
+    """One definition of a generic function (or of an overdub): a def and the signature it accepts."""
+
+    __slots__ = ("name", "func", "params", "sig", "file", "line", "world")
+
+    def __init__(self, name: str, func, params: tuple, sig: tuple):
+        self.name, self.func, self.params, self.sig = name, func, params, sig
+        self.file, self.line = _location(func)
+        self.world = world.current_world()
+
+    @property
+    def location(self) -> str:
+        return f"{os.path.basename(self.file)}:{self.line}"
+
+    def applies_to(self, argtypes: tuple) -> bool:
+        return len(argtypes) == len(self.sig) and all(map(issubtype, argtypes, self.sig))
+
+    def more_specific_than(self, other: "Method") -> bool:
+        return (len(self.sig) == len(other.sig) and self.sig != other.sig
+                and all(map(issubtype, self.sig, other.sig)))
+
+    def signature_repr(self) -> str:
+        params = ", ".join(p if t is Any else f"{p}: {type_name(t)}" for p, t in zip(self.params, self.sig))
+        return f"{self.name}({params})"
+
+    def __repr__(self) -> str:
+        return f"{self.signature_repr()} at {self.location}"
+
+
+class MethodInstance(world.Node):
+    """A cached dispatch answer: the method a tuple of argument types reaches in one table, or why none does.
+
+    Negative answers (no method, ambiguity) are method instances too, so that a definition that changes them
+    invalidates whatever relied on them.
+    """
+
+    __slots__ = ("table", "argtypes", "method", "ambiguous", "payload")
+
+    def __init__(self, table: "MethodTable", argtypes: tuple, method: Method | None, ambiguous: tuple):
+        super().__init__()
+        self.table, self.argtypes, self.method, self.ambiguous = table, argtypes, method, ambiguous
+        self.payload = None     # what the compiler built from this answer, valid as long as the node is
+
+    def same_answer(self, method: Method | None, ambiguous: tuple) -> bool:
+        return method is self.method and {id(m) for m in ambiguous} == {id(m) for m in self.ambiguous}
+
+    def error(self) -> MethodError | None:
+        """The error a call with these argument types raises, or None when a method applies."""
+        if self.method is not None:
+            return None
+        if self.ambiguous:
+            return AmbiguityError(self.table.name, self.argtypes, self.ambiguous)
+        return MethodError(self.table.name, self.argtypes, tuple(self.table.methods))
+
+    def on_invalidate(self) -> None:
+        self.table._forget(self)
+
+    def describe(self) -> str:
+        call = _call_repr(self.table.name, self.argtypes)
+        if self.method is not None:
+            return f"{call} -> {self.method}"
+        return f"{call} -> {'ambiguous' if self.ambiguous else 'no method'}"
+
+
+class MethodTable:
+    """The methods of one function, and the dispatch cache over them."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self.methods: list[Method] = []
+        self._cache: dict[tuple, MethodInstance] = {}
+
+    # -- dispatch --------------------------------------------------------------------------------------
+    def resolve(self, argtypes: tuple) -> tuple[Method | None, tuple]:
+        """Uncached dispatch: (the most specific applicable method, ()) or (None, the ambiguous methods)."""
+        applicable = [m for m in self.methods if m.applies_to(argtypes)]
+        minimal = [m for m in applicable if not any(o.more_specific_than(m) for o in applicable)]
+        if len(minimal) == 1:      # in a finite partial order a unique minimal element is the least one
+            return minimal[0], ()
+        return None, tuple(minimal)
+
+    def dispatch(self, argtypes: tuple) -> MethodInstance:
+        """The cached answer for ``argtypes``; the node being built on this thread gets an edge to it."""
+        mi = self._cache.get(argtypes)
+        if mi is None:
+            with world.lock:
+                mi = self._cache.get(argtypes)
+                if mi is None:
+                    mi = MethodInstance(self, argtypes, *self.resolve(argtypes))
+                    self._cache[argtypes] = mi
+        world.consult(mi)
+        return mi
+
+    def lookup(self, argtypes: tuple) -> Method:
+        """The method ``argtypes`` dispatch to; raises MethodError or AmbiguityError."""
+        mi = self.dispatch(argtypes)
+        if mi.method is None:
+            raise mi.error()
+        return mi.method
+
+    def cached(self) -> dict[tuple, MethodInstance]:
+        return dict(self._cache)
+
+    def _forget(self, mi: MethodInstance) -> None:
+        if self._cache.get(mi.argtypes) is mi:
+            del self._cache[mi.argtypes]
+
+    # -- definition ------------------------------------------------------------------------------------
+    def add(self, method: Method) -> Method | None:
+        """Add ``method``, or replace the one with the same signature; invalidate the answers that change."""
+        with world.lock:
+            replaced = next((i for i, m in enumerate(self.methods) if m.sig == method.sig), None)
+            if replaced is None:
+                self.methods.append(method)
+                old, verb = None, "defined"
+            else:
+                old, verb = self.methods[replaced], "redefined"
+                self.methods[replaced] = method
+            method.world = world.bump_world()
+            stale = [mi for argtypes, mi in self._cache.items()
+                     if method.applies_to(argtypes) and not mi.same_answer(*self.resolve(argtypes))]
+            world.invalidate(stale, f"{method.signature_repr()} {verb} at {method.location}")
+            return old
+
+
+class GenericFunction:
+    """A function with multiple methods, dispatched on argument types on the host and inside kernels."""
+
+    def __init__(self, name: str, module: str | None = None, qualname: str | None = None):
+        self.__name__ = name
+        self.__qualname__ = qualname or name
+        self.__module__ = module
+        self.__doc__ = None
+        self.table = MethodTable(name)
+
+    def define(self, func, sig: tuple | None = None) -> Method:
+        """Add a method from ``func`` (its annotations give the signature unless ``sig`` is given)."""
+        params, annotated = signature_of(func)
+        if sig is not None:
+            sig = tuple(as_type(t) for t in sig)
+            if len(sig) != len(params):
+                raise TypeError(f"{self.__name__}: signature {sig} does not match the parameters {params}")
+        method = Method(self.__name__, func, params, sig if sig is not None else annotated)
+        self.table.add(method)
+        if func.__doc__ and not self.__doc__:
+            self.__doc__ = func.__doc__
+        return method
+
+    @property
+    def methods(self) -> list[Method]:
+        return list(self.table.methods)
+
+    def __call__(self, *args):
+        from .bridge import typeof           # the typing bridge knows how numba types a host value
+        method = self.table.lookup(tuple(typeof(a) for a in args))
+        return method.func(*args)
+
+    def __repr__(self) -> str:
+        n = len(self.table.methods)
+        return f"<generic function {self.__qualname__} with {n} method{'s' if n != 1 else ''}>"
+
+
+_functions: dict[tuple[str, str], GenericFunction] = {}
+
+
+def function(func) -> GenericFunction:
+    """Decorator: add ``func`` as a method of the generic function named by its module and qualified name.
+
+    Returns that generic function, creating it on first use; defining a method with the signature of an
+    existing one replaces it, so re-running a notebook cell or a module's source redefines in place.
+    """
+    key = (func.__module__, func.__qualname__)
+    with world.lock:
+        gf = _functions.get(key)
+        if gf is None:
+            gf = _functions[key] = GenericFunction(func.__name__, func.__module__, func.__qualname__)
+        gf.define(func)
+    return gf
+
+
+def which(f: GenericFunction, *argtypes) -> Method:
+    """The method a call of ``f`` with these argument types reaches (raises MethodError/AmbiguityError)."""
+    return f.table.lookup(tuple(as_type(t) for t in argtypes))
+
+
+def methods(f: GenericFunction) -> list[Method]:
+    """The methods of ``f``, each with its signature and where it was defined (``m.location``)."""
+    return f.methods
