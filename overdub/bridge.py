@@ -1,13 +1,218 @@
 """The typing bridge: where overdub meets numba's type system.
 
-Everything that reaches into numba's typing lives here (and in the target modules), so that replacing
-numba-cuda touches only these places.
+Everything that reaches into numba's typing lives here and in the target modules, so that replacing
+numba-cuda touches only these places. It gives numba:
+
+* a type for each :class:`~overdub.rewrite.Overdubbed` callee, :class:`OverdubCallType`, whose
+  ``get_call_type`` is where dispatch happens: numba's type inference hands it the argument types, and
+  :func:`overdub.compiler.resolve_call` picks the implementation (recording the edges) and compiles it;
+* a type for each :class:`~overdub.rewrite.ModuleProxy`, whose attributes are typed as numba would type the
+  real module's, except that callables come back Overdubbed;
+* :class:`~overdub.types.PtrType` values: a pointer data model, ``p[i]`` and ``p[i] = v``, and unboxing of
+  :class:`~overdub.intrinsics.Pointer` arguments on the CPU.
+
+numba-cuda reads the registrations of numba's core registries made outside numba itself, so each
+registration here serves both targets.
 """
 from __future__ import annotations
 
+import operator
+import sys
+
 import numba
+from numba.core import cgutils, types
+from numba.core.extending import NativeValue, models, register_model, typeof_impl, unbox
+from numba.core.imputils import lower_builtin, lower_constant, lower_getattr_generic
+from numba.core.typing.templates import AbstractTemplate, AttributeTemplate, infer_getattr, infer_global, signature
+
+from .rewrite import ModuleProxy, Overdubbed
+from .types import PtrType
 
 
 def typeof(value):
     """The numba type of a host value, as a kernel argument of that value would be typed."""
     return numba.typeof(value, numba.core.typing.typeof.Purpose.argument)
+
+
+def unliteral(t):
+    return types.unliteral(t)
+
+
+# --- overdubbed callees ---------------------------------------------------------------------------------
+
+class OverdubCallType(types.Callable):
+    """The numba type of one Overdubbed callee; dispatch happens in ``get_call_type``."""
+
+    def __init__(self, site: Overdubbed):
+        self.site = site
+        self._impl_keys: dict[tuple, object] = {}
+        name = getattr(site.callee, "__qualname__", None) or getattr(site.callee, "__name__", repr(site.callee))
+        super().__init__(name=f"overdub({name})")
+
+    @property
+    def key(self):
+        return self.site
+
+    def get_call_type(self, context, args, kws):
+        from .compiler import resolve_call       # typing calls back into the driver, as numba's does
+        sig, impl_key = resolve_call(self.site, context, tuple(args), dict(kws))
+        self._impl_keys[tuple(sig.args)] = impl_key
+        return sig
+
+    def get_call_signatures(self):
+        return [], True
+
+    def get_impl_key(self, sig):
+        return self._impl_keys[tuple(sig.args)]
+
+
+class ModuleProxyType(types.Dummy):
+    """The numba type of a module seen from a context chain."""
+
+    def __init__(self, proxy: ModuleProxy):
+        self.proxy = proxy
+        super().__init__(name=f"module({proxy.module.__name__})")
+
+    @property
+    def key(self):
+        return self.proxy
+
+
+@typeof_impl.register(Overdubbed)
+def _typeof_overdubbed(value, c):
+    return OverdubCallType(value)
+
+
+@typeof_impl.register(ModuleProxy)
+def _typeof_module_proxy(value, c):
+    return ModuleProxyType(value)
+
+
+register_model(OverdubCallType)(models.OpaqueModel)
+register_model(ModuleProxyType)(models.OpaqueModel)
+
+
+@lower_constant(OverdubCallType)
+@lower_constant(ModuleProxyType)
+def _lower_opaque_constant(context, builder, ty, pyval):
+    return context.get_dummy_value()
+
+
+def _rewritten(value) -> bool:
+    return isinstance(value, (Overdubbed, ModuleProxy))
+
+
+@infer_getattr
+class _ModuleProxyAttributes(AttributeTemplate):
+    key = ModuleProxyType
+
+    def generic_resolve(self, typ, attr):
+        value = typ.proxy.attribute(attr)
+        if _rewritten(value):
+            return typeof(value)
+        return self.context.resolve_getattr(types.Module(typ.proxy.module), attr)
+
+
+@lower_getattr_generic(ModuleProxyType)
+def _lower_module_proxy_getattr(context, builder, typ, value, attr):
+    if _rewritten(typ.proxy.attribute(attr)):
+        return context.get_dummy_value()
+    module_type = types.Module(typ.proxy.module)
+    impl = context.get_getattr(module_type, attr)
+    if impl is not None:     # the target's own lowering: module constants, special registers
+        return impl(context, builder, module_type, context.get_dummy_value(), attr)
+    attr_type = context.typing_context.resolve_getattr(module_type, attr)
+    return cgutils.get_null_value(context.get_value_type(attr_type))     # functions, submodules: opaque
+
+
+def delegate(context, callee, args: tuple, kws: dict):
+    """Type a call of something numba itself knows (a builtin, a numba intrinsic): (signature, impl key)."""
+    fnty = context.resolve_value_type(callee)
+    sig = context.resolve_function_type(fnty, args, kws)
+    if sig is None:
+        return None, None
+    return sig, fnty.get_impl_key(sig)
+
+
+def dispatcher_call(context, dispatcher, args: tuple, kws: dict):
+    """Type a call of a numba dispatcher (compiling it for ``args``): (signature, impl key)."""
+    fnty = types.Dispatcher(dispatcher)
+    sig = context.resolve_function_type(fnty, args, kws)
+    return sig, fnty.get_impl_key(sig)
+
+
+def call_sites() -> list[str]:
+    """The source lines of the calls numba is typing on this thread, innermost first ("file.py:12")."""
+    sites, frame = [], sys._getframe(1)
+    while frame is not None:
+        constraint = frame.f_locals.get("self")
+        if type(constraint).__name__ == "CallConstraint" and getattr(constraint, "loc", None) is not None:
+            loc = constraint.loc
+            site = f"{loc.short()}" if hasattr(loc, "short") else f"{loc.filename}:{loc.line}"
+            if not sites or sites[-1] != site:
+                sites.append(site)
+        frame = frame.f_back
+    return sites
+
+
+# --- typed pointers -------------------------------------------------------------------------------------
+
+register_model(PtrType)(models.PointerModel)
+
+
+def element_address(context, builder, ptr_type, ptr, index_type, index):
+    index = context.cast(builder, index, index_type, types.intp)
+    return builder.gep(ptr, [index])
+
+
+def load_element(context, builder, ptr_type, ptr, index_type, index):
+    address = element_address(context, builder, ptr_type, ptr, index_type, index)
+    return context.unpack_value(builder, ptr_type.dtype, address)
+
+
+def store_element(context, builder, ptr_type, ptr, index_type, index, value_type, value):
+    value = context.cast(builder, value, value_type, ptr_type.dtype)
+    address = element_address(context, builder, ptr_type, ptr, index_type, index)
+    context.pack_value(builder, ptr_type.dtype, value, address)
+
+
+@infer_global(operator.getitem)
+class _PtrGetItem(AbstractTemplate):
+    def generic(self, args, kws):
+        if len(args) == 2 and isinstance(args[0], PtrType) and isinstance(args[1], types.Integer):
+            return signature(args[0].dtype, args[0], unliteral(args[1]))
+
+
+@infer_global(operator.setitem)
+class _PtrSetItem(AbstractTemplate):
+    def generic(self, args, kws):
+        if len(args) == 3 and isinstance(args[0], PtrType) and isinstance(args[1], types.Integer):
+            return signature(types.none, args[0], unliteral(args[1]), args[0].dtype)
+
+
+@lower_builtin(operator.getitem, PtrType, types.Integer)
+def _ptr_getitem(context, builder, sig, args):
+    return load_element(context, builder, sig.args[0], args[0], sig.args[1], args[1])
+
+
+@lower_builtin(operator.setitem, PtrType, types.Integer, types.Any)
+def _ptr_setitem(context, builder, sig, args):
+    store_element(context, builder, sig.args[0], args[0], sig.args[1], args[1], sig.args[2], args[2])
+    return context.get_dummy_value()
+
+
+@unbox(PtrType)
+def _unbox_pointer(typ, obj, c):
+    address_obj = c.pyapi.object_getattr_string(obj, "address")
+    address = c.pyapi.long_as_longlong(address_obj)
+    c.pyapi.decref(address_obj)
+    ptr = c.builder.inttoptr(address, c.context.get_value_type(typ))
+    return NativeValue(ptr, is_error=c.pyapi.c_api_error())
+
+
+def compile_error_message(exc: BaseException) -> str | None:
+    """numba's own message for a compile failure (it names the kernel's source line), or None when the
+    exception is not numba's."""
+    if isinstance(exc, numba.core.errors.NumbaError) or type(exc).__module__.startswith("numba"):
+        return str(exc).strip()
+    return None

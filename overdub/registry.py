@@ -143,7 +143,7 @@ class MethodInstance(world.Node):
             return AmbiguityError(self.table.name, self.argtypes, self.ambiguous)
         return MethodError(self.table.name, self.argtypes, tuple(self.table.methods))
 
-    def on_invalidate(self) -> None:
+    def on_invalidate(self, cause: str) -> None:
         self.table._forget(self)
 
     def describe(self) -> str:

@@ -46,11 +46,12 @@ class Node:
     Subclasses describe themselves (``describe``) and drop themselves from their cache in ``on_invalidate``.
     """
 
-    __slots__ = ("valid", "world", "_backedges", "__weakref__")
+    __slots__ = ("valid", "world", "edges", "_backedges", "__weakref__")
 
     def __init__(self):
         self.valid = True
         self.world = _world          # the world this node was made in
+        self.edges: dict[Node, None] = {}  # what this node consulted, in order (for od.explain)
         self._backedges: set[Node] = set()
 
     def add_backedge(self, dependent: "Node") -> None:
@@ -66,7 +67,7 @@ class Node:
     def dependents(self) -> list["Node"]:
         return list(self._backedges)
 
-    def on_invalidate(self) -> None:
+    def on_invalidate(self, cause: str) -> None:
         """Hook: remove this node from whatever cache holds it."""
 
     def describe(self) -> str:
@@ -100,7 +101,7 @@ def invalidate(roots, cause: str) -> Invalidation | None:
             stack.extend(node._backedges)
             node._backedges.clear()
         for node in order:
-            node.on_invalidate()
+            node.on_invalidate(cause)
         if not order:
             return None
         entry = Invalidation(cause, _world, tuple(node.describe() for node in order))
@@ -138,7 +139,9 @@ def consult(node: Node) -> None:
     """Record that the node being built on this thread (if any) depends on ``node``."""
     stack = _stack()
     if stack:
-        node.add_backedge(stack[-1])
+        builder = stack[-1]
+        node.add_backedge(builder)
+        builder.edges[node] = None
 
 
 def being_built() -> Node | None:

@@ -1,0 +1,198 @@
+"""Device intrinsics: pointers, unchecked loads and stores, printing.
+
+Each public intrinsic is an :class:`Intrinsic`: inside a kernel it is an overdubbable callee whose device
+implementation is lowered with llvmlite; on the host it runs a Python implementation, so that kernels and
+methods can also be run as plain Python (for testing, or as an oracle).
+"""
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+from llvmlite import ir
+from numba.core import cgutils, types
+from numba.core.extending import intrinsic, typeof_impl
+import numba
+
+from .bridge import load_element, store_element
+from .types import PtrType
+
+__all__ = ["Pointer", "pointer", "unsafe_load", "unsafe_store", "cuprintln", "Intrinsic"]
+
+
+class Intrinsic:
+    """A callable with a device implementation for kernels and a host implementation for Python."""
+
+    __overdub_intrinsic__ = True
+
+    def __init__(self, host, device):
+        functools.update_wrapper(self, host)
+        self.host, self.device = host, device
+
+    def __call__(self, *args, **kwargs):
+        return self.host(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"<overdub intrinsic {self.__name__}>"
+
+
+# --- pointers -------------------------------------------------------------------------------------------
+
+class Pointer:
+    """A typed pointer to the first element of an array's memory (``Ptr[dtype]`` inside kernels).
+
+    It keeps the array alive. ``device`` says whether the memory is on the GPU.
+    """
+
+    __slots__ = ("address", "dtype", "owner", "device")
+
+    def __init__(self, address: int, dtype, owner=None, device: bool = False):
+        self.address, self.dtype, self.owner, self.device = int(address), np.dtype(dtype), owner, device
+
+    @property
+    def type(self) -> PtrType:
+        return PtrType(numba.from_dtype(self.dtype))
+
+    def _host_view(self) -> np.ndarray:
+        if self.device or not isinstance(self.owner, np.ndarray):
+            raise TypeError("this pointer's memory is not host memory: it can only be used inside a kernel")
+        return self.owner.reshape(-1) if self.owner.flags.c_contiguous else self.owner.ravel(order="K")
+
+    def __repr__(self) -> str:
+        where = "device" if self.device else "host"
+        return f"Ptr[{numba.from_dtype(self.dtype)}]({where} 0x{self.address:x})"
+
+
+@typeof_impl.register(Pointer)
+def _typeof_pointer(value, c):
+    return value.type
+
+
+def pointer(array) -> Pointer:
+    """A ``Ptr[dtype]`` to ``array``'s first element: a numpy array (CPU target), or a cupy array, numba
+    device array or any ``__cuda_array_interface__`` object (CUDA target)."""
+    if isinstance(array, np.ndarray):
+        return Pointer(array.ctypes.data, array.dtype, array, device=False)
+    interface = getattr(array, "__cuda_array_interface__", None)
+    if interface is not None:
+        return Pointer(interface["data"][0], np.dtype(interface["typestr"]), array, device=True)
+    raise TypeError(f"od.pointer needs a numpy array or an object with __cuda_array_interface__, "
+                    f"not {type(array).__name__}")
+
+
+@intrinsic
+def _load(typingctx, ptr, index):
+    if not (isinstance(ptr, PtrType) and isinstance(index, types.Integer)):
+        return None
+
+    def codegen(context, builder, sig, args):
+        return load_element(context, builder, sig.args[0], args[0], sig.args[1], args[1])
+    return ptr.dtype(ptr, types.unliteral(index)), codegen
+
+
+@intrinsic
+def _store(typingctx, ptr, value, index):
+    if not (isinstance(ptr, PtrType) and isinstance(index, types.Integer)
+            and isinstance(value, (types.Number, types.Boolean))):
+        return None
+
+    def codegen(context, builder, sig, args):
+        store_element(context, builder, sig.args[0], args[0], sig.args[2], args[2], sig.args[1], args[1])
+        return context.get_dummy_value()
+    return types.void(ptr, types.unliteral(value), types.unliteral(index)), codegen
+
+
+def _unsafe_load_device(ptr, i=0):
+    return _load(ptr, i)
+
+
+def _unsafe_store_device(ptr, value, i=0):
+    _store(ptr, value, i)
+
+
+def _unsafe_load_host(ptr: Pointer, i: int = 0):
+    """``ptr[i]``, with no bounds check inside kernels."""
+    return ptr._host_view()[i]
+
+
+def _unsafe_store_host(ptr: Pointer, value, i: int = 0) -> None:
+    """``ptr[i] = value`` (converted to the element type), with no bounds check inside kernels."""
+    ptr._host_view()[i] = value
+
+
+unsafe_load = Intrinsic(_unsafe_load_host, _unsafe_load_device)
+unsafe_store = Intrinsic(_unsafe_store_host, _unsafe_store_device)
+
+
+# --- printing -------------------------------------------------------------------------------------------
+
+_I8P = ir.IntType(8).as_pointer()
+
+
+def _is_cuda(context) -> bool:
+    return type(context).__module__.startswith("numba.cuda")
+
+
+def _c_string(context, builder, text: str):
+    if _is_cuda(context):
+        return context.insert_string_const_addrspace(builder, text)
+    return context.insert_const_string(builder.module, text)
+
+
+def _format_item(context, builder, ty, value):
+    """(printf conversion, promoted value or None) for one argument of cuprintln."""
+    if isinstance(ty, types.StringLiteral):
+        return ty.literal_value.replace("%", "%%"), None
+    if isinstance(ty, types.Boolean):
+        flag = context.cast(builder, value, ty, types.boolean)
+        return "%s", builder.select(flag, _c_string(context, builder, "True"), _c_string(context, builder, "False"))
+    if isinstance(ty, types.Integer):
+        wide = types.int64 if ty.signed else types.uint64
+        return ("%lld" if ty.signed else "%llu"), context.cast(builder, value, ty, wide)
+    return "%g", context.cast(builder, value, ty, types.float64)     # C varargs promote floats to double
+
+
+def _emit_printf(context, builder, fmt: str, values: list) -> None:
+    if _is_cuda(context):
+        from numba.cuda import nvvmutils
+        vprintf = nvvmutils.declare_vprint(builder.module)
+        if values:
+            packed = cgutils.make_anonymous_struct(builder, values)
+            buffer = builder.bitcast(cgutils.alloca_once_value(builder, packed), _I8P)
+        else:
+            buffer = ir.Constant(_I8P, None)
+        builder.call(vprintf, (_c_string(context, builder, fmt), buffer))
+        return
+    printf = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.IntType(32), [_I8P], var_arg=True),
+                                            "printf")
+    builder.call(printf, [_c_string(context, builder, fmt)] + values)
+
+
+@intrinsic(prefer_literal=True)
+def _println(typingctx, *args):
+    printable = (types.StringLiteral, types.Integer, types.Float, types.Boolean)
+    if not all(isinstance(a, printable) for a in args):
+        return None
+    sig = types.void(types.StarArgTuple.from_types(args))
+
+    def codegen(context, builder, sig, llargs):
+        tuple_type = sig.args[0]
+        items = cgutils.unpack_tuple(builder, llargs[0], len(tuple_type))
+        parts, values = [], []
+        for ty, value in zip(tuple_type.types, items):
+            conversion, promoted = _format_item(context, builder, ty, value)
+            parts.append(conversion)
+            if promoted is not None:
+                values.append(promoted)
+        _emit_printf(context, builder, " ".join(parts) + "\n", values)
+        return context.get_dummy_value()
+    return sig, codegen
+
+
+def _cuprintln_host(*args) -> None:
+    """Print the arguments space-separated with a newline: device printf inside kernels (ints, floats,
+    bools and string constants), Python's print on the host."""
+    print(*args)
+
+
+cuprintln = Intrinsic(_cuprintln_host, _println)

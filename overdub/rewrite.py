@@ -1,0 +1,120 @@
+"""The context-rewriting pass: a function, as compiled in a context chain.
+
+Like Cassette's overdub pass, it reroutes every call a function makes through the context -- but it does so
+on the function's *names* rather than its IR: the function is cloned with a globals dict in which each
+callable it names is an :class:`Overdubbed` (the callee, seen from a context chain) and each module it
+names a :class:`ModuleProxy` (whose callable attributes become Overdubbed when typing reads them). Which
+implementation a call reaches is decided later, during numba's type inference, where the argument types are
+known (see :mod:`overdub.compiler`). Every global the clone reads becomes an edge of the node being built
+(:mod:`overdub.bindings`).
+
+Free variables get the same treatment through fresh closure cells, so kernels defined inside functions
+behave like module-level ones.
+"""
+from __future__ import annotations
+
+import builtins
+import types as pytypes
+
+from numba.core import types as nt
+
+from . import bindings
+
+
+class Overdubbed:
+    """A callee as seen from a context chain: calling it inside a kernel asks the chain first."""
+
+    __slots__ = ("chain", "callee", "__weakref__")
+
+    def __init__(self, chain: tuple, callee):
+        self.chain, self.callee = chain, callee
+
+    def __repr__(self) -> str:
+        return f"overdub({getattr(self.callee, '__qualname__', self.callee)!r} in {'/'.join(c.name for c in self.chain)})"
+
+
+class ModuleProxy:
+    """A module as seen from a context chain: attribute reads are globals read, callables are Overdubbed."""
+
+    __slots__ = ("chain", "module", "__weakref__")
+
+    def __init__(self, chain: tuple, module: pytypes.ModuleType):
+        self.chain, self.module = chain, module
+
+    def attribute(self, name: str):
+        """The rewritten value of ``module.name``, recorded as an edge on the module's global ``name``."""
+        value = bindings.read(vars(self.module), name)
+        if value is bindings._MISSING:
+            raise AttributeError(f"module {self.module.__name__!r} has no attribute {name!r}")
+        return substitute(value, self.chain)
+
+    def __repr__(self) -> str:
+        return f"<module {self.module.__name__} in {'/'.join(c.name for c in self.chain)}>"
+
+
+_interned: dict[tuple, object] = {}
+
+
+def is_overdubbable(value) -> bool:
+    """Callables a context may substitute: generic, plain Python, builtin and module functions, intrinsics,
+    ufuncs. Classes and numba types (``range``, ``np.float32``, ``numba.int32``) stay what they are."""
+    return callable(value) and not isinstance(value, (type, nt.Type))
+
+
+def substitute(value, chain: tuple):
+    """What ``value`` becomes inside a function compiled in ``chain``."""
+    for ctx in chain:
+        replacement = ctx.replacement(value)
+        if replacement is not None:
+            value = replacement
+            break
+    if isinstance(value, pytypes.ModuleType):
+        kind = ModuleProxy
+    elif is_overdubbable(value):
+        kind = Overdubbed
+    else:
+        return value
+    key = (kind, chain, value)
+    try:
+        return _interned[key]
+    except KeyError:
+        return _interned.setdefault(key, kind(chain, value))
+    except TypeError:            # an unhashable callable: no interning
+        return kind(chain, value)
+
+
+def _names(code: pytypes.CodeType):
+    yield from code.co_names
+    for const in code.co_consts:
+        if isinstance(const, pytypes.CodeType):
+            yield from _names(const)
+
+
+def _rewrite_cell(cell, chain: tuple):
+    try:
+        contents = cell.cell_contents
+    except ValueError:          # not yet bound
+        return pytypes.CellType()
+    return pytypes.CellType(substitute(contents, chain))
+
+
+def rewrite(func: pytypes.FunctionType, chain: tuple) -> pytypes.FunctionType:
+    """Clone ``func`` so that every global and free variable it names is seen from ``chain``.
+
+    Each global read becomes an edge of the node being built on this thread.
+    """
+    namespace = func.__globals__
+    new_globals = {"__builtins__": builtins, "__name__": namespace.get("__name__")}
+    for name in dict.fromkeys(_names(func.__code__)):
+        value = bindings.lookup(namespace, name)
+        if value is bindings._MISSING:
+            continue           # an attribute name, or a name that is unbound (numba will say so)
+        new_globals[name] = substitute(bindings.read(namespace, name), chain)
+    closure = None
+    if func.__closure__:
+        closure = tuple(_rewrite_cell(cell, chain) for cell in func.__closure__)
+    clone = pytypes.FunctionType(func.__code__, new_globals, func.__name__, func.__defaults__, closure)
+    clone.__qualname__ = func.__qualname__
+    clone.__module__ = func.__module__
+    clone.__kwdefaults__ = func.__kwdefaults__
+    return clone

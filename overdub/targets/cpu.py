@@ -1,0 +1,294 @@
+"""The CPU target: numba machine code, with the whole grid run by a compiled loop.
+
+A launch runs every block and, within each, every thread, one after another, in a loop compiled together
+with the kernel (so LLVM can inline the kernel into it). The CUDA kernel idiom -- ``cuda.grid``,
+``cuda.threadIdx`` and friends -- reads a small grid state that the loop writes: twelve int64 slots at an
+address baked into the code. Compiled code holds the GIL, so launches never overlap.
+
+Barriers and shared memory cannot be honoured by threads that run one after another; a kernel using them is
+rejected at compile time with an error naming the construct.
+"""
+from __future__ import annotations
+
+import ctypes
+import types as pytypes
+
+import numba
+import numpy as np
+from llvmlite import ir
+from numba import cuda as numba_cuda
+from numba.core import types
+from numba.core.compiler_lock import global_compiler_lock
+from numba.core.extending import intrinsic, models, register_model, typeof_impl
+from numba.core.imputils import lower_constant, lower_getattr
+from numba.core.typing.templates import AttributeTemplate, infer_getattr
+
+from .. import bridge
+from ..context import CPU, TargetRoot
+from ..intrinsics import Pointer, cuprintln
+
+# --- grid state -----------------------------------------------------------------------------------------
+# slots: threadIdx.xyz 0-2, blockIdx.xyz 3-5, blockDim.xyz 6-8, gridDim.xyz 9-11
+_GRID_STATE = np.zeros(12, dtype=np.int64)
+_I64 = ir.IntType(64)
+
+
+def _slot(slot: int):
+    return ir.Constant(_I64, _GRID_STATE.ctypes.data + 8 * slot).inttoptr(_I64.as_pointer())
+
+
+@intrinsic
+def _set_slot(typingctx, slot, value):
+    if not isinstance(slot, types.IntegerLiteral):
+        return None
+    index = slot.literal_value
+
+    def codegen(context, builder, sig, args):
+        builder.store(context.cast(builder, args[1], sig.args[1], types.int64), _slot(index))
+        return context.get_dummy_value()
+    return types.void(slot, types.unliteral(value)), codegen
+
+
+def _read_slot(builder, slot: int):
+    return builder.load(_slot(slot))
+
+
+class Dim3Type(types.Type):
+    """``threadIdx`` / ``blockIdx`` / ``blockDim`` / ``gridDim`` on the CPU: x, y, z read the grid state."""
+
+    def __init__(self, first_slot: int, name: str):
+        self.first_slot = first_slot
+        super().__init__(name=f"cpu.{name}")
+
+
+class _Dim3:
+    def __init__(self, first_slot: int, name: str):
+        self.type = Dim3Type(first_slot, name)
+
+
+@typeof_impl.register(_Dim3)
+def _typeof_dim3(value, c):
+    return value.type
+
+
+register_model(Dim3Type)(models.OpaqueModel)
+
+
+@lower_constant(Dim3Type)
+def _lower_dim3(context, builder, ty, pyval):
+    return context.get_dummy_value()
+
+
+@infer_getattr
+class _Dim3Attributes(AttributeTemplate):
+    key = Dim3Type
+
+    def generic_resolve(self, typ, attr):
+        if attr in ("x", "y", "z"):
+            return types.int32
+
+
+def _dim3_component(offset: int):
+    def lower(context, builder, typ, value):
+        return builder.trunc(_read_slot(builder, typ.first_slot + offset), ir.IntType(32))
+    return lower
+
+
+for _offset, _attr in enumerate("xyz"):
+    lower_getattr(Dim3Type, _attr)(_dim3_component(_offset))
+
+
+def _grid_type(ndim):
+    if not isinstance(ndim, types.IntegerLiteral) or ndim.literal_value not in (1, 2, 3):
+        return None
+    n = ndim.literal_value
+    return types.int64 if n == 1 else types.UniTuple(types.int64, n)
+
+
+def _tuple_or_scalar(context, builder, restype, values):
+    if restype == types.int64:
+        return values[0]
+    return context.make_tuple(builder, restype, values)
+
+
+@intrinsic
+def _grid(typingctx, ndim):
+    restype = _grid_type(ndim)
+    if restype is None:
+        return None
+
+    def codegen(context, builder, sig, args):
+        values = [builder.add(builder.mul(_read_slot(builder, 3 + d), _read_slot(builder, 6 + d)),
+                              _read_slot(builder, d)) for d in range(ndim.literal_value)]
+        return _tuple_or_scalar(context, builder, sig.return_type, values)
+    return restype(ndim), codegen
+
+
+@intrinsic
+def _gridsize(typingctx, ndim):
+    restype = _grid_type(ndim)
+    if restype is None:
+        return None
+
+    def codegen(context, builder, sig, args):
+        values = [builder.mul(_read_slot(builder, 6 + d), _read_slot(builder, 9 + d))
+                  for d in range(ndim.literal_value)]
+        return _tuple_or_scalar(context, builder, sig.return_type, values)
+    return restype(ndim), codegen
+
+
+class UnsupportedOnCPU(TypeError):
+    """A kernel uses a construct the CPU target cannot run correctly (a barrier, shared memory)."""
+
+
+def _unsupported(construct: str, why: str):
+    @intrinsic
+    def reject(typingctx, *args):
+        sites = bridge.call_sites()
+        where = f" (at {sites[0]})" if sites else ""
+        raise UnsupportedOnCPU(f"{construct} is not supported on the CPU target{where}: {why}; "
+                               f"launch on the CUDA target instead")
+    return reject
+
+
+_NO_BARRIERS = "the CPU target runs a block's threads one after another, so no thread can wait for another"
+
+
+# the atomics: threads never overlap on the CPU, so a read-modify-write is atomic as it stands
+def _atomic_add(ary, idx, val):
+    old = ary[idx]
+    ary[idx] = old + val
+    return old
+
+
+def _atomic_sub(ary, idx, val):
+    old = ary[idx]
+    ary[idx] = old - val
+    return old
+
+
+def _atomic_max(ary, idx, val):
+    old = ary[idx]
+    ary[idx] = max(old, val)
+    return old
+
+
+def _atomic_min(ary, idx, val):
+    old = ary[idx]
+    ary[idx] = min(old, val)
+    return old
+
+
+def _atomic_exch(ary, idx, val):
+    old = ary[idx]
+    ary[idx] = val
+    return old
+
+
+def _atomic_cas(ary, idx, old, val):
+    current = ary[idx]
+    if current == old:
+        ary[idx] = val
+    return current
+
+
+def _local_array(shape, dtype):
+    return np.empty(shape, dtype)
+
+
+def _namespace(name: str, **members) -> pytypes.ModuleType:
+    module = pytypes.ModuleType(f"overdub.targets.cpu.{name}")
+    vars(module).update(members)
+    return module
+
+
+CUDA_IDIOM = _namespace(
+    "cuda",
+    grid=_grid, gridsize=_gridsize,
+    threadIdx=_Dim3(0, "threadIdx"), blockIdx=_Dim3(3, "blockIdx"),
+    blockDim=_Dim3(6, "blockDim"), gridDim=_Dim3(9, "gridDim"),
+    syncthreads=_unsupported("cuda.syncthreads (a barrier)", _NO_BARRIERS),
+    shared=_namespace("shared", array=_unsupported("cuda.shared.array (shared memory)", _NO_BARRIERS)),
+    local=_namespace("local", array=_local_array),
+    atomic=_namespace("atomic", add=_atomic_add, sub=_atomic_sub, max=_atomic_max, min=_atomic_min,
+                      exch=_atomic_exch, cas=_atomic_cas, compare_and_swap=_atomic_cas),
+)
+"""What ``numba.cuda`` (and each of the names it exports for kernels) means inside a CPU-target kernel."""
+
+
+# --- the target -----------------------------------------------------------------------------------------
+
+_libc = ctypes.CDLL(None)
+
+
+class CPULauncher:
+    """Runs a compiled kernel over a grid: the compiled loop over blocks and threads."""
+
+    __slots__ = ("grid_loop",)
+
+    def __init__(self, grid_loop):
+        self.grid_loop = grid_loop
+
+    def launch(self, args, blocks, threads, shmem, stream):
+        self.grid_loop(*blocks, *threads, *args)
+        _libc.fflush(None)          # device printf reaches the console at the end of each launch
+
+
+def _grid_loop_source(nargs: int) -> str:
+    params = ", ".join(f"a{i}" for i in range(nargs))
+    return f"""
+def grid_loop(gx, gy, gz, bx, by, bz{', ' if params else ''}{params}):
+    set_slot(6, bx); set_slot(7, by); set_slot(8, bz)
+    set_slot(9, gx); set_slot(10, gy); set_slot(11, gz)
+    for k in range(gz):
+        set_slot(5, k)
+        for j in range(gy):
+            set_slot(4, j)
+            for i in range(gx):
+                set_slot(3, i)
+                for tz in range(bz):
+                    set_slot(2, tz)
+                    for ty in range(by):
+                        set_slot(1, ty)
+                        for tx in range(bx):
+                            set_slot(0, tx)
+                            kernel({params})
+"""
+
+
+class CPUTarget:
+    name = "cpu"
+    base = CPU
+    compile_lock = global_compiler_lock
+
+    def typeof(self, value):
+        if isinstance(value, Pointer) and value.device:
+            raise TypeError(f"{value!r} points to GPU memory: the CPU target needs host memory (a numpy array)")
+        return bridge.typeof(value)
+
+    def compile_method(self, func, typing_context, argtypes, kws):
+        dispatcher = numba.njit(func)
+        sig, impl_key = bridge.dispatcher_call(typing_context, dispatcher, argtypes, kws)
+        return sig, impl_key, dispatcher      # the dispatcher must outlive every caller's code
+
+    def compile_kernel(self, func, argtypes):
+        kernel = numba.njit(func)
+        kernel.compile(tuple(argtypes))      # first on its own, so that errors name the kernel's lines only
+        namespace = {"kernel": kernel, "set_slot": _set_slot}
+        exec(compile(_grid_loop_source(len(argtypes)), "<overdub grid loop>", "exec"), namespace)
+        grid_loop = numba.njit(namespace["grid_loop"])
+        grid_loop.compile((types.int64,) * 6 + tuple(argtypes))
+        grid_loop.disable_compile()
+        return CPULauncher(grid_loop)
+
+    def synchronize(self):
+        _libc.fflush(None)
+
+
+TARGET = CPUTarget()
+CPU.root = TargetRoot("cpu", TARGET)
+CPU.root.forward(print, cuprintln)
+CPU.root.replace(numba_cuda, CUDA_IDIOM)
+for _name in ("grid", "gridsize", "threadIdx", "blockIdx", "blockDim", "gridDim", "syncthreads", "shared",
+              "local", "atomic"):
+    CPU.root.replace(getattr(numba_cuda, _name), getattr(CUDA_IDIOM, _name))
