@@ -9,7 +9,7 @@ from .compiler import CompileError
 from .context import CPU, CUDA, Context, when_imported
 from .intrinsics import Pointer, cuprintln, pointer, unsafe_load, unsafe_store
 from .launch import cuda, synchronize
-from .reflect import explain, stats
+from .reflect import code_llvm, code_ptx, code_sass, explain, stats
 from .registry import AmbiguityError, GenericFunction, Method, MethodError, function, methods, which
 from .types import (Any, Array, Boolean, Complex, Float, Integer, Number, Ptr, PtrType, bool_, complex64,
                     complex128, float16, float32, float64, int8, int16, int32, int64, issubtype, uint8, uint16,

@@ -86,8 +86,10 @@ class Context:
         return entry[1] if entry is not None and entry[0] is obj else None
 
     # -- chains ----------------------------------------------------------------------------------------
-    def chain(self, base: "BaseContext") -> tuple["Context", ...]:
-        """This context, its parents, ``base`` (other targets' base contexts are skipped), base's root."""
+    def chain(self, target) -> tuple["Context", ...]:
+        """This context, its parents, the target's base context (other targets' base contexts are
+        skipped), then the target's root."""
+        base = target.base
         chain, ctx = [], self
         while ctx is not None:
             if not isinstance(ctx, BaseContext) or ctx is base:
@@ -95,7 +97,7 @@ class Context:
             ctx = ctx.parent
         if chain[-1] is not base:
             chain.append(base)
-        chain.append(base.root)
+        chain.append(target.root)
         return tuple(chain)
 
     def __repr__(self) -> str:
@@ -120,12 +122,8 @@ class TargetRoot(Context):
 class BaseContext(Context):
     """A target's own context (``od.CPU``, ``od.CUDA``): the last one asked before the callee itself.
 
-    Libraries extend it with overdubs like any other context; the target sets ``root``.
+    Libraries extend it with overdubs like any other context.
     """
-
-    def __init__(self, name: str):
-        super().__init__(name)
-        self.root: TargetRoot | None = None
 
 
 CPU = BaseContext("CPU")

@@ -57,7 +57,7 @@ def cuda(kernel, *args, threads=1, blocks=1, shmem: int = 0, stream=None, target
     consulted changes.
     """
     tgt = get_target(target)
-    chain = (context or tgt.base).chain(tgt.base)
+    chain = (context or tgt.base).chain(tgt)
     argtypes = tuple(map(tgt.typeof, args))
     compiled = compiler.cached_kernel(kernel, argtypes, chain)
     compiler.count("launches")

@@ -261,6 +261,9 @@ class CPUTarget:
     base = CPU
     compile_lock = global_compiler_lock
 
+    def __init__(self):
+        self.root = TargetRoot("cpu", self)
+
     def typeof(self, value):
         if isinstance(value, Pointer) and value.device:
             raise TypeError(f"{value!r} points to GPU memory: the CPU target needs host memory (a numpy array)")
@@ -286,9 +289,8 @@ class CPUTarget:
 
 
 TARGET = CPUTarget()
-CPU.root = TargetRoot("cpu", TARGET)
-CPU.root.forward(print, cuprintln)
-CPU.root.replace(numba_cuda, CUDA_IDIOM)
+TARGET.root.forward(print, cuprintln)
+TARGET.root.replace(numba_cuda, CUDA_IDIOM)
 for _name in ("grid", "gridsize", "threadIdx", "blockIdx", "blockDim", "gridDim", "syncthreads", "shared",
               "local", "atomic"):
-    CPU.root.replace(getattr(numba_cuda, _name), getattr(CUDA_IDIOM, _name))
+    TARGET.root.replace(getattr(numba_cuda, _name), getattr(CUDA_IDIOM, _name))
