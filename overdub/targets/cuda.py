@@ -94,20 +94,36 @@ def packer_for(ty):
 
 # --- launcher -------------------------------------------------------------------------------------------
 
-def _stream_for(stream):
-    """A stream ``cuda.core``'s launch accepts: the default stream for None; cupy and numba streams as is
-    when they speak ``__cuda_stream__``, else wrapped from their handle."""
-    from cuda.core import Device
-    device = Device()
-    if stream is None:
-        return device.default_stream
+_streams: dict[int, object] = {}
+
+
+def _stream_handle(stream) -> int:
     if hasattr(stream, "__cuda_stream__"):
+        return int(stream.__cuda_stream__()[1])
+    handle = getattr(stream, "ptr", None)               # cupy
+    if handle is None:
+        handle = getattr(stream, "handle", None)        # numba
+        handle = getattr(handle, "value", handle)
+    if handle is None:
+        raise TypeError(f"stream= takes a cupy, numba or cuda.core stream, not {type(stream).__name__}")
+    return int(handle)
+
+
+def _stream_for(stream):
+    """The ``cuda.core`` stream for a cupy, numba or cuda.core stream (wrappers cached by handle)."""
+    from cuda.core import Device, Stream
+    if isinstance(stream, Stream):
         return stream
-    handle = getattr(stream, "ptr", None) or getattr(stream, "handle", None)
-    return device.create_stream(_ForeignStream(int(getattr(handle, "value", handle))))
+    handle = _stream_handle(stream)
+    wrapped = _streams.get(handle)
+    if wrapped is None:
+        wrapped = _streams[handle] = Device().create_stream(_ForeignStream(handle))
+    return wrapped
 
 
 class _ForeignStream:
+    """A stream handle in the ``__cuda_stream__`` protocol (version 0)."""
+
     def __init__(self, handle: int):
         self.handle = handle
 

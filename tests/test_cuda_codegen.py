@@ -1,0 +1,100 @@
+"""CUDA code generation without a GPU: kernels calling generic device methods compile to sm_90 PTX."""
+import math
+import types as pytypes
+
+import numba
+from numba import cuda
+from numba.core import types
+
+import overdub as od
+
+
+def module(name, source):
+    mod = pytypes.ModuleType(name)
+    mod.__dict__.update(od=od, cuda=cuda, numba=numba, math=math)
+    exec(source, mod.__dict__)
+    return mod
+
+
+SEED = """
+@od.function
+def doit(ptr):
+    od.unsafe_store(ptr, 0)
+    print(1)
+
+def kernel(ptr):
+    doit(ptr)
+"""
+
+
+def test_seed_kernel_ptx_targets_sm90_and_calls_vprintf():
+    m = module("seed_ptx", SEED)
+    ptx = od.code_ptx(m.kernel, od.Ptr[od.int64], cc=(9, 0))
+    assert ".target sm_90" in ptx
+    assert "vprintf" in ptx
+    assert ".visible .entry" in ptx
+
+
+def test_seed_kernel_ptx_changes_after_redefinition():
+    m = module("seed_ptx_redefined", SEED)
+    before = od.code_ptx(m.kernel, od.Ptr[od.int64])
+    exec(SEED.replace("print(1)", "print(2)").split("def kernel")[0], m.__dict__)
+    after = od.code_ptx(m.kernel, od.Ptr[od.int64])
+    assert before != after
+
+
+def test_generic_device_method_dispatches_on_argument_type_in_ptx():
+    m = module("dispatch_ptx", """
+@od.function
+def scale(x: od.Float):
+    return x * 2.5
+
+@od.function
+def scale(x: od.Integer):
+    return x << 3
+
+def kernel(out, x):
+    out[cuda.grid(1)] = scale(x)
+""")
+    f32 = od.code_ptx(m.kernel, types.float32[:], od.float32)
+    i64 = od.code_ptx(m.kernel, types.int64[:], od.int64)
+    assert f32 != i64
+    assert "mul.f32" in f32 or "mul.rn.f32" in f32
+    assert "shl.b64" in i64
+
+
+def test_cuda_idiom_lowers_to_special_registers_barriers_shared_memory_and_atomics():
+    m = module("idiom_ptx", """
+def kernel(a, out):
+    sm = cuda.shared.array(32, numba.float32)
+    t = cuda.threadIdx.x
+    sm[t] = a[cuda.grid(1)]
+    cuda.syncthreads()
+    if t == 0:
+        cuda.atomic.add(out, 0, sm[0] + math.sqrt(sm[1]))
+""")
+    ptx = od.code_ptx(m.kernel, types.float32[:], types.float32[:])
+    for needle in ("%tid.x", "%ctaid.x", "bar.sync", ".shared", "atom.global.add.f32", "sqrt"):
+        assert needle in ptx, needle
+
+
+def test_context_overdub_changes_the_generated_code():
+    m = module("context_ptx", """
+def kernel(out, x):
+    out[0] = math.sin(x)
+""")
+    ctx = od.Context("fast_sin")
+
+    @ctx.overdub(math.sin)
+    def _(x: od.Float):
+        return x
+    plain = od.code_ptx(m.kernel, types.float64[:], od.float64)
+    overdubbed = od.code_ptx(m.kernel, types.float64[:], od.float64, context=ctx)
+    assert "sin" in plain
+    assert "sin" not in overdubbed.replace("fast_sin", "")
+
+
+def test_code_llvm_shows_the_nvvm_ir():
+    m = module("llvm_ir", "def kernel(p, v):\n    p[0] = v\n")
+    llvm = od.code_llvm(m.kernel, od.Ptr[od.float32], od.float32)
+    assert "store float" in llvm
