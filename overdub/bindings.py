@@ -24,11 +24,17 @@ _VERSION_OFFSET = 3 * ctypes.sizeof(ctypes.c_void_p)
 _HAS_VERSION_TAG = sys.version_info < (3, 14)
 
 
+def version_view(namespace: dict):
+    """A live view of the namespace dict's version tag (``.value``), or None where there is none."""
+    if not _HAS_VERSION_TAG:
+        return None
+    return ctypes.c_uint64.from_address(id(namespace) + _VERSION_OFFSET)
+
+
 def dict_version(namespace: dict) -> int:
     """The namespace dict's version tag (0 where the interpreter has none: always take the slow path)."""
-    if not _HAS_VERSION_TAG:
-        return 0
-    return ctypes.c_uint64.from_address(id(namespace) + _VERSION_OFFSET).value
+    view = version_view(namespace)
+    return 0 if view is None else view.value
 
 
 def _same_value(a, b) -> bool:
@@ -49,11 +55,12 @@ def lookup(namespace: dict, name: str):
 class Binding(world.Node):
     """The value ``name`` had in ``namespace`` when something read it."""
 
-    __slots__ = ("namespace", "name", "value")
+    __slots__ = ("namespace", "name", "value", "seen_version")
 
-    def __init__(self, namespace: dict, name: str, value):
+    def __init__(self, namespace: dict, name: str, value, seen_version: int):
         super().__init__()
         self.namespace, self.name, self.value = namespace, name, value
+        self.seen_version = seen_version     # the dict's version tag just before the value was read
 
     def changed(self) -> bool:
         return not _same_value(lookup(self.namespace, self.name), self.value)
@@ -74,6 +81,7 @@ _namespaces: dict[int, dict] = {}       # keeps every watched namespace alive, s
 
 def read(namespace: dict, name: str):
     """Read a global for a compile: returns its value and makes it an edge of the node being built."""
+    seen_version = dict_version(namespace)
     value = lookup(namespace, name)
     key = (id(namespace), name)
     with world.lock:
@@ -82,7 +90,7 @@ def read(namespace: dict, name: str):
             world.invalidate([binding], f"global {namespace.get('__name__', '?')}.{name} rebound")
             binding = None
         if binding is None:
-            binding = _bindings[key] = Binding(namespace, name, value)
+            binding = _bindings[key] = Binding(namespace, name, value, seen_version)
             _namespaces[id(namespace)] = namespace
         world.consult(binding)
         builder = world.being_built()
@@ -94,18 +102,23 @@ def read(namespace: dict, name: str):
 class Guard:
     """The globals a compiled thing read (directly or through what it calls), checked cheaply before use."""
 
-    __slots__ = ("_versions", "_bindings")
+    __slots__ = ("_checks", "_bindings")
 
     def __init__(self):
-        self._versions: dict[int, int] = {}            # id(namespace) -> version tag when last checked
-        self._bindings: dict[int, list[Binding]] = {}  # id(namespace) -> bindings read from it
+        self._checks: dict[int, list] = {}              # id(namespace) -> [version view, tag when checked]
+        self._bindings: dict[int, list[Binding]] = {}   # id(namespace) -> bindings read from it
 
     def add(self, binding: Binding) -> None:
         ns = id(binding.namespace)
         group = self._bindings.setdefault(ns, [])
-        if binding not in group:
-            group.append(binding)
-            self._versions[ns] = dict_version(binding.namespace)
+        if binding in group:
+            return
+        group.append(binding)
+        check = self._checks.get(ns)
+        if check is None:
+            self._checks[ns] = [version_view(binding.namespace), binding.seen_version]
+        else:        # the oldest tag wins: a change since any of the reads forces one slow check
+            check[1] = min(check[1], binding.seen_version)
 
     def include(self, other: "Guard") -> None:
         """Also guard what ``other`` guards (a callee's globals are its callers' edges too)."""
@@ -115,8 +128,8 @@ class Guard:
 
     def fresh(self) -> bool:
         """Fast check: no namespace this guard covers has changed at all since it was last checked."""
-        for ns, version in self._versions.items():
-            if version == 0 or dict_version(_namespaces[ns]) != version:
+        for view, version in self._checks.values():
+            if view is None or view.value != version:
                 return False
         return True
 
@@ -126,11 +139,12 @@ class Guard:
         with world.lock:
             for ns, group in self._bindings.items():
                 namespace = _namespaces[ns]
+                version = dict_version(namespace)
                 stale = [b for b in group if not b.valid or b.changed()]
                 for binding in stale:
                     world.invalidate([binding], f"global {namespace.get('__name__', '?')}.{binding.name} rebound")
                 ok = ok and not stale
-                self._versions[ns] = dict_version(namespace)
+                self._checks[ns][1] = version
         return ok
 
 

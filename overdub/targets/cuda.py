@@ -11,7 +11,9 @@ what to pass instead: copying silently in and out would hide a transfer on every
 """
 from __future__ import annotations
 
+import ctypes
 import functools
+import struct
 import threading
 
 import numpy as np
@@ -39,65 +41,82 @@ def _fold(pyfunc, argtypes: tuple, kws: dict) -> tuple[tuple, object]:
     return tuple(folded), pysig
 
 
-# --- argument packers -----------------------------------------------------------------------------------
+# --- argument marshalling -------------------------------------------------------------------------------
+# Every kernel parameter gets an 8-byte slot of one buffer. Per kernel, a marshalling function is generated
+# from the argument types: one struct.pack_into writing every slot, no loop and no per-argument calls for
+# cupy arrays, pointers and scalars. The driver gets an array of pointers to the slots, built once.
 
-def _array_packer(ty: types.Array):
-    ndim, itemsize = ty.ndim, ty.dtype.bitwidth // 8 if hasattr(ty.dtype, "bitwidth") else None
-
-    def pack(value, out):
-        interface = value.__cuda_array_interface__
-        shape = interface["shape"]
-        strides = interface["strides"]
-        size = 1
-        for extent in shape:
-            size *= extent
-        item = itemsize or np.dtype(interface["typestr"]).itemsize
-        if strides is None:       # C-contiguous
-            strides, step = [], item
-            for extent in reversed(shape):
-                strides.append(step)
-                step *= extent
-            strides.reverse()
-        out += (0, 0, size, item, interface["data"][0], *shape, *strides)
-    return pack
+_SLOT = {"int8": "b7x", "int16": "h6x", "int32": "i4x", "int64": "q", "uint8": "B7x", "uint16": "H6x",
+         "uint32": "I4x", "uint64": "Q", "float16": "e6x", "float32": "f4x", "float64": "d", "bool": "?7x"}
 
 
-def _pointer_pack(value, out):
-    out.append(value.address)
+def _cupy_ndarray():
+    try:
+        import cupy
+        return cupy.ndarray
+    except Exception:
+        return None
 
 
-def _scalar_packer(ty):
-    convert = np.dtype(str(ty) if ty != types.boolean else "bool").type
+def _interface_fields(value, itemsize):
+    """numba's exploded array fields for any ``__cuda_array_interface__`` object."""
+    interface = value.__cuda_array_interface__
+    shape = interface["shape"]
+    strides = interface["strides"] or _c_strides(shape, itemsize)
+    size = 1
+    for extent in shape:
+        size *= extent
+    return (0, 0, size, itemsize, interface["data"][0], *shape, *strides)
 
-    def pack(value, out):
-        out.append(convert(value))
-    return pack
+
+def _c_strides(shape, itemsize):
+    strides, step = [], itemsize
+    for extent in reversed(shape):
+        strides.append(step)
+        step *= extent
+    return tuple(reversed(strides))
 
 
-def packer_for(ty):
-    """How a launch argument of numba type ``ty`` becomes kernel parameters."""
+def parameter_slots(ty) -> tuple[str, str]:
+    """(struct format of its slots, Python expression of its values over ``{v}``) for an argument of numba
+    type ``ty``. An array is numba's exploded fields: meminfo, parent, nitems, itemsize, data, shape...,
+    strides... (in bytes); cupy's attributes are read directly, cheaper than its interface dict."""
     if isinstance(ty, types.Array):
-        return _array_packer(ty)
+        itemsize = np.dtype(str(ty.dtype)).itemsize
+        cupy_fields = f"(0, 0, {{v}}.size, {itemsize}, {{v}}.data.ptr, *{{v}}.shape, *{{v}}.strides)"
+        return "q" * (5 + 2 * ty.ndim), (f"*({cupy_fields} if type({{v}}) is cupy_ndarray "
+                                         f"else interface_fields({{v}}, {itemsize}))")
     if isinstance(ty, bridge.PtrType):
-        return _pointer_pack
+        return "Q", "{v}.address"
     if isinstance(ty, (types.Integer, types.Float, types.Boolean)):
-        return _scalar_packer(ty)
+        return _SLOT["bool" if isinstance(ty, types.Boolean) else str(ty)], "{v}"
     if isinstance(ty, types.Complex):
-        part = _scalar_packer(ty.underlying_float)
-
-        def pack(value, out):
-            part(value.real, out)
-            part(value.imag, out)
-        return pack
+        return _SLOT[str(ty.underlying_float)] * 2, "{v}.real, {v}.imag"
     raise TypeError(f"overdub cannot pass an argument of type {ty} to a CUDA kernel")
 
 
-# --- launcher -------------------------------------------------------------------------------------------
+def make_marshaller(argtypes) -> tuple[struct.Struct, object]:
+    """The parameter layout of a kernel and a function ``marshal(args, buffer)`` filling it."""
+    formats, values = [], []
+    for i, ty in enumerate(argtypes):
+        fmt, expr = parameter_slots(ty)
+        formats.append(fmt)
+        values.append(expr.format(v=f"a{i}"))
+    layout = struct.Struct("<" + "".join(formats))
+    names = "".join(f"a{i}, " for i in range(len(argtypes)))
+    source = (f"def marshal(args, buffer):\n"
+              f"    {names or '_'} = {'args' if argtypes else '()'}\n"
+              f"    pack_into(buffer, 0{''.join(', ' + v for v in values)})\n")
+    namespace = {"pack_into": layout.pack_into, "cupy_ndarray": _cupy_ndarray(),
+                 "interface_fields": _interface_fields}
+    exec(compile(source, "<overdub marshaller>", "exec"), namespace)
+    return layout, namespace["marshal"]
 
-_streams: dict[int, object] = {}
 
+# --- streams --------------------------------------------------------------------------------------------
 
-def _stream_handle(stream) -> int:
+def stream_handle(stream) -> int:
+    """The CUstream handle of a cupy, numba or cuda.core stream (anything speaking ``__cuda_stream__``)."""
     if hasattr(stream, "__cuda_stream__"):
         return int(stream.__cuda_stream__()[1])
     handle = getattr(stream, "ptr", None)               # cupy
@@ -109,63 +128,56 @@ def _stream_handle(stream) -> int:
     return int(handle)
 
 
-def _stream_for(stream):
-    """The ``cuda.core`` stream for a cupy, numba or cuda.core stream (wrappers cached by handle)."""
-    from cuda.core import Device, Stream
-    if isinstance(stream, Stream):
-        return stream
-    handle = _stream_handle(stream)
-    wrapped = _streams.get(handle)
-    if wrapped is None:
-        wrapped = _streams[handle] = Device().create_stream(_ForeignStream(handle))
-    return wrapped
+_NULL_STREAM = 0       # the legacy default stream, which cupy and numba use by default
 
 
-class _ForeignStream:
-    """A stream handle in the ``__cuda_stream__`` protocol (version 0)."""
+@functools.lru_cache(maxsize=None)
+def _driver():
+    """libcuda's cuLaunchKernel, called through ctypes: the cheapest way to enqueue from Python (the
+    cuda.bindings and cuda.core wrappers each add microseconds of argument conversion per launch)."""
+    library = ctypes.CDLL("libcuda.so.1")
+    launch = library.cuLaunchKernel
+    launch.restype = ctypes.c_int
+    launch.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 7 + [ctypes.c_void_p] * 3
+    return launch
 
-    def __init__(self, handle: int):
-        self.handle = handle
 
-    def __cuda_stream__(self):
-        return (0, self.handle)
-
-
-@functools.lru_cache(maxsize=256)
-def _launch_config(blocks, threads, shmem):
-    from cuda.core import LaunchConfig
-    return LaunchConfig(grid=blocks, block=threads, shmem_size=shmem)
-
+# --- launcher -------------------------------------------------------------------------------------------
 
 class CUDALauncher:
-    """A compiled kernel, loaded on first launch, and the packers for its arguments."""
+    """A compiled kernel (loaded on first launch), its marshaller and its parameter buffer."""
 
-    __slots__ = ("library", "packers", "_kernel", "_lock", "_default_stream")
+    __slots__ = ("library", "marshal", "_buffer", "_slots", "_pointers", "_function", "_launch", "_lock")
 
     def __init__(self, library, argtypes):
         self.library = library
-        self.packers = tuple(packer_for(t) for t in argtypes)
-        self._kernel = None
-        self._default_stream = None
+        layout, self.marshal = make_marshaller(argtypes)
+        self._buffer = ctypes.create_string_buffer(max(layout.size, 8))
+        base = ctypes.addressof(self._buffer)
+        addresses = [base + 8 * i for i in range(layout.size // 8)] or [0]
+        self._slots = (ctypes.c_void_p * len(addresses))(*addresses)
+        self._pointers = ctypes.addressof(self._slots)
+        self._function = self._launch = None
         self._lock = threading.Lock()
 
     def _load(self):
         with self._lock:
-            if self._kernel is None:
+            if self._function is None:
                 from cuda.core import Device
                 Device().set_current()
-                self._kernel = self.library.get_cufunc().kernel
-                self._default_stream = Device().default_stream
-        return self._kernel
+                self._launch = _driver()
+                self._function = int(self.library.get_cufunc().kernel._handle)
+        return self._function
 
     def launch(self, args, blocks, threads, shmem, stream):
-        from cuda.core import launch
-        kernel = self._kernel or self._load()
-        params = []
-        for pack, value in zip(self.packers, args):
-            pack(value, params)
-        s = self._default_stream if stream is None else _stream_for(stream)
-        launch(s, _launch_config(blocks, threads, shmem), kernel, *params)
+        function = self._function or self._load()
+        hstream = _NULL_STREAM if stream is None else stream_handle(stream)
+        with self._lock:     # the parameter buffer is shared; the driver copies it during the call
+            self.marshal(args, self._buffer)
+            err = self._launch(function, *blocks, *threads, shmem, hstream, self._pointers, None)
+        if err:
+            from cuda.bindings.driver import CUresult
+            raise RuntimeError(f"launching {self.library.name}: {CUresult(err)!r}")
 
 
 # --- the target -----------------------------------------------------------------------------------------
