@@ -96,13 +96,22 @@ def compile_method(func: pytypes.FunctionType, chain: tuple, typing_context, arg
     """Compile ``func`` (rewritten in ``chain``) for ``argtypes``; reuse a valid earlier compile."""
     key = (chain, func, argtypes, tuple(sorted((k, v) for k, v in kws.items())))
     node = _methods.get(key)
+    if node is not None and node.sig is None:
+        from .bridge import call_sites
+        sites = call_sites()
+        raise CompileError(f"{func.__qualname__}({type_list(argtypes)}) calls itself"
+                           f"{' at ' + sites[0] if sites else ''}: recursion is not supported in kernels")
     if node is None or not node.usable():
-        node = CompiledMethod(key)
-        with world.building(node):
-            rewritten = rewrite(func, chain)
-            node.sig, node.impl_key, node.keepalive = target_of(chain).compile_method(
-                rewritten, typing_context, argtypes, kws)
-        _methods[key] = node
+        node = _methods[key] = CompiledMethod(key)        # in progress until it has a signature
+        try:
+            with world.building(node):
+                rewritten = rewrite(func, chain)
+                node.sig, node.impl_key, node.keepalive = target_of(chain).compile_method(
+                    rewritten, typing_context, argtypes, kws)
+        except BaseException:
+            if _methods.get(key) is node:
+                del _methods[key]
+            raise
         count("method_instances")
     _use(node)
     return node.sig, node.impl_key

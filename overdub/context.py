@@ -54,6 +54,11 @@ class Context:
         function (``math.sin``) or an intrinsic (``od.unsafe_store``). The method dispatches on its
         annotations like a generic method; inside it, calls run one context down.
         """
+        from .rewrite import is_overdubbable
+        if not is_overdubbable(callee):
+            raise TypeError(f"{callee!r} cannot be overdubbed: contexts substitute functions, not classes or "
+                            f"types, and numba requires len to stay the builtin")
+
         def define(func):
             params, sig = signature_of(func)
             method = Method(f"{self.name}.overdub({callee_name(callee)})", func, params, sig)

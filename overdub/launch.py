@@ -1,9 +1,11 @@
 """Launching: ``od.cuda(kernel, *args, ...)`` -- the hot path.
 
-A launch computes a cheap key from the arguments' Python types (and, for arrays, dtype, rank and
-contiguity), looks the compiled kernel up in one dict, checks its validity (a flag, and one version tag per
-module it read) and hands the arguments to the target's launcher. Only on a miss does it compute numba
-types, and only when the kernel is stale does anything get rewritten, typed or compiled.
+The first launch of a kernel with given argument classes compiles it (through :mod:`overdub.compiler`) and
+generates one Python function for that kernel and those classes that does everything a later launch
+needs: check the compiled kernel is still valid (a flag, and one version tag per module it read), check the
+guards that pin the arguments' numba types (dtype, rank, contiguity of arrays), marshal the arguments and
+enqueue. A launch is then a dict lookup on (kernel, context, target, argument classes) and one call; any
+guard that fails falls back to the slow path, which types, looks up or compiles, and adds a function.
 """
 from __future__ import annotations
 
@@ -11,10 +13,12 @@ import functools
 import os
 
 import numpy as np
+from numba.core import types
 
-from . import compiler
+from . import compiler, world
 from .context import Context
 from .intrinsics import Pointer
+from .types import PtrType
 
 __all__ = ["cuda", "synchronize", "default_target", "get_target"]
 
@@ -34,11 +38,6 @@ def default_target() -> str:
 
 
 @functools.lru_cache(maxsize=None)
-def _default_target_object():
-    return _target_named(default_target())
-
-
-@functools.lru_cache(maxsize=None)
 def _target_named(name: str):
     if name == "cpu":
         from .targets.cpu import TARGET
@@ -54,57 +53,73 @@ def get_target(name: str | None = None):
     return _target_named(name or default_target())
 
 
-# --- the argument key -----------------------------------------------------------------------------------
-
-def _numpy_key(a):
-    flags = a.flags
-    return (np.ndarray, a.dtype, a.ndim, flags.c_contiguous, flags.f_contiguous, flags.writeable,
-            flags.aligned)
-
-
-def _array_key(a):
-    flags = a.flags
-    return (type(a), a.dtype, a.ndim, flags.c_contiguous, flags.f_contiguous)
-
-
-def _pointer_key(p):
-    return (Pointer, p.dtype, p.device)
-
-
-_KEYS = {int: None, float: None, bool: None, complex: None, Pointer: _pointer_key, np.ndarray: _numpy_key}
-_KEYS.update({t: None for t in (np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32,
-                                np.uint64, np.float16, np.float32, np.float64, np.bool_, np.complex64,
-                                np.complex128)})
-_KEYLESS = object()
-
-
-def _register_array_class(cls) -> None:
-    _KEYS[cls] = _array_key
-
-
-def _arg_key(value):
-    """A hashable key that determines the numba type of a launch argument (its type, for scalars)."""
-    cls = type(value)
-    try:
-        keyer = _KEYS[cls]
-    except KeyError:
-        if cls.__module__.startswith("cupy") and hasattr(value, "flags"):
-            _register_array_class(cls)
-            return _array_key(value)
-        return _KEYLESS
-    return cls if keyer is None else keyer(value)
-
-
-def _dims(value, what: str) -> tuple[int, int, int]:
-    if type(value) is int and value > 0:
-        return (value, 1, 1)
-    dims = (value,) if isinstance(value, int) else tuple(value)
-    if not 1 <= len(dims) <= 3 or any(not isinstance(d, int) or d < 1 for d in dims):
+def dims(value, what: str) -> tuple[int, int, int]:
+    """A grid or block shape as three positive ints."""
+    shape = (value,) if isinstance(value, int) else tuple(value)
+    if not 1 <= len(shape) <= 3 or any(not isinstance(d, int) or d < 1 for d in shape):
         raise ValueError(f"{what} must be a positive int or a tuple of 1-3 positive ints, not {value!r}")
-    return dims + (1,) * (3 - len(dims))
+    return shape + (1,) * (3 - len(shape))
 
 
-_launch_cache: dict[tuple, compiler.Kernel] = {}
+# --- guards ---------------------------------------------------------------------------------------------
+
+def _guards(name: str, value, ty, consts: dict) -> list[str] | None:
+    """Conditions on a later argument of the same class that make numba type it as ``ty`` (None: no cheap
+    guard exists, so such launches always take the slow path)."""
+    if isinstance(ty, (types.Integer, types.Float, types.Complex, types.Boolean)):
+        return []                 # the class decides the type (ints beyond int64 fail loudly in marshalling)
+    if isinstance(ty, PtrType) and isinstance(value, Pointer):
+        consts[f"{name}_dtype"] = value.dtype
+        return [f"{name}.dtype == {name}_dtype", f"{name}.device is {value.device}"]
+    if isinstance(ty, types.Array) and hasattr(value, "dtype") and hasattr(value, "ndim"):
+        consts[f"{name}_dtype"] = value.dtype
+        guards = [f"({name}.dtype is {name}_dtype or {name}.dtype == {name}_dtype)", f"{name}.ndim == {ty.ndim}"]
+        if hasattr(value, "_c_contiguous"):           # cupy: cheaper than building a flags object
+            c, f = f"{name}._c_contiguous", f"{name}._f_contiguous"
+        else:
+            c, f = f"{name}.flags.c_contiguous", f"{name}.flags.f_contiguous"
+        layout = {"C": c, "F": f"(not {c} and {f})", "A": f"not ({c} or {f})"}[ty.layout]
+        guards.append(layout)
+        if isinstance(value, np.ndarray):
+            guards += [f"{name}.flags.writeable is {ty.mutable}", f"{name}.flags.aligned is {ty.aligned}"]
+        return guards
+    return None
+
+
+def _make_launch(compiled: compiler.Kernel, args: tuple, argtypes: tuple):
+    """(the launch function for ``compiled`` and arguments like ``args``, whether it may be cached: False
+    when some argument's type cannot be pinned by a cheap guard)."""
+    names = [f"a{i}" for i in range(len(args))]
+    consts: dict = {}
+    guards, cacheable = [], True
+    for name, value, ty in zip(names, args, argtypes):
+        more = _guards(name, value, ty, consts)
+        if more is None:
+            cacheable = False
+        else:
+            guards += more
+    if not cacheable:
+        guards = []
+    statements, namespace = compiled.launcher.launch_code(names)
+    lines = ["def launch(args, blocks, threads, shmem, stream):",
+             f"    {', '.join(names) + ',' if names else '_'} = args{'' if names else ' or ()'}",
+             "    if not (kernel.valid and guard.fresh()):",
+             "        return False"]
+    if guards:
+        lines += [f"    if not ({' and '.join(guards)}):", "        return False"]
+    lines += ["    gx, gy, gz = (blocks, 1, 1) if type(blocks) is int and blocks > 0 else dims(blocks, 'blocks')",
+              "    tx, ty, tz = (threads, 1, 1) if type(threads) is int and threads > 0 else dims(threads, 'threads')"]
+    lines += [f"    {statement}" for statement in statements]
+    lines += ["    count_launch()", "    return True"]
+    namespace.update(consts, kernel=compiled, guard=compiled.guard, dims=dims,
+                     count_launch=compiler.count_launch)
+    exec(compile("\n".join(lines) + "\n", f"<overdub launch of {compiled.describe()}>", "exec"), namespace)
+    return namespace["launch"], cacheable
+
+
+# --- launching ------------------------------------------------------------------------------------------
+
+_launches: dict[tuple, list] = {}     # (kernel, context, target, *argument classes) -> launch functions
 
 
 def cuda(kernel, *args, threads=1, blocks=1, shmem: int = 0, stream=None, target: str | None = None,
@@ -114,17 +129,34 @@ def cuda(kernel, *args, threads=1, blocks=1, shmem: int = 0, stream=None, target
     The kernel and everything it calls are compiled for the argument types in the chain ``context`` ->
     its parents -> the target's base context, once; the compiled kernel is reused until something it
     consulted changes. ``target`` is "cpu" or "cuda"; by default, :func:`default_target` as it was at the
-    first launch without one.
+    first launch without one. ``shmem`` is the dynamic shared memory in bytes; ``stream`` a cupy, numba or
+    cuda.core stream (default: the legacy default stream).
     """
-    tgt = _default_target_object() if target is None else _target_named(target)
-    key = (kernel, context, tgt, *map(_arg_key, args))
-    compiled = _launch_cache.get(key)
-    if compiled is None or not (compiled.valid and compiled.guard.fresh()) and not compiled.usable():
-        compiled = compiler.cached_kernel(kernel, tuple(map(tgt.typeof, args)), (context or tgt.base).chain(tgt))
-        if _KEYLESS not in key:
-            _launch_cache[key] = compiled
-    compiler.count_launch()
-    compiled.launcher.launch(args, _dims(blocks, "blocks"), _dims(threads, "threads"), shmem, stream)
+    for launch in _launches.get((kernel, context, target, *map(type, args)), ()):
+        if launch(args, blocks, threads, shmem, stream):
+            return
+    _launch_slow(kernel, args, threads, blocks, shmem, stream, target, context)
+
+
+def _launch_slow(kernel, args, threads, blocks, shmem, stream, target, context):
+    tgt = get_target(target) if target is not None else _default_target_object()
+    argtypes = tuple(map(tgt.typeof, args))
+    key = (kernel, context, target, *map(type, args))
+    for _ in range(3):      # a redefinition racing this launch can invalidate the kernel just compiled
+        compiled = compiler.cached_kernel(kernel, argtypes, (context or tgt.base).chain(tgt))
+        launch, cacheable = _make_launch(compiled, args, argtypes)
+        if cacheable:
+            with world.lock:
+                live = [f for f in _launches.get(key, ()) if f.__globals__["kernel"].valid]
+                _launches[key] = live + [launch]
+        if launch(args, blocks, threads, shmem, stream):
+            return
+    raise RuntimeError(f"could not launch {kernel.__qualname__}: it was invalidated on every attempt")
+
+
+@functools.lru_cache(maxsize=None)
+def _default_target_object():
+    return get_target(None)
 
 
 def synchronize(target: str | None = None) -> None:

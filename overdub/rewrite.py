@@ -55,10 +55,15 @@ class ModuleProxy:
 _interned: dict[tuple, object] = {}
 
 
+# numba's type inference rejects these names bound to anything but the builtin itself
+_FIXED_BUILTINS = (len,)
+
+
 def is_overdubbable(value) -> bool:
     """Callables a context may substitute: generic, plain Python, builtin and module functions, intrinsics,
-    ufuncs. Classes and numba types (``range``, ``np.float32``, ``numba.int32``) stay what they are."""
-    return callable(value) and not isinstance(value, (type, nt.Type))
+    ufuncs. Classes and numba types (``range``, ``np.float32``, ``numba.int32``) stay what they are, and so
+    does ``len``, which numba requires to be the builtin."""
+    return callable(value) and not isinstance(value, (type, nt.Type)) and value not in _FIXED_BUILTINS
 
 
 def substitute(value, chain: tuple):

@@ -17,7 +17,7 @@ import numba
 import numpy as np
 from llvmlite import ir
 from numba import cuda as numba_cuda
-from numba.core import types
+from numba.core import cgutils, types
 from numba.core.compiler_lock import global_compiler_lock
 from numba.core.extending import intrinsic, models, register_model, typeof_impl
 from numba.core.imputils import lower_constant, lower_getattr
@@ -192,8 +192,40 @@ def _atomic_cas(ary, idx, old, val):
     return current
 
 
-def _local_array(shape, dtype):
-    return np.empty(shape, dtype)
+def _literal_shape(shape) -> tuple[int, ...] | None:
+    items = shape.types if isinstance(shape, types.BaseTuple) else (shape,)
+    values = tuple(getattr(t, "literal_value", None) for t in items)
+    return values if all(isinstance(v, int) and v >= 0 for v in values) else None
+
+
+@intrinsic(prefer_literal=True)
+def _local_array(typingctx, shape, dtype):
+    """``cuda.local.array(shape, dtype)`` on the CPU: per-thread storage on the stack, like the GPU's local
+    memory (kernels are compiled without numba's runtime, so nothing is heap-allocated)."""
+    dims = _literal_shape(shape)
+    element = getattr(dtype, "dtype", None)
+    if dims is None or not isinstance(element, (types.Number, types.Boolean)):
+        return None
+    array_type = types.Array(element, len(dims), "C")
+
+    def codegen(context, builder, sig, args):
+        data_type = context.get_data_type(element)
+        itemsize = context.get_abi_sizeof(data_type)
+        count = 1
+        for extent in dims:
+            count *= extent
+        data = cgutils.alloca_once(builder, data_type, size=max(count, 1))
+        strides, step = [], itemsize
+        for extent in reversed(dims):
+            strides.append(step)
+            step *= extent
+        intp = context.get_value_type(types.intp)
+        array = context.make_array(array_type)(context, builder)
+        context.populate_array(array, data=data, shape=[intp(d) for d in dims],
+                               strides=[intp(st) for st in reversed(strides)], itemsize=intp(itemsize),
+                               meminfo=None)
+        return array._getvalue()
+    return array_type(shape, dtype), codegen
 
 
 def _namespace(name: str, **members) -> pytypes.ModuleType:
@@ -229,9 +261,11 @@ class CPULauncher:
     def __init__(self, grid_loop):
         self.grid_loop = grid_loop
 
-    def launch(self, args, blocks, threads, shmem, stream):
-        self.grid_loop(*blocks, *threads, *args)
-        _libc.fflush(None)          # device printf reaches the console at the end of each launch
+    def launch_code(self, names: list[str]) -> tuple[list[str], dict]:
+        args = "".join(f", {name}" for name in names)
+        return ([f"grid_loop(gx, gy, gz, tx, ty, tz{args})",
+                 "fflush(None)    # device printf reaches the console at the end of each launch"],
+                {"grid_loop": self.grid_loop, "fflush": _libc.fflush})
 
 
 def _grid_loop_source(nargs: int) -> str:
@@ -270,16 +304,16 @@ class CPUTarget:
         return bridge.typeof(value)
 
     def compile_method(self, func, typing_context, argtypes, kws):
-        dispatcher = numba.njit(func)
+        dispatcher = numba.njit(func, _nrt=False)
         sig, impl_key = bridge.dispatcher_call(typing_context, dispatcher, argtypes, kws)
         return sig, impl_key, dispatcher      # the dispatcher must outlive every caller's code
 
     def compile_kernel(self, func, argtypes):
-        kernel = numba.njit(func)
+        kernel = numba.njit(func, _nrt=False)
         kernel.compile(tuple(argtypes))      # first on its own, so that errors name the kernel's lines only
         namespace = {"kernel": kernel, "set_slot": _set_slot}
         exec(compile(_grid_loop_source(len(argtypes)), "<overdub grid loop>", "exec"), namespace)
-        grid_loop = numba.njit(namespace["grid_loop"])
+        grid_loop = numba.njit(namespace["grid_loop"], _nrt=False)
         grid_loop.compile((types.int64,) * 6 + tuple(argtypes))
         grid_loop.disable_compile()
         return CPULauncher(grid_loop)

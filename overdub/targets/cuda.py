@@ -95,22 +95,14 @@ def parameter_slots(ty) -> tuple[str, str]:
     raise TypeError(f"overdub cannot pass an argument of type {ty} to a CUDA kernel")
 
 
-def make_marshaller(argtypes) -> tuple[struct.Struct, object]:
-    """The parameter layout of a kernel and a function ``marshal(args, buffer)`` filling it."""
+def marshal_values(argtypes, names) -> tuple[struct.Struct, str]:
+    """The parameter layout of a kernel and the Python expression of its slot values over ``names``."""
     formats, values = [], []
-    for i, ty in enumerate(argtypes):
+    for name, ty in zip(names, argtypes):
         fmt, expr = parameter_slots(ty)
         formats.append(fmt)
-        values.append(expr.format(v=f"a{i}"))
-    layout = struct.Struct("<" + "".join(formats))
-    names = "".join(f"a{i}, " for i in range(len(argtypes)))
-    source = (f"def marshal(args, buffer):\n"
-              f"    {names or '_'} = {'args' if argtypes else '()'}\n"
-              f"    pack_into(buffer, 0{''.join(', ' + v for v in values)})\n")
-    namespace = {"pack_into": layout.pack_into, "cupy_ndarray": _cupy_ndarray(),
-                 "interface_fields": _interface_fields}
-    exec(compile(source, "<overdub marshaller>", "exec"), namespace)
-    return layout, namespace["marshal"]
+        values.append(expr.format(v=name))
+    return struct.Struct("<" + "".join(formats)), ", ".join(values)
 
 
 # --- streams --------------------------------------------------------------------------------------------
@@ -128,56 +120,65 @@ def stream_handle(stream) -> int:
     return int(handle)
 
 
-_NULL_STREAM = 0       # the legacy default stream, which cupy and numba use by default
+_streams: dict[int, object] = {}
 
 
-@functools.lru_cache(maxsize=None)
-def _driver():
-    """libcuda's cuLaunchKernel, called through ctypes: the cheapest way to enqueue from Python (the
-    cuda.bindings and cuda.core wrappers each add microseconds of argument conversion per launch)."""
-    library = ctypes.CDLL("libcuda.so.1")
-    launch = library.cuLaunchKernel
-    launch.restype = ctypes.c_int
-    launch.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 7 + [ctypes.c_void_p] * 3
-    return launch
+def driver_stream(stream):
+    """The driver's CUstream for a user stream; cached by handle."""
+    from cuda.bindings.driver import CUstream
+    handle = stream_handle(stream)
+    wrapped = _streams.get(handle)
+    if wrapped is None:
+        wrapped = _streams[handle] = CUstream(handle)
+    return wrapped
 
 
 # --- launcher -------------------------------------------------------------------------------------------
 
 class CUDALauncher:
-    """A compiled kernel (loaded on first launch), its marshaller and its parameter buffer."""
+    """A compiled kernel (loaded on first launch) and its parameter buffer.
 
-    __slots__ = ("library", "marshal", "_buffer", "_slots", "_pointers", "_function", "_launch", "_lock")
+    ``launch_code`` gives the launch path the statements that marshal the arguments into the buffer with
+    one ``struct.pack_into`` and enqueue the kernel with one driver call.
+    """
 
     def __init__(self, library, argtypes):
         self.library = library
-        layout, self.marshal = make_marshaller(argtypes)
-        self._buffer = ctypes.create_string_buffer(max(layout.size, 8))
-        base = ctypes.addressof(self._buffer)
-        addresses = [base + 8 * i for i in range(layout.size // 8)] or [0]
-        self._slots = (ctypes.c_void_p * len(addresses))(*addresses)
-        self._pointers = ctypes.addressof(self._slots)
-        self._function = self._launch = None
-        self._lock = threading.Lock()
+        self.argtypes = tuple(argtypes)
+        self.function = None
+        self.lock = threading.Lock()
 
     def _load(self):
-        with self._lock:
-            if self._function is None:
+        with self.lock:
+            if self.function is None:
                 from cuda.core import Device
                 Device().set_current()
-                self._launch = _driver()
-                self._function = int(self.library.get_cufunc().kernel._handle)
-        return self._function
+                self.function = self.library.get_cufunc().kernel._handle
+        return self.function
 
-    def launch(self, args, blocks, threads, shmem, stream):
-        function = self._function or self._load()
-        hstream = _NULL_STREAM if stream is None else stream_handle(stream)
-        with self._lock:     # the parameter buffer is shared; the driver copies it during the call
-            self.marshal(args, self._buffer)
-            err = self._launch(function, *blocks, *threads, shmem, hstream, self._pointers, None)
-        if err:
-            from cuda.bindings.driver import CUresult
-            raise RuntimeError(f"launching {self.library.name}: {CUresult(err)!r}")
+    def launch_code(self, names: list[str]) -> tuple[list[str], dict]:
+        from cuda.bindings.driver import CUstream, cuLaunchKernel
+        layout, values = marshal_values(self.argtypes, names)
+        buffer = ctypes.create_string_buffer(max(layout.size, 8))
+        base = ctypes.addressof(buffer)
+        slots = (ctypes.c_void_p * max(layout.size // 8, 1))(*[base + 8 * i for i in range(layout.size // 8)])
+        statements = [
+            "hstream = null_stream if stream is None else driver_stream(stream)",
+            "with lock:    # one parameter buffer per kernel; the driver copies it during the call",
+            f"    pack_into(buffer, 0{', ' if values else ''}{values})",
+            "    err, = cu_launch(function, gx, gy, gz, tx, ty, tz, shmem, hstream, slot_addresses, 0)",
+            "if err:",
+            "    launch_failed(err)",
+        ]
+        namespace = {"null_stream": CUstream(0), "driver_stream": driver_stream, "lock": self.lock,
+                     "pack_into": layout.pack_into, "buffer": buffer, "slots": slots,
+                     "slot_addresses": ctypes.addressof(slots), "cu_launch": cuLaunchKernel,
+                     "function": self.function or self._load(), "launch_failed": self._failed,
+                     "cupy_ndarray": _cupy_ndarray(), "interface_fields": _interface_fields}
+        return statements, namespace
+
+    def _failed(self, err):
+        raise RuntimeError(f"launching {self.library.name}: {err!r}")
 
 
 # --- the target -----------------------------------------------------------------------------------------

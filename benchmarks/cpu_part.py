@@ -1,0 +1,108 @@
+"""Part 5: the CPU target (od.cuda(..., target="cpu")) against hand-written numba.njit loops. Needs no GPU."""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from _common import Part, check_close, fresh_module, ratio
+from kernels import SAXPY_NUMBA, SAXPY_OD, STENCIL, STENCIL_THREADS, stencil_reference
+
+SAXPY_THREADS = 256
+
+
+def settings(quick: bool) -> dict:
+    return {"saxpy_n": 2**20 if quick else 2**24, "stencil_n": 512 if quick else 2048,
+            "repeats": 5 if quick else 10}
+
+
+def _best(fn, repeats: int) -> float:
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def run(part: Part, quick: bool, check_only: bool = False) -> None:
+    import numba
+
+    import overdub as od
+
+    cfg = settings(quick)
+    if check_only:
+        cfg.update(saxpy_n=4099, stencil_n=67, repeats=1)
+    part.config.update(cfg, saxpy_threads=SAXPY_THREADS, stencil_threads=STENCIL_THREADS,
+                       numba_threads=numba.get_num_threads())
+    part.notes.append("Both sides are single-threaded compiled loops (no parallel=True); best-of-N wall time; "
+                      "the overdub kernel is launched over blocks x threads covering the data, each thread "
+                      "bounds-checked, the numba side is a plain njit loop.")
+
+    # --- saxpy -------------------------------------------------------------------------------------------
+    with part.guard("saxpy"):
+        n = cfg["saxpy_n"]
+        odm = fresh_module("cpu_saxpy_od", SAXPY_OD)
+        nbm = fresh_module("cpu_saxpy_nb", SAXPY_NUMBA)
+        loop = numba.njit(nbm.saxpy_loop)
+        rng = np.random.default_rng(0)
+        x = rng.random(n, dtype=np.float32)
+        y0 = rng.random(n, dtype=np.float32)
+        a = np.float32(0.75)
+        blocks = -(-n // SAXPY_THREADS)
+
+        def od_saxpy(y):
+            od.cuda(odm.saxpy, a, x, y, threads=SAXPY_THREADS, blocks=blocks, target="cpu", context=odm.bench)
+
+        def nb_saxpy(y):
+            loop(a, x, y)
+
+        expected = a * x + y0
+        ok = True
+        for name, fn in (("od", od_saxpy), ("njit", nb_saxpy)):
+            y = y0.copy()
+            t0 = time.perf_counter()
+            fn(y)                   # the first call compiles
+            part.measure(f"saxpy first call (compile) [{name}]", time.perf_counter() - t0, "s")
+            ok &= part.check(f"saxpy [{name}] == numpy", lambda y=y: check_close("saxpy", y, expected))
+        if ok and not check_only:
+            y = y0.copy()
+            t_od = _best(lambda: od_saxpy(y), cfg["repeats"])
+            t_nb = _best(lambda: nb_saxpy(y), cfg["repeats"])
+            part.measure("saxpy [od cpu]", t_od * 1e3, "ms", n=n)
+            part.measure("saxpy [njit]", t_nb * 1e3, "ms", n=n)
+            part.measure("saxpy ratio od/njit", ratio(t_od, t_nb), "x")
+            part.target("saxpy od/njit", ratio(t_od, t_nb), "<=", 1.10)
+
+    # --- stencil -----------------------------------------------------------------------------------------
+    with part.guard("stencil"):
+        n = cfg["stencil_n"]
+        m = fresh_module("cpu_stencil", STENCIL)
+        loop = numba.njit(m.stencil_loop)
+        a = np.random.default_rng(1).random((n, n), dtype=np.float32)
+        tx, ty = STENCIL_THREADS
+        blocks = (-(-n // tx), -(-n // ty))
+
+        def od_stencil(b):
+            od.cuda(m.stencil, a, b, threads=STENCIL_THREADS, blocks=blocks, target="cpu")
+
+        def nb_stencil(b):
+            loop(a, b)
+
+        expected = stencil_reference(a, np)
+        ok = True
+        for name, fn in (("od", od_stencil), ("njit", nb_stencil)):
+            b = np.zeros_like(a)
+            t0 = time.perf_counter()
+            fn(b)
+            part.measure(f"stencil first call (compile) [{name}]", time.perf_counter() - t0, "s")
+            ok &= part.check(f"stencil [{name}] == numpy",
+                             lambda b=b: check_close("stencil", b, expected, rtol=1e-5, atol=1e-5))
+        if ok and not check_only:
+            b = np.zeros_like(a)
+            t_od = _best(lambda: od_stencil(b), cfg["repeats"])
+            t_nb = _best(lambda: nb_stencil(b), cfg["repeats"])
+            part.measure("stencil [od cpu]", t_od * 1e3, "ms", n=n)
+            part.measure("stencil [njit]", t_nb * 1e3, "ms", n=n)
+            part.measure("stencil ratio od/njit", ratio(t_od, t_nb), "x")
+            part.target("stencil od/njit", ratio(t_od, t_nb), "<=", 1.10)

@@ -1,0 +1,553 @@
+"""Parts 1-4: need a usable GPU, cupy and cuda.core.
+
+Every overdub launch here passes ``target="cuda"``. Correctness is checked before anything is timed; a case
+whose check fails is recorded as failed and not timed.
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+import kernels as K
+from _common import CheckFailed, Part, check_close, fresh_module, median, ratio
+
+
+def settings(quick: bool) -> dict:
+    return {
+        "launch_n": 3000 if quick else 20000,
+        "launch_repeats": 3 if quick else 7,
+        "launch_warmup": 200,
+        "edges": [1, 10, 100, 1000],
+        "saxpy_n": 2**24 if quick else 2**28,
+        "reduce_n": 2**24 if quick else 2**28,
+        "stencil_n": 1024 if quick else 4096,
+        "event_runs": 10 if quick else 20,
+        "event_warmup": 3,
+        "recompile_repeats": 2 if quick else 3,
+    }
+
+
+def check_settings() -> dict:
+    """--check: tiny sizes, correctness only."""
+    cfg = settings(True)
+    cfg.update(launch_n=10, launch_repeats=1, launch_warmup=2, saxpy_n=100_003, reduce_n=256 * 37 + 5,
+               stencil_n=131, event_runs=1, event_warmup=1, recompile_repeats=1)
+    return cfg
+
+
+# --- shared GPU helpers ---------------------------------------------------------------------------------
+
+class GPU:
+    """cupy, cuda.core and numba-cuda set up once for the whole run."""
+
+    def __init__(self):
+        import cupy as cp
+        from cuda.core import Device
+        from numba import cuda as nbcuda
+        from numba.core import config as nbconfig
+
+        # numba-cuda warns (and builds a warning) on every launch of a grid under 128 blocks; the launch
+        # overhead part launches 1 block, so turn that check off: it only makes numba-cuda faster.
+        nbconfig.CUDA_LOW_OCCUPANCY_WARNINGS = 0
+        self.cp, self.nbcuda = cp, nbcuda
+        self.device = Device()
+        self.device.set_current()
+        cc = self.device.compute_capability
+        self.cc = (int(cc[0]), int(cc[1]))
+        self.arch = f"sm_{self.cc[0]}{self.cc[1]}"
+        self.name = getattr(self.device, "name", "?")
+        self._spin = None
+        
+    def sync(self):
+        self.cp.cuda.runtime.deviceSynchronize()
+
+    def core_kernel(self, source: str, name: str):
+        from cuda.core import Program, ProgramOptions
+        program = Program(source, code_type="c++", options=ProgramOptions(arch=self.arch))
+        return program.compile("cubin").get_kernel(name)
+
+    # -- event timing -----------------------------------------------------------------------------------
+    def spin(self, stream, ms: float = 2.0):
+        """Enqueue a kernel that keeps the GPU busy for about ``ms`` on ``stream``."""
+        cp = self.cp
+        if self._spin is None:
+            self._spin = cp.RawKernel(K.SPIN_C, "spin")
+        with stream:
+            self._spin((1,), (1,), (np.int64(ms * 1e6),))
+
+    def device_ms(self, stream, enqueue) -> float:
+        """Device time of what ``enqueue()`` puts on ``stream``, by CUDA events. A spin kernel keeps the GPU
+        busy while the host enqueues, so the host's launch latency is not inside the interval."""
+        cp = self.cp
+        start, end = cp.cuda.Event(), cp.cuda.Event()
+        self.spin(stream)
+        start.record(stream)
+        enqueue()
+        end.record(stream)
+        end.synchronize()
+        return cp.cuda.get_elapsed_time(start, end)
+
+
+def gpu_check_close(cp, name, got, expected, rtol=1e-5, atol=1e-6):
+    if got.shape != expected.shape:
+        raise CheckFailed(f"{name}: shape {got.shape} != {expected.shape}")
+    close = cp.isclose(got, expected, rtol=rtol, atol=atol)
+    if not bool(close.all()):
+        bad = cp.argwhere(~close)
+        first = tuple(int(i) for i in bad[0].get())
+        raise CheckFailed(f"{name}: {int(bad.shape[0])} of {got.size} elements wrong; first at {first}: "
+                          f"got {float(got[first])!r}, expected {float(expected[first])!r}")
+
+
+def _pattern(cp, n: int, period: int):
+    """n float32 values in [0, 1): (i % period) / period."""
+    values = (cp.arange(n, dtype=cp.int64) % period).astype(cp.float32)
+    values /= cp.float32(period)
+    return values
+
+
+def _time_host_loop(gpu: GPU, loop, n: int) -> float:
+    """Seconds per launch of ``loop(n)`` (n enqueues, then one synchronize)."""
+    gpu.sync()
+    t0 = time.perf_counter()
+    loop(n)
+    gpu.sync()
+    return (time.perf_counter() - t0) / n
+
+
+# --- part 1: launch overhead ----------------------------------------------------------------------------
+
+def _launch_loops(gpu: GPU, name: str, arrays, scalars, pymod, c_source):
+    """The four ways to launch the empty kernel ``name``: each a function of n doing n launches."""
+    import overdub as od
+    from cuda.core import LaunchConfig, launch
+    cp, nbcuda = gpu.cp, gpu.nbcuda
+    args = tuple(arrays) + tuple(scalars)
+    loops = {}
+
+    py_kernel = getattr(pymod, name)
+
+    def od_loop(n, cuda=od.cuda, k=py_kernel, args=args):
+        for _ in range(n):
+            cuda(k, *args, threads=1, blocks=1, target="cuda")
+    loops["overdub"] = od_loop
+
+    nb_kernel = nbcuda.jit(py_kernel)
+
+    def nb_loop(n, k=nb_kernel, args=args):
+        for _ in range(n):
+            k[1, 1](*args)
+    loops["numba-cuda"] = nb_loop
+
+    def make_cupy():
+        rk = cp.RawKernel(c_source, name)
+        rk_args = args          # cupy arrays are passed as pointers by cupy itself; scalars as np.float32
+
+        def cupy_loop(n, rk=rk, grid=(1,), block=(1,), rk_args=rk_args):
+            for _ in range(n):
+                rk(grid, block, rk_args)
+        return cupy_loop
+    loops["cupy RawKernel"] = make_cupy
+
+    def make_core():
+        kernel = gpu.core_kernel(c_source, name)
+        stream = gpu.device.default_stream
+        config = LaunchConfig(grid=1, block=1)
+        core_args = tuple(int(a.data.ptr) for a in arrays) + tuple(scalars)
+
+        def core_loop(n, launch=launch, stream=stream, config=config, kernel=kernel, core_args=core_args):
+            for _ in range(n):
+                launch(stream, config, kernel, *core_args)
+        return core_loop
+    loops["cuda.core"] = make_core
+    return loops
+
+
+def part1(part: Part, gpu: GPU, cfg: dict, check_only: bool) -> None:
+    cp = gpu.cp
+    n, repeats = cfg["launch_n"], cfg["launch_repeats"]
+    part.config.update(launches_per_repeat=n, repeats=repeats, warmup=cfg["launch_warmup"],
+                       numba_low_occupancy_warnings=False, device=str(gpu.name), arch=gpu.arch)
+    part.notes.append("Host time per launch: n launches in a loop, one synchronize, divided by n; best of the "
+                      "repeats (the variants are interleaved repeat by repeat). cupy RawKernel gets the cupy "
+                      "arrays themselves; cuda.core gets the data pointers as Python ints and a LaunchConfig "
+                      "built once; numba-cuda gets the cupy arrays (by default it synchronizes "
+                      "on the stream their __cuda_array_interface__ names, if any); numba-cuda's low-occupancy "
+                      "warning check is turned off.")
+    pymod = fresh_module("launch", K.launch_py_source())
+    c_source = K.launch_c_source()
+    arrays = [cp.zeros(1 << 20, dtype=cp.float32) for _ in range(8)]
+    scalars = [np.float32(1.5 + i) for i in range(4)]
+    cases = {"a": "k0", "b": "k1", "c": "k8"}
+    labels = {"a": "no arguments", "b": "1 array + 1 scalar", "c": "8 arrays + 4 scalars"}
+
+    runnable = {}
+    for case, name in cases.items():
+        na, ns = K.LAUNCH_ARRAYS[name], K.LAUNCH_SCALARS[name]
+        loops = _launch_loops(gpu, name, arrays[:na], scalars[:ns], pymod, c_source)
+        for impl, loop in loops.items():
+            with part.guard(f"1{case} {impl} setup/warm-up"):
+                if impl in ("cupy RawKernel", "cuda.core"):
+                    loop = loop()
+                loop(cfg["launch_warmup"])          # compiles on the first call
+                gpu.sync()
+                runnable[(case, impl)] = loop
+                part.checks.append({"name": f"1{case} {impl} launches and synchronizes", "ok": True})
+    if check_only:
+        return
+
+    best = {key: float("inf") for key in runnable}
+    for _ in range(repeats):
+        for key, loop in runnable.items():
+            with part.guard(f"1{key[0]} {key[1]} timing"):
+                best[key] = min(best[key], _time_host_loop(gpu, loop, n))
+
+    for case in cases:
+        us = {impl: best[(c, impl)] * 1e6 for (c, impl) in best if c == case and best[(c, impl)] < float("inf")}
+        for impl, value in us.items():
+            part.measure(f"1{case} {labels[case]} [{impl}]", value, "us/launch", case=case, impl=impl)
+        od_us = us.get("overdub")
+        part.measure(f"1{case} ratio od/cupy", ratio(od_us, us.get("cupy RawKernel")), "x", case=case)
+        part.measure(f"1{case} ratio od/cuda.core", ratio(od_us, us.get("cuda.core")), "x", case=case)
+        part.measure(f"1{case} ratio numba/od", ratio(us.get("numba-cuda"), od_us), "x", case=case)
+    part.target("1b od/cupy RawKernel", part.value("1b ratio od/cupy"), "<=", 1.0)
+    part.target("1b od/cuda.core", part.value("1b ratio od/cuda.core"), "<=", 1.15)
+    part.target("1b numba-cuda/od", part.value("1b ratio numba/od"), ">=", 8.0)
+
+
+# --- part 2: validity-check scaling ---------------------------------------------------------------------
+
+def part2(part: Part, gpu: GPU, cfg: dict, check_only: bool) -> None:
+    import overdub as od
+    cp = gpu.cp
+    n, repeats = cfg["launch_n"], cfg["launch_repeats"]
+    part.config.update(constants=cfg["edges"], launches_per_repeat=n, repeats=repeats)
+    part.notes.append("Kernel k(a, x) reads K module constants and calls a chain of min(K, 20) generic "
+                      "functions; launched as in 1b (one float32 cupy array of 1M elements, one float32 scalar).")
+    a = cp.zeros(1 << 20, dtype=cp.float32)
+    x = np.float32(1.5)
+    loops = {}
+    for k in cfg["edges"]:
+        with part.guard(f"K={k}"):
+            source, constant = K.edges_source(k)
+            mod = fresh_module(f"edges{k}", source)
+            a[:] = 0
+            t0 = time.perf_counter()
+            od.cuda(mod.kernel, a, x, target="cuda")
+            gpu.sync()
+            compile_s = time.perf_counter() - t0
+            edges = len(od.explain(mod.kernel, a, x, target="cuda"))
+            expected = np.float32(constant + 2.0 * float(x))
+            if not part.check(f"K={k} a[0] == {float(expected)}",
+                              lambda: check_close(f"K={k}", np.float32(a[0].get()), expected, rtol=1e-6)):
+                continue
+            part.measure(f"2 K={k} edges", edges, "edges", k=k)
+            part.measure(f"2 K={k} compile + first launch", compile_s, "s", k=k)
+
+            def loop(n, cuda=od.cuda, kernel=mod.kernel, a=a, x=x):
+                for _ in range(n):
+                    cuda(kernel, a, x, target="cuda")
+            loop(cfg["launch_warmup"])
+            loops[k] = (loop, edges)
+    if check_only or not loops:
+        return
+    best = {k: float("inf") for k in loops}
+    for _ in range(repeats):
+        for k, (loop, _) in loops.items():
+            with part.guard(f"K={k} timing"):
+                best[k] = min(best[k], _time_host_loop(gpu, loop, n))
+    values = []
+    for k, (_, edges) in loops.items():
+        if best[k] < float("inf"):
+            part.measure(f"2 K={k} ({edges} edges) launch", best[k] * 1e6, "us/launch", k=k, edges=edges)
+            values.append(best[k])
+    flat = max(values) / min(values) if len(values) == len(cfg["edges"]) else None
+    part.measure("2 max/min launch time", flat, "x")
+    part.target("2 launch time flat in edges (max/min)", flat, "<=", 1.05)
+
+
+# --- part 3: generated-code quality ---------------------------------------------------------------------
+
+def _event_series(gpu: GPU, stream, variants: dict, runs: int, warmup: int) -> dict:
+    """Median device ms of each variant (interleaved run by run, after ``warmup`` runs of each)."""
+    for _ in range(warmup):
+        for enqueue in variants.values():
+            gpu.device_ms(stream, enqueue)
+    times = {name: [] for name in variants}
+    for _ in range(runs):
+        for name, enqueue in variants.items():
+            times[name].append(gpu.device_ms(stream, enqueue))
+    return {name: median(values) for name, values in times.items()}
+
+
+def part3(part: Part, gpu: GPU, cfg: dict, check_only: bool) -> None:
+    import overdub as od
+    cp, nbcuda = gpu.cp, gpu.nbcuda
+    stream = cp.cuda.Stream(non_blocking=True)
+    nbstream = nbcuda.external_stream(stream.ptr)
+    runs, warmup = cfg["event_runs"], cfg["event_warmup"]
+    part.config.update(saxpy_n=cfg["saxpy_n"], reduce_n=cfg["reduce_n"], stencil_n=cfg["stencil_n"],
+                       event_runs=runs, event_warmup=warmup, stream="one non-blocking cupy stream for all")
+    part.notes.append("Device time by CUDA events around one launch, median of the runs; a spin kernel enqueued "
+                      "first keeps the GPU busy while the host enqueues, so host latency is excluded. numba-cuda "
+                      "gets numba views of the cupy arrays (cuda.as_cuda_array(..., sync=False)). Copy "
+                      "bandwidth: the faster of cupy.copyto and dst[...] = src of an n-element float32 array, "
+                      "counting 8n bytes (read + write); saxpy counts 12n bytes.")
+
+    def nbview(arr):
+        return nbcuda.as_cuda_array(arr, sync=False)
+
+    # -- (i) saxpy, in the user context "bench" --------------------------------------------------------
+    with part.guard("3i saxpy"):
+        n = cfg["saxpy_n"]
+        odm = fresh_module("saxpy_od", K.SAXPY_OD)
+        nbm = fresh_module("saxpy_nb", K.SAXPY_NUMBA)
+        nb_saxpy = nbcuda.jit(nbm.saxpy)
+        threads, blocks = 256, -(-n // 256)
+        with stream:
+            x = _pattern(cp, n, 1009)
+            y0 = _pattern(cp, n, 997)
+            y = y0.copy()
+            dst = cp.empty_like(x)
+        gpu.sync()
+        a = np.float32(0.75)
+        xv, yv = nbview(x), nbview(y)
+
+        def od_run():
+            od.cuda(odm.saxpy, a, x, y, threads=threads, blocks=blocks, stream=stream, target="cuda",
+                    context=odm.bench)
+
+        def nb_run():
+            nb_saxpy[blocks, threads, nbstream](a, xv, yv)
+
+        def copy_run():
+            with stream:
+                cp.copyto(dst, x)
+
+        def assign_run():
+            with stream:
+                dst[...] = x
+
+        expected = a * x + y0
+        ok = True
+        for name, fn in (("overdub", od_run), ("numba-cuda", nb_run)):
+            y[...] = y0
+            gpu.sync()
+            fn()
+            gpu.sync()
+            ok &= part.check(f"3i saxpy [{name}] == a*x + y",
+                             lambda: gpu_check_close(cp, "saxpy", y, expected, rtol=1e-5, atol=1e-6))
+        for name, fn in (("copyto", copy_run), ("dst[...] = src", assign_run)):
+            dst[...] = 0
+            gpu.sync()
+            fn()
+            gpu.sync()
+            ok &= part.check(f"3i copy [{name}] == src", lambda: gpu_check_close(cp, "copy", dst, x, 0, 0))
+        del expected
+        if ok and not check_only:
+            ms = _event_series(gpu, stream, {"overdub": od_run, "numba-cuda": nb_run, "copyto": copy_run,
+                                             "assign": assign_run}, runs, warmup)
+            gbps = lambda nbytes, t: nbytes / (t * 1e-3) / 1e9          # noqa: E731
+            part.measure("3i saxpy [overdub]", ms["overdub"], "ms", n=n)
+            part.measure("3i saxpy [numba-cuda]", ms["numba-cuda"], "ms", n=n)
+            part.measure("3i saxpy ratio od/numba", ratio(ms["overdub"], ms["numba-cuda"]), "x")
+            part.measure("3i saxpy bandwidth [overdub]", gbps(12 * n, ms["overdub"]), "GB/s")
+            part.measure("3i saxpy bandwidth [numba-cuda]", gbps(12 * n, ms["numba-cuda"]), "GB/s")
+            part.measure("3i copy [cupy.copyto]", ms["copyto"], "ms", n=n)
+            part.measure("3i copy [dst[...] = src]", ms["assign"], "ms", n=n)
+            copy_bw = max(gbps(8 * n, ms["copyto"]), gbps(8 * n, ms["assign"]))
+            part.measure("3i copy bandwidth (best)", copy_bw, "GB/s")
+            frac = gbps(12 * n, ms["overdub"]) / copy_bw
+            part.measure("3i saxpy bandwidth / copy bandwidth [overdub]", frac, "x")
+            part.target("3i saxpy od/numba", ratio(ms["overdub"], ms["numba-cuda"]), "<=", 1.02)
+            part.target("3i saxpy bandwidth >= 90% of copy", frac, ">=", 0.90)
+        del x, y, y0, dst, xv, yv
+
+    # -- (ii) shared-memory block reduction ------------------------------------------------------------
+    with part.guard("3ii reduction"):
+        n = cfg["reduce_n"]
+        odm = fresh_module("reduce_od", K.REDUCE_OD)
+        nbm = fresh_module("reduce_nb", K.REDUCE_NUMBA)
+        nb_reduce = nbcuda.jit(nbm.reduce)
+        threads = K.REDUCE_THREADS
+        blocks = -(-n // threads)
+        with stream:
+            src = _pattern(cp, n, 1013)
+            out = cp.zeros(blocks, dtype=cp.float32)
+            padded = cp.zeros(blocks * threads, dtype=cp.float32)
+            padded[:n] = src
+            expected = padded.reshape(blocks, threads).sum(axis=1)
+            del padded
+        gpu.sync()
+        srcv, outv = nbview(src), nbview(out)
+
+        def od_run():
+            od.cuda(odm.reduce, src, out, threads=threads, blocks=blocks, stream=stream, target="cuda")
+
+        def nb_run():
+            nb_reduce[blocks, threads, nbstream](srcv, outv)
+
+        ok = True
+        for name, fn in (("overdub", od_run), ("numba-cuda", nb_run)):
+            out[...] = 0
+            gpu.sync()
+            fn()
+            gpu.sync()
+            ok &= part.check(f"3ii reduction [{name}] == block sums",
+                             lambda: gpu_check_close(cp, "reduction", out, expected, rtol=1e-4, atol=1e-3))
+        if ok and not check_only:
+            ms = _event_series(gpu, stream, {"overdub": od_run, "numba-cuda": nb_run}, runs, warmup)
+            part.measure("3ii reduction [overdub]", ms["overdub"], "ms", n=n)
+            part.measure("3ii reduction [numba-cuda]", ms["numba-cuda"], "ms", n=n)
+            part.measure("3ii reduction ratio od/numba", ratio(ms["overdub"], ms["numba-cuda"]), "x")
+            part.measure("3ii reduction bandwidth [overdub]", 4 * n / (ms["overdub"] * 1e-3) / 1e9, "GB/s")
+            part.target("3ii reduction od/numba", ratio(ms["overdub"], ms["numba-cuda"]), "<=", 1.02)
+        del src, out, expected, srcv, outv
+
+    # -- (iii) 2D 5-point stencil ----------------------------------------------------------------------
+    with part.guard("3iii stencil"):
+        n = cfg["stencil_n"]
+        m = fresh_module("stencil", K.STENCIL)
+        nb_stencil = nbcuda.jit(m.stencil)
+        threads = K.STENCIL_THREADS
+        blocks = (-(-n // threads[0]), -(-n // threads[1]))
+        with stream:
+            grid = _pattern(cp, n * n, 1019).reshape(n, n)
+            b = cp.zeros_like(grid)
+            expected = K.stencil_reference(grid, cp)
+        gpu.sync()
+        gv, bv = nbview(grid), nbview(b)
+
+        def od_run():
+            od.cuda(m.stencil, grid, b, threads=threads, blocks=blocks, stream=stream, target="cuda")
+
+        def nb_run():
+            nb_stencil[blocks, threads, nbstream](gv, bv)
+
+        ok = True
+        for name, fn in (("overdub", od_run), ("numba-cuda", nb_run)):
+            b[...] = 0
+            gpu.sync()
+            fn()
+            gpu.sync()
+            ok &= part.check(f"3iii stencil [{name}] == array expression",
+                             lambda: gpu_check_close(cp, "stencil", b, expected, rtol=1e-5, atol=1e-5))
+        if ok and not check_only:
+            ms = _event_series(gpu, stream, {"overdub": od_run, "numba-cuda": nb_run}, runs, warmup)
+            part.measure("3iii stencil [overdub]", ms["overdub"], "ms", n=n)
+            part.measure("3iii stencil [numba-cuda]", ms["numba-cuda"], "ms", n=n)
+            part.measure("3iii stencil ratio od/numba", ratio(ms["overdub"], ms["numba-cuda"]), "x")
+            part.target("3iii stencil od/numba", ratio(ms["overdub"], ms["numba-cuda"]), "<=", 1.02)
+        del grid, b, expected, gv, bv
+    cp.get_default_memory_pool().free_all_blocks()
+
+
+# --- part 4: recompile selectivity and cost -------------------------------------------------------------
+
+def part4(part: Part, gpu: GPU, cfg: dict, check_only: bool) -> None:
+    import overdub as od
+    cp, nbcuda = gpu.cp, gpu.nbcuda
+    repeats = cfg["recompile_repeats"]
+    part.config.update(kernels=K.N_KERNELS, generic_functions=10, l_users=list(K.L_USERS), repeats=repeats)
+    part.notes.append("Time to first launch after redefining L: launch of a kernel calling L, synchronized "
+                      "(overdub recompiles L's method and the kernel; other callees' method instances are "
+                      "reused). numba-cuda: the same kernel and device functions exec'd into a fresh module, "
+                      "first call + synchronize. Best of the repeats, each with a fresh redefinition / module.")
+    lib_src = K.LIBRARY
+    kern_src = K.library_kernels_source()
+    mod = fresh_module("library", lib_src + "\n" + kern_src)
+    x = np.float32(0.8)
+    size = 32
+    init = (np.arange(size, dtype=np.float32) * np.float32(0.1)).astype(np.float32)
+    arrays = [cp.asarray(init) for _ in range(K.N_KERNELS)]
+
+    def reference(i, factor):
+        ns = fresh_module("library_ref", K.as_plain_python(lib_src) + K.redefine_l_source(factor).replace(
+            "@od.function\n", ""))
+        f, g = K.kernel_callees(i)
+        fx = getattr(ns, f)(float(x))
+        return np.array([np.float32(fx + getattr(ns, g)(float(v))) for v in init], dtype=np.float32)
+
+    def launch(i):
+        od.cuda(getattr(mod, f"k{i}"), arrays[i], x, threads=size, blocks=1, target="cuda")
+
+    def check_all(factor, label):
+        ok = True
+        for i in range(K.N_KERNELS):
+            ok &= part.check(f"4 k{i} {label}", lambda i=i: check_close(
+                f"k{i}", arrays[i].get(), reference(i, factor), rtol=1e-5, atol=1e-5))
+        return ok
+
+    # first launch of all 20
+    t0 = time.perf_counter()
+    for i in range(K.N_KERNELS):
+        launch(i)
+    gpu.sync()
+    part.measure("4 first launch of all 20 kernels", time.perf_counter() - t0, "s")
+    if not check_all(1.5, "== reference before redefinition"):
+        return
+    for arr in arrays:
+        arr[...] = cp.asarray(init)
+
+    # redefine L, time the first launch of one of its users, relaunch all and count recompiles
+    user = K.L_USERS[0]
+    od_times = []
+    for r in range(repeats):
+        factor = 2.5 + r
+        exec(K.redefine_l_source(factor), mod.__dict__)
+        before = od.stats()["compiles"]
+        t0 = time.perf_counter()
+        launch(user)
+        gpu.sync()
+        od_times.append(time.perf_counter() - t0)
+        if r == 0:
+            recompiled = ["k%d" % user] if od.stats()["compiles"] > before else []
+            for i in range(K.N_KERNELS):
+                if i == user:
+                    continue
+                c = od.stats()["compiles"]
+                launch(i)
+                if od.stats()["compiles"] > c:
+                    recompiled.append(f"k{i}")
+            gpu.sync()
+            delta = od.stats()["compiles"] - before
+            part.measure("4 kernels recompiled after redefining L", delta, "kernels",
+                         which=recompiled, expected=[f"k{i}" for i in K.L_USERS])
+            part.target("4 recompiled kernels == 2", delta, "==", 2)
+            if not check_all(factor, "== reference after redefinition"):
+                return
+            if check_only:
+                return
+        for arr in arrays:
+            arr[...] = cp.asarray(init)
+
+    # numba-cuda from scratch, the same kernel and device functions
+    nb_times = []
+    warm = fresh_module("library_nb_warm", K.as_numba_device(lib_src) + "\n" + kern_src)
+    nbcuda.jit(warm.k0)[1, size](cp.asarray(init), x)      # warm numba-cuda's own first-compile costs
+    gpu.sync()
+    for r in range(repeats):
+        nbm = fresh_module("library_nb", K.as_numba_device(lib_src) + K.as_numba_device(
+            K.redefine_l_source(2.5 + r)) + "\n" + kern_src)
+        arr = cp.asarray(init)
+        t0 = time.perf_counter()
+        kernel = nbcuda.jit(getattr(nbm, f"k{user}"))
+        kernel[1, size](arr, x)
+        gpu.sync()
+        nb_times.append(time.perf_counter() - t0)
+        if r == 0 and not part.check(f"4 numba-cuda k{user} == reference", lambda: check_close(
+                "numba", arr.get(), reference(user, 2.5), rtol=1e-5, atol=1e-5)):
+            return
+    part.measure("4 first launch after redefinition [overdub]", min(od_times), "s", all=od_times)
+    part.measure("4 compile from scratch + first launch [numba-cuda]", min(nb_times), "s", all=nb_times)
+    part.measure("4 ratio od/numba", ratio(min(od_times), min(nb_times)), "x")
+    part.target("4 recompile time od/numba", ratio(min(od_times), min(nb_times)), "<=", 1.2)
+
+
+PARTS = {
+    "1": ("Launch overhead", part1),
+    "2": ("Validity-check scaling", part2),
+    "3": ("Generated-code quality", part3),
+    "4": ("Recompile selectivity and cost", part4),
+}
