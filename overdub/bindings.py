@@ -133,6 +133,13 @@ class Guard:
                 return False
         return True
 
+    def native_checks(self) -> list[tuple[int, list]] | None:
+        """(address of each namespace's version tag, its [view, tag] entry) for native launchers, or None
+        where the interpreter has no version tags."""
+        if any(view is None for view, _ in self._checks.values()):
+            return None
+        return [(ctypes.addressof(check[0]), check) for check in self._checks.values()]
+
     def revalidate(self) -> bool:
         """Slow check: invalidate the bindings that really changed; True when none of this guard's did."""
         ok = True

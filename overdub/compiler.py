@@ -44,8 +44,16 @@ def stats() -> dict:
     """Counters since the process started: kernels compiled, launches, method instances compiled."""
     with _stats_lock:
         counters = dict(_stats)
-    counters["launches"] = int(repr(_launches)[6:-1])     # "count(N)": reading does not advance it
+    counters["launches"] = int(repr(_launches)[6:-1]) + _native_launches()  # repr "count(N)" reads, not advances
     return counters
+
+
+def _native_launches() -> int:
+    try:
+        from ._fastlaunch import launch_count
+    except ImportError:
+        return 0
+    return launch_count()
 
 
 class CompileError(Exception):

@@ -63,6 +63,28 @@ def dims(value, what: str) -> tuple[int, int, int]:
 
 # --- guards ---------------------------------------------------------------------------------------------
 
+def _contiguity(shape, strides, itemsize) -> tuple[bool, bool]:
+    """(C-contiguous, Fortran-contiguous) as numba decides them for a device array's layout."""
+    if strides is None:
+        return True, len(shape) <= 1
+    flags = []
+    for order in (reversed, lambda seq: seq):
+        expected, ok = itemsize, True
+        for extent, stride in zip(order(shape), order(strides)):
+            ok = ok and (extent <= 1 or stride == expected)
+            expected *= extent
+        flags.append(ok)
+    return flags[0], flags[1]
+
+
+def interface_signature(value) -> tuple:
+    """(typestr, ndim, layout) of a ``__cuda_array_interface__`` object: what its numba array type rests on."""
+    interface = value.__cuda_array_interface__
+    shape = interface["shape"]
+    c, f = _contiguity(shape, interface.get("strides"), np.dtype(interface["typestr"]).itemsize)
+    return interface["typestr"], len(shape), "C" if c else ("F" if f else "A")
+
+
 def _guards(name: str, value, ty, consts: dict) -> list[str] | None:
     """Conditions on a later argument of the same class that make numba type it as ``ty`` (None: no cheap
     guard exists, so such launches always take the slow path)."""
@@ -71,29 +93,38 @@ def _guards(name: str, value, ty, consts: dict) -> list[str] | None:
     if isinstance(ty, PtrType) and isinstance(value, Pointer):
         consts[f"{name}_dtype"] = value.dtype
         return [f"{name}.dtype == {name}_dtype", f"{name}.device is {value.device}"]
-    if isinstance(ty, types.Array) and hasattr(value, "dtype") and hasattr(value, "ndim"):
+    if not isinstance(ty, types.Array):
+        return None
+    if isinstance(value, np.ndarray) or hasattr(value, "_c_contiguous"):      # numpy, cupy
         consts[f"{name}_dtype"] = value.dtype
         guards = [f"({name}.dtype is {name}_dtype or {name}.dtype == {name}_dtype)", f"{name}.ndim == {ty.ndim}"]
-        if hasattr(value, "_c_contiguous"):           # cupy: cheaper than building a flags object
-            c, f = f"{name}._c_contiguous", f"{name}._f_contiguous"
-        else:
-            c, f = f"{name}.flags.c_contiguous", f"{name}.flags.f_contiguous"
-        layout = {"C": c, "F": f"(not {c} and {f})", "A": f"not ({c} or {f})"}[ty.layout]
-        guards.append(layout)
         if isinstance(value, np.ndarray):
+            c, f = f"{name}.flags.c_contiguous", f"{name}.flags.f_contiguous"
             guards += [f"{name}.flags.writeable is {ty.mutable}", f"{name}.flags.aligned is {ty.aligned}"]
+        else:                                       # cupy: cheaper than building a flags object
+            c, f = f"{name}._c_contiguous", f"{name}._f_contiguous"
+        guards.append({"C": c, "F": f"(not {c} and {f})", "A": f"not ({c} or {f})"}[ty.layout])
         return guards
+    if hasattr(value, "__cuda_array_interface__"):      # numba device arrays, torch tensors, ...
+        consts[f"{name}_signature"] = interface_signature(value)
+        consts["interface_signature"] = interface_signature
+        return [f"interface_signature({name}) == {name}_signature"]
     return None
 
 
-def _make_launch(compiled: compiler.Kernel, args: tuple, argtypes: tuple):
+def _make_launch(compiled: compiler.Kernel, args: tuple, argtypes: tuple, guarded: bool = True):
     """(the launch function for ``compiled`` and arguments like ``args``, whether it may be cached: False
-    when some argument's type cannot be pinned by a cheap guard)."""
+    when some argument's type cannot be pinned by a cheap guard, or when ``guarded`` is False). The
+    target's native launcher is preferred where it has one for these arguments."""
+    native = getattr(compiled.launcher, "native_launch", None) if guarded else None
+    launch = native and native(compiled, args, argtypes)
+    if launch is not None:
+        return launch, True
     names = [f"a{i}" for i in range(len(args))]
     consts: dict = {}
-    guards, cacheable = [], True
+    guards, cacheable = [], guarded
     for name, value, ty in zip(names, args, argtypes):
-        more = _guards(name, value, ty, consts)
+        more = _guards(name, value, ty, consts) if guarded else None
         if more is None:
             cacheable = False
         else:
@@ -114,7 +145,9 @@ def _make_launch(compiled: compiler.Kernel, args: tuple, argtypes: tuple):
     namespace.update(consts, kernel=compiled, guard=compiled.guard, dims=dims,
                      count_launch=compiler.count_launch)
     exec(compile("\n".join(lines) + "\n", f"<overdub launch of {compiled.describe()}>", "exec"), namespace)
-    return namespace["launch"], cacheable
+    launch = namespace["launch"]
+    launch.kernel = compiled
+    return launch, cacheable
 
 
 # --- launching ------------------------------------------------------------------------------------------
@@ -122,16 +155,10 @@ def _make_launch(compiled: compiler.Kernel, args: tuple, argtypes: tuple):
 _launches: dict[tuple, list] = {}     # (kernel, context, target, *argument classes) -> launch functions
 
 
-def cuda(kernel, *args, threads=1, blocks=1, shmem: int = 0, stream=None, target: str | None = None,
-         context: Context | None = None):
-    """Launch ``kernel`` (a plain Python function) over ``blocks`` x ``threads`` in ``context``.
-
-    The kernel and everything it calls are compiled for the argument types in the chain ``context`` ->
-    its parents -> the target's base context, once; the compiled kernel is reused until something it
-    consulted changes. ``target`` is "cpu" or "cuda"; by default, :func:`default_target` as it was at the
-    first launch without one. ``shmem`` is the dynamic shared memory in bytes; ``stream`` a cupy, numba or
-    cuda.core stream (default: the legacy default stream).
-    """
+def _cuda(kernel, *args, threads=1, blocks=1, shmem: int = 0, stream=None, target: str | None = None,
+          context: Context | None = None):
+    """od.cuda where the native extension is not built (its documentation: ``help(od.cuda)`` there, or
+    docs/index.md): the launch functions for these argument classes, else the slow path."""
     for launch in _launches.get((kernel, context, target, *map(type, args)), ()):
         if launch(args, blocks, threads, shmem, stream):
             return
@@ -139,24 +166,39 @@ def cuda(kernel, *args, threads=1, blocks=1, shmem: int = 0, stream=None, target
 
 
 def _launch_slow(kernel, args, threads, blocks, shmem, stream, target, context):
+    """A launch whose lookup missed or whose launch functions' checks failed: type the arguments, get the
+    compiled kernel (compiling if needed), add a launch function for these argument classes, launch."""
     tgt = get_target(target) if target is not None else _default_target_object()
     argtypes = tuple(map(tgt.typeof, args))
     key = (kernel, context, target, *map(type, args))
+    chain = (context or tgt.base).chain(tgt)
     for _ in range(3):      # a redefinition racing this launch can invalidate the kernel just compiled
-        compiled = compiler.cached_kernel(kernel, argtypes, (context or tgt.base).chain(tgt))
+        compiled = compiler.cached_kernel(kernel, argtypes, chain)
         launch, cacheable = _make_launch(compiled, args, argtypes)
-        if cacheable:
-            with world.lock:
-                live = [f for f in _launches.get(key, ()) if f.__globals__["kernel"].valid]
-                _launches[key] = live + [launch]
         if launch(args, blocks, threads, shmem, stream):
+            if cacheable:
+                with world.lock:
+                    live = [f for f in _launches.get(key, ()) if f.kernel.valid]
+                    _launches[key] = live + [launch]
             return
+        if compiled.valid:   # the guards disagree with numba's typing of these very arguments: launch as typed
+            unguarded, _ = _make_launch(compiled, args, argtypes, guarded=False)
+            if unguarded(args, blocks, threads, shmem, stream):
+                return
     raise RuntimeError(f"could not launch {kernel.__qualname__}: it was invalidated on every attempt")
 
 
 @functools.lru_cache(maxsize=None)
 def _default_target_object():
     return get_target(None)
+
+
+try:     # the same lookup in C, where the native extension is built (see _fastlaunch.c)
+    from ._fastlaunch import cuda, install as _install_native
+except ImportError:
+    cuda = _cuda
+else:
+    _install_native(_launches, _launch_slow)
 
 
 def synchronize(target: str | None = None) -> None:

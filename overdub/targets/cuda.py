@@ -180,6 +180,42 @@ class CUDALauncher:
     def _failed(self, err):
         raise RuntimeError(f"launching {self.library.name}: {err!r}")
 
+    def native_launch(self, kernel, args, argtypes):
+        """The native launch function for ``kernel`` and arguments like ``args`` (see _fastlaunch.c), or None
+        where the extension is not built or an argument is of a kind it does not marshal."""
+        if _fastlaunch is None:
+            return None
+        specs = [_native_spec(value, ty) for value, ty in zip(args, argtypes)]
+        checks = kernel.guard.native_checks()
+        if None in specs or checks is None:
+            return None
+        function = self.function or self._load()
+        return _fastlaunch.Launcher(kernel, checks, specs, int(function), _cu_launch_kernel_address(),
+                                    stream_handle)
+
+
+try:
+    from .. import _fastlaunch
+except ImportError:          # built without a C compiler: the generated Python launch path serves
+    _fastlaunch = None
+
+
+@functools.lru_cache(maxsize=None)
+def _cu_launch_kernel_address() -> int:
+    return ctypes.cast(ctypes.CDLL("libcuda.so.1").cuLaunchKernel, ctypes.c_void_p).value
+
+
+def _native_spec(value, ty):
+    """How _fastlaunch guards and marshals one argument, or None when it cannot."""
+    if isinstance(ty, (types.Integer, types.Float, types.Boolean)) and ty != types.float16:
+        return ("s", _SLOT["bool" if isinstance(ty, types.Boolean) else str(ty)][0])
+    if isinstance(ty, bridge.PtrType) and isinstance(value, Pointer):
+        return ("p", value.dtype, value.device)
+    cupy_ndarray = _cupy_ndarray()
+    if isinstance(ty, types.Array) and cupy_ndarray is not None and type(value) is cupy_ndarray:
+        return ("a", value.dtype, ty.ndim, value.itemsize, ty.layout)
+    return None
+
 
 # --- the target -----------------------------------------------------------------------------------------
 

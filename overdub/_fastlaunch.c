@@ -1,0 +1,506 @@
+/* The native launch path of the CUDA target.
+ *
+ * One Launcher object per (compiled kernel, argument classes), made by overdub/targets/cuda.py. Calling it
+ * with (args, blocks, threads, shmem, stream) does, without returning to Python: the validity check (the
+ * kernel node's `valid` flag and the version tags of the module dicts it read), the guards that pin each
+ * argument's numba type, the marshalling of every parameter into 8-byte slots on the C stack, and
+ * cuLaunchKernel. It returns True when it launched, False when a check failed (the caller then takes the
+ * slow path, which may recompile), and raises when the driver refuses the launch.
+ *
+ * Built against the limited API (abi3): one binary serves every CPython from 3.11 on.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+#define MAX_SLOTS 1024
+
+typedef int (*cu_launch_kernel_t)(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                                  unsigned bz, unsigned shmem, void *stream, void **params, void **extra);
+
+enum kind { SCALAR = 's', POINTER = 'p', ARRAY = 'a' };
+
+typedef struct {
+    char kind;          /* SCALAR, POINTER or ARRAY */
+    char code;          /* SCALAR: struct code q Q i I h H b B f d ? */
+    char layout;        /* ARRAY: 'C', 'F' or 'A' */
+    int device;         /* POINTER: the pointer's device flag */
+    long ndim;          /* ARRAY */
+    long long itemsize; /* ARRAY */
+    PyObject *dtype;    /* POINTER, ARRAY: the numpy dtype the guard expects */
+} ArgSpec;
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *kernel;          /* the compiler's Kernel node: its `valid` flag */
+    Py_ssize_t nchecks;
+    uint64_t **versions;       /* addresses of module dicts' version tags */
+    PyObject **expected;       /* lists [view, tag]: item 1 is the tag the guard last saw */
+    Py_ssize_t nargs;
+    ArgSpec *specs;
+    void *function;            /* CUkernel / CUfunction */
+    cu_launch_kernel_t launch;
+    PyObject *stream_handle;   /* Python callable: stream object -> int handle */
+} Launcher;
+
+static PyObject *s_valid, *s_dtype, *s_ndim, *s_c_contiguous, *s_f_contiguous, *s_size, *s_data, *s_ptr,
+    *s_shape, *s_strides, *s_address, *s_device;
+static unsigned long long launches = 0;
+
+static int attr_is(PyObject *obj, PyObject *name, PyObject *expected) {
+    PyObject *value = PyObject_GetAttr(obj, name);
+    if (value == NULL) { PyErr_Clear(); return 0; }
+    int same = value == expected || PyObject_RichCompareBool(value, expected, Py_EQ) == 1;
+    Py_DECREF(value);
+    return same;
+}
+
+static int attr_truth(PyObject *obj, PyObject *name) {
+    PyObject *value = PyObject_GetAttr(obj, name);
+    if (value == NULL) { PyErr_Clear(); return -1; }
+    int truth = PyObject_IsTrue(value);
+    Py_DECREF(value);
+    return truth;
+}
+
+static int attr_ll(PyObject *obj, PyObject *name, long long *out) {
+    PyObject *value = PyObject_GetAttr(obj, name);
+    if (value == NULL) return -1;
+    *out = PyLong_AsLongLong(value);
+    Py_DECREF(value);
+    return (*out == -1 && PyErr_Occurred()) ? -1 : 0;
+}
+
+/* Append a tuple of ints (shape or strides) to the slots. */
+static int tuple_slots(PyObject *obj, PyObject *name, long ndim, uint64_t *slots, Py_ssize_t *n) {
+    PyObject *tuple = PyObject_GetAttr(obj, name);
+    if (tuple == NULL) return -1;
+    for (long i = 0; i < ndim; i++) {
+        PyObject *item = PySequence_GetItem(tuple, i);
+        if (item == NULL) { Py_DECREF(tuple); return -1; }
+        long long v = PyLong_AsLongLong(item);
+        Py_DECREF(item);
+        if (v == -1 && PyErr_Occurred()) { Py_DECREF(tuple); return -1; }
+        slots[(*n)++] = (uint64_t)v;
+    }
+    Py_DECREF(tuple);
+    return 0;
+}
+
+/* 1: guards hold, 0: they do not (take the slow path), -1: error. */
+static int check_arg(const ArgSpec *spec, PyObject *value) {
+    switch (spec->kind) {
+    case SCALAR:
+        return 1;     /* the argument's class, part of the caller's key, decides its numba type */
+    case POINTER:
+        return attr_is(value, s_dtype, spec->dtype) &&
+               attr_truth(value, s_device) == spec->device;
+    case ARRAY: {
+        if (!attr_is(value, s_dtype, spec->dtype)) return 0;
+        long long ndim;
+        if (attr_ll(value, s_ndim, &ndim) < 0) { PyErr_Clear(); return 0; }
+        if (ndim != spec->ndim) return 0;
+        int c = attr_truth(value, s_c_contiguous), f = attr_truth(value, s_f_contiguous);
+        if (c < 0 || f < 0) return 0;
+        if (spec->layout == 'C') return c;
+        if (spec->layout == 'F') return !c && f;
+        return !c && !f;
+    }
+    }
+    return 0;
+}
+
+static int marshal_scalar(char code, PyObject *value, uint64_t *slot) {
+    memset(slot, 0, sizeof *slot);
+    if (code == 'f' || code == 'd') {
+        double d = PyFloat_AsDouble(value);
+        if (d == -1.0 && PyErr_Occurred()) return -1;
+        if (code == 'f') { float f = (float)d; memcpy(slot, &f, sizeof f); }
+        else memcpy(slot, &d, sizeof d);
+        return 0;
+    }
+    if (code == '?') {
+        int truth = PyObject_IsTrue(value);
+        if (truth < 0) return -1;
+        *(unsigned char *)slot = (unsigned char)truth;
+        return 0;
+    }
+    PyObject *index = PyNumber_Index(value);
+    if (index == NULL) return -1;
+    long long v = 0;
+    unsigned long long u = 0;
+    if (code == 'Q') u = PyLong_AsUnsignedLongLong(index); else v = PyLong_AsLongLong(index);
+    Py_DECREF(index);
+    if (PyErr_Occurred()) return -1;
+    switch (code) {
+    case 'q': memcpy(slot, &v, 8); break;
+    case 'Q': memcpy(slot, &u, 8); break;
+    case 'i': { int32_t x = (int32_t)v; memcpy(slot, &x, 4); break; }
+    case 'I': { uint32_t x = (uint32_t)v; memcpy(slot, &x, 4); break; }
+    case 'h': { int16_t x = (int16_t)v; memcpy(slot, &x, 2); break; }
+    case 'H': { uint16_t x = (uint16_t)v; memcpy(slot, &x, 2); break; }
+    case 'b': { int8_t x = (int8_t)v; memcpy(slot, &x, 1); break; }
+    case 'B': { uint8_t x = (uint8_t)v; memcpy(slot, &x, 1); break; }
+    default: PyErr_Format(PyExc_TypeError, "unsupported scalar code %c", code); return -1;
+    }
+    return 0;
+}
+
+static int marshal_arg(const ArgSpec *spec, PyObject *value, uint64_t *slots, Py_ssize_t *n) {
+    if (spec->kind == SCALAR) return marshal_scalar(spec->code, value, &slots[(*n)++]);
+    if (spec->kind == POINTER) {
+        long long address;
+        if (attr_ll(value, s_address, &address) < 0) return -1;
+        slots[(*n)++] = (uint64_t)address;
+        return 0;
+    }
+    /* numba's exploded array: meminfo, parent, nitems, itemsize, data, shape..., strides... */
+    long long size, ptr;
+    if (attr_ll(value, s_size, &size) < 0) return -1;
+    PyObject *data = PyObject_GetAttr(value, s_data);
+    if (data == NULL) return -1;
+    int failed = attr_ll(data, s_ptr, &ptr);
+    Py_DECREF(data);
+    if (failed < 0) return -1;
+    slots[(*n)++] = 0;
+    slots[(*n)++] = 0;
+    slots[(*n)++] = (uint64_t)size;
+    slots[(*n)++] = (uint64_t)spec->itemsize;
+    slots[(*n)++] = (uint64_t)ptr;
+    if (tuple_slots(value, s_shape, spec->ndim, slots, n) < 0) return -1;
+    return tuple_slots(value, s_strides, spec->ndim, slots, n);
+}
+
+static int parse_dims(PyObject *value, unsigned out[3]) {
+    out[0] = out[1] = out[2] = 1;
+    if (PyLong_Check(value)) {
+        long v = PyLong_AsLong(value);
+        if (v < 1) goto bad;
+        out[0] = (unsigned)v;
+        return 0;
+    }
+    PyObject *seq = PySequence_Tuple(value);
+    if (seq == NULL) { PyErr_Clear(); goto bad; }
+    Py_ssize_t n = PyTuple_Size(seq);
+    if (n < 1 || n > 3) { Py_DECREF(seq); goto bad; }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        long v = PyLong_AsLong(PyTuple_GetItem(seq, i));
+        if (v < 1) { Py_DECREF(seq); PyErr_Clear(); goto bad; }
+        out[i] = (unsigned)v;
+    }
+    Py_DECREF(seq);
+    return 0;
+bad:
+    PyErr_Format(PyExc_ValueError, "blocks and threads must be a positive int or a tuple of 1-3 positive ints, "
+                 "not %R", value);
+    return -1;
+}
+
+static int still_valid(Launcher *self) {
+    int valid = attr_truth(self->kernel, s_valid);
+    if (valid != 1) return 0;
+    for (Py_ssize_t i = 0; i < self->nchecks; i++) {
+        PyObject *tag = PyList_GetItem(self->expected[i], 1);
+        if (tag == NULL) { PyErr_Clear(); return 0; }
+        unsigned long long expected = PyLong_AsUnsignedLongLong(tag);
+        if (PyErr_Occurred()) { PyErr_Clear(); return 0; }
+        if (*self->versions[i] != expected) return 0;
+    }
+    return 1;
+}
+
+/* 1: launched, 0: a check failed (take the slow path), -1: error. */
+static int launcher_run(Launcher *self, PyObject *args, PyObject *blocks, PyObject *threads,
+                        PyObject *shmem_obj, PyObject *stream) {
+    if (!still_valid(self)) return 0;
+    if (PyTuple_Size(args) != self->nargs) return 0;
+    for (Py_ssize_t i = 0; i < self->nargs; i++) {
+        int ok = check_arg(&self->specs[i], PyTuple_GetItem(args, i));
+        if (ok <= 0) return ok;
+    }
+    unsigned grid[3], block[3];
+    if (parse_dims(blocks, grid) < 0 || parse_dims(threads, block) < 0) return -1;
+    unsigned long shmem = PyLong_AsUnsignedLong(shmem_obj);
+    if (PyErr_Occurred()) return -1;
+    void *hstream = NULL;
+    if (stream != Py_None) {
+        PyObject *handle = PyObject_CallFunctionObjArgs(self->stream_handle, stream, NULL);
+        if (handle == NULL) return -1;
+        hstream = PyLong_AsVoidPtr(handle);
+        Py_DECREF(handle);
+        if (PyErr_Occurred()) return -1;
+    }
+    uint64_t slots[MAX_SLOTS];
+    void *params[MAX_SLOTS];
+    Py_ssize_t n = 0;
+    for (Py_ssize_t i = 0; i < self->nargs; i++) {
+        if (marshal_arg(&self->specs[i], PyTuple_GetItem(args, i), slots, &n) < 0) return -1;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) params[i] = &slots[i];
+    int err = self->launch(self->function, grid[0], grid[1], grid[2], block[0], block[1], block[2],
+                           (unsigned)shmem, hstream, n ? params : NULL, NULL);
+    if (err != 0) {
+        PyErr_Format(PyExc_RuntimeError, "cuLaunchKernel failed with CUresult %d", err);
+        return -1;
+    }
+    launches++;
+    return 1;
+}
+
+static PyObject *Launcher_call(Launcher *self, PyObject *call_args, PyObject *kwargs) {
+    PyObject *args, *blocks, *threads, *shmem_obj, *stream;
+    if (!PyArg_ParseTuple(call_args, "OOOOO", &args, &blocks, &threads, &shmem_obj, &stream)) return NULL;
+    int launched = launcher_run(self, args, blocks, threads, shmem_obj, stream);
+    if (launched < 0) return NULL;
+    return PyBool_FromLong(launched);
+}
+
+static int parse_spec(PyObject *spec, ArgSpec *out) {
+    /* ('s', code) | ('p', dtype, device) | ('a', dtype, ndim, itemsize, layout) */
+    const char *kind = NULL;
+    memset(out, 0, sizeof *out);
+    if (!PyTuple_Check(spec) || PyTuple_Size(spec) < 2) goto bad;
+    kind = PyUnicode_AsUTF8AndSize(PyTuple_GetItem(spec, 0), NULL);
+    if (kind == NULL) return -1;
+    out->kind = kind[0];
+    if (out->kind == SCALAR) {
+        const char *code = PyUnicode_AsUTF8AndSize(PyTuple_GetItem(spec, 1), NULL);
+        if (code == NULL) return -1;
+        out->code = code[0];
+        return 0;
+    }
+    out->dtype = PyTuple_GetItem(spec, 1);
+    Py_XINCREF(out->dtype);
+    if (out->kind == POINTER && PyTuple_Size(spec) == 3) {
+        out->device = PyObject_IsTrue(PyTuple_GetItem(spec, 2));
+        return 0;
+    }
+    if (out->kind == ARRAY && PyTuple_Size(spec) == 5) {
+        out->ndim = PyLong_AsLong(PyTuple_GetItem(spec, 2));
+        out->itemsize = PyLong_AsLongLong(PyTuple_GetItem(spec, 3));
+        const char *layout = PyUnicode_AsUTF8AndSize(PyTuple_GetItem(spec, 4), NULL);
+        if (layout == NULL || PyErr_Occurred()) return -1;
+        out->layout = layout[0];
+        return 0;
+    }
+bad:
+    PyErr_SetString(PyExc_ValueError, "bad argument spec");
+    return -1;
+}
+
+static int Launcher_init(Launcher *self, PyObject *args, PyObject *kwargs) {
+    PyObject *kernel, *checks, *specs, *function, *launch, *stream_handle;
+    if (!PyArg_ParseTuple(args, "OOOOOO", &kernel, &checks, &specs, &function, &launch, &stream_handle))
+        return -1;
+    self->nchecks = PySequence_Size(checks);
+    self->nargs = PySequence_Size(specs);
+    if (self->nchecks < 0 || self->nargs < 0) return -1;
+    self->versions = PyMem_Calloc(self->nchecks + 1, sizeof(uint64_t *));
+    self->expected = PyMem_Calloc(self->nchecks + 1, sizeof(PyObject *));
+    self->specs = PyMem_Calloc(self->nargs + 1, sizeof(ArgSpec));
+    if (!self->versions || !self->expected || !self->specs) { PyErr_NoMemory(); return -1; }
+    for (Py_ssize_t i = 0; i < self->nchecks; i++) {
+        PyObject *pair = PySequence_GetItem(checks, i);     /* (address, [view, tag]) */
+        if (pair == NULL) return -1;
+        self->versions[i] = PyLong_AsVoidPtr(PyTuple_GetItem(pair, 0));
+        self->expected[i] = PyTuple_GetItem(pair, 1);
+        Py_XINCREF(self->expected[i]);
+        Py_DECREF(pair);
+        if (PyErr_Occurred()) return -1;
+    }
+    for (Py_ssize_t i = 0; i < self->nargs; i++) {
+        PyObject *spec = PySequence_GetItem(specs, i);
+        if (spec == NULL) return -1;
+        int failed = parse_spec(spec, &self->specs[i]);
+        Py_DECREF(spec);
+        if (failed) return -1;
+    }
+    self->function = PyLong_AsVoidPtr(function);
+    self->launch = (cu_launch_kernel_t)PyLong_AsVoidPtr(launch);
+    if (PyErr_Occurred()) return -1;
+    Py_INCREF(kernel);
+    self->kernel = kernel;
+    Py_INCREF(stream_handle);
+    self->stream_handle = stream_handle;
+    return 0;
+}
+
+static void Launcher_dealloc(Launcher *self) {
+    Py_XDECREF(self->kernel);
+    Py_XDECREF(self->stream_handle);
+    for (Py_ssize_t i = 0; self->expected && i < self->nchecks; i++) Py_XDECREF(self->expected[i]);
+    for (Py_ssize_t i = 0; self->specs && i < self->nargs; i++) Py_XDECREF(self->specs[i].dtype);
+    PyMem_Free(self->versions);
+    PyMem_Free(self->expected);
+    PyMem_Free(self->specs);
+    PyTypeObject *type = Py_TYPE((PyObject *)self);
+    freefunc tp_free = (freefunc)PyType_GetSlot(type, Py_tp_free);
+    tp_free(self);
+    Py_DECREF(type);
+}
+
+static PyObject *Launcher_get_kernel(Launcher *self, void *closure) {
+    Py_INCREF(self->kernel);
+    return self->kernel;
+}
+
+static PyGetSetDef Launcher_getset[] = {
+    {"kernel", (getter)Launcher_get_kernel, NULL, "the compiled kernel node", NULL},
+    {NULL},
+};
+
+static PyType_Slot Launcher_slots[] = {
+    {Py_tp_doc, "Launcher(kernel, checks, specs, function, cuLaunchKernel address, stream_handle)"},
+    {Py_tp_init, Launcher_init},
+    {Py_tp_call, Launcher_call},
+    {Py_tp_dealloc, Launcher_dealloc},
+    {Py_tp_getset, Launcher_getset},
+    {Py_tp_new, PyType_GenericNew},
+    {0, NULL},
+};
+
+static PyType_Spec Launcher_spec = {
+    "overdub._fastlaunch.Launcher", sizeof(Launcher), 0, Py_TPFLAGS_DEFAULT, Launcher_slots,
+};
+
+/* od.cuda itself: the key (kernel, context, target, argument classes), one dict lookup, and the launch
+ * functions found there, native ones called without a Python frame; the slow path otherwise. */
+static PyObject *LauncherType, *launch_table, *slow_path, *py_one, *py_zero;
+static PyObject *s_threads, *s_blocks, *s_shmem, *s_stream, *s_target, *s_context;
+
+static int keyword(PyObject *kwargs, PyObject *name, PyObject **out) {
+    PyObject *value = PyDict_GetItemWithError(kwargs, name);
+    if (value == NULL) return PyErr_Occurred() ? -1 : 0;
+    *out = value;
+    return 1;
+}
+
+static PyObject *cuda(PyObject *module, PyObject *args, PyObject *kwargs) {
+    PyObject *threads = py_one, *blocks = py_one, *shmem = py_zero, *stream = Py_None, *target = Py_None,
+             *context = Py_None;
+    Py_ssize_t n = PyTuple_Size(args);
+    if (n < 1) {
+        PyErr_SetString(PyExc_TypeError, "cuda() needs the kernel to launch");
+        return NULL;
+    }
+    if (kwargs != NULL) {
+        PyObject *names[6] = {s_threads, s_blocks, s_shmem, s_stream, s_target, s_context};
+        PyObject **slots[6] = {&threads, &blocks, &shmem, &stream, &target, &context};
+        Py_ssize_t found = 0;
+        for (int i = 0; i < 6; i++) {
+            int r = keyword(kwargs, names[i], slots[i]);
+            if (r < 0) return NULL;
+            found += r;
+        }
+        if (found != PyDict_Size(kwargs)) {
+            PyErr_Format(PyExc_TypeError, "cuda() takes the keywords threads, blocks, shmem, stream, target and "
+                         "context, not all of %R", kwargs);
+            return NULL;
+        }
+    }
+    PyObject *kernel = PyTuple_GetItem(args, 0);
+    PyObject *kernel_args = PyTuple_GetSlice(args, 1, n);
+    PyObject *key = PyTuple_New(n + 2);
+    if (kernel_args == NULL || key == NULL) goto error;
+    Py_INCREF(kernel); PyTuple_SetItem(key, 0, kernel);
+    Py_INCREF(context); PyTuple_SetItem(key, 1, context);
+    Py_INCREF(target); PyTuple_SetItem(key, 2, target);
+    for (Py_ssize_t i = 1; i < n; i++) {
+        PyObject *cls = (PyObject *)Py_TYPE(PyTuple_GetItem(args, i));
+        Py_INCREF(cls);
+        PyTuple_SetItem(key, i + 2, cls);
+    }
+    PyObject *candidates = PyDict_GetItemWithError(launch_table, key);      /* borrowed */
+    if (candidates == NULL && PyErr_Occurred()) goto error;
+    Py_ssize_t count = candidates ? PyList_Size(candidates) : 0;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *launch = PyList_GetItem(candidates, i);
+        int launched;
+        if (Py_TYPE(launch) == (PyTypeObject *)LauncherType) {
+            launched = launcher_run((Launcher *)launch, kernel_args, blocks, threads, shmem, stream);
+        } else {
+            PyObject *result = PyObject_CallFunctionObjArgs(launch, kernel_args, blocks, threads, shmem, stream,
+                                                            NULL);
+            launched = result == NULL ? -1 : PyObject_IsTrue(result);
+            Py_XDECREF(result);
+        }
+        if (launched < 0) goto error;
+        if (launched) {
+            Py_DECREF(key);
+            Py_DECREF(kernel_args);
+            Py_RETURN_NONE;
+        }
+    }
+    Py_DECREF(key);
+    PyObject *result = PyObject_CallFunctionObjArgs(slow_path, kernel, kernel_args, threads, blocks, shmem,
+                                                    stream, target, context, NULL);
+    Py_DECREF(kernel_args);
+    return result;
+error:
+    Py_XDECREF(key);
+    Py_XDECREF(kernel_args);
+    return NULL;
+}
+
+static PyObject *install(PyObject *module, PyObject *args) {
+    PyObject *table, *slow;
+    if (!PyArg_ParseTuple(args, "OO", &table, &slow)) return NULL;
+    Py_XDECREF(launch_table);
+    Py_XDECREF(slow_path);
+    Py_INCREF(table);
+    Py_INCREF(slow);
+    launch_table = table;
+    slow_path = slow;
+    Py_RETURN_NONE;
+}
+
+static PyObject *launch_count(PyObject *module, PyObject *unused) {
+    return PyLong_FromUnsignedLongLong(launches);
+}
+
+static PyMethodDef module_methods[] = {
+    {"launch_count", launch_count, METH_NOARGS, "launches made by native launchers so far"},
+    {"install", install, METH_VARARGS, "install(table, slow_path): where cuda() looks launches up"},
+    {"cuda", (PyCFunction)(void (*)(void))cuda, METH_VARARGS | METH_KEYWORDS,
+     "cuda(kernel, /, *args, threads=1, blocks=1, shmem=0, stream=None, target=None, context=None)\n--\n\n"
+     "Launch ``kernel`` (a plain Python function) over ``blocks`` x ``threads`` in ``context``.\n\n"
+     "The kernel and everything it calls are compiled for the argument types in the chain ``context`` ->\n"
+     "its parents -> the target's base context, once; the compiled kernel is reused until something it\n"
+     "consulted changes. ``target`` is \"cpu\" or \"cuda\"; by default, ``default_target()`` as it was at\n"
+     "the first launch without one. ``blocks`` and ``threads`` are positive ints or tuples of 1-3 of them;\n"
+     "``shmem`` is the dynamic shared memory in bytes; ``stream`` a cupy, numba or cuda.core stream\n"
+     "(default: the legacy default stream)."},
+    {NULL},
+};
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT, "_fastlaunch", "The native launch path of overdub's CUDA target.", -1,
+    module_methods, NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__fastlaunch(void) {
+#define INTERN(var, text) if ((var = PyUnicode_InternFromString(text)) == NULL) return NULL
+    INTERN(s_valid, "valid"); INTERN(s_dtype, "dtype"); INTERN(s_ndim, "ndim");
+    INTERN(s_c_contiguous, "_c_contiguous"); INTERN(s_f_contiguous, "_f_contiguous");
+    INTERN(s_size, "size"); INTERN(s_data, "data"); INTERN(s_ptr, "ptr"); INTERN(s_shape, "shape");
+    INTERN(s_strides, "strides"); INTERN(s_address, "address"); INTERN(s_device, "device");
+    INTERN(s_threads, "threads"); INTERN(s_blocks, "blocks"); INTERN(s_shmem, "shmem"); INTERN(s_stream, "stream");
+    INTERN(s_target, "target"); INTERN(s_context, "context");
+    if ((py_one = PyLong_FromLong(1)) == NULL || (py_zero = PyLong_FromLong(0)) == NULL) return NULL;
+    PyObject *module = PyModule_Create(&module_def);
+    if (module == NULL) return NULL;
+    PyObject *type = PyType_FromSpec(&Launcher_spec);
+    if (type == NULL) {
+        Py_DECREF(module);
+        return NULL;
+    }
+    LauncherType = type;
+    Py_INCREF(type);
+    if (PyModule_AddObject(module, "Launcher", type) < 0) {
+        Py_DECREF(type);
+        Py_DECREF(module);
+        return NULL;
+    }
+    return module;
+}

@@ -1,0 +1,18 @@
+"""Build configuration for overdub's optional native launch path (everything else is in pyproject.toml).
+
+The extension is built against Python's limited API, so one binary serves CPython 3.11 and later. When no
+C compiler is available the build is skipped and overdub launches through its pure-Python path.
+"""
+from setuptools import Extension, setup
+
+setup(
+    ext_modules=[
+        Extension(
+            "overdub._fastlaunch",
+            ["overdub/_fastlaunch.c"],
+            py_limited_api=True,
+            define_macros=[("Py_LIMITED_API", "0x030B0000")],
+            optional=True,
+        )
+    ],
+)

@@ -1,0 +1,109 @@
+"""The native launch path (overdub/_fastlaunch.c), driven with a stand-in for cuLaunchKernel: it checks
+validity and guards, marshals every parameter into its slot, and enqueues with the right grid."""
+import ctypes
+import types as pytypes
+
+import numpy as np
+import pytest
+
+fastlaunch = pytest.importorskip("overdub._fastlaunch")
+
+LAUNCH = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, *([ctypes.c_uint] * 7), ctypes.c_void_p,
+                          ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p)
+
+
+class FakeDriver:
+    """Records each launch: function, grid, block, shared memory, stream and the raw 8-byte slots."""
+
+    def __init__(self, nslots, result=0):
+        self.calls, self.nslots, self.result = [], nslots, result
+        self.callback = LAUNCH(self._launch)
+        self.address = ctypes.cast(self.callback, ctypes.c_void_p).value
+
+    def _launch(self, function, gx, gy, gz, bx, by, bz, shmem, stream, params, extra):
+        slots = [ctypes.string_at(params[i], 8) for i in range(self.nslots)]
+        self.calls.append((function, (gx, gy, gz), (bx, by, bz), shmem, stream, slots))
+        return self.result
+
+
+class Node:
+    valid = True
+
+
+class DeviceArray:
+    """Shaped like a cupy array: the attributes the native path reads."""
+
+    def __init__(self, dtype, shape, ptr, c=True, f=False):
+        self.dtype, self.shape, self.ndim = np.dtype(dtype), shape, len(shape)
+        self.size = int(np.prod(shape))
+        self.strides = tuple(int(s) for s in np.empty(shape, dtype).strides)
+        self.data = pytypes.SimpleNamespace(ptr=ptr)
+        self._c_contiguous, self._f_contiguous = c, f
+
+
+def make(specs, nslots, checks=(), node=None, result=0):
+    driver = FakeDriver(nslots, result)
+    launcher = fastlaunch.Launcher(node or Node(), list(checks), specs, 0xF00, driver.address, lambda s: s.handle)
+    return launcher, driver
+
+
+def q(value):
+    return int(value).to_bytes(8, "little", signed=True)
+
+
+def test_scalars_pointers_and_arrays_are_marshalled_into_numbas_parameter_slots():
+    pointer = pytypes.SimpleNamespace(address=0xABC, dtype=np.dtype(np.int64), device=True)
+    array = DeviceArray(np.float32, (3, 4), 0x1000)
+    specs = [("s", "f"), ("p", np.dtype(np.int64), True), ("a", np.dtype(np.float32), 2, 4, "C"), ("s", "i")]
+    launcher, driver = make(specs, 1 + 1 + 9 + 1)
+    assert launcher((np.float32(1.5), pointer, array, -7), 2, (16, 4), 128, None) is True
+    function, grid, block, shmem, stream, slots = driver.calls[0]
+    assert (function, grid, block, shmem, stream) == (0xF00, (2, 1, 1), (16, 4, 1), 128, None)
+    assert slots[0][:4] == np.float32(1.5).tobytes()
+    assert slots[1] == q(0xABC)
+    assert slots[2:11] == [q(0), q(0), q(12), q(4), q(0x1000), q(3), q(4), q(16), q(4)]
+    assert slots[11][:4] == np.int32(-7).tobytes()
+
+
+def test_a_failed_guard_returns_false_without_launching():
+    specs = [("a", np.dtype(np.float32), 1, 4, "C")]
+    launcher, driver = make(specs, 7)
+    assert launcher((DeviceArray(np.float64, (4,), 0),), 1, 1, 0, None) is False       # dtype
+    assert launcher((DeviceArray(np.float32, (2, 2), 0),), 1, 1, 0, None) is False     # rank
+    assert launcher((DeviceArray(np.float32, (4,), 0, c=False),), 1, 1, 0, None) is False   # layout
+    assert driver.calls == []
+
+
+def test_an_invalidated_kernel_returns_false():
+    node = Node()
+    launcher, driver = make([], 0, node=node)
+    node.valid = False
+    assert launcher((), 1, 1, 0, None) is False and driver.calls == []
+
+
+def test_a_changed_module_version_tag_returns_false():
+    tag = ctypes.c_uint64(5)
+    check = [None, 5]
+    launcher, driver = make([], 0, checks=[(ctypes.addressof(tag), check)])
+    assert launcher((), 1, 1, 0, None) is True
+    tag.value = 6
+    assert launcher((), 1, 1, 0, None) is False
+    check[1] = 6                      # what the slow path's revalidation records
+    assert launcher((), 1, 1, 0, None) is True
+
+
+def test_streams_are_passed_by_handle():
+    launcher, driver = make([], 0)
+    launcher((), 1, 1, 0, pytypes.SimpleNamespace(handle=0x5000))
+    assert driver.calls[0][4] == 0x5000
+
+
+def test_a_driver_error_raises_and_bad_dimensions_are_rejected():
+    launcher, _ = make([], 0, result=700)
+    with pytest.raises(RuntimeError, match="CUresult 700"):
+        launcher((), 1, 1, 0, None)
+    launcher, _ = make([], 0)
+    with pytest.raises(ValueError, match="positive int"):
+        launcher((), 0, 1, 0, None)
+    with pytest.raises(ValueError, match="positive int"):
+        launcher((), (1, 1, 1, 1), 1, 0, None)
