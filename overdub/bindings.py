@@ -156,13 +156,15 @@ class Guard:
 
 
 class Guarded(world.Node):
-    """A node whose validity also depends on module globals: it carries a :class:`Guard`."""
+    """A compiled thing: its validity also depends on module globals (its :class:`Guard`), and it may need
+    things of the target at run time (``needs``: named by the target, inherited by every caller)."""
 
-    __slots__ = ("guard",)
+    __slots__ = ("guard", "needs")
 
     def __init__(self):
         super().__init__()
         self.guard = Guard()
+        self.needs: set[str] = set()
 
     def usable(self) -> bool:
         """Valid and none of its globals changed (the O(1)-per-namespace check, slow path on a tag change)."""

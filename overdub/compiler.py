@@ -93,11 +93,12 @@ def chain_name(chain: tuple) -> str:
 
 
 def _use(node: Guarded) -> None:
-    """The node being built depends on ``node``, and on every global ``node`` read."""
+    """The node being built depends on ``node``, on every global ``node`` read, and needs what it needs."""
     world.consult(node)
     builder = world.being_built()
     if isinstance(builder, Guarded):
         builder.guard.include(node.guard)
+        builder.needs |= node.needs
 
 
 def compile_method(func: pytypes.FunctionType, chain: tuple, typing_context, argtypes: tuple, kws: dict):

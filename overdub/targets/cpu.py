@@ -23,18 +23,39 @@ from numba.core.extending import intrinsic, models, register_model, typeof_impl
 from numba.core.imputils import lower_constant, lower_getattr
 from numba.core.typing.templates import AttributeTemplate, infer_getattr
 
-from .. import bridge
+from .. import bridge, world
 from ..context import CPU, TargetRoot
 from ..intrinsics import Pointer, cuprintln
 
 # --- grid state -----------------------------------------------------------------------------------------
 # slots: threadIdx.xyz 0-2, blockIdx.xyz 3-5, blockDim.xyz 6-8, gridDim.xyz 9-11
+#
+# The kernel is inlined (at numba IR level) into the grid loop, so the reads in its own body find the grid
+# loop's local copy of the state, which LLVM keeps in registers: thread indices are plain loop variables
+# there, and the loops vectorise. Callees compiled on their own read the state from twelve int64 slots at
+# an address baked into the code; a kernel that reaches such a callee "needs" the state in memory, and only
+# then does its grid loop store it there as well.
+
 _GRID_STATE = np.zeros(12, dtype=np.int64)
 _I64 = ir.IntType(64)
+_LOCAL_STATE = "overdub.grid_state"
+NEEDS_GRID_STATE = "grid state in memory"
 
 
-def _slot(slot: int):
+def _global_slot(slot: int):
     return ir.Constant(_I64, _GRID_STATE.ctypes.data + 8 * slot).inttoptr(_I64.as_pointer())
+
+
+def _local_state(builder):
+    """The grid loop's local copy of the state, when the code being generated is inlined in a grid loop."""
+    for instruction in builder.function.entry_basic_block.instructions:
+        if instruction.name == _LOCAL_STATE:
+            return instruction
+    return None
+
+
+def _local_slot(builder, state, slot: int):
+    return builder.gep(state, [ir.Constant(ir.IntType(32), 0), ir.Constant(ir.IntType(32), slot)])
 
 
 @intrinsic
@@ -44,13 +65,24 @@ def _set_slot(typingctx, slot, value):
     index = slot.literal_value
 
     def codegen(context, builder, sig, args):
-        builder.store(context.cast(builder, args[1], sig.args[1], types.int64), _slot(index))
+        value = context.cast(builder, args[1], sig.args[1], types.int64)
+        state = _local_state(builder) or cgutils.alloca_once(builder, ir.ArrayType(_I64, 12), name=_LOCAL_STATE)
+        builder.store(value, _local_slot(builder, state, index))
+        built = world.being_built()
+        if built is not None and NEEDS_GRID_STATE in built.needs:
+            builder.store(value, _global_slot(index))
         return context.get_dummy_value()
     return types.void(slot, types.unliteral(value)), codegen
 
 
 def _read_slot(builder, slot: int):
-    return builder.load(_slot(slot))
+    state = _local_state(builder)
+    if state is not None:
+        return builder.load(_local_slot(builder, state, slot))
+    built = world.being_built()
+    if built is not None:
+        built.needs.add(NEEDS_GRID_STATE)
+    return builder.load(_global_slot(slot))
 
 
 class Dim3Type(types.Type):
@@ -309,8 +341,7 @@ class CPUTarget:
         return sig, impl_key, dispatcher      # the dispatcher must outlive every caller's code
 
     def compile_kernel(self, func, argtypes):
-        kernel = numba.njit(func, _nrt=False)
-        kernel.compile(tuple(argtypes))      # first on its own, so that errors name the kernel's lines only
+        kernel = numba.njit(func, _nrt=False, inline="always")
         namespace = {"kernel": kernel, "set_slot": _set_slot}
         exec(compile(_grid_loop_source(len(argtypes)), "<overdub grid loop>", "exec"), namespace)
         grid_loop = numba.njit(namespace["grid_loop"], _nrt=False)
