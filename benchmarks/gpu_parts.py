@@ -57,8 +57,9 @@ class GPU:
         self.cc = (int(cc[0]), int(cc[1]))
         self.arch = f"sm_{self.cc[0]}{self.cc[1]}"
         self.name = getattr(self.device, "name", "?")
+        self.sm_count = cp.cuda.Device().attributes["MultiProcessorCount"]
         self._spin = None
-        
+
     def sync(self):
         self.cp.cuda.runtime.deviceSynchronize()
 
@@ -303,8 +304,10 @@ def part3(part: Part, gpu: GPU, cfg: dict, check_only: bool) -> None:
         n = cfg["saxpy_n"]
         odm = fresh_module("saxpy_od", K.SAXPY_OD)
         nbm = fresh_module("saxpy_nb", K.SAXPY_NUMBA)
-        nb_saxpy = nbcuda.jit(nbm.saxpy)
-        threads, blocks = 256, -(-n // 256)
+        nb_saxpy = nbcuda.jit(nbm.saxpy_strided)
+        # the grid-stride form measured fastest on an H200 (88% of copy bandwidth against 83% for one thread
+        # per element): 64 blocks of 256 threads per multiprocessor
+        threads, blocks = 256, min(-(-n // 256), 64 * gpu.sm_count)
         with stream:
             x = _pattern(cp, n, 1009)
             y0 = _pattern(cp, n, 997)
@@ -315,7 +318,7 @@ def part3(part: Part, gpu: GPU, cfg: dict, check_only: bool) -> None:
         xv, yv = nbview(x), nbview(y)
 
         def od_run():
-            od.cuda(odm.saxpy, a, x, y, threads=threads, blocks=blocks, stream=stream, target="cuda",
+            od.cuda(odm.saxpy_strided, a, x, y, threads=threads, blocks=blocks, stream=stream, target="cuda",
                     context=odm.bench)
 
         def nb_run():

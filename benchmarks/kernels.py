@@ -84,6 +84,13 @@ def saxpy(a, x, y):
     i = cuda.grid(1)
     if i < x.size:
         y[i] = axpy(scale(a), x[i], y[i])
+
+def saxpy_strided(a, x, y):            # grid-stride: a few waves of blocks, more loads in flight per thread
+    i = cuda.grid(1)
+    step = cuda.gridsize(1)
+    while i < x.size:
+        y[i] = axpy(scale(a), x[i], y[i])
+        i += step
 """
 
 SAXPY_NUMBA = """
@@ -91,6 +98,13 @@ def saxpy(a, x, y):
     i = cuda.grid(1)
     if i < x.size:
         y[i] = a * x[i] + y[i]
+
+def saxpy_strided(a, x, y):
+    i = cuda.grid(1)
+    step = cuda.gridsize(1)
+    while i < x.size:
+        y[i] = a * x[i] + y[i]
+        i += step
 
 def saxpy_loop(a, x, y):
     for i in range(x.size):
