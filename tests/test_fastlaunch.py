@@ -107,3 +107,12 @@ def test_a_driver_error_raises_and_bad_dimensions_are_rejected():
         launcher((), 0, 1, 0, None)
     with pytest.raises(ValueError, match="positive int"):
         launcher((), (1, 1, 1, 1), 1, 0, None)
+
+
+def test_a_python_int_matches_the_int64_or_uint64_launcher_by_its_value():
+    as_int64, _ = make([("s", "q")], 1)
+    as_uint64, _ = make([("s", "Q")], 1)
+    assert as_int64((2**63 - 1,), 1, 1, 0, None) is True
+    assert as_int64((2**63,), 1, 1, 0, None) is False
+    assert as_uint64((2**63,), 1, 1, 0, None) is True
+    assert as_uint64((5,), 1, 1, 0, None) is False

@@ -1,0 +1,527 @@
+"""Contexts on the CPU target: overdubs of every kind of callee, lookup order, inheritance, calls one
+context down, libraries extending ``od.CPU``, and recompilation when an overdub appears after a compile.
+
+Overdubs on ``od.CPU`` are process-wide, so the tests that add them do so only for callees of their own
+(a fresh generic function, or a function of a fresh module).
+"""
+import math
+import sys
+
+import numpy as np
+import pytest
+
+import overdub as od
+
+from conftest import compiles, unique_name
+
+
+def run(kernel, *args, n=1, dtype=np.int64, **launch):
+    out = np.zeros(n, dtype=dtype)
+    od.cuda(kernel, out, *args, **launch)
+    return out.tolist()
+
+
+def generic(name, body, sig=(od.Integer,)):
+    f = od.GenericFunction(name)
+    f.define(body, sig=sig)
+    return f
+
+
+@pytest.fixture
+def g():
+    """A fresh generic function g(x: Integer) = x + 1, and a kernel writing g(10)."""
+    return generic("g", lambda x: x + 1)
+
+
+def kernel_calling(f):
+    def kernel(out):
+        out[0] = f(10)
+    return kernel
+
+
+# --- an overdub replaces a callee in its context only ---------------------------------------------------
+
+def test_context_overdub_of_a_generic_function_is_used_in_that_context(g):
+    ctx = od.Context("ctx")
+
+    @ctx.overdub(g)
+    def _(x: od.Integer):
+        return 1000
+
+    assert run(kernel_calling(g), context=ctx) == [1000]
+
+
+def test_context_overdub_does_not_affect_launches_without_the_context(g):
+    ctx = od.Context("ctx")
+
+    @ctx.overdub(g)
+    def _(x: od.Integer):
+        return 1000
+
+    kernel = kernel_calling(g)
+    run(kernel, context=ctx)
+    assert run(kernel) == [11]
+
+
+def test_overdub_that_does_not_apply_falls_through_to_the_callee(g):
+    ctx = od.Context("ctx")
+
+    @ctx.overdub(g)
+    def _(x: od.Float):
+        return 1000
+
+    assert run(kernel_calling(g), context=ctx) == [11]
+
+
+def test_context_overdub_of_a_plain_function(make_module):
+    m = make_module("""
+        def helper(x):
+            return x + 1
+
+        def kernel(out):
+            out[0] = helper(10)
+    """)
+    ctx = od.Context("ctx")
+
+    @ctx.overdub(m.helper)
+    def _(x: od.Integer):
+        return 7
+
+    assert run(m.kernel, context=ctx) == [7]
+
+
+def test_overdub_of_a_plain_function_survives_its_redefinition(make_module):
+    m = make_module("""
+        def helper(x):
+            return x + 1
+
+        def kernel(out):
+            out[0] = helper(10)
+    """)
+    ctx = od.Context("ctx")
+
+    @ctx.overdub(m.helper)
+    def _(x: od.Integer):
+        return 7
+
+    m.run("""
+        def helper(x):
+            return x + 2
+    """)
+    assert run(m.kernel, context=ctx) == [7]
+    assert run(m.kernel) == [12]
+
+
+def test_context_overdub_of_a_module_function(make_module):
+    m = make_module("""
+        import math
+
+        def kernel(out, x):
+            out[0] = math.sin(x)
+    """)
+    ctx = od.Context("ctx")
+
+    @ctx.overdub(math.sin)
+    def _(x: od.Float):
+        return 42.0
+
+    assert run(m.kernel, 0.5, dtype=np.float64, context=ctx) == [42.0]
+    assert run(m.kernel, 0.5, dtype=np.float64) == [pytest.approx(math.sin(0.5))]
+
+
+def test_context_overdub_of_a_function_imported_by_name(make_module):
+    m = make_module("""
+        from math import cos
+
+        def kernel(out, x):
+            out[0] = cos(x)
+    """)
+    ctx = od.Context("ctx")
+
+    @ctx.overdub(math.cos)
+    def _(x: od.Float):
+        return 42.0
+
+    assert run(m.kernel, 0.5, dtype=np.float64, context=ctx) == [42.0]
+
+
+def test_context_overdub_of_print(make_module, capfd):
+    m = make_module("""
+        def kernel(x):
+            print(x)
+    """)
+    ctx = od.Context("ctx")
+
+    @ctx.overdub(print)
+    def _(x: od.Integer):
+        print(x * 2)
+
+    capfd.readouterr()
+    od.cuda(m.kernel, 21, context=ctx)
+    od.cuda(m.kernel, 21)
+    assert capfd.readouterr().out == "42\n21\n"
+
+
+def test_context_overdub_of_an_intrinsic(make_module):
+    m = make_module("""
+        import overdub as od
+
+        def kernel(p):
+            od.unsafe_store(p, 5)
+    """)
+    ctx = od.Context("ctx")
+
+    @ctx.overdub(od.unsafe_store)
+    def _(p: od.Ptr[od.int64], v: od.Integer):
+        od.unsafe_store(p, v + 1000)
+
+    a = np.zeros(1, dtype=np.int64)
+    od.cuda(m.kernel, od.pointer(a), context=ctx)
+    assert a.tolist() == [1005]
+
+
+def test_overdub_dispatches_on_argument_types(make_module):
+    m = make_module("""
+        def helper(x):
+            return 0
+
+        def kernel(out, a, b):
+            out[0] = helper(a)
+            out[1] = helper(b)
+    """)
+    ctx = od.Context("ctx")
+
+    @ctx.overdub(m.helper)
+    def _(x: od.Integer):
+        return 1
+
+    @ctx.overdub(m.helper)
+    def _(x: od.Float):
+        return 2
+
+    assert run(m.kernel, 3, 3.0, n=2, context=ctx) == [1, 2]
+
+
+# --- calls inside an overdub run one context down -------------------------------------------------------
+
+def test_calling_a_generic_function_inside_its_overdub_reaches_the_function(g):
+    ctx = od.Context("ctx")
+
+    @ctx.overdub(g)
+    def _(x: od.Integer):
+        return g(x) * 100
+
+    assert run(kernel_calling(g), context=ctx) == [1100]
+
+
+def test_calling_a_module_function_inside_its_overdub_reaches_the_real_one(make_module):
+    m = make_module("""
+        import math
+
+        def kernel(out, x):
+            out[0] = math.sin(x)
+    """)
+    ctx = od.Context("ctx")
+
+    @ctx.overdub(math.sin)
+    def _(x: od.Float):
+        return math.sin(x) + 100.0
+
+    assert run(m.kernel, 0.5, dtype=np.float64, context=ctx) == [pytest.approx(math.sin(0.5) + 100.0)]
+
+
+def test_calls_of_other_callees_inside_an_overdub_also_skip_its_context(g):
+    h = generic("h", lambda x: 2)
+    ctx = od.Context("ctx")
+
+    @ctx.overdub(h)
+    def _(x: od.Integer):
+        return 1000
+
+    @ctx.overdub(g)
+    def _(x: od.Integer):
+        return h(x)
+
+    def kernel(out):
+        out[0] = g(10)
+        out[1] = h(10)
+
+    assert run(kernel, n=2, context=ctx) == [2, 1000]
+
+
+def test_calling_f_inside_a_user_overdub_reaches_the_od_cpu_overdub_then_f(g):
+    ctx = od.Context("ctx")
+
+    @od.CPU.overdub(g)
+    def _(x: od.Integer):
+        return g(x) * 10
+
+    @ctx.overdub(g)
+    def _(x: od.Integer):
+        return g(x) + 5
+
+    kernel = kernel_calling(g)
+    assert run(kernel, context=ctx) == [(11 * 10) + 5]
+    assert run(kernel) == [110]
+
+
+def test_calling_f_inside_a_child_overdub_reaches_the_parent_overdub(g):
+    parent = od.Context("parent")
+    child = od.Context("child", parent=parent)
+
+    @parent.overdub(g)
+    def _(x: od.Integer):
+        return g(x) * 10
+
+    @child.overdub(g)
+    def _(x: od.Integer):
+        return g(x) + 5
+
+    assert run(kernel_calling(g), context=child) == [115]
+
+
+# --- inheritance ----------------------------------------------------------------------------------------
+
+def test_child_context_uses_its_parents_overdub(g):
+    parent = od.Context("parent")
+    child = od.Context("child", parent=parent)
+
+    @parent.overdub(g)
+    def _(x: od.Integer):
+        return 1000
+
+    assert run(kernel_calling(g), context=child) == [1000]
+
+
+def test_child_overdub_overrides_its_parents(g):
+    parent = od.Context("parent")
+    child = od.Context("child", parent=parent)
+
+    @parent.overdub(g)
+    def _(x: od.Integer):
+        return 1000
+
+    @child.overdub(g)
+    def _(x: od.Integer):
+        return 2000
+
+    kernel = kernel_calling(g)
+    assert run(kernel, context=child) == [2000]
+    assert run(kernel, context=parent) == [1000]
+
+
+def test_user_context_overdub_overrides_od_cpus(g):
+    ctx = od.Context("ctx")
+
+    @od.CPU.overdub(g)
+    def _(x: od.Integer):
+        return 1000
+
+    @ctx.overdub(g)
+    def _(x: od.Integer):
+        return 2000
+
+    kernel = kernel_calling(g)
+    assert run(kernel, context=ctx) == [2000]
+    assert run(kernel) == [1000]
+
+
+def test_a_more_specific_parent_overdub_loses_to_any_applicable_child_overdub(g):
+    parent = od.Context("parent")
+    child = od.Context("child", parent=parent)
+
+    @parent.overdub(g)
+    def _(x: od.int64):
+        return 1000
+
+    @child.overdub(g)
+    def _(x: od.Any):
+        return 2000
+
+    assert run(kernel_calling(g), context=child) == [2000]
+
+
+# --- overdubs added after a compile ---------------------------------------------------------------------
+
+def test_overdub_added_after_compilation_triggers_a_recompile(g):
+    ctx = od.Context("ctx")
+    kernel = kernel_calling(g)
+    assert run(kernel, context=ctx) == [11]
+
+    @ctx.overdub(g)
+    def _(x: od.Integer):
+        return 1000
+
+    assert run(kernel, context=ctx) == [1000]
+
+
+def test_overdub_of_a_plain_function_added_after_compilation_triggers_a_recompile(make_module):
+    m = make_module("""
+        def helper(x):
+            return x + 1
+
+        def kernel(out):
+            out[0] = helper(10)
+    """)
+    ctx = od.Context("ctx")
+    assert run(m.kernel, context=ctx) == [11]
+
+    @ctx.overdub(m.helper)
+    def _(x: od.Integer):
+        return 7
+
+    assert run(m.kernel, context=ctx) == [7]
+
+
+def test_overdub_added_to_a_parent_after_compilation_reaches_the_child(g):
+    parent = od.Context("parent")
+    child = od.Context("child", parent=parent)
+    kernel = kernel_calling(g)
+    assert run(kernel, context=child) == [11]
+
+    @parent.overdub(g)
+    def _(x: od.Integer):
+        return 1000
+
+    assert run(kernel, context=child) == [1000]
+
+
+def test_overdub_added_to_od_cpu_after_compilation_reaches_launches_without_context(g):
+    kernel = kernel_calling(g)
+    assert run(kernel) == [11]
+
+    @od.CPU.overdub(g)
+    def _(x: od.Integer):
+        return 1000
+
+    assert run(kernel) == [1000]
+
+
+def test_redefining_an_overdub_is_used_by_the_next_launch(g):
+    ctx = od.Context("ctx")
+
+    @ctx.overdub(g)
+    def _(x: od.Integer):
+        return 1000
+
+    kernel = kernel_calling(g)
+    assert run(kernel, context=ctx) == [1000]
+
+    @ctx.overdub(g)
+    def _(x: od.Integer):
+        return 2000
+
+    assert run(kernel, context=ctx) == [2000]
+
+
+def test_overdub_in_another_context_does_not_recompile(g):
+    kernel = kernel_calling(g)
+    run(kernel)
+    before = compiles()
+    other = od.Context("other")
+
+    @other.overdub(g)
+    def _(x: od.Integer):
+        return 1000
+
+    assert run(kernel) == [11]
+    assert compiles() == before
+
+
+def test_overdub_of_a_callee_the_kernel_does_not_call_does_not_recompile(g):
+    ctx = od.Context("ctx")
+    unrelated = generic("unrelated", lambda x: 0)
+    kernel = kernel_calling(g)
+    run(kernel, context=ctx)
+    before = compiles()
+
+    @ctx.overdub(unrelated)
+    def _(x: od.Integer):
+        return 1000
+
+    assert run(kernel, context=ctx) == [11]
+    assert compiles() == before
+
+
+def test_a_kernel_is_compiled_once_per_context(g):
+    ctx = od.Context("ctx")
+    kernel = kernel_calling(g)
+    run(kernel)
+    run(kernel, context=ctx)
+    before = compiles()
+    run(kernel)
+    run(kernel, context=ctx)
+    assert compiles() == before
+
+
+def test_explain_lists_the_context_lookup(g):
+    ctx = od.Context("explained")
+
+    @ctx.overdub(g)
+    def _(x: od.Integer):
+        return 1000
+
+    kernel = kernel_calling(g)
+    out = np.zeros(1, dtype=np.int64)
+    od.cuda(kernel, out, context=ctx)
+    edges = od.explain(kernel, out, context=ctx)
+    assert any(e.startswith("explained.overdub(g)(int64) -> explained.overdub(g)(x: Integer)") for e in edges), edges
+    assert od.explain(kernel, out) == []
+
+
+# --- libraries extending od.CPU -------------------------------------------------------------------------
+
+def test_library_overdub_on_od_cpu_is_used_without_a_context():
+    f = generic("library_extended", lambda x: 1)
+
+    @od.CPU.overdub(f)
+    def _(x: od.Integer):
+        return 2
+
+    assert run(kernel_calling(f)) == [2]
+
+
+def test_od_cpu_overdub_is_used_inside_user_contexts():
+    f = generic("library_extended", lambda x: 1)
+
+    @od.CPU.overdub(f)
+    def _(x: od.Integer):
+        return 2
+
+    assert run(kernel_calling(f), context=od.Context("unrelated")) == [2]
+
+
+def test_when_imported_registers_a_library_overdub_once_the_library_is_imported(tmp_path, monkeypatch,
+                                                                                make_module):
+    name = unique_name("odlib")
+    (tmp_path / f"{name}.py").write_text("def scale(x):\n    return x * 2\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    hooked = []
+
+    @od.when_imported(name)
+    def register(library):
+        hooked.append(library)
+
+        @od.CPU.overdub(library.scale)
+        def _(x: od.Integer):
+            return x * 3
+
+    assert hooked == []
+    try:
+        library = __import__(name)
+        assert hooked == [library]
+        m = make_module(f"""
+            import {name}
+
+            def kernel(out):
+                out[0] = {name}.scale(5)
+        """)
+        assert run(m.kernel) == [15]
+    finally:
+        sys.modules.pop(name, None)
+
+
+def test_when_imported_runs_the_hook_now_for_an_imported_module():
+    hooked = []
+    od.when_imported("math")(hooked.append)
+    assert hooked == [math]
