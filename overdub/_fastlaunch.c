@@ -92,7 +92,15 @@ static int tuple_slots(PyObject *obj, PyObject *name, long ndim, uint64_t *slots
 static int check_arg(const ArgSpec *spec, PyObject *value) {
     switch (spec->kind) {
     case SCALAR:
-        return 1;     /* the argument's class, part of the caller's key, decides its numba type */
+        /* the argument's class, part of the caller's key, decides its numba type -- except for a Python
+         * int, which numba types as int64, or as uint64 when it does not fit */
+        if ((spec->code == 'q' || spec->code == 'Q') && PyLong_CheckExact(value)) {
+            int overflow;
+            PyLong_AsLongLongAndOverflow(value, &overflow);
+            if (PyErr_Occurred()) return -1;
+            return spec->code == 'q' ? overflow == 0 : overflow > 0;
+        }
+        return 1;
     case POINTER:
         return attr_is(value, s_dtype, spec->dtype) &&
                attr_truth(value, s_device) == spec->device;

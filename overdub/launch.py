@@ -89,7 +89,9 @@ def _guards(name: str, value, ty, consts: dict) -> list[str] | None:
     """Conditions on a later argument of the same class that make numba type it as ``ty`` (None: no cheap
     guard exists, so such launches always take the slow path)."""
     if isinstance(ty, (types.Integer, types.Float, types.Complex, types.Boolean)):
-        return []                 # the class decides the type (ints beyond int64 fail loudly in marshalling)
+        if type(value) is int:     # numba types a Python int as int64, or as uint64 when it does not fit
+            return [f"-{2**63} <= {name} < {2**63}" if ty == types.int64 else f"{name} >= {2**63}"]
+        return []                  # otherwise the class decides the type
     if isinstance(ty, PtrType) and isinstance(value, Pointer):
         consts[f"{name}_dtype"] = value.dtype
         return [f"{name}.dtype == {name}_dtype", f"{name}.device is {value.device}"]
