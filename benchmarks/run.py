@@ -41,15 +41,23 @@ def _version(module: str):
         return None
 
 
+def _overdub_version() -> str | None:
+    try:
+        import overdub
+        return overdub.__version__
+    except Exception:
+        return None
+
+
 def _git() -> str | None:
     try:
         rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
                              timeout=10).stdout.strip()
         dirty = subprocess.run(["git", "status", "--porcelain", "--", "overdub"], cwd=ROOT, capture_output=True,
                                text=True, timeout=10).stdout.strip()
-        return rev + ("+dirty" if dirty else "") if rev else None
+        return rev + ("+dirty" if dirty else "") if rev else os.environ.get("OVERDUB_COMMIT")
     except Exception:
-        return None
+        return os.environ.get("OVERDUB_COMMIT")     # a copy of the tree without its git history
 
 
 def gpu_usable() -> tuple[bool, str]:
@@ -66,7 +74,7 @@ def environment(has_gpu: bool) -> dict:
     env = {"python": platform.python_version(), "platform": platform.platform(), "cpu_count": os.cpu_count(),
            "numba": _version("numba"), "numba_cuda": _version("numba-cuda"), "cuda_core": _version("cuda-core"),
            "cupy": _version("cupy-cuda13x") or _version("cupy-cuda12x") or _version("cupy"),
-           "torch": _version("torch"), "numpy": _version("numpy"), "overdub": _version("overdub"),
+           "torch": _version("torch"), "numpy": _version("numpy"), "overdub": _version("overdub") or _overdub_version(),
            "git": _git(), "gpu": None}
     if has_gpu:
         try:

@@ -249,3 +249,59 @@ def test_threads_launching_while_another_redefines(cp):
     a = cp.zeros(1, dtype=np.int64)
     launch(m.kernel, a)
     assert int(a[0]) == 5
+
+
+def test_two_argument_dispatch_and_ambiguity_at_launch(cp):
+    m = module("gpu_ambiguity", """
+@od.function
+def f(x: od.Integer, y: od.Number):
+    return 1
+@od.function
+def f(x: od.Number, y: od.Integer):
+    return 2
+def kernel(out, x, y):
+    out[0] = f(x, y)
+""")
+    out = cp.zeros(1, dtype=np.int64)
+    launch(m.kernel, out, 1, 2.5)
+    assert int(out[0]) == 1
+    with pytest.raises(od.AmbiguityError, match="called at"):
+        launch(m.kernel, out, 1, 2)
+    exec("@od.function\ndef f(x: od.Integer, y: od.Integer):\n    return 3\n", m.__dict__)
+    launch(m.kernel, out, 1, 2)
+    assert int(out[0]) == 3
+
+
+def test_method_error_names_function_types_and_candidates_on_the_gpu(cp):
+    m = module("gpu_method_error", "@od.function\ndef g(x: od.Integer):\n    return x\n"
+                                   "def kernel(out, x):\n    out[0] = g(x)\n")
+    with pytest.raises(od.MethodError) as info:
+        launch(m.kernel, cp.zeros(1, dtype=np.float64), 1.5)
+    message = str(info.value)
+    assert "no method matching g(float64)" in message and "g(x: Integer)" in message
+
+
+def test_context_inheritance_and_a_library_extending_cuda(cp):
+    m = module("gpu_inherit", "@od.function\ndef h(x):\n    return 0\n@od.function\ndef lib_fn(x):\n    return 0\n"
+                              "def kernel(out, x):\n    out[0] = h(x) + lib_fn(x)\n")
+    parent = od.Context("gpu_parent")
+    child = od.Context("gpu_child", parent=parent)
+
+    @parent.overdub(m.h)
+    def _(x: od.Integer):
+        return 10
+
+    @od.CUDA.overdub(m.lib_fn)
+    def _(x: od.Integer):
+        return 100
+    out = cp.zeros(1, dtype=np.int64)
+    launch(m.kernel, out, 1, context=child)
+    assert int(out[0]) == 110
+    launch(m.kernel, out, 1)
+    assert int(out[0]) == 100
+
+
+def test_code_sass_on_the_gpu():
+    m = module("gpu_sass", "def kernel(a, x):\n    a[cuda.grid(1)] = x * 2\n")
+    sass = od.code_sass(m.kernel, numba.float32[:], od.float32)
+    assert "FMUL" in sass or "FADD" in sass
