@@ -109,11 +109,12 @@ static int check_arg(const ArgSpec *spec, PyObject *value) {
         long long ndim;
         if (attr_ll(value, s_ndim, &ndim) < 0) { PyErr_Clear(); return 0; }
         if (ndim != spec->ndim) return 0;
-        int c = attr_truth(value, s_c_contiguous), f = attr_truth(value, s_f_contiguous);
-        if (c < 0 || f < 0) return 0;
+        int c = attr_truth(value, s_c_contiguous);
+        if (c < 0) return 0;
         if (spec->layout == 'C') return c;
-        if (spec->layout == 'F') return !c && f;
-        return !c && !f;
+        if (c) return 0;
+        int f = attr_truth(value, s_f_contiguous);
+        return f >= 0 && (spec->layout == 'F' ? f : !f);
     }
     }
     return 0;
@@ -219,12 +220,12 @@ static int still_valid(Launcher *self) {
 }
 
 /* 1: launched, 0: a check failed (take the slow path), -1: error. */
-static int launcher_run(Launcher *self, PyObject *args, PyObject *blocks, PyObject *threads,
+static int launcher_run(Launcher *self, PyObject *args, Py_ssize_t first, PyObject *blocks, PyObject *threads,
                         PyObject *shmem_obj, PyObject *stream) {
     if (!still_valid(self)) return 0;
-    if (PyTuple_Size(args) != self->nargs) return 0;
+    if (PyTuple_Size(args) - first != self->nargs) return 0;
     for (Py_ssize_t i = 0; i < self->nargs; i++) {
-        int ok = check_arg(&self->specs[i], PyTuple_GetItem(args, i));
+        int ok = check_arg(&self->specs[i], PyTuple_GetItem(args, first + i));
         if (ok <= 0) return ok;
     }
     unsigned grid[3], block[3];
@@ -243,7 +244,7 @@ static int launcher_run(Launcher *self, PyObject *args, PyObject *blocks, PyObje
     void *params[MAX_SLOTS];
     Py_ssize_t n = 0;
     for (Py_ssize_t i = 0; i < self->nargs; i++) {
-        if (marshal_arg(&self->specs[i], PyTuple_GetItem(args, i), slots, &n) < 0) return -1;
+        if (marshal_arg(&self->specs[i], PyTuple_GetItem(args, first + i), slots, &n) < 0) return -1;
     }
     for (Py_ssize_t i = 0; i < n; i++) params[i] = &slots[i];
     int err = self->launch(self->function, grid[0], grid[1], grid[2], block[0], block[1], block[2],
@@ -259,7 +260,7 @@ static int launcher_run(Launcher *self, PyObject *args, PyObject *blocks, PyObje
 static PyObject *Launcher_call(Launcher *self, PyObject *call_args, PyObject *kwargs) {
     PyObject *args, *blocks, *threads, *shmem_obj, *stream;
     if (!PyArg_ParseTuple(call_args, "OOOOO", &args, &blocks, &threads, &shmem_obj, &stream)) return NULL;
-    int launched = launcher_run(self, args, blocks, threads, shmem_obj, stream);
+    int launched = launcher_run(self, args, 0, blocks, threads, shmem_obj, stream);
     if (launched < 0) return NULL;
     return PyBool_FromLong(launched);
 }
@@ -377,11 +378,25 @@ static PyType_Spec Launcher_spec = {
 static PyObject *LauncherType, *launch_table, *slow_path, *py_one, *py_zero;
 static PyObject *s_threads, *s_blocks, *s_shmem, *s_stream, *s_target, *s_context;
 
-static int keyword(PyObject *kwargs, PyObject *name, PyObject **out) {
-    PyObject *value = PyDict_GetItemWithError(kwargs, name);
-    if (value == NULL) return PyErr_Occurred() ? -1 : 0;
-    *out = value;
-    return 1;
+/* Assign each keyword argument to its option; 0 on success, -1 (TypeError set) for an unknown keyword. */
+static int parse_options(PyObject *kwargs, PyObject *names[6], PyObject **slots[6]) {
+    Py_ssize_t position = 0;
+    PyObject *key, *value;
+    while (PyDict_Next(kwargs, &position, &key, &value)) {
+        int i = 0;
+        while (i < 6 && key != names[i]) i++;                /* keywords are interned: compare pointers */
+        if (i == 6) {
+            i = 0;
+            while (i < 6 && PyUnicode_Compare(key, names[i]) != 0) i++;
+        }
+        if (i == 6) {
+            PyErr_Format(PyExc_TypeError, "cuda() takes the keywords threads, blocks, shmem, stream, target and "
+                         "context, not %R", key);
+            return -1;
+        }
+        *slots[i] = value;
+    }
+    return 0;
 }
 
 static PyObject *cuda(PyObject *module, PyObject *args, PyObject *kwargs) {
@@ -395,22 +410,11 @@ static PyObject *cuda(PyObject *module, PyObject *args, PyObject *kwargs) {
     if (kwargs != NULL) {
         PyObject *names[6] = {s_threads, s_blocks, s_shmem, s_stream, s_target, s_context};
         PyObject **slots[6] = {&threads, &blocks, &shmem, &stream, &target, &context};
-        Py_ssize_t found = 0;
-        for (int i = 0; i < 6; i++) {
-            int r = keyword(kwargs, names[i], slots[i]);
-            if (r < 0) return NULL;
-            found += r;
-        }
-        if (found != PyDict_Size(kwargs)) {
-            PyErr_Format(PyExc_TypeError, "cuda() takes the keywords threads, blocks, shmem, stream, target and "
-                         "context, not all of %R", kwargs);
-            return NULL;
-        }
+        if (parse_options(kwargs, names, slots) < 0) return NULL;
     }
     PyObject *kernel = PyTuple_GetItem(args, 0);
-    PyObject *kernel_args = PyTuple_GetSlice(args, 1, n);
     PyObject *key = PyTuple_New(n + 2);
-    if (kernel_args == NULL || key == NULL) goto error;
+    if (key == NULL) return NULL;
     Py_INCREF(kernel); PyTuple_SetItem(key, 0, kernel);
     Py_INCREF(context); PyTuple_SetItem(key, 1, context);
     Py_INCREF(target); PyTuple_SetItem(key, 2, target);
@@ -420,35 +424,35 @@ static PyObject *cuda(PyObject *module, PyObject *args, PyObject *kwargs) {
         PyTuple_SetItem(key, i + 2, cls);
     }
     PyObject *candidates = PyDict_GetItemWithError(launch_table, key);      /* borrowed */
-    if (candidates == NULL && PyErr_Occurred()) goto error;
+    Py_DECREF(key);
+    if (candidates == NULL && PyErr_Occurred()) return NULL;
+    Py_INCREF(candidates ? candidates : Py_None);       /* a launch may replace the table's list */
     Py_ssize_t count = candidates ? PyList_Size(candidates) : 0;
-    for (Py_ssize_t i = 0; i < count; i++) {
+    PyObject *kernel_args = NULL;
+    int launched = 0;
+    for (Py_ssize_t i = 0; i < count && !launched; i++) {
         PyObject *launch = PyList_GetItem(candidates, i);
-        int launched;
         if (Py_TYPE(launch) == (PyTypeObject *)LauncherType) {
-            launched = launcher_run((Launcher *)launch, kernel_args, blocks, threads, shmem, stream);
+            launched = launcher_run((Launcher *)launch, args, 1, blocks, threads, shmem, stream);
         } else {
+            if (kernel_args == NULL && (kernel_args = PyTuple_GetSlice(args, 1, n)) == NULL) { launched = -1; break; }
             PyObject *result = PyObject_CallFunctionObjArgs(launch, kernel_args, blocks, threads, shmem, stream,
                                                             NULL);
             launched = result == NULL ? -1 : PyObject_IsTrue(result);
             Py_XDECREF(result);
         }
-        if (launched < 0) goto error;
-        if (launched) {
-            Py_DECREF(key);
-            Py_DECREF(kernel_args);
-            Py_RETURN_NONE;
-        }
     }
-    Py_DECREF(key);
-    PyObject *result = PyObject_CallFunctionObjArgs(slow_path, kernel, kernel_args, threads, blocks, shmem,
-                                                    stream, target, context, NULL);
-    Py_DECREF(kernel_args);
-    return result;
-error:
-    Py_XDECREF(key);
+    Py_DECREF(candidates ? candidates : Py_None);
+    PyObject *result = NULL;
+    if (launched > 0) {
+        result = Py_None;
+        Py_INCREF(result);
+    } else if (launched == 0 && (kernel_args != NULL || (kernel_args = PyTuple_GetSlice(args, 1, n)) != NULL)) {
+        result = PyObject_CallFunctionObjArgs(slow_path, kernel, kernel_args, threads, blocks, shmem, stream,
+                                              target, context, NULL);
+    }
     Py_XDECREF(kernel_args);
-    return NULL;
+    return result;
 }
 
 static PyObject *install(PyObject *module, PyObject *args) {
