@@ -44,7 +44,7 @@ typedef struct {
     PyObject *stream_handle;   /* Python callable: stream object -> int handle */
 } Launcher;
 
-static PyObject *s_valid, *s_dtype, *s_ndim, *s_c_contiguous, *s_f_contiguous, *s_size, *s_data, *s_ptr,
+static PyObject *s_valid, *s_usable, *s_dtype, *s_ndim, *s_c_contiguous, *s_f_contiguous, *s_size, *s_data, *s_ptr,
     *s_shape, *s_strides, *s_address, *s_device;
 static unsigned long long launches = 0;
 
@@ -206,15 +206,24 @@ bad:
     return -1;
 }
 
+/* The kernel's flag, then the version tags of the modules it read; when a tag moved (some global of that
+ * module changed), the kernel's own slow check (Kernel.usable) compares the globals it read and records
+ * the new tags. 1: valid, 0: not (take the slow path), -1: error. */
 static int still_valid(Launcher *self) {
     int valid = attr_truth(self->kernel, s_valid);
-    if (valid != 1) return 0;
+    if (valid != 1) return valid < 0 ? -1 : 0;
     for (Py_ssize_t i = 0; i < self->nchecks; i++) {
         PyObject *tag = PyList_GetItem(self->expected[i], 1);
-        if (tag == NULL) { PyErr_Clear(); return 0; }
+        if (tag == NULL) return -1;
         unsigned long long expected = PyLong_AsUnsignedLongLong(tag);
-        if (PyErr_Occurred()) { PyErr_Clear(); return 0; }
-        if (*self->versions[i] != expected) return 0;
+        if (PyErr_Occurred()) return -1;
+        if (*self->versions[i] != expected) {
+            PyObject *usable = PyObject_CallMethodObjArgs(self->kernel, s_usable, NULL);
+            if (usable == NULL) return -1;
+            int truth = PyObject_IsTrue(usable);
+            Py_DECREF(usable);
+            return truth;
+        }
     }
     return 1;
 }
@@ -222,7 +231,8 @@ static int still_valid(Launcher *self) {
 /* 1: launched, 0: a check failed (take the slow path), -1: error. */
 static int launcher_run(Launcher *self, PyObject *args, Py_ssize_t first, PyObject *blocks, PyObject *threads,
                         PyObject *shmem_obj, PyObject *stream) {
-    if (!still_valid(self)) return 0;
+    int valid = still_valid(self);
+    if (valid <= 0) return valid;
     if (PyTuple_Size(args) - first != self->nargs) return 0;
     for (Py_ssize_t i = 0; i < self->nargs; i++) {
         int ok = check_arg(&self->specs[i], PyTuple_GetItem(args, first + i));
@@ -493,7 +503,7 @@ static struct PyModuleDef module_def = {
 
 PyMODINIT_FUNC PyInit__fastlaunch(void) {
 #define INTERN(var, text) if ((var = PyUnicode_InternFromString(text)) == NULL) return NULL
-    INTERN(s_valid, "valid"); INTERN(s_dtype, "dtype"); INTERN(s_ndim, "ndim");
+    INTERN(s_valid, "valid"); INTERN(s_usable, "usable"); INTERN(s_dtype, "dtype"); INTERN(s_ndim, "ndim");
     INTERN(s_c_contiguous, "_c_contiguous"); INTERN(s_f_contiguous, "_f_contiguous");
     INTERN(s_size, "size"); INTERN(s_data, "data"); INTERN(s_ptr, "ptr"); INTERN(s_shape, "shape");
     INTERN(s_strides, "strides"); INTERN(s_address, "address"); INTERN(s_device, "device");

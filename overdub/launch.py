@@ -136,7 +136,7 @@ def _make_launch(compiled: compiler.Kernel, args: tuple, argtypes: tuple, guarde
     statements, namespace = compiled.launcher.launch_code(names)
     lines = ["def launch(args, blocks, threads, shmem, stream):",
              f"    {', '.join(names) + ',' if names else '_'} = args{'' if names else ' or ()'}",
-             "    if not (kernel.valid and guard.fresh()):",
+             "    if not (kernel.valid and guard.fresh()) and not kernel.usable():",
              "        return False"]
     if guards:
         lines += [f"    if not ({' and '.join(guards)}):", "        return False"]
@@ -176,6 +176,9 @@ def _launch_slow(kernel, args, threads, blocks, shmem, stream, target, context):
     chain = (context or tgt.base).chain(tgt)
     for _ in range(3):      # a redefinition racing this launch can invalidate the kernel just compiled
         compiled = compiler.cached_kernel(kernel, argtypes, chain)
+        known = [f for f in _launches.get(key, ()) if f.kernel is compiled]
+        if any(f(args, blocks, threads, shmem, stream) for f in known):
+            return
         launch, cacheable = _make_launch(compiled, args, argtypes)
         if launch(args, blocks, threads, shmem, stream):
             if cacheable:

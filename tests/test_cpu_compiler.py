@@ -262,6 +262,24 @@ def test_rebinding_an_unrelated_global_of_the_same_module_does_not_recompile(mak
     assert compiles() == before
 
 
+def test_a_module_level_loop_variable_neither_recompiles_nor_piles_up_launch_functions(make_module):
+    from overdub import launch as launch_module
+    m = make_module("""
+        N = 1
+
+        def kernel(out):
+            out[0] = N
+    """)
+    out = np.zeros(1, dtype=np.int64)
+    od.cuda(m.kernel, out)
+    before = compiles()
+    for i in range(20):
+        m.i = i                # what `for i in ...:` at module level does to the kernel's module
+        od.cuda(m.kernel, out)
+    assert compiles() == before and out[0] == 1
+    assert len(launch_module._launches[(m.kernel, None, None, np.ndarray)]) == 1
+
+
 def test_rebinding_a_global_to_an_equal_constant_does_not_recompile(make_module):
     m = make_module("""
         N = 2.5
