@@ -150,8 +150,9 @@ def _grid(typingctx, ndim):
         return None
 
     def codegen(context, builder, sig, args):
-        values = [builder.add(builder.mul(_read_slot(builder, 3 + d), _read_slot(builder, 6 + d)),
-                              _read_slot(builder, d)) for d in range(ndim.literal_value)]
+        # no signed wrap: lets LLVM see indices are non-negative and drop numba's negative-index handling
+        values = [builder.add(builder.mul(_read_slot(builder, 3 + d), _read_slot(builder, 6 + d), flags=["nsw"]),
+                              _read_slot(builder, d), flags=["nsw"]) for d in range(ndim.literal_value)]
         return _tuple_or_scalar(context, builder, sig.return_type, values)
     return restype(ndim), codegen
 
