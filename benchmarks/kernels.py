@@ -91,6 +91,14 @@ def saxpy_strided(a, x, y):            # grid-stride: a few waves of blocks, mor
     while i < x.size:
         y[i] = axpy(scale(a), x[i], y[i])
         i += step
+
+def saxpy_vector(a, x, y, n4):         # x, y: Ptr[float32]; four elements a thread in 128-bit loads and stores
+    i = cuda.grid(1)
+    if i < n4:
+        s = scale(a)
+        xs = od.vload(x, i, 4)
+        ys = od.vload(y, i, 4)
+        od.vstore(y, (axpy(s, xs[0], ys[0]), axpy(s, xs[1], ys[1]), axpy(s, xs[2], ys[2]), axpy(s, xs[3], ys[3])), i)
 """
 
 SAXPY_NUMBA = """

@@ -7,7 +7,7 @@ the next launch recompile.
 from . import bridge as _bridge  # noqa: F401  (registers overdub's types with numba)
 from .compiler import CompileError
 from .context import CPU, CUDA, Context, when_imported
-from .intrinsics import Pointer, cuprintln, pointer, unsafe_load, unsafe_store
+from .intrinsics import Pointer, cuprintln, pointer, unsafe_load, unsafe_store, vload, vstore
 from .launch import cuda, synchronize
 from .reflect import code_llvm, code_ptx, code_sass, explain, stats
 from .registry import AmbiguityError, GenericFunction, Method, MethodError, function, methods, which

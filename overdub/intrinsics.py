@@ -17,7 +17,7 @@ import numba
 from .bridge import load_element, store_element
 from .types import PtrType
 
-__all__ = ["Pointer", "pointer", "unsafe_load", "unsafe_store", "cuprintln", "Intrinsic"]
+__all__ = ["Pointer", "pointer", "unsafe_load", "unsafe_store", "vload", "vstore", "cuprintln", "Intrinsic"]
 
 
 class Intrinsic:
@@ -122,6 +122,74 @@ def _unsafe_store_host(ptr: Pointer, value, i: int = 0) -> None:
 
 unsafe_load = Intrinsic(_unsafe_load_host, _unsafe_load_device)
 unsafe_store = Intrinsic(_unsafe_store_host, _unsafe_store_device)
+
+
+# --- vector loads and stores ----------------------------------------------------------------------------
+# One aligned load or store of `width` consecutive elements (a 128-bit ld.global.v4.f32 for four float32s):
+# the widest memory transactions a thread can issue, which numba's array indexing never emits.
+
+def _vector_pointer(context, builder, ptr_type, ptr, index_type, index, width):
+    element = context.get_data_type(ptr_type.dtype)
+    vector = ir.VectorType(element, width)
+    base = builder.bitcast(ptr, vector.as_pointer())
+    return builder.gep(base, [context.cast(builder, index, index_type, types.intp)]), vector
+
+
+def _vector_width(width) -> int | None:
+    value = getattr(width, "literal_value", None)
+    return value if isinstance(value, int) and value in (2, 4, 8, 16) else None
+
+
+@intrinsic(prefer_literal=True)
+def _vload(typingctx, ptr, index, width):
+    n = _vector_width(width)
+    if not (isinstance(ptr, PtrType) and isinstance(index, types.Integer) and n):
+        return None
+    result = types.UniTuple(ptr.dtype, n)
+
+    def codegen(context, builder, sig, args):
+        address, vector = _vector_pointer(context, builder, sig.args[0], args[0], sig.args[1], args[1], n)
+        loaded = builder.load(address, align=n * context.get_abi_sizeof(vector.element))
+        items = [builder.extract_element(loaded, ir.Constant(ir.IntType(32), k)) for k in range(n)]
+        return context.make_tuple(builder, result, items)
+    return result(ptr, types.unliteral(index), width), codegen
+
+
+@intrinsic(prefer_literal=True)
+def _vstore(typingctx, ptr, values, index):
+    if not (isinstance(ptr, PtrType) and isinstance(index, types.Integer) and isinstance(values, types.BaseTuple)
+            and len(values) in (2, 4, 8, 16) and all(isinstance(t, types.Number) for t in values)):
+        return None
+    n = len(values)
+
+    def codegen(context, builder, sig, args):
+        ptr_type, values_type, index_type = sig.args
+        address, vector = _vector_pointer(context, builder, ptr_type, args[0], index_type, args[2], n)
+        items = cgutils.unpack_tuple(builder, args[1], n)
+        packed = ir.Constant(vector, ir.Undefined)
+        for k, (ty, item) in enumerate(zip(values_type, items)):
+            packed = builder.insert_element(packed, context.cast(builder, item, ty, ptr_type.dtype),
+                                            ir.Constant(ir.IntType(32), k))
+        builder.store(packed, address, align=n * context.get_abi_sizeof(vector.element))
+        return context.get_dummy_value()
+    return types.void(ptr, values, types.unliteral(index)), codegen
+
+
+def _vload_host(ptr: Pointer, i: int, width: int) -> tuple:
+    """Elements ``width*i`` ... ``width*i + width - 1`` of ``ptr`` as a tuple, in one aligned vector load inside
+    kernels (``width`` a constant 2, 4, 8 or 16; the address must be aligned to the vector's size)."""
+    return tuple(ptr._host_view()[width * i:width * (i + 1)])
+
+
+def _vstore_host(ptr: Pointer, values: tuple, i: int) -> None:
+    """Store the tuple ``values`` at elements ``len(values)*i`` onwards, in one aligned vector store inside
+    kernels."""
+    n = len(values)
+    ptr._host_view()[n * i:n * (i + 1)] = values
+
+
+vload = Intrinsic(_vload_host, _vload)
+vstore = Intrinsic(_vstore_host, _vstore)
 
 
 # --- printing -------------------------------------------------------------------------------------------

@@ -953,3 +953,20 @@ def test_a_kernel_that_does_not_print_prints_nothing(make_module, capfd):
     capfd.readouterr()
     run(m.kernel)
     assert capfd.readouterr() == ("", "")
+
+
+def test_vector_loads_and_stores_move_whole_groups_of_elements(make_module):
+    m = make_module("""
+        import overdub as od
+        from numba import cuda
+
+        def kernel(x, y):
+            i = cuda.grid(1)
+            xs = od.vload(x, i, 4)
+            od.vstore(y, (xs[3], xs[2], xs[1], xs[0] + 100), i)
+    """)
+    x = np.arange(8, dtype=np.float32)
+    y = np.zeros(8, dtype=np.float32)
+    od.cuda(m.kernel, od.pointer(x), od.pointer(y), threads=2)
+    assert y.tolist() == [3, 2, 1, 100, 7, 6, 5, 104]
+    assert od.vload(od.pointer(x), 1, 4) == (4, 5, 6, 7)      # the host version

@@ -98,3 +98,15 @@ def test_code_llvm_shows_the_nvvm_ir():
     m = module("llvm_ir", "def kernel(p, v):\n    p[0] = v\n")
     llvm = od.code_llvm(m.kernel, od.Ptr[od.float32], od.float32)
     assert "store float" in llvm
+
+
+def test_vector_loads_and_stores_are_128_bit_transactions():
+    m = module("vector_ptx", """
+def kernel(x, y, n4):
+    i = cuda.grid(1)
+    if i < n4:
+        xs = od.vload(x, i, 4)
+        od.vstore(y, (xs[3], xs[2], xs[1], xs[0]), i)
+""")
+    ptx = od.code_ptx(m.kernel, od.Ptr[od.float32], od.Ptr[od.float32], od.int64)
+    assert "ld.global.v4.f32" in ptx and "st.global.v4.f32" in ptx

@@ -305,3 +305,18 @@ def test_code_sass_on_the_gpu():
     m = module("gpu_sass", "def kernel(a, x):\n    a[cuda.grid(1)] = x * 2\n")
     sass = od.code_sass(m.kernel, numba.float32[:], od.float32)
     assert "FMUL" in sass or "FADD" in sass
+
+
+def test_vector_loads_and_stores_on_the_gpu(cp):
+    m = module("gpu_vector", """
+def kernel(a, x, y, n4):
+    i = cuda.grid(1)
+    if i < n4:
+        xs = od.vload(x, i, 4)
+        ys = od.vload(y, i, 4)
+        od.vstore(y, (a * xs[0] + ys[0], a * xs[1] + ys[1], a * xs[2] + ys[2], a * xs[3] + ys[3]), i)
+""")
+    x = cp.arange(4096, dtype=np.float32)
+    y = cp.ones(4096, dtype=np.float32)
+    launch(m.kernel, np.float32(2), od.pointer(x), od.pointer(y), 1024, blocks=4, threads=256)
+    assert (y.get() == 2 * np.arange(4096) + 1).all()
