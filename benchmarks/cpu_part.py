@@ -73,6 +73,14 @@ def run(part: Part, quick: bool, check_only: bool = False) -> None:
             part.measure("saxpy [njit]", t_nb * 1e3, "ms", n=n)
             part.measure("saxpy ratio od/njit", ratio(t_od, t_nb), "x")
             part.target("saxpy od/njit", ratio(t_od, t_nb), "<=", 1.10)
+            if n % SAXPY_THREADS == 0:     # what the per-thread bounds check costs: the same kernel without it
+                def od_exact(y):
+                    od.cuda(odm.saxpy_exact, a, x, y, threads=SAXPY_THREADS, blocks=blocks, target="cpu",
+                            context=odm.bench)
+                od_exact(y)
+                t_exact = _best(lambda: od_exact(y), cfg["repeats"])
+                part.measure("saxpy without the bounds check [od cpu]", t_exact * 1e3, "ms", n=n)
+                part.measure("saxpy without the bounds check, ratio od/njit", ratio(t_exact, t_nb), "x")
 
     # --- stencil -----------------------------------------------------------------------------------------
     with part.guard("stencil"):
