@@ -6,7 +6,7 @@ import numpy as np
 
 import overdub as od
 
-if od.launch.default_target() == "cuda":
+if od.default_target() == "cuda":
     import cupy as xp
 else:
     xp = np

@@ -8,7 +8,7 @@ from . import bridge as _bridge  # noqa: F401  (registers overdub's types with n
 from .compiler import CompileError
 from .context import CPU, CUDA, Context, when_imported
 from .intrinsics import Pointer, cuprintln, pointer, unsafe_load, unsafe_store, vload, vstore
-from .launch import cuda, synchronize
+from .launch import cuda, default_target, synchronize
 from .reflect import code_llvm, code_ptx, code_sass, explain, stats
 from .registry import AmbiguityError, GenericFunction, Method, MethodError, function, methods, which
 from .types import (Any, Array, Boolean, Complex, Float, Integer, Number, Ptr, PtrType, bool_, complex64,
@@ -18,3 +18,18 @@ from .world import current_world, invalidation_log
 from .targets import cpu as _cpu  # noqa: F401  (the CPU target is always available)
 
 __version__ = "0.1.0"
+
+__all__ = [
+    # generic functions and dispatch
+    "function", "GenericFunction", "Method", "methods", "which", "MethodError", "AmbiguityError",
+    # the type lattice
+    "Any", "Number", "Integer", "Float", "Complex", "Boolean", "Ptr", "PtrType", "Array", "issubtype",
+    "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float16", "float32", "float64",
+    "complex64", "complex128", "bool_",
+    # contexts
+    "Context", "CPU", "CUDA", "when_imported",
+    # launching and intrinsics
+    "cuda", "synchronize", "default_target", "pointer", "Pointer", "unsafe_load", "unsafe_store", "vload", "vstore", "cuprintln",
+    # introspection and errors
+    "stats", "explain", "invalidation_log", "current_world", "code_ptx", "code_llvm", "code_sass", "CompileError",
+]
