@@ -98,8 +98,9 @@ def _lower_opaque_constant(context, builder, ty, pyval):
     return context.get_dummy_value()
 
 
-def _rewritten(value) -> bool:
-    return isinstance(value, (Overdubbed, ModuleProxy))
+def _own_value(proxy: ModuleProxy, attr: str) -> bool:
+    """Is the attribute, as the chain sees it, the module's own value (not Overdubbed, not replaced)?"""
+    return proxy.attribute(attr) is getattr(proxy.module, attr, None)
 
 
 @infer_getattr
@@ -107,16 +108,16 @@ class _ModuleProxyAttributes(AttributeTemplate):
     key = ModuleProxyType
 
     def generic_resolve(self, typ, attr):
-        value = typ.proxy.attribute(attr)
-        if _rewritten(value):
-            return typeof(value)
-        return self.context.resolve_getattr(types.Module(typ.proxy.module), attr)
+        if _own_value(typ.proxy, attr):
+            return self.context.resolve_getattr(types.Module(typ.proxy.module), attr)
+        return typeof(typ.proxy.attribute(attr))
 
 
 @lower_getattr_generic(ModuleProxyType)
 def _lower_module_proxy_getattr(context, builder, typ, value, attr):
-    if _rewritten(typ.proxy.attribute(attr)):
-        return context.get_dummy_value()
+    if not _own_value(typ.proxy, attr):      # Overdubbed, a proxy, or a target's replacement: a constant
+        attr_type = context.typing_context.resolve_getattr(typ, attr)
+        return context.get_constant_generic(builder, attr_type, typ.proxy.attribute(attr))
     module_type = types.Module(typ.proxy.module)
     impl = context.get_getattr(module_type, attr)
     if impl is not None:     # the target's own lowering: module constants, special registers

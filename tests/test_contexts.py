@@ -525,3 +525,24 @@ def test_when_imported_runs_the_hook_now_for_an_imported_module():
     hooked = []
     od.when_imported("math")(hooked.append)
     assert hooked == [math]
+
+
+def test_a_context_can_overdub_the_kernel_idiom_on_the_cpu_and_in_ptx(make_module):
+    from numba import cuda
+    from numba.core import types
+    m = make_module("""
+        from numba import cuda
+
+        def kernel(out):
+            out[cuda.grid(1)] = 7
+    """)
+    shifted = od.Context(unique_name("shifted"))
+
+    @shifted.overdub(cuda.grid)
+    def _(n: od.Integer):
+        return cuda.grid(1) + 1         # one context down: the target's own cuda.grid
+
+    out = np.zeros(4, dtype=np.int64)
+    od.cuda(m.kernel, out, threads=3, context=shifted)
+    assert out.tolist() == [0, 7, 7, 7]
+    assert od.code_ptx(m.kernel, types.int64[:], context=shifted) != od.code_ptx(m.kernel, types.int64[:])

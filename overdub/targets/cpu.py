@@ -143,31 +143,28 @@ def _tuple_or_scalar(context, builder, restype, values):
     return context.make_tuple(builder, restype, values)
 
 
-@intrinsic
-def _grid(typingctx, ndim):
-    restype = _grid_type(ndim)
-    if restype is None:
-        return None
+def _grid_intrinsic(name: str, per_dimension):
+    """An intrinsic ``name(ndim)`` (``ndim`` a constant 1, 2 or 3) returning ``per_dimension(builder, d)`` for
+    each dimension: an int64 for one dimension, a tuple for more, as ``cuda.grid`` and ``cuda.gridsize``."""
+    def grid_function(typingctx, ndim):
+        restype = _grid_type(ndim)
+        if restype is None:
+            return None
 
-    def codegen(context, builder, sig, args):
-        # no signed wrap: lets LLVM see indices are non-negative and drop numba's negative-index handling
-        values = [builder.add(builder.mul(_read_slot(builder, 3 + d), _read_slot(builder, 6 + d), flags=["nsw"]),
-                              _read_slot(builder, d), flags=["nsw"]) for d in range(ndim.literal_value)]
-        return _tuple_or_scalar(context, builder, sig.return_type, values)
-    return restype(ndim), codegen
+        def codegen(context, builder, sig, args):
+            values = [per_dimension(builder, d) for d in range(ndim.literal_value)]
+            return _tuple_or_scalar(context, builder, sig.return_type, values)
+        return restype(ndim), codegen
+    grid_function.__name__ = grid_function.__qualname__ = name
+    return intrinsic(grid_function)
 
 
-@intrinsic
-def _gridsize(typingctx, ndim):
-    restype = _grid_type(ndim)
-    if restype is None:
-        return None
-
-    def codegen(context, builder, sig, args):
-        values = [builder.mul(_read_slot(builder, 6 + d), _read_slot(builder, 9 + d))
-                  for d in range(ndim.literal_value)]
-        return _tuple_or_scalar(context, builder, sig.return_type, values)
-    return restype(ndim), codegen
+# no signed wrap: lets LLVM see indices are non-negative and drop numba's negative-index handling
+_grid = _grid_intrinsic("grid", lambda builder, d: builder.add(
+    builder.mul(_read_slot(builder, 3 + d), _read_slot(builder, 6 + d), flags=["nsw"]),
+    _read_slot(builder, d), flags=["nsw"]))
+_gridsize = _grid_intrinsic("gridsize", lambda builder, d: builder.mul(
+    _read_slot(builder, 6 + d), _read_slot(builder, 9 + d), flags=["nsw"]))
 
 
 class UnsupportedOnCPU(TypeError):
@@ -356,7 +353,9 @@ class CPUTarget:
 
 TARGET = CPUTarget()
 TARGET.root.forward(print, cuprintln)
-TARGET.root.replace(numba_cuda, CUDA_IDIOM)
-for _name in ("grid", "gridsize", "threadIdx", "blockIdx", "blockDim", "gridDim", "syncthreads", "shared",
-              "local", "atomic"):
+# The kernel idiom: calls are forwarded (so a context's overdub of cuda.grid still applies on the CPU),
+# objects read for their attributes are replaced.
+for _name in ("grid", "gridsize", "syncthreads"):
+    TARGET.root.forward(getattr(numba_cuda, _name), getattr(CUDA_IDIOM, _name))
+for _name in ("threadIdx", "blockIdx", "blockDim", "gridDim", "shared", "local", "atomic"):
     TARGET.root.replace(getattr(numba_cuda, _name), getattr(CUDA_IDIOM, _name))
