@@ -17,7 +17,7 @@ import types as pytypes
 import wrapt
 
 from . import world
-from .registry import Method, MethodTable, signature_of
+from .registry import MethodTable, methods_from
 
 __all__ = ["Context", "BaseContext", "TargetRoot", "CPU", "CUDA", "when_imported", "callee_key"]
 
@@ -60,9 +60,8 @@ class Context:
                             f"types, and numba requires len to stay the builtin")
 
         def define(func):
-            params, sig = signature_of(func)
-            method = Method(f"{self.name}.overdub({callee_name(callee)})", func, params, sig)
-            self.table(callee).add(method)
+            for method in methods_from(f"{self.name}.overdub({callee_name(callee)})", func):
+                self.table(callee).add(method)
             return func
         return define
 

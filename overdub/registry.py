@@ -23,7 +23,7 @@ from .types import Any, as_type, type_name
 from .types import subtype as issubtype
 
 __all__ = ["Method", "MethodTable", "MethodInstance", "GenericFunction", "MethodError", "AmbiguityError",
-           "function", "which", "methods", "signature_of"]
+           "function", "which", "methods", "signature_of", "methods_from"]
 
 
 class MethodError(TypeError):
@@ -73,20 +73,53 @@ def _location(func) -> tuple[str, int]:
     return code.co_filename, code.co_firstlineno
 
 
-def signature_of(func) -> tuple[tuple[str, ...], tuple]:
-    """The parameter names and lattice signature of a def (unannotated parameters are Any)."""
+def signature_of(func) -> tuple[tuple[str, ...], tuple, tuple]:
+    """The parameter names, lattice signature (unannotated parameters are Any) and default values of a def."""
     try:
         sig = inspect.signature(func, eval_str=True)
     except NameError as exc:
         raise TypeError(f"cannot evaluate the annotations of {func.__qualname__}: {exc}") from None
-    names, types_ = [], []
+    names, types_, defaults = [], [], []
     for p in sig.parameters.values():
-        if p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) or p.default is not p.empty:
-            raise TypeError(f"{func.__qualname__}: parameter {p.name!r} is not a plain positional parameter; "
-                            f"methods take positional parameters without defaults (define one method per arity)")
+        if p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
+            raise TypeError(f"{func.__qualname__}: parameter {p.name!r} is not a positional parameter; methods "
+                            f"take positional parameters (with or without defaults), not *args, **kwargs or "
+                            f"keyword-only ones")
         names.append(p.name)
         types_.append(as_type(p.annotation))
-    return tuple(names), tuple(types_)
+        if p.default is not p.empty:
+            defaults.append(p.default)
+    return tuple(names), tuple(types_), tuple(defaults)
+
+
+def _fill_defaults(func, params: tuple, defaults: tuple, arity: int):
+    """A def taking the first ``arity`` parameters of ``func`` and calling it with the defaults for the rest
+    (as Julia expands ``f(x, y=1)`` into the methods ``f(x)`` and ``f(x, y)``)."""
+    kept = list(params[:arity])
+    filled = [f"__overdub_default{i}" for i in range(len(params) - arity)]
+    namespace = {"__name__": func.__module__, "__overdub_full": func}
+    namespace.update(zip(filled, defaults[len(defaults) - len(filled):]))
+    source = f"def method({', '.join(kept)}):\n    return __overdub_full({', '.join(kept + filled)})\n"
+    exec(compile(source, f"<defaults of {func.__qualname__}>", "exec"), namespace)
+    wrapper = namespace["method"]
+    wrapper.__name__, wrapper.__qualname__, wrapper.__doc__ = func.__name__, func.__qualname__, func.__doc__
+    return wrapper
+
+
+def methods_from(name: str, func, sig: tuple | None = None) -> list["Method"]:
+    """The methods a def defines: one for its full arity and, for each trailing default, one for the arity
+    without it. ``sig`` (for all parameters) overrides the annotations."""
+    params, annotated, defaults = signature_of(func)
+    if sig is not None:
+        sig = tuple(as_type(t) for t in sig)
+        if len(sig) != len(params):
+            raise TypeError(f"{name}: signature {sig} does not match the parameters {params}")
+    sig = annotated if sig is None else sig
+    methods = [Method(name, func, params, sig)]
+    for arity in range(len(params) - 1, len(params) - len(defaults) - 1, -1):
+        wrapper = _fill_defaults(func, params, defaults, arity)
+        methods.append(Method(name, wrapper, params[:arity], sig[:arity], origin=func))
+    return methods
 
 
 class Method:
@@ -94,9 +127,9 @@ class Method:
 
     __slots__ = ("name", "func", "params", "sig", "file", "line", "world")
 
-    def __init__(self, name: str, func, params: tuple, sig: tuple):
+    def __init__(self, name: str, func, params: tuple, sig: tuple, origin=None):
         self.name, self.func, self.params, self.sig = name, func, params, sig
-        self.file, self.line = _location(func)
+        self.file, self.line = _location(origin or func)     # origin: the def a generated method comes from
         self.world = world.current_world()
 
     @property
@@ -225,17 +258,14 @@ class GenericFunction:
         self.table = MethodTable(name)
 
     def define(self, func, sig: tuple | None = None) -> Method:
-        """Add a method from ``func`` (its annotations give the signature unless ``sig`` is given)."""
-        params, annotated = signature_of(func)
-        if sig is not None:
-            sig = tuple(as_type(t) for t in sig)
-            if len(sig) != len(params):
-                raise TypeError(f"{self.__name__}: signature {sig} does not match the parameters {params}")
-        method = Method(self.__name__, func, params, sig if sig is not None else annotated)
-        self.table.add(method)
+        """Add the methods of ``func`` (its annotations give the signature unless ``sig`` is given; each
+        trailing default adds a method of lower arity); returns the full-arity one."""
+        methods = methods_from(self.__name__, func, sig)
+        for method in methods:
+            self.table.add(method)
         if func.__doc__ and not self.__doc__:
             self.__doc__ = func.__doc__
-        return method
+        return methods[0]
 
     @property
     def methods(self) -> list[Method]:

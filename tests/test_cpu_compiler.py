@@ -970,3 +970,24 @@ def test_vector_loads_and_stores_move_whole_groups_of_elements(make_module):
     od.cuda(m.kernel, od.pointer(x), od.pointer(y), threads=2)
     assert y.tolist() == [3, 2, 1, 100, 7, 6, 5, 104]
     assert od.vload(od.pointer(x), 1, 4) == (4, 5, 6, 7)      # the host version
+
+
+def test_a_generic_function_with_a_default_is_called_with_and_without_it(make_module):
+    m = make_module("""
+        import overdub as od
+
+        @od.function
+        def scale(x: od.Integer, k: od.Integer = 3):
+            return x * k
+
+        def kernel(out):
+            out[0] = scale(5)
+            out[1] = scale(5, 2)
+    """)
+    assert run(m.kernel, n=2) == [15, 10]
+    m.run("""
+        @od.function
+        def scale(x: od.Integer, k: od.Integer = 4):
+            return x * k
+    """)
+    assert run(m.kernel, n=2) == [20, 10]

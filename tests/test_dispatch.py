@@ -129,9 +129,28 @@ def test_host_call_dispatches_on_numba_typeof():
         f(1.5)
 
 
-def test_defaults_and_varargs_are_rejected_with_a_clear_error():
+def test_trailing_defaults_define_one_method_per_arity():
     f = fresh()
-    with pytest.raises(TypeError, match="positional parameters without defaults"):
-        f.define(lambda x, y=1: x)
-    with pytest.raises(TypeError, match="not a plain positional parameter"):
+
+    def body(x: int, y: int = 10, z: float = 0.5):
+        return (x, y, z)
+    f.define(body)
+    assert sorted((m.sig for m in od.methods(f)), key=len) == sorted([(od.Integer,), (od.Integer, od.Integer),
+                                                            (od.Integer, od.Integer, od.Float)], key=len)
+    assert {m.location for m in od.methods(f)} == {f"test_dispatch.py:{body.__code__.co_firstlineno}"}
+    assert f(1) == (1, 10, 0.5) and f(1, 2) == (1, 2, 0.5) and f(1, 2, 3.0) == (1, 2, 3.0)
+
+
+def test_redefining_a_def_with_defaults_replaces_each_of_its_methods():
+    f = fresh()
+    f.define(lambda x, y=1: x + y)
+    f.define(lambda x, y=2: x * y)
+    assert len(od.methods(f)) == 2 and f(3) == 6
+
+
+def test_varargs_and_keyword_only_parameters_are_rejected_with_a_clear_error():
+    f = fresh()
+    with pytest.raises(TypeError, match="not a positional parameter"):
         f.define(lambda *xs: xs)
+    with pytest.raises(TypeError, match="not a positional parameter"):
+        f.define(lambda x, *, y: x)
