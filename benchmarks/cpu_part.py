@@ -25,6 +25,29 @@ def _best(fn, repeats: int) -> float:
     return best
 
 
+def _compare(part: Part, name: str, run_od, run_nb, fresh_out, expected, cfg: dict, check_only: bool,
+             n: int, **tolerance):
+    """Each side's first (compiling) call, timed and checked against ``expected``; then, when both are right
+    and timing is wanted, the best-of times, their ratio and its target. Returns njit's time, or None."""
+    ok = True
+    for side, run in (("od", run_od), ("njit", run_nb)):
+        out = fresh_out()
+        t0 = time.perf_counter()
+        run(out)
+        part.measure(f"{name} first call (compile) [{side}]", time.perf_counter() - t0, "s")
+        ok &= part.check(f"{name} [{side}] == numpy", lambda out=out: check_close(name, out, expected, **tolerance))
+    if not ok or check_only:
+        return None
+    out = fresh_out()
+    t_od = _best(lambda: run_od(out), cfg["repeats"])
+    t_nb = _best(lambda: run_nb(out), cfg["repeats"])
+    part.measure(f"{name} [od cpu]", t_od * 1e3, "ms", n=n)
+    part.measure(f"{name} [njit]", t_nb * 1e3, "ms", n=n)
+    part.measure(f"{name} ratio od/njit", ratio(t_od, t_nb), "x")
+    part.target(f"{name} od/njit", ratio(t_od, t_nb), "<=", 1.10)
+    return t_nb
+
+
 def run(part: Part, quick: bool, check_only: bool = False) -> None:
     import numba
 
@@ -57,30 +80,17 @@ def run(part: Part, quick: bool, check_only: bool = False) -> None:
         def nb_saxpy(y):
             loop(a, x, y)
 
-        expected = a * x + y0
-        ok = True
-        for name, fn in (("od", od_saxpy), ("njit", nb_saxpy)):
+        t_nb = _compare(part, "saxpy", od_saxpy, nb_saxpy, y0.copy, a * x + y0, cfg, check_only, n)
+        if t_nb is not None and n % SAXPY_THREADS == 0:
+            # what the per-thread bounds check costs: the same kernel without it
+            def od_exact(y):
+                od.cuda(odm.saxpy_exact, a, x, y, threads=SAXPY_THREADS, blocks=blocks, target="cpu",
+                        context=odm.bench)
             y = y0.copy()
-            t0 = time.perf_counter()
-            fn(y)                   # the first call compiles
-            part.measure(f"saxpy first call (compile) [{name}]", time.perf_counter() - t0, "s")
-            ok &= part.check(f"saxpy [{name}] == numpy", lambda y=y: check_close("saxpy", y, expected))
-        if ok and not check_only:
-            y = y0.copy()
-            t_od = _best(lambda: od_saxpy(y), cfg["repeats"])
-            t_nb = _best(lambda: nb_saxpy(y), cfg["repeats"])
-            part.measure("saxpy [od cpu]", t_od * 1e3, "ms", n=n)
-            part.measure("saxpy [njit]", t_nb * 1e3, "ms", n=n)
-            part.measure("saxpy ratio od/njit", ratio(t_od, t_nb), "x")
-            part.target("saxpy od/njit", ratio(t_od, t_nb), "<=", 1.10)
-            if n % SAXPY_THREADS == 0:     # what the per-thread bounds check costs: the same kernel without it
-                def od_exact(y):
-                    od.cuda(odm.saxpy_exact, a, x, y, threads=SAXPY_THREADS, blocks=blocks, target="cpu",
-                            context=odm.bench)
-                od_exact(y)
-                t_exact = _best(lambda: od_exact(y), cfg["repeats"])
-                part.measure("saxpy without the bounds check [od cpu]", t_exact * 1e3, "ms", n=n)
-                part.measure("saxpy without the bounds check, ratio od/njit", ratio(t_exact, t_nb), "x")
+            od_exact(y)
+            t_exact = _best(lambda: od_exact(y), cfg["repeats"])
+            part.measure("saxpy without the bounds check [od cpu]", t_exact * 1e3, "ms", n=n)
+            part.measure("saxpy without the bounds check, ratio od/njit", ratio(t_exact, t_nb), "x")
 
     # --- stencil -----------------------------------------------------------------------------------------
     with part.guard("stencil"):
@@ -97,20 +107,5 @@ def run(part: Part, quick: bool, check_only: bool = False) -> None:
         def nb_stencil(b):
             loop(a, b)
 
-        expected = stencil_reference(a, np)
-        ok = True
-        for name, fn in (("od", od_stencil), ("njit", nb_stencil)):
-            b = np.zeros_like(a)
-            t0 = time.perf_counter()
-            fn(b)
-            part.measure(f"stencil first call (compile) [{name}]", time.perf_counter() - t0, "s")
-            ok &= part.check(f"stencil [{name}] == numpy",
-                             lambda b=b: check_close("stencil", b, expected, rtol=1e-5, atol=1e-5))
-        if ok and not check_only:
-            b = np.zeros_like(a)
-            t_od = _best(lambda: od_stencil(b), cfg["repeats"])
-            t_nb = _best(lambda: nb_stencil(b), cfg["repeats"])
-            part.measure("stencil [od cpu]", t_od * 1e3, "ms", n=n)
-            part.measure("stencil [njit]", t_nb * 1e3, "ms", n=n)
-            part.measure("stencil ratio od/njit", ratio(t_od, t_nb), "x")
-            part.target("stencil od/njit", ratio(t_od, t_nb), "<=", 1.10)
+        _compare(part, "stencil", od_stencil, nb_stencil, lambda: np.zeros_like(a), stencil_reference(a, np), cfg,
+                 check_only, n, rtol=1e-5, atol=1e-5)

@@ -282,6 +282,29 @@ def _event_series(gpu: GPU, stream, variants: dict, runs: int, warmup: int) -> d
     return {name: median(values) for name, values in times.items()}
 
 
+def _check_and_time(part: Part, gpu: GPU, stream, name: str, reference: str, od_run, nb_run, out, expected,
+                    runs: int, warmup: int, check_only: bool, n: int, **tolerance) -> dict | None:
+    """Check both versions' output against ``expected``; when both are right and timing is wanted, their
+    device times, ratio and target (od/numba <= 1.02). Returns the times, or None."""
+    cp = gpu.cp
+    ok = True
+    for impl, fn in (("overdub", od_run), ("numba-cuda", nb_run)):
+        out[...] = 0
+        gpu.sync()
+        fn()
+        gpu.sync()
+        ok &= part.check(f"{name} [{impl}] == {reference}",
+                         lambda: gpu_check_close(cp, name.split()[-1], out, expected, **tolerance))
+    if not ok or check_only:
+        return None
+    ms = _event_series(gpu, stream, {"overdub": od_run, "numba-cuda": nb_run}, runs, warmup)
+    part.measure(f"{name} [overdub]", ms["overdub"], "ms", n=n)
+    part.measure(f"{name} [numba-cuda]", ms["numba-cuda"], "ms", n=n)
+    part.measure(f"{name} ratio od/numba", ratio(ms["overdub"], ms["numba-cuda"]), "x")
+    part.target(f"{name} od/numba", ratio(ms["overdub"], ms["numba-cuda"]), "<=", 1.02)
+    return ms
+
+
 def part3(part: Part, gpu: GPU, cfg: dict, check_only: bool) -> None:
     import overdub as od
     cp, nbcuda = gpu.cp, gpu.nbcuda
@@ -403,21 +426,10 @@ def part3(part: Part, gpu: GPU, cfg: dict, check_only: bool) -> None:
         def nb_run():
             nb_reduce[blocks, threads, nbstream](srcv, outv)
 
-        ok = True
-        for name, fn in (("overdub", od_run), ("numba-cuda", nb_run)):
-            out[...] = 0
-            gpu.sync()
-            fn()
-            gpu.sync()
-            ok &= part.check(f"3ii reduction [{name}] == block sums",
-                             lambda: gpu_check_close(cp, "reduction", out, expected, rtol=1e-4, atol=1e-3))
-        if ok and not check_only:
-            ms = _event_series(gpu, stream, {"overdub": od_run, "numba-cuda": nb_run}, runs, warmup)
-            part.measure("3ii reduction [overdub]", ms["overdub"], "ms", n=n)
-            part.measure("3ii reduction [numba-cuda]", ms["numba-cuda"], "ms", n=n)
-            part.measure("3ii reduction ratio od/numba", ratio(ms["overdub"], ms["numba-cuda"]), "x")
+        ms = _check_and_time(part, gpu, stream, "3ii reduction", "block sums", od_run, nb_run, out, expected,
+                             runs, warmup, check_only, n, rtol=1e-4, atol=1e-3)
+        if ms:
             part.measure("3ii reduction bandwidth [overdub]", 4 * n / (ms["overdub"] * 1e-3) / 1e9, "GB/s")
-            part.target("3ii reduction od/numba", ratio(ms["overdub"], ms["numba-cuda"]), "<=", 1.02)
         del src, out, expected, srcv, outv
 
     # -- (iii) 2D 5-point stencil ----------------------------------------------------------------------
@@ -440,20 +452,8 @@ def part3(part: Part, gpu: GPU, cfg: dict, check_only: bool) -> None:
         def nb_run():
             nb_stencil[blocks, threads, nbstream](gv, bv)
 
-        ok = True
-        for name, fn in (("overdub", od_run), ("numba-cuda", nb_run)):
-            b[...] = 0
-            gpu.sync()
-            fn()
-            gpu.sync()
-            ok &= part.check(f"3iii stencil [{name}] == array expression",
-                             lambda: gpu_check_close(cp, "stencil", b, expected, rtol=1e-5, atol=1e-5))
-        if ok and not check_only:
-            ms = _event_series(gpu, stream, {"overdub": od_run, "numba-cuda": nb_run}, runs, warmup)
-            part.measure("3iii stencil [overdub]", ms["overdub"], "ms", n=n)
-            part.measure("3iii stencil [numba-cuda]", ms["numba-cuda"], "ms", n=n)
-            part.measure("3iii stencil ratio od/numba", ratio(ms["overdub"], ms["numba-cuda"]), "x")
-            part.target("3iii stencil od/numba", ratio(ms["overdub"], ms["numba-cuda"]), "<=", 1.02)
+        _check_and_time(part, gpu, stream, "3iii stencil", "array expression", od_run, nb_run, b, expected,
+                        runs, warmup, check_only, n, rtol=1e-5, atol=1e-5)
         del grid, b, expected, gv, bv
     cp.get_default_memory_pool().free_all_blocks()
 

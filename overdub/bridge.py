@@ -98,9 +98,11 @@ def _lower_opaque_constant(context, builder, ty, pyval):
     return context.get_dummy_value()
 
 
-def _own_value(proxy: ModuleProxy, attr: str) -> bool:
-    """Is the attribute, as the chain sees it, the module's own value (not Overdubbed, not replaced)?"""
-    return proxy.attribute(attr) is getattr(proxy.module, attr, None)
+def _seen_attribute(proxy: ModuleProxy, attr: str):
+    """(the attribute as the chain sees it, whether that is the module's own value -- not Overdubbed, not a
+    proxy, not a target's replacement)."""
+    value = proxy.attribute(attr)
+    return value, value is getattr(proxy.module, attr, None)
 
 
 @infer_getattr
@@ -108,16 +110,17 @@ class _ModuleProxyAttributes(AttributeTemplate):
     key = ModuleProxyType
 
     def generic_resolve(self, typ, attr):
-        if _own_value(typ.proxy, attr):
+        value, own = _seen_attribute(typ.proxy, attr)
+        if own:
             return self.context.resolve_getattr(types.Module(typ.proxy.module), attr)
-        return typeof(typ.proxy.attribute(attr))
+        return typeof(value)
 
 
 @lower_getattr_generic(ModuleProxyType)
 def _lower_module_proxy_getattr(context, builder, typ, value, attr):
-    if not _own_value(typ.proxy, attr):      # Overdubbed, a proxy, or a target's replacement: a constant
-        attr_type = context.typing_context.resolve_getattr(typ, attr)
-        return context.get_constant_generic(builder, attr_type, typ.proxy.attribute(attr))
+    seen, own = _seen_attribute(typ.proxy, attr)
+    if not own:                             # Overdubbed, a proxy, or a target's replacement: a constant
+        return context.get_constant_generic(builder, typeof(seen), seen)
     module_type = types.Module(typ.proxy.module)
     impl = context.get_getattr(module_type, attr)
     if impl is not None:     # the target's own lowering: module constants, special registers

@@ -1,11 +1,13 @@
 """Launching: ``od.cuda(kernel, *args, ...)`` -- the hot path.
 
 The first launch of a kernel with given argument classes compiles it (through :mod:`overdub.compiler`) and
-generates one Python function for that kernel and those classes that does everything a later launch
-needs: check the compiled kernel is still valid (a flag, and one version tag per module it read), check the
-guards that pin the arguments' numba types (dtype, rank, contiguity of arrays), marshal the arguments and
-enqueue. A launch is then a dict lookup on (kernel, context, target, argument classes) and one call; any
-guard that fails falls back to the slow path, which types, looks up or compiles, and adds a function.
+makes one launch function for that kernel and those classes that does everything a later launch needs:
+check the compiled kernel is still valid (a flag, and one version tag per module it read), check the guards
+that pin the arguments' numba types (dtype, rank, contiguity of arrays), marshal the arguments and enqueue.
+The target's native launcher (C, see ``_fastlaunch.c``) serves where it can; otherwise the function is
+generated here in Python. A launch is then a dict lookup on (kernel, context, target, argument classes)
+and one call -- in C too, where the extension is built; any check that fails falls back to the slow path,
+which types, looks up or compiles, and adds a launch function.
 """
 from __future__ import annotations
 
@@ -49,8 +51,14 @@ def _target_named(name: str):
 
 
 def get_target(name: str | None = None):
-    """The target object for a name ("cpu" or "cuda"; None means :func:`default_target`)."""
-    return _target_named(name or default_target())
+    """The target object for a name ("cpu" or "cuda"); None means :func:`default_target` as it was when
+    first asked, so that launches and ``synchronize`` agree on it."""
+    return _target_named(name) if name else _default_target()
+
+
+@functools.lru_cache(maxsize=None)
+def _default_target():
+    return _target_named(default_target())
 
 
 def dims(value, what: str) -> tuple[int, int, int]:
@@ -170,7 +178,7 @@ def _cuda(kernel, *args, threads=1, blocks=1, shmem: int = 0, stream=None, targe
 def _launch_slow(kernel, args, threads, blocks, shmem, stream, target, context):
     """A launch whose lookup missed or whose launch functions' checks failed: type the arguments, get the
     compiled kernel (compiling if needed), add a launch function for these argument classes, launch."""
-    tgt = get_target(target) if target is not None else _default_target_object()
+    tgt = get_target(target)
     argtypes = tuple(map(tgt.typeof, args))
     key = (kernel, context, target, *map(type, args))
     chain = (context or tgt.base).chain(tgt)
@@ -191,11 +199,6 @@ def _launch_slow(kernel, args, threads, blocks, shmem, stream, target, context):
             if unguarded(args, blocks, threads, shmem, stream):
                 return
     raise RuntimeError(f"could not launch {kernel.__qualname__}: it was invalidated on every attempt")
-
-
-@functools.lru_cache(maxsize=None)
-def _default_target_object():
-    return get_target(None)
 
 
 try:     # the same lookup in C, where the native extension is built (see _fastlaunch.c)
