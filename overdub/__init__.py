@@ -4,7 +4,6 @@ Device functions are generic functions with multiple dispatch; kernels compile i
 substitute any call; a compiled kernel keeps the edges it consulted, so redefining anything it used makes
 the next launch recompile.
 """
-from . import bridge as _bridge  # noqa: F401  (registers overdub's types with numba)
 from .compiler import CompileError
 from .context import CPU, CUDA, Context, when_imported
 from .intrinsics import Pointer, cuprintln, pointer, unsafe_load, unsafe_store, vload, vstore
@@ -15,7 +14,6 @@ from .types import (Any, Array, Boolean, Complex, Float, Integer, Number, Ptr, P
                     complex128, float16, float32, float64, int8, int16, int32, int64, issubtype, uint8, uint16,
                     uint32, uint64)
 from .world import current_world, invalidation_log
-from .targets import cpu as _cpu  # noqa: F401  (the CPU target is always available)
 
 __version__ = "0.1.0"
 

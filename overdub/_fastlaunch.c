@@ -7,6 +7,11 @@
  * cuLaunchKernel. It returns True when it launched, False when a check failed (the caller then takes the
  * slow path, which may recompile), and raises when the driver refuses the launch.
  *
+ * How each kind of argument is checked and marshalled is one entry of the `kinds` table below, matching an
+ * argument kind of overdub/arguments.py (its native_spec). The slots of a launch live on the C stack; a
+ * Launcher whose kernel takes more than MAX_SLOTS refuses to be made (OverflowError) and the Python launch
+ * path serves that kernel instead.
+ *
  * Built against the limited API (abi3): one binary serves every CPython from 3.11 on.
  */
 #define PY_SSIZE_T_CLEAN
@@ -29,6 +34,7 @@ typedef struct {
     long ndim;          /* ARRAY */
     long long itemsize; /* ARRAY */
     PyObject *dtype;    /* POINTER, ARRAY: the numpy dtype the guard expects */
+    const struct Kind_ *ops;
 } ArgSpec;
 
 typedef struct {
@@ -38,6 +44,7 @@ typedef struct {
     uint64_t **versions;       /* addresses of module dicts' version tags */
     PyObject **expected;       /* lists [view, tag]: item 1 is the tag the guard last saw */
     Py_ssize_t nargs;
+    Py_ssize_t nslots;         /* the kernel's parameter slots: at most MAX_SLOTS */
     ArgSpec *specs;
     void *function;            /* CUkernel / CUfunction */
     cu_launch_kernel_t launch;
@@ -88,39 +95,27 @@ static int tuple_slots(PyObject *obj, PyObject *name, long ndim, uint64_t *slots
     return 0;
 }
 
-/* 1: guards hold, 0: they do not (take the slow path), -1: error. */
-static int check_arg(const ArgSpec *spec, PyObject *value) {
-    switch (spec->kind) {
-    case SCALAR:
-        /* the argument's class, part of the caller's key, decides its numba type -- except for a Python
-         * int, which numba types as int64, or as uint64 when it does not fit */
-        if ((spec->code == 'q' || spec->code == 'Q') && PyLong_CheckExact(value)) {
-            int overflow;
-            PyLong_AsLongLongAndOverflow(value, &overflow);
-            if (PyErr_Occurred()) return -1;
-            return spec->code == 'q' ? overflow == 0 : overflow > 0;
-        }
-        return 1;
-    case POINTER:
-        return attr_is(value, s_dtype, spec->dtype) &&
-               attr_truth(value, s_device) == spec->device;
-    case ARRAY: {
-        if (!attr_is(value, s_dtype, spec->dtype)) return 0;
-        long long ndim;
-        if (attr_ll(value, s_ndim, &ndim) < 0) { PyErr_Clear(); return 0; }
-        if (ndim != spec->ndim) return 0;
-        int c = attr_truth(value, s_c_contiguous);
-        if (c < 0) return 0;
-        if (spec->layout == 'C') return c;
-        if (c) return 0;
-        int f = attr_truth(value, s_f_contiguous);
-        return f >= 0 && (spec->layout == 'F' ? f : !f);
+/* --- the argument kinds -------------------------------------------------------------------------------
+ * Each has: how many 8-byte slots an argument takes, its guard (1: holds, 0: does not -- take the slow path,
+ * -1: error) and its marshalling into the slots. */
+
+static Py_ssize_t scalar_slots(const ArgSpec *spec) { return 1; }
+
+static int scalar_check(const ArgSpec *spec, PyObject *value) {
+    /* the argument's class, part of the caller's key, decides its numba type -- except for a Python int,
+     * which numba types as int64, or as uint64 when it does not fit */
+    if ((spec->code == 'q' || spec->code == 'Q') && PyLong_CheckExact(value)) {
+        int overflow;
+        PyLong_AsLongLongAndOverflow(value, &overflow);
+        if (PyErr_Occurred()) return -1;
+        return spec->code == 'q' ? overflow == 0 : overflow > 0;
     }
-    }
-    return 0;
+    return 1;
 }
 
-static int marshal_scalar(char code, PyObject *value, uint64_t *slot) {
+static int scalar_marshal(const ArgSpec *spec, PyObject *value, uint64_t *slots) {
+    char code = spec->code;
+    uint64_t *slot = slots;
     memset(slot, 0, sizeof *slot);
     if (code == 'f' || code == 'd') {
         double d = PyFloat_AsDouble(value);
@@ -156,29 +151,79 @@ static int marshal_scalar(char code, PyObject *value, uint64_t *slot) {
     return 0;
 }
 
-static int marshal_arg(const ArgSpec *spec, PyObject *value, uint64_t *slots, Py_ssize_t *n) {
-    if (spec->kind == SCALAR) return marshal_scalar(spec->code, value, &slots[(*n)++]);
-    if (spec->kind == POINTER) {
-        long long address;
-        if (attr_ll(value, s_address, &address) < 0) return -1;
-        slots[(*n)++] = (uint64_t)address;
-        return 0;
+static Py_ssize_t pointer_slots(const ArgSpec *spec) { return 1; }
+
+static int pointer_check(const ArgSpec *spec, PyObject *value) {
+    return attr_is(value, s_dtype, spec->dtype) && attr_truth(value, s_device) == spec->device;
+}
+
+static int pointer_marshal(const ArgSpec *spec, PyObject *value, uint64_t *slots) {
+    long long address;
+    if (attr_ll(value, s_address, &address) < 0) return -1;
+    slots[0] = (uint64_t)address;
+    return 0;
+}
+
+/* A cupy array: numba's exploded array -- meminfo, parent, nitems, itemsize, data, shape..., strides... */
+static Py_ssize_t array_slots(const ArgSpec *spec) { return 5 + 2 * spec->ndim; }
+
+static int array_check(const ArgSpec *spec, PyObject *value) {
+    if (!attr_is(value, s_dtype, spec->dtype)) return 0;
+    long long ndim;
+    if (attr_ll(value, s_ndim, &ndim) < 0) { PyErr_Clear(); return 0; }
+    if (ndim != spec->ndim) return 0;
+    int c = attr_truth(value, s_c_contiguous);
+    if (c < 0) return 0;
+    if (spec->layout == 'C') return c;
+    if (c) return 0;
+    int f = attr_truth(value, s_f_contiguous);
+    return f >= 0 && (spec->layout == 'F' ? f : !f);
+}
+
+static int array_marshal(const ArgSpec *spec, PyObject *value, uint64_t *slots) {
+    long ndim = spec->ndim;
+    uint64_t *shape = slots + 5, *strides = slots + 5 + ndim;
+    Py_ssize_t n = 5;
+    if (tuple_slots(value, s_shape, ndim, slots, &n) < 0) return -1;
+    uint64_t size = 1;
+    for (long i = 0; i < ndim; i++) size *= shape[i];
+    if (spec->layout == 'C') {      /* the strides of a C-contiguous array follow from its shape */
+        uint64_t step = (uint64_t)spec->itemsize;
+        for (long i = ndim - 1; i >= 0; i--) { strides[i] = step; step *= shape[i]; }
+    } else if (tuple_slots(value, s_strides, ndim, slots, &n) < 0) {
+        return -1;
     }
-    /* numba's exploded array: meminfo, parent, nitems, itemsize, data, shape..., strides... */
-    long long size, ptr;
-    if (attr_ll(value, s_size, &size) < 0) return -1;
+    long long ptr;
     PyObject *data = PyObject_GetAttr(value, s_data);
     if (data == NULL) return -1;
     int failed = attr_ll(data, s_ptr, &ptr);
     Py_DECREF(data);
     if (failed < 0) return -1;
-    slots[(*n)++] = 0;
-    slots[(*n)++] = 0;
-    slots[(*n)++] = (uint64_t)size;
-    slots[(*n)++] = (uint64_t)spec->itemsize;
-    slots[(*n)++] = (uint64_t)ptr;
-    if (tuple_slots(value, s_shape, spec->ndim, slots, n) < 0) return -1;
-    return tuple_slots(value, s_strides, spec->ndim, slots, n);
+    slots[0] = 0;
+    slots[1] = 0;
+    slots[2] = size;
+    slots[3] = (uint64_t)spec->itemsize;
+    slots[4] = (uint64_t)ptr;
+    return 0;
+}
+
+typedef struct Kind_ {
+    char kind;
+    Py_ssize_t (*slots)(const ArgSpec *);
+    int (*check)(const ArgSpec *, PyObject *);
+    int (*marshal)(const ArgSpec *, PyObject *, uint64_t *);
+} Kind;
+
+static const Kind kinds[] = {
+    {SCALAR, scalar_slots, scalar_check, scalar_marshal},
+    {POINTER, pointer_slots, pointer_check, pointer_marshal},
+    {ARRAY, array_slots, array_check, array_marshal},
+};
+
+static const Kind *kind_named(char name) {
+    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
+        if (kinds[i].kind == name) return &kinds[i];
+    return NULL;
 }
 
 static int parse_dims(PyObject *value, unsigned out[3]) {
@@ -235,7 +280,7 @@ static int launcher_run(Launcher *self, PyObject *args, Py_ssize_t first, PyObje
     if (valid <= 0) return valid;
     if (PyTuple_Size(args) - first != self->nargs) return 0;
     for (Py_ssize_t i = 0; i < self->nargs; i++) {
-        int ok = check_arg(&self->specs[i], PyTuple_GetItem(args, first + i));
+        int ok = self->specs[i].ops->check(&self->specs[i], PyTuple_GetItem(args, first + i));
         if (ok <= 0) return ok;
     }
     unsigned grid[3], block[3];
@@ -254,7 +299,9 @@ static int launcher_run(Launcher *self, PyObject *args, Py_ssize_t first, PyObje
     void *params[MAX_SLOTS];
     Py_ssize_t n = 0;
     for (Py_ssize_t i = 0; i < self->nargs; i++) {
-        if (marshal_arg(&self->specs[i], PyTuple_GetItem(args, first + i), slots, &n) < 0) return -1;
+        const ArgSpec *spec = &self->specs[i];
+        if (spec->ops->marshal(spec, PyTuple_GetItem(args, first + i), slots + n) < 0) return -1;
+        n += spec->ops->slots(spec);
     }
     for (Py_ssize_t i = 0; i < n; i++) params[i] = &slots[i];
     int err = self->launch(self->function, grid[0], grid[1], grid[2], block[0], block[1], block[2],
@@ -283,6 +330,7 @@ static int parse_spec(PyObject *spec, ArgSpec *out) {
     kind = PyUnicode_AsUTF8AndSize(PyTuple_GetItem(spec, 0), NULL);
     if (kind == NULL) return -1;
     out->kind = kind[0];
+    if ((out->ops = kind_named(out->kind)) == NULL) goto bad;
     if (out->kind == SCALAR) {
         const char *code = PyUnicode_AsUTF8AndSize(PyTuple_GetItem(spec, 1), NULL);
         if (code == NULL) return -1;
@@ -328,12 +376,19 @@ static int Launcher_init(Launcher *self, PyObject *args, PyObject *kwargs) {
         Py_DECREF(pair);
         if (PyErr_Occurred()) return -1;
     }
+    self->nslots = 0;
     for (Py_ssize_t i = 0; i < self->nargs; i++) {
         PyObject *spec = PySequence_GetItem(specs, i);
         if (spec == NULL) return -1;
         int failed = parse_spec(spec, &self->specs[i]);
         Py_DECREF(spec);
         if (failed) return -1;
+        self->nslots += self->specs[i].ops->slots(&self->specs[i]);
+    }
+    if (self->nslots > MAX_SLOTS) {
+        PyErr_Format(PyExc_OverflowError, "the kernel takes %zd parameter slots; the native launcher holds %d",
+                     self->nslots, MAX_SLOTS);
+        return -1;
     }
     self->function = PyLong_AsVoidPtr(function);
     self->launch = (cu_launch_kernel_t)PyLong_AsVoidPtr(launch);
@@ -364,8 +419,14 @@ static PyObject *Launcher_get_kernel(Launcher *self, void *closure) {
     return self->kernel;
 }
 
+static PyObject *Launcher_get_guarded(Launcher *self, void *closure) { Py_RETURN_TRUE; }
+
+static PyObject *Launcher_get_nslots(Launcher *self, void *closure) { return PyLong_FromSsize_t(self->nslots); }
+
 static PyGetSetDef Launcher_getset[] = {
     {"kernel", (getter)Launcher_get_kernel, NULL, "the compiled kernel node", NULL},
+    {"guarded", (getter)Launcher_get_guarded, NULL, "always True: every argument is guarded", NULL},
+    {"nslots", (getter)Launcher_get_nslots, NULL, "the kernel's parameter slots", NULL},
     {NULL},
 };
 
@@ -425,7 +486,15 @@ static PyObject *cuda(PyObject *module, PyObject *args, PyObject *kwargs) {
     PyObject *kernel = PyTuple_GetItem(args, 0);
     PyObject *key = PyTuple_New(n + 2);
     if (key == NULL) return NULL;
-    Py_INCREF(kernel); PyTuple_SetItem(key, 0, kernel);
+    /* the key holds the kernel by its canonical weak reference, as runtime.launch_key does */
+    PyObject *kernel_ref = PyWeakref_NewRef(kernel, NULL);
+    if (kernel_ref == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_TypeError)) { Py_DECREF(key); return NULL; }
+        PyErr_Clear();
+        Py_INCREF(kernel);
+        kernel_ref = kernel;
+    }
+    PyTuple_SetItem(key, 0, kernel_ref);
     Py_INCREF(context); PyTuple_SetItem(key, 1, context);
     Py_INCREF(target); PyTuple_SetItem(key, 2, target);
     for (Py_ssize_t i = 1; i < n; i++) {

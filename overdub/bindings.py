@@ -17,6 +17,7 @@ import ctypes
 import sys
 
 from . import world
+from .runtime import runtime
 
 _MISSING = object()
 # PyDictObject: PyObject_HEAD (refcount, type), Py_ssize_t ma_used, uint64_t ma_version_tag.
@@ -67,16 +68,19 @@ class Binding(world.Node):
 
     def on_invalidate(self, cause: str) -> None:
         key = (id(self.namespace), self.name)
-        if _bindings.get(key) is self:
-            del _bindings[key]
+        if runtime.bindings.get(key) is self:
+            del runtime.bindings[key]
 
     def describe(self) -> str:
         module = self.namespace.get("__name__", "?")
         return f"global {module}.{self.name}"
 
 
-_bindings: dict[tuple[int, str], Binding] = {}
-_namespaces: dict[int, dict] = {}       # keeps every watched namespace alive, so ids stay unique
+def rebound(bindings: list[Binding], namespace: dict) -> None:
+    """Invalidate bindings whose globals were rebound: a new world, as a method-table change is."""
+    world.bump_world()
+    for binding in bindings:
+        world.invalidate([binding], f"global {namespace.get('__name__', '?')}.{binding.name} rebound")
 
 
 def read(namespace: dict, name: str):
@@ -85,13 +89,13 @@ def read(namespace: dict, name: str):
     value = lookup(namespace, name)
     key = (id(namespace), name)
     with world.lock:
-        binding = _bindings.get(key)
+        binding = runtime.bindings.get(key)
         if binding is not None and binding.changed():
-            world.invalidate([binding], f"global {namespace.get('__name__', '?')}.{name} rebound")
+            rebound([binding], namespace)
             binding = None
         if binding is None:
-            binding = _bindings[key] = Binding(namespace, name, value, seen_version)
-            _namespaces[id(namespace)] = namespace
+            binding = runtime.bindings[key] = Binding(namespace, name, value, seen_version)
+            runtime.namespaces[id(namespace)] = namespace
         world.consult(binding)
         builder = world.being_built()
         if isinstance(builder, Guarded):
@@ -145,12 +149,12 @@ class Guard:
         ok = True
         with world.lock:
             for ns, group in self._bindings.items():
-                namespace = _namespaces[ns]
+                namespace = group[0].namespace
                 version = dict_version(namespace)
-                stale = [b for b in group if not b.valid or b.changed()]
-                for binding in stale:
-                    world.invalidate([binding], f"global {namespace.get('__name__', '?')}.{binding.name} rebound")
-                ok = ok and not stale
+                changed = [b for b in group if b.valid and b.changed()]
+                if changed:
+                    rebound(changed, namespace)
+                ok = ok and all(b.valid for b in group)
                 self._checks[ns][1] = version
         return ok
 

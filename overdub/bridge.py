@@ -3,9 +3,9 @@
 Everything that reaches into numba's typing lives here and in the target modules, so that replacing
 numba-cuda touches only these places. It gives numba:
 
-* a type for each :class:`~overdub.rewrite.Overdubbed` callee, :class:`OverdubCallType`, whose
-  ``get_call_type`` is where dispatch happens: numba's type inference hands it the argument types, and
-  :func:`overdub.compiler.resolve_call` picks the implementation (recording the edges) and compiles it;
+* :func:`register_opaque`, through which the driver (:mod:`overdub.compiler`) gives each
+  :class:`~overdub.rewrite.Overdubbed` callee the numba type whose typing is where dispatch happens;
+* :func:`delegate` and :func:`dispatcher_call`, which type calls numba itself knows;
 * a type for each :class:`~overdub.rewrite.ModuleProxy`, whose attributes are typed as numba would type the
   real module's, except that callables come back Overdubbed;
 * :class:`~overdub.types.PtrType` values: a pointer data model, ``p[i]`` and ``p[i] = v``, and unboxing of
@@ -25,45 +25,22 @@ from numba.core.extending import NativeValue, models, register_model, typeof_imp
 from numba.core.imputils import lower_builtin, lower_constant, lower_getattr_generic
 from numba.core.typing.templates import AbstractTemplate, AttributeTemplate, infer_getattr, infer_global, signature
 
-from .rewrite import ModuleProxy, Overdubbed
-from .types import PtrType
-
-
-def typeof(value):
-    """The numba type of a host value, as a kernel argument of that value would be typed."""
-    return numba.typeof(value, numba.core.typing.typeof.Purpose.argument)
+from .rewrite import ModuleProxy
+from .types import PtrType, typeof
 
 
 def unliteral(t):
     return types.unliteral(t)
 
 
-# --- overdubbed callees ---------------------------------------------------------------------------------
+# --- opaque compile-time objects -----------------------------------------------------------------------
 
-class OverdubCallType(types.Callable):
-    """The numba type of one Overdubbed callee; dispatch happens in ``get_call_type``."""
-
-    def __init__(self, site: Overdubbed):
-        self.site = site
-        self._impl_keys: dict[tuple, object] = {}
-        name = getattr(site.callee, "__qualname__", None) or getattr(site.callee, "__name__", repr(site.callee))
-        super().__init__(name=f"overdub({name})")
-
-    @property
-    def key(self):
-        return self.site
-
-    def get_call_type(self, context, args, kws):
-        from .compiler import resolve_call       # typing calls back into the driver, as numba's does
-        sig, impl_key = resolve_call(self.site, context, tuple(args), dict(kws))
-        self._impl_keys[tuple(sig.args)] = impl_key
-        return sig
-
-    def get_call_signatures(self):
-        return [], True
-
-    def get_impl_key(self, sig):
-        return self._impl_keys[tuple(sig.args)]
+def register_opaque(python_class: type, numba_type: type) -> None:
+    """Let each value of ``python_class`` appear in compiled code as a compile-time constant of the numba type
+    ``numba_type(value)`` (its data is never read: dispatch and attribute typing use the type alone)."""
+    typeof_impl.register(python_class)(lambda value, c: numba_type(value))
+    register_model(numba_type)(models.OpaqueModel)
+    lower_constant(numba_type)(lambda context, builder, ty, pyval: context.get_dummy_value())
 
 
 class ModuleProxyType(types.Dummy):
@@ -78,24 +55,7 @@ class ModuleProxyType(types.Dummy):
         return self.proxy
 
 
-@typeof_impl.register(Overdubbed)
-def _typeof_overdubbed(value, c):
-    return OverdubCallType(value)
-
-
-@typeof_impl.register(ModuleProxy)
-def _typeof_module_proxy(value, c):
-    return ModuleProxyType(value)
-
-
-register_model(OverdubCallType)(models.OpaqueModel)
-register_model(ModuleProxyType)(models.OpaqueModel)
-
-
-@lower_constant(OverdubCallType)
-@lower_constant(ModuleProxyType)
-def _lower_opaque_constant(context, builder, ty, pyval):
-    return context.get_dummy_value()
+register_opaque(ModuleProxy, ModuleProxyType)
 
 
 def _seen_attribute(proxy: ModuleProxy, attr: str):

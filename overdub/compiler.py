@@ -1,59 +1,38 @@
-"""The target-independent driver: rewrite -> typing (dispatch, edges) -> target library; the caches.
+"""The target-independent driver: rewrite -> typing (dispatch, edges) -> target library; the compile caches.
 
-Two caches, both of :mod:`overdub.world` nodes, both checked by a flag (plus the per-namespace version check
-of :mod:`overdub.bindings`):
+One value describes a compile: a :class:`CompileJob` -- the def, the argument types, the context chain (whose
+last element names the target) and keyword argument types. It keys both caches of :data:`runtime`:
 
-* compiled **method instances** -- a def compiled in a context chain for concrete argument types -- are
-  shared by every kernel that calls them, while valid;
-* compiled **kernels**, one per (kernel, argument types, context chain), each holding the launcher its
-  target made.
+* **method instances** (Julia's name for a method compiled for concrete argument types) -- a def compiled in
+  a context chain -- are shared by every kernel that calls them, while valid;
+* **kernels**, each holding the launcher its target made.
 
-:func:`resolve_call` is called by numba's type inference (through :mod:`overdub.bridge`) for every call of an
-Overdubbed callee: it asks the chain's overdub tables, then the callee itself, records each answer as an
-edge of the node being built, and compiles what it picked.
+Both are :mod:`overdub.world` nodes, checked by a flag plus the per-namespace version check of
+:mod:`overdub.bindings`. A job holds its function weakly, so a cache entry dies with its function.
+
+Dispatch happens in numba's type inference: each Overdubbed callee is typed as an :class:`OverdubCallType`,
+whose ``get_call_type`` calls :func:`resolve_call` with the argument types. It asks the chain's overdub tables,
+then the callee itself, records each answer as an edge of the node being built, and compiles what it picked.
 """
 from __future__ import annotations
 
-import itertools
 import logging
-import threading
 import types as pytypes
+import weakref
+from dataclasses import dataclass
 
-from . import world
+from numba.core import types as nt
+
+from . import bridge, world
 from .bindings import Guarded
 from .registry import GenericFunction, MethodError
 from .rewrite import Overdubbed, rewrite, substitute
+from .runtime import runtime
 
 log = logging.getLogger("overdub")
 
-_stats = {"compiles": 0, "method_instances": 0}
-_stats_lock = threading.Lock()
-_launches = itertools.count()      # next() is atomic under the GIL: no lock on the hot path
-
-
-def count(name: str, n: int = 1) -> None:
-    with _stats_lock:
-        _stats[name] += n
-
-
-def count_launch() -> None:
-    next(_launches)
-
-
-def stats() -> dict:
-    """Counters since the process started: kernels compiled, launches, method instances compiled."""
-    with _stats_lock:
-        counters = dict(_stats)
-    counters["launches"] = int(repr(_launches)[6:-1]) + _native_launches()  # repr "count(N)" reads, not advances
-    return counters
-
-
-def _native_launches() -> int:
-    try:
-        from ._fastlaunch import launch_count
-    except ImportError:
-        return 0
-    return launch_count()
+__all__ = ["CompileJob", "CompileError", "MethodInstance", "Kernel", "resolve_call", "cached_kernel", "explain",
+           "stats"]
 
 
 class CompileError(Exception):
@@ -64,32 +43,68 @@ def type_list(argtypes) -> str:
     return ", ".join(str(t) for t in argtypes)
 
 
+def chain_name(chain: tuple) -> str:
+    return "/".join(ctx.name for ctx in chain)
+
+
+@dataclass(frozen=True)
+class CompileJob:
+    """What a compile depends on besides the edges it records (GPUCompiler's ``CompilerJob``): the function,
+    held weakly, the argument types, the context chain -- ending in the target's root -- and the types of
+    keyword arguments. Equal jobs compile to the same code in the same world."""
+
+    func_ref: object        # the canonical weak reference to the def (compared by the def's identity)
+    argtypes: tuple
+    chain: tuple
+    kwtypes: tuple = ()
+    name: str = ""
+
+    @classmethod
+    def of(cls, func, argtypes: tuple, chain: tuple, kwtypes: dict | None = None) -> "CompileJob":
+        return cls(weakref.ref(func), tuple(argtypes), chain, tuple(sorted((kwtypes or {}).items())),
+                   func.__qualname__)
+
+    def __eq__(self, other):
+        return (isinstance(other, CompileJob) and self.func_ref == other.func_ref
+                and (self.argtypes, self.chain, self.kwtypes) == (other.argtypes, other.chain, other.kwtypes))
+
+    def __hash__(self):
+        return hash((self.func_ref, self.argtypes, self.chain, self.kwtypes))
+
+    @property
+    def func(self):
+        return self.func_ref()
+
+    @property
+    def target(self):
+        return self.chain[-1].target
+
+    def call(self) -> str:
+        return f"{self.name}({type_list(self.argtypes)})"
+
+
+stats = runtime.stats
+reset = runtime.reset
+
+
 # --- method instances -----------------------------------------------------------------------------------
 
-class CompiledMethod(Guarded):
-    """A def compiled in a context chain for concrete argument types."""
+class MethodInstance(Guarded):
+    """A def compiled in a context chain for concrete argument types: its signature, the key numba's lowering
+    finds it by, and what keeps its code alive (and registered with the target) while any caller lives."""
 
-    __slots__ = ("key", "sig", "impl_key", "keepalive")
+    __slots__ = ("job", "sig", "impl_key", "keepalive")
 
-    def __init__(self, key):
+    def __init__(self, job: CompileJob):
         super().__init__()
-        self.key = key
+        self.job = job
         self.sig = self.impl_key = self.keepalive = None
 
     def on_invalidate(self, cause: str) -> None:
-        if _methods.get(self.key) is self:
-            del _methods[self.key]
+        runtime.methods.discard(self.job, self)
 
     def describe(self) -> str:
-        chain, func, argtypes, _ = self.key
-        return f"{func.__qualname__}({type_list(argtypes)}) compiled in {chain_name(chain)}"
-
-
-_methods: dict[tuple, CompiledMethod] = {}
-
-
-def chain_name(chain: tuple) -> str:
-    return "/".join(ctx.name for ctx in chain)
+        return f"{self.job.call()} compiled in {chain_name(self.job.chain)}"
 
 
 def _use(node: Guarded) -> None:
@@ -101,40 +116,63 @@ def _use(node: Guarded) -> None:
         builder.needs |= node.needs
 
 
-def compile_method(func: pytypes.FunctionType, chain: tuple, typing_context, argtypes: tuple, kws: dict):
+def compile_method(func: pytypes.FunctionType, chain: tuple, typing_context, argtypes: tuple, kwtypes: dict):
     """Compile ``func`` (rewritten in ``chain``) for ``argtypes``; reuse a valid earlier compile."""
-    key = (chain, func, argtypes, tuple(sorted((k, v) for k, v in kws.items())))
-    node = _methods.get(key)
+    job = CompileJob.of(func, argtypes, chain, kwtypes)
+    node = runtime.methods.get(job)
     if node is not None and node.sig is None:
-        from .bridge import call_sites
-        sites = call_sites()
-        raise CompileError(f"{func.__qualname__}({type_list(argtypes)}) calls itself"
-                           f"{' at ' + sites[0] if sites else ''}: recursion is not supported in kernels")
+        sites = bridge.call_sites()
+        raise CompileError(f"{job.call()} calls itself{' at ' + sites[0] if sites else ''}: recursion is not "
+                           f"supported in kernels")
     if node is None or not node.usable():
-        node = _methods[key] = CompiledMethod(key)        # in progress until it has a signature
+        node = MethodInstance(job)           # in progress until it has a signature
+        runtime.methods.put(job, node)
         try:
             with world.building(node):
                 rewritten = rewrite(func, chain)
-                node.sig, node.impl_key, node.keepalive = target_of(chain).compile_method(
-                    rewritten, typing_context, argtypes, kws)
+                node.sig, node.impl_key, node.keepalive = job.target.compile_method(
+                    rewritten, typing_context, argtypes, kwtypes)
         except BaseException:
-            if _methods.get(key) is node:
-                del _methods[key]
+            runtime.methods.discard(job, node)
+            world.retire([node])
             raise
-        count("method_instances")
+        runtime.count("method_instances")
     _use(node)
     return node.sig, node.impl_key
 
 
-def target_of(chain: tuple):
-    return chain[-1].target
-
-
 # --- dispatch during typing -----------------------------------------------------------------------------
 
+class OverdubCallType(nt.Callable):
+    """The numba type of one Overdubbed callee; dispatch happens in ``get_call_type``."""
+
+    def __init__(self, site: Overdubbed):
+        self.site = site
+        self._impl_keys: dict[tuple, object] = {}
+        name = getattr(site.callee, "__qualname__", None) or getattr(site.callee, "__name__", repr(site.callee))
+        super().__init__(name=f"overdub({name})")
+
+    @property
+    def key(self):
+        return self.site
+
+    def get_call_type(self, context, args, kws):
+        sig, impl_key = resolve_call(self.site, context, tuple(args), dict(kws))
+        self._impl_keys[tuple(sig.args)] = impl_key
+        return sig
+
+    def get_call_signatures(self):
+        return [], True
+
+    def get_impl_key(self, sig):
+        return self._impl_keys[tuple(sig.args)]
+
+
+bridge.register_opaque(Overdubbed, OverdubCallType)
+
+
 def _raise_at_call_site(error: MethodError):
-    from .bridge import call_sites
-    sites = call_sites()
+    sites = bridge.call_sites()
     if sites:
         error.call_site = " <- ".join(sites)
     raise error
@@ -147,18 +185,17 @@ def resolve_call(site: Overdubbed, typing_context, args: tuple, kws: dict):
     down), the chain's forwards (``print`` -> ``cuprintln``), then the callee itself: a generic function's
     method, a plain function compiled in the same chain, or whatever numba knows it as.
     """
-    from .bridge import delegate, unliteral
     chain, callee = site.chain, site.callee
-    argtypes = tuple(unliteral(a) for a in args)
-    kwtypes = {k: unliteral(v) for k, v in kws.items()}
+    argtypes = tuple(bridge.unliteral(a) for a in args)
+    kwtypes = {k: bridge.unliteral(v) for k, v in kws.items()}
     for depth, ctx in enumerate(chain):
         if not ctx.overdubbable:
             break
-        mi = ctx.table(callee).dispatch(argtypes)
-        if mi.method is not None:
-            return compile_method(mi.method.func, chain[depth + 1:], typing_context, argtypes, kwtypes)
-        if mi.ambiguous:
-            _raise_at_call_site(mi.error())
+        match = ctx.table(callee).dispatch(argtypes)
+        if match.method is not None:
+            return compile_method(match.method.func, chain[depth + 1:], typing_context, argtypes, kwtypes)
+        if match.ambiguous:
+            _raise_at_call_site(match.error())
     for ctx in chain:
         forward = ctx.forwarded(callee)
         if forward is not None:
@@ -168,13 +205,13 @@ def resolve_call(site: Overdubbed, typing_context, args: tuple, kws: dict):
     if isinstance(callee, GenericFunction):
         if kws:
             raise TypeError(f"{callee.__name__}: generic functions take positional arguments only")
-        mi = callee.table.dispatch(argtypes)
-        if mi.method is None:
-            _raise_at_call_site(mi.error())
-        return compile_method(mi.method.func, chain, typing_context, argtypes, kwtypes)
+        match = callee.table.dispatch(argtypes)
+        if match.method is None:
+            _raise_at_call_site(match.error())
+        return compile_method(match.method.func, chain, typing_context, argtypes, kwtypes)
     if isinstance(callee, pytypes.FunctionType):
         return compile_method(callee, chain, typing_context, argtypes, kwtypes)
-    sig, impl_key = delegate(typing_context, callee, args, kws)
+    sig, impl_key = bridge.delegate(typing_context, callee, args, kws)
     if sig is None:
         _raise_at_call_site(MethodError(getattr(callee, "__name__", repr(callee)), argtypes))
     return sig, impl_key
@@ -185,70 +222,66 @@ def resolve_call(site: Overdubbed, typing_context, args: tuple, kws: dict):
 class Kernel(Guarded):
     """A compiled kernel: its launcher, valid while every edge it consulted holds."""
 
-    __slots__ = ("key", "launcher", "invalidated_by")
+    __slots__ = ("job", "launcher", "launch_keys")
 
-    def __init__(self, key):
+    def __init__(self, job: CompileJob):
         super().__init__()
-        self.key = key
+        self.job = job
         self.launcher = None
-        self.invalidated_by: str | None = None
+        self.launch_keys: set = set()       # where the runtime's launch table holds launch functions for it
 
     def on_invalidate(self, cause: str) -> None:
-        self.invalidated_by = cause
+        runtime.kernels.discard(self.job, self, reason=cause)
+        runtime.drop_launches(self)
 
     def describe(self) -> str:
-        func, argtypes, chain = self.key
-        return f"kernel {func.__qualname__}({type_list(argtypes)}) in {chain_name(chain)}"
+        return f"kernel {self.job.call()} in {chain_name(self.job.chain)}"
 
 
-_kernels: dict[tuple, Kernel] = {}
-
-
-def cached_kernel(func, argtypes: tuple, chain: tuple) -> Kernel:
+def cached_kernel(job: CompileJob) -> Kernel:
     """The launch path's lookup: a usable compiled kernel, compiling (again) only when needed."""
-    key = (func, argtypes, chain)
-    kernel = _kernels.get(key)
+    kernel = runtime.kernels.get(job)
     if kernel is not None and kernel.usable():
         return kernel
-    return _compile_kernel(key, kernel)
+    return _compile_kernel(job, kernel)
 
 
-def _compile_kernel(key, stale: Kernel | None) -> Kernel:
-    func, argtypes, chain = key
-    target = target_of(chain)
+def _compile_kernel(job: CompileJob, stale: Kernel | None) -> Kernel:
+    target = job.target
     with target.compile_lock, world.lock:
-        current = _kernels.get(key)
+        runtime.collect()
+        current = runtime.kernels.get(job)
         if current is not None and current is not stale and current.usable():
             return current             # another thread compiled it meanwhile
-        reason = _reason(func, argtypes, stale)
-        kernel = Kernel(key)
+        reason = _reason(job, stale)
+        kernel = Kernel(job)
         try:
             with world.building(kernel):
-                rewritten = rewrite(func, chain)
-                kernel.launcher = target.compile_kernel(rewritten, argtypes)
-        except MethodError:
-            raise
+                rewritten = rewrite(job.func, job.chain)
+                kernel.launcher = target.compile_kernel(rewritten, job.argtypes)
         except Exception as exc:
-            from .bridge import compile_error_message
-            message = compile_error_message(exc)
+            world.retire([kernel])
+            message = None if isinstance(exc, MethodError) else bridge.compile_error_message(exc)
             if message is None:
                 raise
-            raise CompileError(f"compiling kernel {func.__qualname__}({type_list(argtypes)}) for "
-                               f"{target.name}:\n{message}") from None
-        _kernels[key] = kernel
-        count("compiles")
-        log.info("compiled %s(%s) for %s: %s", func.__qualname__, type_list(argtypes), target.name, reason)
+            raise CompileError(f"compiling kernel {job.call()} for {target.label}:\n{message}") from None
+        runtime.kernels.put(job, kernel)
+        runtime.count("compiles")
+        log.info("compiled %s for %s: %s", job.call(), target.label, reason)
         return kernel
 
 
-def _reason(func, argtypes, stale: Kernel | None) -> str:
-    call = f"{func.__qualname__}({type_list(argtypes)})"
-    if stale is None:
-        return f"first launch of {call}"
-    return stale.invalidated_by or f"a global read by {call} was rebound"
+def _reason(job: CompileJob, stale: Kernel | None) -> str:
+    reason = runtime.kernels.reason(job)
+    if reason is not None:
+        return reason
+    return f"first launch of {job.call()}" if stale is None else f"a global read by {job.call()} was rebound"
 
 
-def explain(func, argtypes: tuple, chain: tuple) -> list[str]:
-    """The edges of the cached kernel for these argument types: what its validity depends on."""
-    kernel = _kernels.get((func, argtypes, chain))
-    return [] if kernel is None else [node.describe() for node in kernel.edges]
+def explain(job: CompileJob) -> list[str]:
+    """The edges of the cached kernel for ``job``, each with the world range it is valid for: what the kernel's
+    validity depends on. Empty when no such kernel is cached."""
+    kernel = runtime.kernels.get(job)
+    if kernel is None:
+        return []
+    return [f"{node.describe()} [worlds {node.worlds()}]" for node in kernel.edges]

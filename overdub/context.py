@@ -18,6 +18,7 @@ import wrapt
 
 from . import world
 from .registry import MethodTable, methods_from
+from .rewrite import is_overdubbable
 
 __all__ = ["Context", "BaseContext", "TargetRoot", "CPU", "CUDA", "when_imported", "callee_key"]
 
@@ -54,7 +55,6 @@ class Context:
         function (``math.sin``) or an intrinsic (``od.unsafe_store``). The method dispatches on its
         annotations like a generic method; inside it, calls run one context down.
         """
-        from .rewrite import is_overdubbable
         if not is_overdubbable(callee):
             raise TypeError(f"{callee!r} cannot be overdubbed: contexts substitute functions, not classes or "
                             f"types, and numba requires len to stay the builtin")

@@ -12,6 +12,7 @@ import numpy as np
 from llvmlite import ir
 from numba.core import cgutils, types
 from numba.core.extending import intrinsic, typeof_impl
+from numba.cuda import nvvmutils
 import numba
 
 from .bridge import load_element, store_element
@@ -222,7 +223,6 @@ def _format_item(context, builder, ty, value):
 
 def _emit_printf(context, builder, fmt: str, values: list) -> None:
     if _is_cuda(context):
-        from numba.cuda import nvvmutils
         vprintf = nvvmutils.declare_vprint(builder.module)
         if values:
             packed = cgutils.make_anonymous_struct(builder, values)

@@ -5,29 +5,29 @@ from numba.core import types
 
 from . import compiler
 from .context import Context
-from .launch import get_target
+from .targets import cuda as cuda_target
+from .targets import get_target
 
 __all__ = ["explain", "stats", "code_ptx", "code_llvm", "code_sass"]
 
 stats = compiler.stats
 
 
-def _argtypes(target, args) -> tuple:
-    return tuple(a if isinstance(a, types.Type) else target.typeof(a) for a in args)
+def _job(kernel, args, target, context) -> compiler.CompileJob:
+    argtypes = tuple(a if isinstance(a, types.Type) else target.typeof(a) for a in args)
+    return compiler.CompileJob.of(kernel, argtypes, (context or target.base).chain(target))
 
 
 def explain(kernel, *args, target: str | None = None, context: Context | None = None) -> list[str]:
     """The edges of the cached kernel for these arguments (or argument types): every dispatch answer,
-    compiled callee and global its validity depends on. Empty when no such kernel is cached."""
-    tgt = get_target(target)
-    return compiler.explain(kernel, _argtypes(tgt, args), (context or tgt.base).chain(tgt))
+    compiled callee and global its validity depends on, each with the world range it is valid for. Empty
+    when no such kernel is cached."""
+    return compiler.explain(_job(kernel, args, get_target(target), context))
 
 
 def _cuda_library(kernel, args, cc, context):
-    from .targets.cuda import target_for
-    tgt = target_for(tuple(cc))
-    compiled = compiler.cached_kernel(kernel, _argtypes(tgt, args), (context or tgt.base).chain(tgt))
-    return compiled.launcher.library, tgt.cc
+    target = cuda_target.target_for(tuple(cc))
+    return compiler.cached_kernel(_job(kernel, args, target, context)).launcher.library, target.cc
 
 
 def code_ptx(kernel, *args_or_types, cc=(9, 0), context: Context | None = None) -> str:
@@ -44,6 +44,5 @@ def code_llvm(kernel, *args_or_types, cc=(9, 0), context: Context | None = None)
 
 def code_sass(kernel, *args_or_types, cc=None, context: Context | None = None) -> str:
     """The SASS of ``kernel`` (needs a GPU, or ptxas and nvdisasm; ``cc`` defaults to the device's)."""
-    from .targets.cuda import TARGET
-    library, cc = _cuda_library(kernel, args_or_types, cc or TARGET.cc, context)
+    library, cc = _cuda_library(kernel, args_or_types, cc or cuda_target.device_cc(), context)
     return library.get_sass(cc=cc)

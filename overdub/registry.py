@@ -5,9 +5,9 @@ signature of lattice types (:mod:`overdub.types`). Dispatch picks, among the met
 of argument types, the unique most specific one; no applicable method is a :class:`MethodError`, several
 minimal ones an :class:`AmbiguityError`. Ambiguity is an error, never a guess.
 
-Each dispatch answer, positive or negative, is cached per argument-type tuple as a :class:`MethodInstance`:
-a :class:`~overdub.world.Node` that whoever consulted it (another method instance, a compiled kernel) holds
-an edge to. Defining a method re-asks only the cached questions the new method applies to, and invalidates
+Each dispatch answer, positive or negative, is cached per argument-type tuple as a :class:`MethodMatch`
+(Julia's name for the result of a method lookup): a :class:`~overdub.world.Node` that whoever consulted it
+(a compiled method instance, a compiled kernel) holds an edge to. Defining a method re-asks only the cached questions the new method applies to, and invalidates
 exactly those whose answer changed -- the replaced method's, those the new one now wins, those it makes
 ambiguous or resolves -- together with everything built from them.
 
@@ -19,10 +19,10 @@ import inspect
 import os
 
 from . import world
-from .types import Any, as_type, type_name
+from .types import Any, as_type, type_name, typeof
 from .types import subtype as issubtype
 
-__all__ = ["Method", "MethodTable", "MethodInstance", "GenericFunction", "MethodError", "AmbiguityError",
+__all__ = ["Method", "MethodTable", "MethodMatch", "GenericFunction", "MethodError", "AmbiguityError",
            "function", "which", "methods", "signature_of", "methods_from"]
 
 
@@ -125,12 +125,11 @@ def methods_from(name: str, func, sig: tuple | None = None) -> list["Method"]:
 class Method:
     """One definition of a generic function (or of an overdub): a def and the signature it accepts."""
 
-    __slots__ = ("name", "func", "params", "sig", "file", "line", "world")
+    __slots__ = ("name", "func", "params", "sig", "file", "line")
 
     def __init__(self, name: str, func, params: tuple, sig: tuple, origin=None):
         self.name, self.func, self.params, self.sig = name, func, params, sig
         self.file, self.line = _location(origin or func)     # origin: the def a generated method comes from
-        self.world = world.current_world()
 
     @property
     def location(self) -> str:
@@ -151,19 +150,18 @@ class Method:
         return f"{self.signature_repr()} at {self.location}"
 
 
-class MethodInstance(world.Node):
+class MethodMatch(world.Node):
     """A cached dispatch answer: the method a tuple of argument types reaches in one table, or why none does.
 
-    Negative answers (no method, ambiguity) are method instances too, so that a definition that changes them
-    invalidates whatever relied on them.
+    Negative answers (no method, ambiguity) are matches too, so that a definition that changes them
+    invalidates whatever relied on them (Julia's backedges from failed lookups).
     """
 
-    __slots__ = ("table", "argtypes", "method", "ambiguous", "payload")
+    __slots__ = ("table", "argtypes", "method", "ambiguous")
 
     def __init__(self, table: "MethodTable", argtypes: tuple, method: Method | None, ambiguous: tuple):
         super().__init__()
         self.table, self.argtypes, self.method, self.ambiguous = table, argtypes, method, ambiguous
-        self.payload = None     # what the compiler built from this answer, valid as long as the node is
 
     def same_answer(self, method: Method | None, ambiguous: tuple) -> bool:
         return method is self.method and {id(m) for m in ambiguous} == {id(m) for m in self.ambiguous}
@@ -192,7 +190,7 @@ class MethodTable:
     def __init__(self, name: str):
         self.name = name
         self.methods: list[Method] = []
-        self._cache: dict[tuple, MethodInstance] = {}
+        self._cache: dict[tuple, MethodMatch] = {}     # argument types -> the answer for them
 
     # -- dispatch --------------------------------------------------------------------------------------
     def resolve(self, argtypes: tuple) -> tuple[Method | None, tuple]:
@@ -203,31 +201,31 @@ class MethodTable:
             return minimal[0], ()
         return None, tuple(minimal)
 
-    def dispatch(self, argtypes: tuple) -> MethodInstance:
+    def dispatch(self, argtypes: tuple) -> MethodMatch:
         """The cached answer for ``argtypes``; the node being built on this thread gets an edge to it."""
-        mi = self._cache.get(argtypes)
-        if mi is None:
+        match = self._cache.get(argtypes)
+        if match is None:
             with world.lock:
-                mi = self._cache.get(argtypes)
-                if mi is None:
-                    mi = MethodInstance(self, argtypes, *self.resolve(argtypes))
-                    self._cache[argtypes] = mi
-        world.consult(mi)
-        return mi
+                match = self._cache.get(argtypes)
+                if match is None:
+                    match = MethodMatch(self, argtypes, *self.resolve(argtypes))
+                    self._cache[argtypes] = match
+        world.consult(match)
+        return match
 
     def lookup(self, argtypes: tuple) -> Method:
         """The method ``argtypes`` dispatch to; raises MethodError or AmbiguityError."""
-        mi = self.dispatch(argtypes)
-        if mi.method is None:
-            raise mi.error()
-        return mi.method
+        match = self.dispatch(argtypes)
+        if match.method is None:
+            raise match.error()
+        return match.method
 
-    def cached(self) -> dict[tuple, MethodInstance]:
+    def cached(self) -> dict[tuple, MethodMatch]:
         return dict(self._cache)
 
-    def _forget(self, mi: MethodInstance) -> None:
-        if self._cache.get(mi.argtypes) is mi:
-            del self._cache[mi.argtypes]
+    def _forget(self, match: MethodMatch) -> None:
+        if self._cache.get(match.argtypes) is match:
+            del self._cache[match.argtypes]
 
     # -- definition ------------------------------------------------------------------------------------
     def add(self, method: Method) -> Method | None:
@@ -240,9 +238,9 @@ class MethodTable:
             else:
                 old, verb = self.methods[replaced], "redefined"
                 self.methods[replaced] = method
-            method.world = world.bump_world()
-            stale = [mi for argtypes, mi in self._cache.items()
-                     if method.applies_to(argtypes) and not mi.same_answer(*self.resolve(argtypes))]
+            world.bump_world()
+            stale = [match for argtypes, match in self._cache.items()
+                     if method.applies_to(argtypes) and not match.same_answer(*self.resolve(argtypes))]
             world.invalidate(stale, f"{method.signature_repr()} {verb} at {method.location}")
             return old
 
@@ -272,7 +270,6 @@ class GenericFunction:
         return list(self.table.methods)
 
     def __call__(self, *args):
-        from .bridge import typeof           # the typing bridge knows how numba types a host value
         method = self.table.lookup(tuple(typeof(a) for a in args))
         return method.func(*args)
 

@@ -19,6 +19,7 @@ import types as pytypes
 from numba.core import types as nt
 
 from . import bindings
+from .runtime import runtime
 
 
 class Overdubbed:
@@ -52,9 +53,6 @@ class ModuleProxy:
         return f"<module {self.module.__name__} in {'/'.join(c.name for c in self.chain)}>"
 
 
-_interned: dict[tuple, object] = {}
-
-
 # numba's type inference rejects these names bound to anything but the builtin itself
 _FIXED_BUILTINS = (len,)
 
@@ -79,13 +77,13 @@ def substitute(value, chain: tuple):
         kind = Overdubbed
     else:
         return value
-    key = (kind, chain, value)
-    try:
-        return _interned[key]
-    except KeyError:
-        return _interned.setdefault(key, kind(chain, value))
-    except TypeError:            # an unhashable callable: no interning
-        return kind(chain, value)
+    # interned while some compiled code's globals hold the proxy (so numba sees one type per callee); the
+    # proxy holds its value, so the value's id stays unique for as long as the entry exists
+    key = (kind, chain, id(value))
+    proxy = runtime.proxies.get(key)
+    if proxy is None:
+        proxy = runtime.proxies.setdefault(key, kind(chain, value))
+    return proxy
 
 
 def _names(code: pytypes.CodeType):

@@ -24,11 +24,13 @@ from __future__ import annotations
 
 import inspect
 
+import numba
 from numba.core import types as nt
+from numba.core.typing.typeof import Purpose
 
 __all__ = [
     "AbstractType", "Any", "Number", "Integer", "Float", "Complex", "Boolean", "Ptr", "PtrType", "Array",
-    "issubtype", "as_type", "is_concrete", "type_name",
+    "issubtype", "as_type", "is_concrete", "type_name", "typeof",
     "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
     "float16", "float32", "float64", "complex64", "complex128", "bool_",
 ]
@@ -208,6 +210,11 @@ def subtype(a, b) -> bool:
     if isinstance(b, PtrType) and isinstance(a, PtrType):
         return a.dtype == b.dtype
     return False   # distinct concrete types, or an abstract type below a concrete one
+
+
+def typeof(value) -> nt.Type:
+    """The concrete type of a host value: the numba type a kernel argument of that value gets on the CPU."""
+    return numba.typeof(value, Purpose.argument)
 
 
 def type_name(t) -> str:

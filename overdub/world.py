@@ -1,12 +1,19 @@
 """World age, backedges and invalidation (Julia's gf.c, in miniature).
 
-Every change to a method table bumps the *world* counter. Everything overdub caches -- a dispatch result, a
-compiled method instance, a compiled kernel -- is a :class:`Node`. A node records the nodes it consulted by
-giving each of them a *backedge* to itself; when a consulted node's answer changes, :func:`invalidate` walks
-those backedges and marks every node reachable from it invalid, and nothing else. A cached thing is then
-checked for validity by reading one flag: no launch ever walks edges.
+Every change that can alter what compiled code means -- a method-table change, a rebound global -- bumps the
+*world* counter. Everything overdub caches -- a dispatch answer, a compiled method instance, a compiled
+kernel, a global's value -- is a :class:`Node`, valid for a range of worlds: from the world it was made in
+(``min_world``) until it is invalidated (``max_world``; None while it is still valid). A node records the nodes
+it consulted (its *edges*) and gives each of them a *backedge* to itself; when a consulted node's answer
+changes, :func:`invalidate` walks those backedges and marks every node reachable from it invalid, and nothing
+else. A cached thing is checked for validity by reading one flag: no launch ever walks edges.
 
-Each invalidation is appended to a bounded log with its cause, so "why did this recompile" has an answer.
+A node that is invalidated, or retired because what it was compiled from no longer exists, is detached: it
+leaves the backedge sets of the nodes it consulted and drops its own edges, so nothing live keeps it (and the
+code it holds) alive.
+
+Each invalidation is appended to a bounded log with its cause and world, so "why did this recompile" has an
+answer.
 
 Thread safety: one re-entrant lock, :data:`lock`, serialises every change of a method table, every fill of
 a dispatch cache and every invalidation walk. Readers of a cache take no lock: they read a dict entry and a
@@ -28,12 +35,12 @@ _consulting = threading.local()
 
 
 def current_world() -> int:
-    """The current world age: the number of method-table changes so far."""
+    """The current world age: the number of changes to method tables and globals that compiled code read."""
     return _world
 
 
 def bump_world() -> int:
-    """Advance the world age; called (under :data:`lock`) by every method-table change."""
+    """Advance the world age; called by every change that may invalidate compiled code."""
     global _world
     with lock:
         _world += 1
@@ -46,17 +53,18 @@ class Node:
     Subclasses describe themselves (``describe``) and drop themselves from their cache in ``on_invalidate``.
     """
 
-    __slots__ = ("valid", "world", "edges", "_backedges", "__weakref__")
+    __slots__ = ("valid", "min_world", "max_world", "edges", "_backedges", "__weakref__")
 
     def __init__(self):
         self.valid = True
-        self.world = _world          # the world this node was made in
-        self.edges: dict[Node, None] = {}  # what this node consulted, in order (for od.explain)
+        self.min_world = _world      # the first world this node is valid in
+        self.max_world: int | None = None   # the last one, once invalidated
+        self.edges: dict[Node, None] = {}   # what this node consulted, in order (for od.explain)
         self._backedges: set[Node] = set()
 
     def add_backedge(self, dependent: "Node") -> None:
         """Record that ``dependent`` was built from this node's answer."""
-        if dependent is self:
+        if dependent is self or not dependent.valid:
             return
         with lock:
             if self.valid:
@@ -67,6 +75,17 @@ class Node:
     def dependents(self) -> list["Node"]:
         return list(self._backedges)
 
+    def detach(self) -> None:
+        """Leave the backedge sets of everything this node consulted and forget its edges."""
+        with lock:
+            for consulted in self.edges:
+                consulted._backedges.discard(self)
+            self.edges = {}
+
+    def worlds(self) -> str:
+        """The node's world range, as Julia prints it: ``5:∞`` while valid, ``5:8`` once invalidated."""
+        return f"{self.min_world}:{'∞' if self.max_world is None else self.max_world}"
+
     def on_invalidate(self, cause: str) -> None:
         """Hook: remove this node from whatever cache holds it."""
 
@@ -76,19 +95,22 @@ class Node:
 
 @dataclass(frozen=True)
 class Invalidation:
-    """One entry of the invalidation log: what changed, and what it made stale."""
+    """One entry of the invalidation log: what changed, in which world, and what it made stale (each with the
+    world range it had been valid for)."""
     cause: str
     world: int
     invalidated: tuple[str, ...] = field(default=())
+    worlds: tuple[str, ...] = field(default=())     # the world range each of them had been valid for
 
     def __str__(self) -> str:
         lines = [f"{self.cause} (world {self.world}) invalidated:"]
-        lines += [f"  {item}" for item in self.invalidated]
+        lines += [f"  {item}  [worlds {worlds}]" for item, worlds in zip(self.invalidated, self.worlds)]
         return "\n".join(lines)
 
 
 def invalidate(roots, cause: str) -> Invalidation | None:
-    """Mark ``roots`` and everything reachable from them through backedges invalid; log it with ``cause``."""
+    """Mark ``roots`` and everything reachable from them through backedges invalid as of the current world
+    (the change that causes it has bumped the world already); log it with ``cause``."""
     with lock:
         stack = [node for node in roots if node.valid]
         order: list[Node] = []
@@ -97,16 +119,31 @@ def invalidate(roots, cause: str) -> Invalidation | None:
             if not node.valid:
                 continue
             node.valid = False
+            node.max_world = _world - 1
             order.append(node)
             stack.extend(node._backedges)
             node._backedges.clear()
         for node in order:
             node.on_invalidate(cause)
+        entry = Invalidation(cause, _world, tuple(node.describe() for node in order),
+                             tuple(node.worlds() for node in order))
+        for node in order:
+            node.detach()
         if not order:
             return None
-        entry = Invalidation(cause, _world, tuple(node.describe() for node in order))
         _log.append(entry)
         return entry
+
+
+def retire(nodes) -> None:
+    """Drop nodes whose source no longer exists (a collected kernel function, a cache reset): invalid, detached,
+    and not logged -- nothing changed meaning, so nothing recompiles because of it."""
+    with lock:
+        for node in nodes:
+            if node.valid:
+                node.valid = False
+                node.max_world = _world
+            node.detach()
 
 
 def invalidation_log() -> list[Invalidation]:

@@ -1,10 +1,96 @@
-"""Compilation targets. Each provides what the driver needs and nothing else:
+"""Compilation targets: what a backend provides to the driver, and nothing else.
 
-* ``name``, ``base`` (its base context, ``od.CPU`` / ``od.CUDA``) and ``compile_lock``;
-* ``typeof(value)``: the numba type of a launch argument;
-* ``compile_method(func, typing_context, argtypes, kws) -> (signature, impl key, keepalive)``: compile a
-  rewritten callee during the typing of its caller;
-* ``compile_kernel(func, argtypes) -> launcher``: compile a rewritten kernel; the launcher's
-  ``launch(args, blocks, threads, shmem, stream)`` runs it;
-* ``synchronize()``.
+The interface is written down as :class:`Target` and :class:`Launcher` (GPUCompiler's
+``AbstractCompilerTarget``, as ``typing.Protocol`` s): a third backend is one new module implementing them, not
+a tour of the code. The driver (:mod:`overdub.compiler`) calls ``compile_method`` while numba types a caller
+and ``compile_kernel`` for a kernel; the launch path (:mod:`overdub.launch`) asks the kernel's launcher for a
+launch function and caches it.
+
+A target's ``name`` is what users pass (``od.cuda(..., target="cuda")``); ``label`` is how messages name it
+(``"cuda (sm_90)"``).
 """
+from __future__ import annotations
+
+import functools
+import os
+from typing import Any, Callable, ContextManager, Protocol
+
+from numba import cuda as numba_cuda
+
+from . import cpu, cuda
+
+__all__ = ["Target", "Launcher", "LaunchFunction", "get_target", "default_target", "gpu_usable"]
+
+
+class LaunchFunction(Protocol):
+    """Launches one compiled kernel with arguments of fixed classes: checks the kernel is still valid and the
+    arguments still have the types it was compiled for, marshals them, enqueues. Returns False, launching
+    nothing, when a check fails (the caller then takes the slow path)."""
+
+    kernel: Any            # the compiler.Kernel node it launches
+
+    def __call__(self, args: tuple, blocks, threads, shmem: int, stream) -> bool: ...
+
+
+class Launcher(Protocol):
+    """What a target makes of a compiled kernel."""
+
+    def launch_function(self, kernel, args: tuple, argtypes: tuple) -> LaunchFunction:
+        """The launch function for ``kernel`` and arguments like ``args`` (typed ``argtypes``). It guards
+        every argument that has an :mod:`overdub.arguments` kind; the caller caches it only then."""
+
+
+class Target(Protocol):
+    """A compilation target."""
+
+    name: str                         # "cpu", "cuda": what od.cuda(target=...) takes
+    label: str                        # how messages name it
+    base: Any                         # its base context: od.CPU, od.CUDA
+    root: Any                         # the end of every chain: its forwards and replacements
+    compile_lock: ContextManager      # held while compiling for it
+
+    def typeof(self, value) -> Any:
+        """The numba type of a launch argument on this target (raises for values it cannot take)."""
+
+    def compile_method(self, func: Callable, typing_context, argtypes: tuple, kwtypes: dict) -> tuple:
+        """Compile a rewritten callee while its caller is typed: (signature, implementation key for numba's
+        lowering, an object that keeps the code alive -- and registered -- while referenced)."""
+
+    def compile_kernel(self, func: Callable, argtypes: tuple) -> Launcher:
+        """Compile a rewritten kernel for ``argtypes``."""
+
+    def synchronize(self) -> None:
+        """Wait for launched work to finish and flush device printf output."""
+
+
+@functools.lru_cache(maxsize=None)
+def gpu_usable() -> bool:
+    """Whether numba-cuda finds a usable GPU (asked once)."""
+    try:
+        return numba_cuda.is_available()
+    except Exception:        # a broken driver install means no GPU, not a failed import
+        return False
+
+
+def default_target() -> str:
+    """``$OVERDUB_TARGET`` if set, else "cuda" when a GPU is usable, else "cpu"."""
+    return os.environ.get("OVERDUB_TARGET") or ("cuda" if gpu_usable() else "cpu")
+
+
+_TARGETS = {"cpu": lambda: cpu.TARGET, "cuda": lambda: cuda.target_for(cuda.device_cc())}
+
+
+def get_target(name: str | None = None) -> Target:
+    """The target called ``name``; None means :func:`default_target` as it was when first asked, so that
+    launches and ``synchronize`` agree on it."""
+    if name is None:
+        return _default()
+    try:
+        return _TARGETS[name]()
+    except KeyError:
+        raise ValueError(f"unknown target {name!r}: use 'cpu' or 'cuda'") from None
+
+
+@functools.lru_cache(maxsize=None)
+def _default() -> Target:
+    return get_target(default_target())

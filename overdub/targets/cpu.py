@@ -23,9 +23,11 @@ from numba.core.extending import intrinsic, models, register_model, typeof_impl
 from numba.core.imputils import lower_constant, lower_getattr
 from numba.core.typing.templates import AttributeTemplate, infer_getattr
 
-from .. import bridge, world
+from .. import arguments, bridge, world
 from ..context import CPU, TargetRoot
-from ..intrinsics import Pointer, cuprintln
+from ..intrinsics import cuprintln
+from ..types import typeof
+from . import launchfn
 
 # --- grid state -----------------------------------------------------------------------------------------
 # slots: threadIdx.xyz 0-2, blockIdx.xyz 3-5, blockDim.xyz 6-8, gridDim.xyz 9-11
@@ -291,11 +293,11 @@ class CPULauncher:
     def __init__(self, grid_loop):
         self.grid_loop = grid_loop
 
-    def launch_code(self, names: list[str]) -> tuple[list[str], dict]:
-        args = "".join(f", {name}" for name in names)
-        return ([f"grid_loop(gx, gy, gz, tx, ty, tz{args})",
-                 "fflush(None)    # device printf reaches the console at the end of each launch"],
-                {"grid_loop": self.grid_loop, "fflush": _libc.fflush})
+    def launch_function(self, kernel, args, argtypes):
+        names = "".join(f", {name}" for name in launchfn.argument_names(len(args)))
+        body = [f"grid_loop(gx, gy, gz, tx, ty, tz{names})",
+                "fflush(None)    # device printf reaches the console at the end of each launch"]
+        return launchfn.generate(kernel, args, argtypes, body, {"grid_loop": self.grid_loop, "fflush": _libc.fflush})
 
 
 def _grid_loop_source(nargs: int) -> str:
@@ -321,7 +323,7 @@ def grid_loop(gx, gy, gz, bx, by, bz{', ' if params else ''}{params}):
 
 
 class CPUTarget:
-    name = "cpu"
+    name = label = "cpu"
     base = CPU
     compile_lock = global_compiler_lock
 
@@ -329,9 +331,13 @@ class CPUTarget:
         self.root = TargetRoot("cpu", self)
 
     def typeof(self, value):
-        if isinstance(value, Pointer) and value.device:
-            raise TypeError(f"{value!r} points to GPU memory: the CPU target needs host memory (a numpy array)")
-        return bridge.typeof(value)
+        kind = arguments.kind_of(value)
+        if kind is None:
+            return typeof(value)
+        if kind.memory(value) == "device":
+            raise TypeError(f"a {type(value).__name__} ({value!r:.60}) lives in GPU memory: the CPU target takes "
+                            f"host memory (a numpy array, od.pointer of one)")
+        return kind.typeof(value)
 
     def compile_method(self, func, typing_context, argtypes, kws):
         dispatcher = numba.njit(func, _nrt=False)

@@ -2,13 +2,13 @@
 
 Callees are compiled with ``compile_cuda`` for an explicit compute capability and registered with the CUDA
 target context directly, which is what lets kernels calling generic device methods compile to PTX on a
-machine with no GPU (numba's own device functions ask the current device for its compute capability).
+machine with no GPU (numba's own device functions ask the current device for its compute capability). A
+registration lives exactly as long as the method instance that made it.
 
-A launch does only what it must: check the guards, marshal each argument into the kernel's parameter
-slots (a numba array is its exploded fields: meminfo, parent, nitems, itemsize, data, shape..., strides...)
-and call the driver's ``cuLaunchKernel``. Where the native extension is built, all of it runs in C
-(``_fastlaunch.c``: measured faster than cupy's RawKernel and within a few percent of ``cuda.core``'s
-``launch``); otherwise :mod:`overdub.launch` generates the same steps in Python from ``launch_code``.
+A launch does only what it must: check the guards, marshal each argument into the kernel's parameter slots
+(how, each :mod:`overdub.arguments` kind says) and call the driver's ``cuLaunchKernel``. Where the native
+extension is built and has a table entry for every argument's kind, all of it runs in C (``_fastlaunch.c``);
+otherwise a generated Python launch function packs every slot with one ``struct.pack_into``.
 
 Host (numpy) arrays are rejected with a message saying what to pass instead: copying silently in and out
 would hide two transfers in every launch.
@@ -19,16 +19,27 @@ import ctypes
 import functools
 import struct
 import threading
+import weakref
 
-import numpy as np
 from numba import cuda as numba_cuda
 from numba.core import types
 from numba.core.compiler_lock import global_compiler_lock
+from numba.core.typing.templates import fold_arguments, signature
 from numba.core.utils import pysignature
+from numba.cuda.compiler import compile_cuda, kernel_fixup
+from numba.cuda.cudadrv import nvvm
+from numba.cuda.typing.typeof import Purpose
+from numba.cuda.typing.typeof import typeof as cuda_typeof
 
-from .. import bridge
+from .. import arguments
 from ..context import CUDA, TargetRoot
-from ..intrinsics import Pointer, cuprintln
+from ..intrinsics import cuprintln
+from . import launchfn
+
+try:
+    from .. import _fastlaunch
+except ImportError:          # built without a C compiler: the generated Python launch path serves
+    _fastlaunch = None
 
 DEFAULT_CC = (9, 0)
 
@@ -36,77 +47,12 @@ DEFAULT_CC = (9, 0)
 def _fold(pyfunc, argtypes: tuple, kws: dict) -> tuple[tuple, object]:
     """Positional argument types for a call of ``pyfunc`` with keywords and defaults resolved (numba's
     ``Omitted`` for a default), and the Python signature lowering folds the call's arguments with."""
-    from numba.core.typing.templates import fold_arguments
     pysig = pysignature(pyfunc)
     folded = fold_arguments(pysig, argtypes, kws,
                             lambda index, param, value: value,
                             lambda index, param, default: types.Omitted(default),
                             lambda index, param, values: types.StarArgTuple(tuple(values)))
     return tuple(folded), pysig
-
-
-# --- argument marshalling -------------------------------------------------------------------------------
-# Every kernel parameter gets an 8-byte slot of one buffer. Per kernel, a marshalling function is generated
-# from the argument types: one struct.pack_into writing every slot, no loop and no per-argument calls for
-# cupy arrays, pointers and scalars. The driver gets an array of pointers to the slots, built once.
-
-_SLOT = {"int8": "b7x", "int16": "h6x", "int32": "i4x", "int64": "q", "uint8": "B7x", "uint16": "H6x",
-         "uint32": "I4x", "uint64": "Q", "float16": "e6x", "float32": "f4x", "float64": "d", "bool": "?7x"}
-
-
-def _cupy_ndarray():
-    try:
-        import cupy
-        return cupy.ndarray
-    except Exception:
-        return None
-
-
-def _interface_fields(value, itemsize):
-    """numba's exploded array fields for any ``__cuda_array_interface__`` object."""
-    interface = value.__cuda_array_interface__
-    shape = interface["shape"]
-    strides = interface["strides"] or _c_strides(shape, itemsize)
-    size = 1
-    for extent in shape:
-        size *= extent
-    return (0, 0, size, itemsize, interface["data"][0], *shape, *strides)
-
-
-def _c_strides(shape, itemsize):
-    strides, step = [], itemsize
-    for extent in reversed(shape):
-        strides.append(step)
-        step *= extent
-    return tuple(reversed(strides))
-
-
-def parameter_slots(ty) -> tuple[str, str]:
-    """(struct format of its slots, Python expression of its values over ``{v}``) for an argument of numba
-    type ``ty``. An array is numba's exploded fields: meminfo, parent, nitems, itemsize, data, shape...,
-    strides... (in bytes); cupy's attributes are read directly, cheaper than its interface dict."""
-    if isinstance(ty, types.Array):
-        itemsize = np.dtype(str(ty.dtype)).itemsize
-        cupy_fields = f"(0, 0, {{v}}.size, {itemsize}, {{v}}.data.ptr, *{{v}}.shape, *{{v}}.strides)"
-        return "q" * (5 + 2 * ty.ndim), (f"*({cupy_fields} if type({{v}}) is cupy_ndarray "
-                                         f"else interface_fields({{v}}, {itemsize}))")
-    if isinstance(ty, bridge.PtrType):
-        return "Q", "{v}.address"
-    if isinstance(ty, (types.Integer, types.Float, types.Boolean)):
-        return _SLOT["bool" if isinstance(ty, types.Boolean) else str(ty)], "{v}"
-    if isinstance(ty, types.Complex):
-        return _SLOT[str(ty.underlying_float)] * 2, "{v}.real, {v}.imag"
-    raise TypeError(f"overdub cannot pass an argument of type {ty} to a CUDA kernel")
-
-
-def marshal_values(argtypes, names) -> tuple[struct.Struct, str]:
-    """The parameter layout of a kernel and the Python expression of its slot values over ``names``."""
-    formats, values = [], []
-    for name, ty in zip(names, argtypes):
-        fmt, expr = parameter_slots(ty)
-        formats.append(fmt)
-        values.append(expr.format(v=name))
-    return struct.Struct("<" + "".join(formats)), ", ".join(values)
 
 
 # --- streams --------------------------------------------------------------------------------------------
@@ -124,27 +70,45 @@ def stream_handle(stream) -> int:
     return int(handle)
 
 
-_streams: dict[int, object] = {}
+# --- the driver (loaded on first launch; compiling needs none) ------------------------------------------
+
+class Driver:
+    """The few driver entry points a launch needs, bound once a GPU is used."""
+
+    def __init__(self):
+        from cuda.bindings import driver      # the CUDA driver bindings load libcuda: only with a GPU
+        self.driver = driver
+        self.null_stream = driver.CUstream(0)
+        self.launch_kernel = driver.cuLaunchKernel
+        self.launch_kernel_address = ctypes.cast(ctypes.CDLL("libcuda.so.1").cuLaunchKernel, ctypes.c_void_p).value
+        self._streams: dict[int, object] = {}
+
+    def stream(self, stream):
+        """The driver's CUstream for a user stream; cached by handle."""
+        handle = stream_handle(stream)
+        wrapped = self._streams.get(handle)
+        if wrapped is None:
+            wrapped = self._streams[handle] = self.driver.CUstream(handle)
+        return wrapped
+
+    def function(self, library):
+        """The current context's CUfunction of a kernel library (no lookup per launch)."""
+        from cuda.core import Device
+        Device().set_current()
+        kernel = library.get_cufunc().kernel._handle
+        err, function = self.driver.cuKernelGetFunction(kernel)
+        return function if not err else kernel
 
 
-def driver_stream(stream):
-    """The driver's CUstream for a user stream; cached by handle."""
-    from cuda.bindings.driver import CUstream
-    handle = stream_handle(stream)
-    wrapped = _streams.get(handle)
-    if wrapped is None:
-        wrapped = _streams[handle] = CUstream(handle)
-    return wrapped
+@functools.lru_cache(maxsize=None)
+def driver() -> Driver:
+    return Driver()
 
 
 # --- launcher -------------------------------------------------------------------------------------------
 
 class CUDALauncher:
-    """A compiled kernel (loaded on first launch) and its parameter buffer.
-
-    ``launch_code`` gives the launch path the statements that marshal the arguments into the buffer with
-    one ``struct.pack_into`` and enqueue the kernel with one driver call.
-    """
+    """A compiled kernel (loaded on first launch) and how it is launched."""
 
     def __init__(self, library, argtypes):
         self.library = library
@@ -152,116 +116,109 @@ class CUDALauncher:
         self.function = None
         self.lock = threading.Lock()
 
-    def _load(self):
+    def _function(self):
         with self.lock:
             if self.function is None:
-                from cuda.bindings.driver import cuKernelGetFunction
-                from cuda.core import Device
-                Device().set_current()
-                kernel = self.library.get_cufunc().kernel._handle
-                err, function = cuKernelGetFunction(kernel)     # the context's function: no lookup per launch
-                self.function = function if not err else kernel
+                self.function = driver().function(self.library)
         return self.function
 
-    def launch_code(self, names: list[str]) -> tuple[list[str], dict]:
-        from cuda.bindings.driver import CUstream, cuLaunchKernel
-        layout, values = marshal_values(self.argtypes, names)
+    def launch_function(self, kernel, args, argtypes):
+        return self._native(kernel, args, argtypes) or self._generated(kernel, args, argtypes)
+
+    def _native(self, kernel, args, argtypes):
+        """The C launch function, where the extension is built, every argument's kind has a native spec and
+        the kernel's parameter slots fit its buffer."""
+        kinds = [arguments.kind_of(value) for value in args]
+        if _fastlaunch is None or None in kinds:
+            return None
+        specs = [kind.native_spec(kind.signature(value), ty) for kind, value, ty in zip(kinds, args, argtypes)]
+        checks = kernel.guard.native_checks()
+        if None in specs or checks is None:
+            return None
+        if sum(kind.slot_count(ty) for kind, ty in zip(kinds, argtypes)) > arguments.MAX_NATIVE_SLOTS:
+            return None
+        return _fastlaunch.Launcher(kernel, checks, specs, int(self._function()),
+                                    driver().launch_kernel_address, stream_handle)
+
+    def _generated(self, kernel, args, argtypes):
+        """The Python launch function: one ``struct.pack_into`` writes every slot of one parameter buffer
+        (per launcher, under its lock: the driver copies it during the call)."""
+        formats, values = [], []
+        for name, value, ty in zip(launchfn.argument_names(len(args)), args, argtypes):
+            kind = arguments.kind_of(value)
+            if kind is None:
+                raise TypeError(f"overdub cannot pass a {type(value).__name__} (typed {ty}) to a CUDA kernel")
+            fmt, expression = kind.cuda_slots(ty)
+            formats.append(fmt)
+            values.append(expression.format(v=name))
+        layout = struct.Struct("<" + "".join(formats))
         buffer = ctypes.create_string_buffer(max(layout.size, 8))
         base = ctypes.addressof(buffer)
         slots = (ctypes.c_void_p * max(layout.size // 8, 1))(*[base + 8 * i for i in range(layout.size // 8)])
-        statements = [
-            "hstream = null_stream if stream is None else driver_stream(stream)",
-            "with lock:    # one parameter buffer per kernel; the driver copies it during the call",
-            f"    pack_into(buffer, 0{', ' if values else ''}{values})",
-            "    err, = cu_launch(function, gx, gy, gz, tx, ty, tz, shmem, hstream, slot_addresses, 0)",
+        body = [
+            "hstream = drv.null_stream if stream is None else drv.stream(stream)",
+            "with lock:",
+            f"    pack_into(buffer, 0{', ' if values else ''}{', '.join(values)})",
+            "    err, = drv.launch_kernel(function, gx, gy, gz, tx, ty, tz, shmem, hstream, slot_addresses, 0)",
             "if err:",
             "    launch_failed(err)",
         ]
-        namespace = {"null_stream": CUstream(0), "driver_stream": driver_stream, "lock": self.lock,
-                     "pack_into": layout.pack_into, "buffer": buffer, "slots": slots,
-                     "slot_addresses": ctypes.addressof(slots), "cu_launch": cuLaunchKernel,
-                     "function": self.function or self._load(), "launch_failed": self._failed,
-                     "cupy_ndarray": _cupy_ndarray(), "interface_fields": _interface_fields}
-        return statements, namespace
+        namespace = {"drv": driver(), "lock": self.lock, "pack_into": layout.pack_into, "buffer": buffer,
+                     "slots": slots, "slot_addresses": ctypes.addressof(slots), "function": self._function(),
+                     "launch_failed": self._failed, "interface_fields": arguments.interface_fields}
+        return launchfn.generate(kernel, args, argtypes, body, namespace)
 
     def _failed(self, err):
         raise RuntimeError(f"launching {self.library.name}: {err!r}")
 
-    def native_launch(self, kernel, args, argtypes):
-        """The native launch function for ``kernel`` and arguments like ``args`` (see _fastlaunch.c), or None
-        where the extension is not built or an argument is of a kind it does not marshal."""
-        if _fastlaunch is None:
-            return None
-        specs = [_native_spec(value, ty) for value, ty in zip(args, argtypes)]
-        checks = kernel.guard.native_checks()
-        if None in specs or checks is None:
-            return None
-        function = self.function or self._load()
-        return _fastlaunch.Launcher(kernel, checks, specs, int(function), _cu_launch_kernel_address(),
-                                    stream_handle)
-
-
-try:
-    from .. import _fastlaunch
-except ImportError:          # built without a C compiler: the generated Python launch path serves
-    _fastlaunch = None
-
-
-@functools.lru_cache(maxsize=None)
-def _cu_launch_kernel_address() -> int:
-    return ctypes.cast(ctypes.CDLL("libcuda.so.1").cuLaunchKernel, ctypes.c_void_p).value
-
-
-def _native_spec(value, ty):
-    """How _fastlaunch guards and marshals one argument, or None when it cannot."""
-    if isinstance(ty, (types.Integer, types.Float, types.Boolean)) and ty != types.float16:
-        return ("s", _SLOT["bool" if isinstance(ty, types.Boolean) else str(ty)][0])
-    if isinstance(ty, bridge.PtrType) and isinstance(value, Pointer):
-        return ("p", value.dtype, value.device)
-    cupy_ndarray = _cupy_ndarray()
-    if isinstance(ty, types.Array) and cupy_ndarray is not None and type(value) is cupy_ndarray:
-        return ("a", value.dtype, ty.ndim, value.itemsize, ty.layout)
-    return None
-
 
 # --- the target -----------------------------------------------------------------------------------------
 
+class Registration:
+    """A method instance's code, registered with the CUDA target context under ``impl_key`` for as long as
+    this object lives (the method instance holds it)."""
+
+    __slots__ = ("cres", "__weakref__")
+
+    def __init__(self, cres, impl_key):
+        self.cres = cres
+        cres.target_context.insert_user_function(impl_key, cres.fndesc, [cres.library])
+        weakref.finalize(self, cres.target_context.remove_user_function, impl_key)
+
+
 class CUDATarget:
+    name = "cuda"
     base = CUDA
     compile_lock = global_compiler_lock
 
     def __init__(self, cc: tuple[int, int]):
         self.cc = tuple(cc)
-        self.name = f"cuda (sm_{self.cc[0]}{self.cc[1]})"
+        self.label = f"cuda (sm_{self.cc[0]}{self.cc[1]})"
         self.root = TargetRoot(f"cuda-sm_{self.cc[0]}{self.cc[1]}", self)
         self.root.forward(print, cuprintln)
 
     def typeof(self, value):
-        if isinstance(value, np.ndarray):
-            raise TypeError("a numpy array lives in host memory: pass a cupy array, a numba device array "
-                            "(numba.cuda.to_device) or any __cuda_array_interface__ object to a CUDA kernel")
-        if isinstance(value, Pointer) and not value.device:
-            raise TypeError(f"{value!r} points to host memory: take od.pointer of a device array instead")
-        from numba.cuda.typing.typeof import Purpose, typeof
-        return typeof(value, Purpose.argument)
+        kind = arguments.kind_of(value)
+        if kind is None:
+            return cuda_typeof(value, Purpose.argument)
+        if kind.memory(value) == "host":
+            raise TypeError(f"a {type(value).__name__} ({value!r:.60}) lives in host memory: pass a cupy array, a "
+                            f"numba device array (numba.cuda.to_device), any __cuda_array_interface__ object, or "
+                            f"od.pointer of one to a CUDA kernel")
+        return kind.typeof(value)
 
     def compile_method(self, func, typing_context, argtypes, kws):
-        from numba.cuda.compiler import compile_cuda
-        from numba.cuda.typing.templates import signature
         folded, pysig = _fold(func, argtypes, kws)
         cres = compile_cuda(func, None, folded, cc=self.cc, nvvm_options={"opt": 3})
         impl_key = ("overdub", cres.fndesc.mangled_name)
-        cres.target_context.insert_user_function(impl_key, cres.fndesc, [cres.library])
         sig = signature(cres.signature.return_type, *folded).replace(pysig=pysig)
-        return sig, impl_key, cres
+        return sig, impl_key, Registration(cres, impl_key)
 
     def compile_kernel(self, func, argtypes):
         return CUDALauncher(self.kernel_library(func, argtypes), argtypes)
 
     def kernel_library(self, func, argtypes):
         """The code library of a kernel: PTX (``get_asm_str``), LLVM IR (``get_llvm_str``), SASS."""
-        from numba.cuda.compiler import compile_cuda, kernel_fixup
-        from numba.cuda.cudadrv import nvvm
         cres = compile_cuda(func, types.void, tuple(argtypes), cc=self.cc, nvvm_options={"opt": 3})
         library = cres.library
         entry = library.get_function(cres.fndesc.llvm_func_name)
@@ -281,13 +238,12 @@ def target_for(cc: tuple[int, int]) -> CUDATarget:
     return CUDATarget(cc)
 
 
-def _device_cc() -> tuple[int, int]:
+@functools.lru_cache(maxsize=None)
+def device_cc() -> tuple[int, int]:
+    """The current device's compute capability, or sm_90 where there is no usable GPU (compiling needs none)."""
     try:
         if numba_cuda.is_available():
             return tuple(numba_cuda.get_current_device().compute_capability)
-    except Exception:
+    except Exception:        # a broken driver install: compile for the default
         pass
     return DEFAULT_CC
-
-
-TARGET = target_for(_device_cc())

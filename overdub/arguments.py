@@ -1,0 +1,340 @@
+"""Argument kinds: how each kind of kernel argument is typed, guarded and passed -- in one place per kind.
+
+A launch function is made for one compiled kernel and the classes of one launch's arguments; later launches
+with arguments of the same classes reuse it after its guards confirm that each argument still has the type
+the kernel was compiled for. For that to be sound, the type must be a function of what the guard checks.
+So each kind reads a value's *signature* -- the few properties its type rests on (an array's dtype, rank,
+layout, read-only flag) -- and derives the numba type from the signature alone (:meth:`ArgumentKind.
+numba_type`): the type a kernel is compiled for and the guard of its launch functions agree by construction.
+These types are numba's own (numba-cuda puts the read-only flag into a device array's type; so do we).
+
+Each kind also says how a value is passed: its CUDA parameter slots (a numba array is its exploded fields:
+meminfo, parent, nitems, itemsize, data, shape..., strides...) and, where ``_fastlaunch.c`` has a table entry
+for it, its native spec. On the CPU target numba's own unboxing passes the value. Adding a kind is one class
+here plus, for the native path, one entry in the C table.
+
+A value of no kind is typed by the target's numba typeof; its launches always take the slow path.
+"""
+from __future__ import annotations
+
+import struct
+
+import numba
+import numpy as np
+from numba.core import types as nt
+
+from .intrinsics import Pointer
+from .types import PtrType
+
+__all__ = ["ArgumentKind", "kind_of", "signature_guards", "SLOT_CODES", "MAX_NATIVE_SLOTS"]
+
+# the struct code of each scalar's 8-byte parameter slot, padding included
+SLOT_CODES = {"int8": "b7x", "int16": "h6x", "int32": "i4x", "int64": "q", "uint8": "B7x", "uint16": "H6x",
+              "uint32": "I4x", "uint64": "Q", "float16": "e6x", "float32": "f4x", "float64": "d", "bool": "?7x"}
+MAX_NATIVE_SLOTS = 1024      # _fastlaunch.c's parameter buffer; a kernel with more goes through Python
+
+
+def _scalar_slot(ty) -> str:
+    return SLOT_CODES["bool" if isinstance(ty, nt.Boolean) else str(ty)]
+
+
+class ArgumentKind:
+    """One kind of kernel argument. Subclasses say which values they take and how those are typed,
+    guarded and passed."""
+
+    name = "argument"
+
+    def memory(self, value) -> str | None:
+        """Where the value's data lives: "host", "device", or None for a value passed by value."""
+        return None
+
+    def accepts(self, value) -> bool:
+        raise NotImplementedError
+
+    def signature(self, value):
+        """The hashable properties the value's numba type rests on, read cheaply."""
+        raise NotImplementedError
+
+    def numba_type(self, signature) -> nt.Type:
+        """The numba type of every value with this signature."""
+        raise NotImplementedError
+
+    def typeof(self, value) -> nt.Type:
+        return self.numba_type(self.signature(value))
+
+    def guards(self, name: str, signature, consts: dict) -> list[str]:
+        """Python conditions over the argument variable ``name`` that hold exactly when the argument has
+        ``signature`` (its class is already checked by the launch table's key). ``consts`` receives the
+        values the conditions name."""
+        return [f"signature_{self.name}({name}) == {name}_signature"]
+
+    def cuda_slots(self, ty) -> tuple[str, str]:
+        """(struct format of its 8-byte parameter slots, Python expression of their values over ``{v}``)."""
+        raise TypeError(f"overdub cannot pass a {self.name} to a CUDA kernel")
+
+    def native_spec(self, signature, ty) -> tuple | None:
+        """How ``_fastlaunch.c`` guards and marshals it, or None where it has no table entry for it."""
+        return None
+
+    def slot_count(self, ty) -> int:
+        """How many 8-byte parameter slots a value of type ``ty`` takes."""
+        return struct.calcsize("<" + self.cuda_slots(ty)[0]) // 8
+
+
+class PythonInt(ArgumentKind):
+    """A Python ``int``: numba types it as int64, or as uint64 when it does not fit."""
+
+    name = "python_int"
+
+    def accepts(self, value) -> bool:
+        return type(value) is int
+
+    def signature(self, value):
+        return "int64" if -2**63 <= value < 2**63 else "uint64"
+
+    def numba_type(self, signature):
+        return nt.int64 if signature == "int64" else nt.uint64
+
+    def guards(self, name, signature, consts):
+        return [f"-{2**63} <= {name} < {2**63}" if signature == "int64" else f"{name} >= {2**63}"]
+
+    def cuda_slots(self, ty):
+        return _scalar_slot(ty), "{v}"
+
+    def native_spec(self, signature, ty):
+        return ("s", _scalar_slot(ty)[0])
+
+
+class Scalar(ArgumentKind):
+    """A float, bool or complex, or a numpy number or bool: the class alone decides the type."""
+
+    name = "scalar"
+    _python = {float: nt.float64, bool: nt.boolean, complex: nt.complex128}
+
+    def accepts(self, value) -> bool:
+        return type(value) in self._python or (isinstance(value, (np.number, np.bool_))
+                                               and not isinstance(value, np.timedelta64))   # unit in the type
+
+    def signature(self, value):
+        return type(value)
+
+    def numba_type(self, signature):
+        return self._python.get(signature) or numba.from_dtype(np.dtype(signature))
+
+    def guards(self, name, signature, consts):
+        return []
+
+    def cuda_slots(self, ty):
+        if isinstance(ty, nt.Complex):
+            return SLOT_CODES[str(ty.underlying_float)] * 2, "{v}.real, {v}.imag"
+        return _scalar_slot(ty), "{v}"
+
+    def native_spec(self, signature, ty):
+        if isinstance(ty, (nt.Integer, nt.Float, nt.Boolean)) and ty != nt.float16:
+            return ("s", _scalar_slot(ty)[0])
+        return None
+
+
+def _array_type(dtype, ndim: int, layout: str, readonly: bool = False) -> nt.Array:
+    return nt.Array(numba.from_dtype(dtype), ndim, layout, readonly=readonly)
+
+
+def _array_slots(ty) -> tuple[str, int]:
+    return "q" * (5 + 2 * ty.ndim), np.dtype(str(ty.dtype)).itemsize
+
+
+class NumpyArray(ArgumentKind):
+    """A numpy array (host memory: the CPU target). numba types it by dtype, rank, layout (C before F) and
+    whether it is writeable."""
+
+    name = "numpy_array"
+
+    def memory(self, value):
+        return "host"
+
+    def accepts(self, value) -> bool:
+        return isinstance(value, np.ndarray) and not isinstance(value, np.ma.MaskedArray)
+
+    def signature(self, value):
+        flags = value.flags
+        layout = "C" if flags.c_contiguous else ("F" if flags.f_contiguous else "A")
+        return value.dtype, value.ndim, layout, not flags.writeable
+
+    def numba_type(self, signature):
+        return _array_type(*signature)
+
+    def guards(self, name, signature, consts):
+        dtype, ndim, layout, readonly = signature
+        consts[f"{name}_dtype"] = dtype
+        c, f = f"{name}.flags.c_contiguous", f"{name}.flags.f_contiguous"
+        return [f"({name}.dtype is {name}_dtype or {name}.dtype == {name}_dtype)", f"{name}.ndim == {ndim}",
+                f"{name}.flags.writeable is {not readonly}",
+                {"C": c, "F": f"(not {c} and {f})", "A": f"not ({c} or {f})"}[layout]]
+
+
+class CupyArray(ArgumentKind):
+    """A cupy array: dtype, rank and layout by cupy's own contiguity flags, never read-only."""
+
+    name = "cupy_array"
+
+    def __init__(self, cls):
+        self.cls = cls
+
+    def memory(self, value):
+        return "device"
+
+    def accepts(self, value) -> bool:
+        return type(value) is self.cls
+
+    def signature(self, value):
+        layout = "C" if value._c_contiguous else ("F" if value._f_contiguous else "A")
+        return value.dtype, value.ndim, layout
+
+    def numba_type(self, signature):
+        return _array_type(*signature)
+
+    def guards(self, name, signature, consts):
+        dtype, ndim, layout = signature
+        consts[f"{name}_dtype"] = dtype
+        c, f = f"{name}._c_contiguous", f"{name}._f_contiguous"
+        return [f"({name}.dtype is {name}_dtype or {name}.dtype == {name}_dtype)", f"{name}.ndim == {ndim}",
+                {"C": c, "F": f"(not {c} and {f})", "A": f"not ({c} or {f})"}[layout]]
+
+    def cuda_slots(self, ty):
+        fmt, itemsize = _array_slots(ty)
+        return fmt, f"0, 0, {{v}}.size, {itemsize}, {{v}}.data.ptr, *{{v}}.shape, *{{v}}.strides"
+
+    def native_spec(self, signature, ty):
+        dtype, ndim, layout = signature
+        return ("a", dtype, ndim, dtype.itemsize, layout)
+
+
+def contiguity(shape, strides, itemsize) -> tuple[bool, bool]:
+    """(C-contiguous, Fortran-contiguous) of a strided layout, numpy's rule: extents of 1 have any stride."""
+    if strides is None:
+        return True, len(shape) <= 1
+    flags = []
+    for order in (reversed, lambda seq: seq):
+        expected, ok = itemsize, True
+        for extent, stride in zip(order(shape), order(strides)):
+            ok = ok and (extent <= 1 or stride == expected)
+            expected *= extent
+        flags.append(ok)
+    return flags[0], flags[1]
+
+
+class DeviceArray(ArgumentKind):
+    """Any other ``__cuda_array_interface__`` object (numba device arrays, torch tensors, ...): typed from
+    its interface -- typestr, rank, layout by exact strides, read-only flag."""
+
+    name = "device_array"
+
+    def memory(self, value):
+        return "device"
+
+    def accepts(self, value) -> bool:
+        return hasattr(value, "__cuda_array_interface__")
+
+    def signature(self, value):
+        interface = value.__cuda_array_interface__
+        shape, dtype = interface["shape"], np.dtype(interface["typestr"])
+        c, f = contiguity(shape, interface.get("strides"), dtype.itemsize)
+        return dtype, len(shape), "C" if c else ("F" if f else "A"), bool(interface["data"][1])
+
+    def numba_type(self, signature):
+        return _array_type(*signature)
+
+    def cuda_slots(self, ty):
+        fmt, itemsize = _array_slots(ty)
+        return fmt, f"*interface_fields({{v}}, {itemsize})"
+
+
+def interface_fields(value, itemsize: int) -> tuple:
+    """numba's exploded array fields for any ``__cuda_array_interface__`` object."""
+    interface = value.__cuda_array_interface__
+    shape = interface["shape"]
+    strides = interface.get("strides") or _c_strides(shape, itemsize)
+    size = int(np.prod(shape, dtype=np.int64)) if shape else 1
+    return (0, 0, size, itemsize, interface["data"][0], *shape, *strides)
+
+
+def _c_strides(shape, itemsize) -> tuple:
+    strides, step = [], itemsize
+    for extent in reversed(shape):
+        strides.append(step)
+        step *= extent
+    return tuple(reversed(strides))
+
+
+class PointerArgument(ArgumentKind):
+    """An :class:`overdub.Pointer`: typed by its element dtype; where its memory is (host or device) is part
+    of the signature, since each target takes only its own."""
+
+    name = "pointer"
+
+    def memory(self, value):
+        return "device" if value.device else "host"
+
+    def accepts(self, value) -> bool:
+        return isinstance(value, Pointer)
+
+    def signature(self, value):
+        return value.dtype, value.device
+
+    def numba_type(self, signature):
+        return PtrType(numba.from_dtype(signature[0]))
+
+    def guards(self, name, signature, consts):
+        consts[f"{name}_dtype"] = signature[0]
+        return [f"{name}.dtype == {name}_dtype", f"{name}.device is {signature[1]}"]
+
+    def cuda_slots(self, ty):
+        return "Q", "{v}.address"
+
+    def native_spec(self, signature, ty):
+        return ("p", *signature)
+
+
+def _cupy_ndarray():
+    try:
+        import cupy
+    except Exception:          # cupy is optional; without it no value is a cupy array
+        return None
+    return cupy.ndarray
+
+
+_PYTHON_INT, _SCALAR, _NUMPY, _DEVICE, _POINTER = PythonInt(), Scalar(), NumpyArray(), DeviceArray(), PointerArgument()
+_by_class: dict[type, ArgumentKind | None] = {}
+
+
+def kind_of(value) -> ArgumentKind | None:
+    """The kind of a launch argument, or None when overdub has none for it (cached by class)."""
+    cls = type(value)
+    try:
+        return _by_class[cls]
+    except KeyError:
+        pass
+    cupy_ndarray = _cupy_ndarray()
+    kinds = [_PYTHON_INT, _SCALAR, _NUMPY, _POINTER]
+    if cupy_ndarray is not None:
+        kinds.append(CupyArray(cupy_ndarray))
+    kinds.append(_DEVICE)
+    kind = _by_class[cls] = next((k for k in kinds if k.accepts(value)), None)
+    return kind
+
+
+def signature_guards(names, values, argtypes) -> tuple[list[str], dict] | None:
+    """The guard conditions (and the constants they name) under which arguments of the same classes as
+    ``values`` have ``argtypes``; None when some argument has no kind."""
+    conditions, consts = [], {}
+    for name, value, ty in zip(names, values, argtypes):
+        kind = kind_of(value)
+        if kind is None:
+            return None
+        signature = kind.signature(value)
+        if kind.numba_type(signature) != ty:
+            return None           # typed otherwise (by a context's typeof, say): no guard can pin it
+        conditions += kind.guards(name, signature, consts)
+        consts[f"{name}_signature"] = signature
+        consts[f"signature_{kind.name}"] = kind.signature
+    return conditions, consts

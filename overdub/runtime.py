@@ -1,0 +1,206 @@
+"""Everything overdub keeps in a process, in one place, and how each thing is let go.
+
+The :data:`runtime` object owns the caches the pipeline fills -- compiled kernels, compiled method instances,
+launch functions, the interned call-site proxies of the rewrite pass, the module-global bindings -- and the
+counters of :func:`overdub.stats`. The world counter and its lock stay global in :mod:`overdub.world`, as in
+Julia; dispatch caches live on the method tables that own them.
+
+What a redefinition or a re-run notebook cell leaves behind must not stay alive:
+
+* compile caches are keyed by a compile job that holds its function *weakly*; when the function is collected
+  (a kernel redefined by re-running its cell, a method replaced), its entries are retired -- detached from the
+  backedge sets of what they consulted -- and the launch functions made for it are dropped;
+* an invalidated node leaves its cache at once (``on_invalidate``), and a kernel's launch functions with it;
+* proxies are interned weakly: they live as long as some compiled code's globals refer to them.
+
+Functions die inside the garbage collector, which may run in the middle of anything; their death only queues
+the cleanup, and :meth:`Runtime.collect` (run by every compile and every slow-path launch) carries it out.
+"""
+from __future__ import annotations
+
+import itertools
+import weakref
+
+from . import world
+
+try:
+    from . import _fastlaunch
+except ImportError:          # built without a C compiler: launches go through generated Python
+    _fastlaunch = None
+
+__all__ = ["Runtime", "FunctionCache", "runtime", "launch_key", "strong_or_weak"]
+
+
+def strong_or_weak(obj):
+    """How a cache key holds a function or a context: by its canonical weak reference where it has one."""
+    try:
+        return weakref.ref(obj)
+    except TypeError:
+        return obj
+
+
+def launch_key(kernel, context, target, args) -> tuple:
+    """The launch table's key: (kernel, context, target option, argument classes). The native launcher in
+    ``_fastlaunch.c`` builds the same tuple."""
+    return (strong_or_weak(kernel), context, target, *map(type, args))
+
+
+class FunctionCache:
+    """Nodes keyed by compile jobs (anything with a ``func_ref``), dropped when the job's function dies.
+
+    An entry removed by invalidation leaves only why it was removed (a string), which the next compile of
+    the same job reports as its reason."""
+
+    def __init__(self, owner: "Runtime"):
+        self._owner = owner
+        self._nodes: dict = {}
+        self._reasons: dict = {}         # job -> why its last node was invalidated
+        self._by_function: dict = {}     # canonical weak reference -> the jobs of that function
+
+    def get(self, job):
+        return self._nodes.get(job)
+
+    def put(self, job, node) -> None:
+        with world.lock:
+            self._nodes[job] = node
+            self._reasons.pop(job, None)
+            jobs = self._by_function.get(job.func_ref)
+            if jobs is None:
+                jobs = self._by_function[job.func_ref] = set()
+                self._owner.watch(job.func_ref)
+            jobs.add(job)
+
+    def discard(self, job, node, reason: str | None = None) -> None:
+        """Remove ``job``'s entry if it is still ``node``, remembering ``reason``."""
+        with world.lock:
+            if self._nodes.get(job) is node:
+                del self._nodes[job]
+                if reason is not None:
+                    self._reasons[job] = reason
+                else:
+                    self._by_function.get(job.func_ref, set()).discard(job)
+
+    def reason(self, job) -> str | None:
+        """Why the last node of ``job`` was invalidated, if it was."""
+        return self._reasons.get(job)
+
+    def drop_function(self, ref) -> list:
+        """Remove every entry of the function behind ``ref``; returns their nodes."""
+        jobs = self._by_function.pop(ref, ())
+        for job in jobs:
+            self._reasons.pop(job, None)
+        return [self._nodes.pop(job) for job in jobs if job in self._nodes]
+
+    def nodes(self) -> list:
+        return list(self._nodes.values())
+
+    def clear(self) -> list:
+        nodes = self.nodes()
+        self._nodes.clear()
+        self._reasons.clear()
+        self._by_function.clear()
+        return nodes
+
+    def __len__(self) -> int:
+        return len(self._nodes)
+
+
+class Runtime:
+    """The process's caches and counters (see the module docstring); :meth:`reset` empties them."""
+
+    def __init__(self):
+        self.kernels = FunctionCache(self)        # CompileJob -> compiler.Kernel
+        self.methods = FunctionCache(self)        # CompileJob -> compiler.MethodInstance
+        self.launches: dict = {}                  # launch_key(...) -> [launch functions], replaced, never mutated
+        self._launch_keys: dict = {}              # kernel function's reference -> its launch keys
+        self.proxies = weakref.WeakValueDictionary()   # (kind, chain, id(value)) -> rewrite proxy
+        self.bindings: dict = {}                  # (id(namespace), name) -> bindings.Binding
+        self.namespaces: dict = {}                # id(namespace) -> namespace (keeps ids unique)
+        self._watchers: dict = {}                 # function reference -> its death callback's reference
+        self._dead: list = []                     # references of functions that died, to clean up
+        self._counters = {"compiles": 0, "method_instances": 0}
+        self._launches = itertools.count()        # next() is atomic under the GIL: no lock on the hot path
+        self._launch_base = 0
+
+    # -- functions dying ---------------------------------------------------------------------------------
+    def watch(self, ref) -> None:
+        """Clean up after the function behind ``ref`` once it is collected."""
+        if isinstance(ref, weakref.ref) and ref not in self._watchers:
+            target = ref()
+            if target is not None:
+                self._watchers[ref] = weakref.ref(target, lambda _, dead=ref: self._dead.append(dead))
+
+    def collect(self) -> None:
+        """Retire the caches' entries for functions that have died since the last call."""
+        if not self._dead:
+            return
+        with world.lock:
+            while self._dead:
+                ref = self._dead.pop()
+                self._watchers.pop(ref, None)
+                world.retire(self.kernels.drop_function(ref) + self.methods.drop_function(ref))
+                for key in self._launch_keys.pop(ref, ()):
+                    self.launches.pop(key, None)
+
+    # -- launch functions --------------------------------------------------------------------------------
+    def add_launch(self, key: tuple, launch) -> None:
+        """Add a launch function under ``key``, dropping those whose kernel is no longer valid."""
+        with world.lock:
+            live = [f for f in self.launches.get(key, ()) if f.kernel.valid]
+            self.launches[key] = live + [launch]
+            self._launch_keys.setdefault(key[0], set()).add(key)
+            launch.kernel.launch_keys.add(key)
+            self.watch(key[0])
+
+    def drop_launches(self, kernel) -> None:
+        """Remove the launch functions made for the compiled ``kernel`` (it was invalidated)."""
+        with world.lock:
+            for key in kernel.launch_keys:
+                kept = [f for f in self.launches.get(key, ()) if f.kernel is not kernel]
+                if kept:
+                    self.launches[key] = kept
+                else:
+                    self.launches.pop(key, None)
+            kernel.launch_keys.clear()
+
+    # -- counters ----------------------------------------------------------------------------------------
+    def count(self, name: str, n: int = 1) -> None:
+        with world.lock:
+            self._counters[name] += n
+
+    def count_launch(self) -> None:
+        next(self._launches)
+
+    def stats(self) -> dict:
+        """Counters since the process started or the last reset: kernels compiled (``compiles``), method
+        instances compiled, launches (by the generated and the native launch functions)."""
+        with world.lock:
+            counters = dict(self._counters)
+        counters["launches"] = self._raw_launches() - self._launch_base
+        return counters
+
+    def _raw_launches(self) -> int:
+        python = int(repr(self._launches)[6:-1])       # repr "count(N)" reads, not advances
+        return python + (_fastlaunch.launch_count() if _fastlaunch is not None else 0)
+
+    # -- reset -------------------------------------------------------------------------------------------
+    def reset(self) -> None:
+        """Forget every compiled kernel, method instance, launch function, proxy and binding, and zero the
+        counters. Generic functions, their methods and contexts are definitions, not caches: they stay.
+        Everything forgotten is retired (detached from what it consulted), so the next launch compiles
+        afresh and nothing reachable keeps the old code alive. Used by the tests between tests."""
+        with world.lock:
+            self.collect()
+            world.retire(self.kernels.clear() + self.methods.clear() + list(self.bindings.values()))
+            self.launches.clear()
+            self._launch_keys.clear()
+            self.proxies.clear()
+            self.bindings.clear()
+            self.namespaces.clear()
+            self._watchers.clear()
+            self._dead.clear()
+            self._counters = dict.fromkeys(self._counters, 0)
+            self._launch_base = self._raw_launches()
+
+
+runtime = Runtime()

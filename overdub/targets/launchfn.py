@@ -1,0 +1,48 @@
+"""Generated launch functions: the steps every target's Python launch path shares, in one place.
+
+A launch function is generated per compiled kernel and argument classes, so that a launch runs straight-line
+code: unpack the arguments, check the kernel is still valid (a flag, and one version tag per module it read),
+check the argument guards of :mod:`overdub.arguments`, read the grid, then the target's own statements
+(``body``: marshal and enqueue), and count the launch. The body sees the arguments as ``a0, a1, ...``, the
+grid as ``gx, gy, gz`` and ``tx, ty, tz``, and ``shmem`` and ``stream``.
+"""
+from __future__ import annotations
+
+from .. import arguments
+from ..runtime import runtime
+
+
+def dims(value, what: str) -> tuple[int, int, int]:
+    """A grid or block shape as three positive ints."""
+    shape = (value,) if isinstance(value, int) else tuple(value)
+    if not 1 <= len(shape) <= 3 or any(not isinstance(d, int) or d < 1 for d in shape):
+        raise ValueError(f"{what} must be a positive int or a tuple of 1-3 positive ints, not {value!r}")
+    return shape + (1,) * (3 - len(shape))
+
+
+def argument_names(n: int) -> list[str]:
+    return [f"a{i}" for i in range(n)]
+
+
+def generate(kernel, args: tuple, argtypes: tuple, body: list[str], namespace: dict):
+    """The launch function of ``kernel`` for arguments like ``args``: guarded where every argument has a kind
+    (``launch.guarded`` says whether it is), running ``body`` (the target's statements) with ``namespace``."""
+    names = argument_names(len(args))
+    guarded = arguments.signature_guards(names, args, argtypes)
+    conditions, consts = guarded if guarded is not None else ([], {})
+    lines = ["def launch(args, blocks, threads, shmem, stream):",
+             f"    {', '.join(names) + ',' if names else '_'} = args{'' if names else ' or ()'}",
+             "    if not (kernel.valid and guard.fresh()) and not kernel.usable():",
+             "        return False"]
+    if conditions:
+        lines += [f"    if not ({' and '.join(conditions)}):", "        return False"]
+    lines += ["    gx, gy, gz = (blocks, 1, 1) if type(blocks) is int and blocks > 0 else dims(blocks, 'blocks')",
+              "    tx, ty, tz = (threads, 1, 1) if type(threads) is int and threads > 0 else dims(threads, 'threads')"]
+    lines += [f"    {statement}" for statement in body]
+    lines += ["    count_launch()", "    return True"]
+    scope = dict(namespace, **consts, kernel=kernel, guard=kernel.guard, dims=dims,
+                 count_launch=runtime.count_launch)
+    exec(compile("\n".join(lines) + "\n", f"<overdub launch of {kernel.describe()}>", "exec"), scope)
+    launch = scope["launch"]
+    launch.kernel, launch.guarded = kernel, guarded is not None
+    return launch
