@@ -1,12 +1,11 @@
 """Introspection: what a kernel depends on, why things recompiled, and the code it became."""
 from __future__ import annotations
 
-from numba.core import types
-
 from . import compiler
 from .context import Context
 from .targets import cuda as cuda_target
 from .targets import get_target
+from .types import is_concrete
 
 __all__ = ["explain", "stats", "code_ptx", "code_llvm", "code_sass"]
 
@@ -14,7 +13,7 @@ stats = compiler.stats
 
 
 def _job(kernel, args, target, context) -> compiler.CompileJob:
-    argtypes = tuple(a if isinstance(a, types.Type) else target.typeof(a) for a in args)
+    argtypes = tuple(a if is_concrete(a) else target.typeof(a) for a in args)
     return compiler.CompileJob.of(kernel, argtypes, (context or target.base).chain(target))
 
 

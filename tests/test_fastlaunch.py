@@ -123,3 +123,24 @@ def test_a_python_int_matches_the_int64_or_uint64_launcher_by_its_value():
     assert as_int64((2**63,), 1, 1, 0, None) is False
     assert as_uint64((2**63,), 1, 1, 0, None) is True
     assert as_uint64((5,), 1, 1, 0, None) is False
+
+
+def test_a_launcher_with_more_slots_than_its_buffer_refuses_to_be_made():
+    driver = FakeDriver(0)
+    specs = [("a", np.dtype(np.float32), 3, 4, "C")] * 94          # 11 slots each: 1034 > 1024
+    with pytest.raises(OverflowError, match="1034 parameter slots"):
+        fastlaunch.Launcher(Node(), [], specs, 0xF00, driver.address, lambda s: s.handle)
+    assert fastlaunch.Launcher(Node(), [], specs[:93], 0xF00, driver.address, lambda s: s.handle).nslots == 1023
+
+
+def test_an_f_ordered_array_passes_its_own_strides_and_a_c_ordered_one_strides_from_its_shape():
+    specs = [("a", np.dtype(np.float32), 2, 4, "F"), ("a", np.dtype(np.float32), 2, 4, "C")]
+    launcher, driver = make(specs, 18)
+    f_array = DeviceArray(np.float32, (3, 4), 0x1000, c=False, f=True)
+    f_array.strides = (4, 12)
+    c_array = DeviceArray(np.float32, (3, 4), 0x2000)
+    c_array.strides = None           # never read for a C-contiguous array
+    assert launcher((f_array, c_array), 1, 1, 0, None) is True
+    slots = driver.calls[0][5]
+    assert slots[:9] == [q(0), q(0), q(12), q(4), q(0x1000), q(3), q(4), q(4), q(12)]
+    assert slots[9:] == [q(0), q(0), q(12), q(4), q(0x2000), q(3), q(4), q(16), q(4)]

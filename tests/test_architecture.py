@@ -1,0 +1,96 @@
+"""The shape of the package: imports flow one way, and what depends on numba internals says so."""
+import ast
+import pathlib
+
+import overdub
+
+PACKAGE = pathlib.Path(overdub.__file__).resolve().parent
+
+
+def _module_name(path: pathlib.Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _modules() -> dict[str, pathlib.Path]:
+    return {_module_name(path): path for path in PACKAGE.rglob("*.py")}
+
+
+def _is_extension(module: str) -> bool:
+    """A compiled extension of the package (its C source sits where its .py would)."""
+    return PACKAGE.parent.joinpath(*module.split(".")).with_suffix(".c").exists()
+
+
+def _imports(name: str, path: pathlib.Path, modules) -> set[str]:
+    """The overdub modules ``name`` imports anywhere in its source (function-level imports included)."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(anchor + ([node.module] if node.module else []))
+            for alias in node.names:            # `from . import world` imports the module overdub.world
+                submodule = f"{base}.{alias.name}"
+                if submodule in modules:
+                    found.add(submodule)
+                elif not _is_extension(submodule):
+                    found.add(base)
+    return {m for m in found if m in modules and m != name}
+
+
+def _cycle(graph) -> list[str] | None:
+    state, stack = {}, []
+
+    def visit(node):
+        state[node] = "open"
+        stack.append(node)
+        for succ in sorted(graph[node]):
+            if state.get(succ) == "open":
+                return stack[stack.index(succ):] + [succ]
+            if succ not in state:
+                found = visit(succ)
+                if found:
+                    return found
+        state[node] = "done"
+        stack.pop()
+        return None
+
+    for node in sorted(graph):
+        if node not in state:
+            found = visit(node)
+            if found:
+                return found
+    return None
+
+
+def test_no_import_cycle_among_overdub_modules():
+    modules = _modules()
+    graph = {name: _imports(name, path, modules) for name, path in modules.items()}
+    # the package's public face imports everything; nothing below it may import it back
+    importers_of_the_face = [name for name, deps in graph.items() if "overdub" in deps]
+    assert importers_of_the_face == []
+    cycle = _cycle(graph)
+    assert cycle is None, " -> ".join(cycle)
+
+
+def test_the_cycle_check_finds_a_cycle():
+    assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert _cycle({"a": {"b"}, "b": set()}) is None
+
+
+def test_numba_is_reached_only_from_the_bridge_the_targets_and_the_modules_that_define_numba_types():
+    allowed = {"overdub.bridge", "overdub.types", "overdub.compiler", "overdub.intrinsics", "overdub.arguments",
+               "overdub.rewrite", "overdub.targets", "overdub.targets.cpu", "overdub.targets.cuda"}
+    users = set()
+    for name, path in _modules().items():
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+            if any(n == "numba" or n.startswith("numba.") for n in names):
+                users.add(name)
+    assert users <= allowed, sorted(users - allowed)

@@ -1,0 +1,113 @@
+"""Argument kinds: each kind types its values as numba does, and a launch function's guards accept exactly the
+values that have the type its kernel was compiled for."""
+import numba
+import numpy as np
+import pytest
+from numba.cuda.typing.typeof import Purpose
+from numba.cuda.typing.typeof import typeof as cuda_typeof
+
+import overdub as od
+from overdub import arguments
+from overdub.targets import cuda as cuda_target
+from overdub.targets import get_target
+
+from conftest import compiles
+
+
+class Interface:
+    """A minimal ``__cuda_array_interface__`` object (as torch or another library exports)."""
+
+    def __init__(self, shape, typestr="<f4", strides=None, readonly=False):
+        self.__cuda_array_interface__ = {"shape": shape, "typestr": typestr, "strides": strides,
+                                         "data": (0x1000, readonly), "version": 3}
+
+
+def guards_accept(value, like):
+    """Do the guards of a launch function made for ``like`` accept ``value``?"""
+    ty = arguments.kind_of(like).typeof(like)
+    conditions, consts = arguments.signature_guards(["a0"], [like], [ty])
+    return all(eval(condition, dict(consts, a0=value)) for condition in conditions)
+
+
+NUMPY_VALUES = [np.zeros(4), np.zeros((3, 4)), np.zeros((3, 4), order="F"), np.zeros((4, 6))[:, ::2],
+                np.zeros(4, dtype=np.int8), np.zeros(()), np.arange(3).reshape(1, 3)]
+
+
+@pytest.mark.parametrize("value", NUMPY_VALUES + [1, -1, 2**63, True, 1.5, 2j, np.float32(1), np.int8(3),
+                                                  np.bool_(True), np.complex64(1)])
+def test_each_host_value_is_typed_as_numba_types_it(value):
+    assert get_target("cpu").typeof(value) == numba.typeof(value)
+
+
+def test_a_read_only_numpy_array_is_typed_read_only():
+    array = np.zeros(3)
+    array.flags.writeable = False
+    assert get_target("cpu").typeof(array) == numba.typeof(array)
+    assert get_target("cpu").typeof(array).mutable is False
+
+
+@pytest.mark.parametrize("interface", [Interface((4,)), Interface((3, 4)), Interface((3, 4), readonly=True),
+                                       Interface((4,), strides=(8,)), Interface((2, 3), "<i8", (48, 16))])
+def test_an_interface_object_is_typed_as_numba_cuda_types_it(interface):
+    assert cuda_target.target_for((9, 0)).typeof(interface) == cuda_typeof(interface, Purpose.argument)
+
+
+def test_a_fortran_ordered_interface_object_is_typed_fortran_ordered():
+    # numba-cuda compares byte strides with the element's bit width here and says "A"; F is exact and faster
+    ty = cuda_target.target_for((9, 0)).typeof(Interface((3, 4), strides=(4, 12)))
+    assert (ty.layout, ty.ndim, ty.dtype) == ("F", 2, numba.float32)
+
+
+def test_a_launch_function_for_a_writable_array_rejects_a_read_only_one():
+    writable, readonly = np.zeros(3), np.zeros(3)
+    readonly.flags.writeable = False
+    assert guards_accept(np.ones(3), like=writable)
+    assert not guards_accept(readonly, like=writable)
+    assert not guards_accept(Interface((3,), readonly=True), like=Interface((3,)))
+    assert guards_accept(Interface((5,)), like=Interface((3,)))
+
+
+@pytest.mark.parametrize("value, like", [
+    (np.zeros(3, dtype=np.float32), np.zeros(3)),          # dtype
+    (np.zeros((3, 1)), np.zeros(3)),                       # rank
+    (np.zeros((4, 4))[:, ::2], np.zeros((4, 2))),          # layout
+    (np.zeros((2, 3), order="F"), np.zeros((2, 3))),
+    (Interface((3,), "<f8"), Interface((3,))),
+    (Interface((4, 6), strides=(96, 8)), Interface((4, 6))),
+    (2**63, 1), (1, 2**63),                                # int64 / uint64
+    (od.pointer(np.zeros(2, dtype=np.int32)), od.pointer(np.zeros(2))),
+])
+def test_guards_reject_a_value_of_another_type(value, like):
+    assert not guards_accept(value, like)
+
+
+def test_a_read_only_array_after_a_writable_one_compiles_its_own_kernel(make_module):
+    m = make_module("""
+        def kernel(out, a):
+            out[0] = a[1]
+    """)
+    out, readonly = np.zeros(1), np.arange(3.0)
+    readonly.flags.writeable = False
+    od.cuda(m.kernel, out, np.arange(3.0))
+    before = compiles()
+    od.cuda(m.kernel, out, readonly)
+    assert compiles() == before + 1 and out[0] == 1.0
+    od.cuda(m.kernel, out, np.arange(3.0) * 2)
+    assert compiles() == before + 1 and out[0] == 2.0
+
+
+def test_a_device_array_is_rejected_by_the_cpu_target_and_a_host_array_by_the_cuda_target():
+    with pytest.raises(TypeError, match="lives in GPU memory"):
+        get_target("cpu").typeof(Interface((3,)))
+    with pytest.raises(TypeError, match="lives in host memory"):
+        cuda_target.target_for((9, 0)).typeof(np.zeros(3))
+
+
+def test_a_kernel_with_more_parameter_slots_than_the_native_buffer_takes_the_python_path():
+    pointers = [od.Pointer(0x1000 + 8 * i, np.float64, device=True) for i in range(arguments.MAX_NATIVE_SLOTS + 1)]
+    argtypes = tuple(map(cuda_target.target_for((9, 0)).typeof, pointers))
+    launcher = cuda_target.CUDALauncher(library=None, argtypes=argtypes)
+
+    class Kernel:          # the validity checks a native launcher reads
+        guard = type("Guard", (), {"native_checks": staticmethod(lambda: [])})()
+    assert launcher._native(Kernel(), pointers, argtypes) is None
