@@ -1,7 +1,7 @@
 """The CPU target, end to end: kernels launched with ``od.cuda``, recompiled exactly when something they
 consulted changes.
 
-Each test builds its kernels in a fresh module (``make_module``, see conftest.py) so that redefinitions and
+Each test builds its kernels in a fresh module (the ``make_module`` fixture of conftest.py) so that redefinitions and
 global rebindings act on real module globals and no two tests share a generic function.
 """
 import logging
@@ -18,17 +18,10 @@ import pytest
 import overdub as od
 from overdub.targets.cpu import UnsupportedOnCPU
 
-from conftest import compiles
+from helpers import compiles, run
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 SEED = REPO / "examples" / "seed_redefinition.py"
-
-
-def run(kernel, *args, n=1, dtype=np.int64, **launch):
-    """Launch ``kernel(out, *args)`` on a fresh zeroed ``out`` of ``n`` elements; return ``out`` as a list."""
-    out = np.zeros(n, dtype=dtype)
-    od.cuda(kernel, out, *args, **launch)
-    return out.tolist()
 
 
 # --- the seed scenario ----------------------------------------------------------------------------------
