@@ -1,9 +1,11 @@
-"""CUDA code generation without a GPU: kernels calling generic device methods compile to sm_90 PTX.
+"""CUDA code generation without a GPU: kernels calling generic device methods compile to sm_90 PTX; dispatch
+errors name the call site's real ``file.py:LINE`` on the CUDA path as on the CPU target.
 
 Kernels are built with the ``make_module`` fixture of conftest.py (source written to a real file).
 """
 import math
 
+import pytest
 from numba.core import types
 
 import overdub as od
@@ -124,3 +126,21 @@ def test_vector_loads_and_stores_are_128_bit_transactions(make_module):
     ptx = od.code_ptx(m.kernel, od.Ptr[od.float32], od.Ptr[od.float32], od.int64)
     assert "ld.global.v4.f32" in ptx and "st.global.v4.f32" in ptx
 
+
+def test_a_method_error_on_the_cuda_path_names_the_real_file_and_line(make_module):
+    m = make_module("""
+        import overdub as od
+
+        @od.function
+        def g(x: od.Integer):
+            return x
+
+        def kernel(out, x):
+            out[0] = g(x)
+    """, prefix="cuda_method_error")
+    with pytest.raises(od.MethodError) as info:
+        od.code_ptx(m.kernel, types.float64[:], od.float64)
+    message = str(info.value)
+    assert "no method matching g(float64)" in message and "<string>" not in message
+    assert f"called at {m.filename}:{m.line_of('out[0] = g(x)')}" in message
+    assert f"g(x: Integer) at {m.filename}:{m.line_of('@od.function')}" in message
