@@ -12,13 +12,7 @@ import pytest
 
 import overdub as od
 
-from conftest import compiles, unique_name
-
-
-def run(kernel, *args, n=1, dtype=np.int64, **launch):
-    out = np.zeros(n, dtype=dtype)
-    od.cuda(kernel, out, *args, **launch)
-    return out.tolist()
+from helpers import compiles, run, unique_name
 
 
 def generic(name, body, sig=(od.Integer,)):

@@ -1,22 +1,19 @@
-"""CUDA code generation without a GPU: kernels calling generic device methods compile to sm_90 PTX."""
-import math
-import types as pytypes
+"""CUDA code generation without a GPU: kernels calling generic device methods compile to sm_90 PTX; dispatch
+errors name the call site's real ``file.py:LINE`` on the CUDA path as on the CPU target.
 
-import numba
-from numba import cuda
+Kernels are built with the ``make_module`` fixture of conftest.py (source written to a real file).
+"""
+import math
+
+import pytest
 from numba.core import types
 
 import overdub as od
 
 
-def module(name, source):
-    mod = pytypes.ModuleType(name)
-    mod.__dict__.update(od=od, cuda=cuda, numba=numba, math=math)
-    exec(source, mod.__dict__)
-    return mod
-
-
 SEED = """
+import overdub as od
+
 @od.function
 def doit(ptr):
     od.unsafe_store(ptr, 0)
@@ -27,35 +24,39 @@ def kernel(ptr):
 """
 
 
-def test_seed_kernel_ptx_targets_sm90_and_calls_vprintf():
-    m = module("seed_ptx", SEED)
+def test_seed_kernel_ptx_targets_sm90_and_calls_vprintf(make_module):
+    m = make_module(SEED, prefix="seed_ptx")
     ptx = od.code_ptx(m.kernel, od.Ptr[od.int64], cc=(9, 0))
     assert ".target sm_90" in ptx
     assert "vprintf" in ptx
     assert ".visible .entry" in ptx
 
 
-def test_seed_kernel_ptx_changes_after_redefinition():
-    m = module("seed_ptx_redefined", SEED)
+def test_seed_kernel_ptx_changes_after_redefinition(make_module):
+    m = make_module(SEED, prefix="seed_ptx_redefined")
     before = od.code_ptx(m.kernel, od.Ptr[od.int64])
-    exec(SEED.replace("print(1)", "print(2)").split("def kernel")[0], m.__dict__)
+    m.run(SEED.replace("print(1)", "print(2)").split("def kernel")[0])
     after = od.code_ptx(m.kernel, od.Ptr[od.int64])
     assert before != after
 
 
-def test_generic_device_method_dispatches_on_argument_type_in_ptx():
-    m = module("dispatch_ptx", """
-@od.function
-def scale(x: od.Float):
-    return x * 2.5
+def test_generic_device_method_dispatches_on_argument_type_in_ptx(make_module):
+    m = make_module("""
+        from numba import cuda
 
-@od.function
-def scale(x: od.Integer):
-    return x << 3
+        import overdub as od
 
-def kernel(out, x):
-    out[cuda.grid(1)] = scale(x)
-""")
+        @od.function
+        def scale(x: od.Float):
+            return x * 2.5
+
+        @od.function
+        def scale(x: od.Integer):
+            return x << 3
+
+        def kernel(out, x):
+            out[cuda.grid(1)] = scale(x)
+    """, prefix="dispatch_ptx")
     f32 = od.code_ptx(m.kernel, types.float32[:], od.float32)
     i64 = od.code_ptx(m.kernel, types.int64[:], od.int64)
     assert f32 != i64
@@ -63,26 +64,33 @@ def kernel(out, x):
     assert "shl.b64" in i64
 
 
-def test_cuda_idiom_lowers_to_special_registers_barriers_shared_memory_and_atomics():
-    m = module("idiom_ptx", """
-def kernel(a, out):
-    sm = cuda.shared.array(32, numba.float32)
-    t = cuda.threadIdx.x
-    sm[t] = a[cuda.grid(1)]
-    cuda.syncthreads()
-    if t == 0:
-        cuda.atomic.add(out, 0, sm[0] + math.sqrt(sm[1]))
-""")
+def test_cuda_idiom_lowers_to_special_registers_barriers_shared_memory_and_atomics(make_module):
+    m = make_module("""
+        import math
+
+        import numba
+        from numba import cuda
+
+        def kernel(a, out):
+            sm = cuda.shared.array(32, numba.float32)
+            t = cuda.threadIdx.x
+            sm[t] = a[cuda.grid(1)]
+            cuda.syncthreads()
+            if t == 0:
+                cuda.atomic.add(out, 0, sm[0] + math.sqrt(sm[1]))
+    """, prefix="idiom_ptx")
     ptx = od.code_ptx(m.kernel, types.float32[:], types.float32[:])
     for needle in ("%tid.x", "%ctaid.x", "bar.sync", ".shared", "atom.global.add.f32", "sqrt"):
         assert needle in ptx, needle
 
 
-def test_context_overdub_changes_the_generated_code():
-    m = module("context_ptx", """
-def kernel(out, x):
-    out[0] = math.sin(x)
-""")
+def test_context_overdub_changes_the_generated_code(make_module):
+    m = make_module("""
+        import math
+
+        def kernel(out, x):
+            out[0] = math.sin(x)
+    """, prefix="context_ptx")
     ctx = od.Context("fast_sin")
 
     @ctx.overdub(math.sin)
@@ -94,19 +102,45 @@ def kernel(out, x):
     assert "sin" not in overdubbed.replace("fast_sin", "")
 
 
-def test_code_llvm_shows_the_nvvm_ir():
-    m = module("llvm_ir", "def kernel(p, v):\n    p[0] = v\n")
+def test_code_llvm_shows_the_nvvm_ir(make_module):
+    m = make_module("""
+        def kernel(p, v):
+            p[0] = v
+    """, prefix="llvm_ir")
     llvm = od.code_llvm(m.kernel, od.Ptr[od.float32], od.float32)
     assert "store float" in llvm
 
 
-def test_vector_loads_and_stores_are_128_bit_transactions():
-    m = module("vector_ptx", """
-def kernel(x, y, n4):
-    i = cuda.grid(1)
-    if i < n4:
-        xs = od.vload(x, i, 4)
-        od.vstore(y, (xs[3], xs[2], xs[1], xs[0]), i)
-""")
+def test_vector_loads_and_stores_are_128_bit_transactions(make_module):
+    m = make_module("""
+        from numba import cuda
+
+        import overdub as od
+
+        def kernel(x, y, n4):
+            i = cuda.grid(1)
+            if i < n4:
+                xs = od.vload(x, i, 4)
+                od.vstore(y, (xs[3], xs[2], xs[1], xs[0]), i)
+    """, prefix="vector_ptx")
     ptx = od.code_ptx(m.kernel, od.Ptr[od.float32], od.Ptr[od.float32], od.int64)
     assert "ld.global.v4.f32" in ptx and "st.global.v4.f32" in ptx
+
+
+def test_a_method_error_on_the_cuda_path_names_the_real_file_and_line(make_module):
+    m = make_module("""
+        import overdub as od
+
+        @od.function
+        def g(x: od.Integer):
+            return x
+
+        def kernel(out, x):
+            out[0] = g(x)
+    """, prefix="cuda_method_error")
+    with pytest.raises(od.MethodError) as info:
+        od.code_ptx(m.kernel, types.float64[:], od.float64)
+    message = str(info.value)
+    assert "no method matching g(float64)" in message and "<string>" not in message
+    assert f"called at {m.filename}:{m.line_of('out[0] = g(x)')}" in message
+    assert f"g(x: Integer) at {m.filename}:{m.line_of('@od.function')}" in message

@@ -4,9 +4,7 @@ import pytest
 
 import overdub as od
 
-
-def fresh(name="f"):
-    return od.GenericFunction(name)
+from helpers import fresh
 
 
 def test_decorator_returns_the_same_generic_function_for_the_same_qualified_name():

@@ -19,7 +19,7 @@ from hypothesis.stateful import RuleBasedStateMachine, rule
 
 import overdub as od
 
-from conftest import unique_name
+from helpers import unique_name
 
 N_FUNCTIONS, N_HELPERS, N_GLOBALS = 3, 2, 2
 ARGUMENTS = {"int": "7", "float": "2.5"}

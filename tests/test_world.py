@@ -4,6 +4,8 @@ import threading
 import overdub as od
 from overdub import world
 
+from helpers import fresh
+
 
 class Dependent(world.Node):
     """A stand-in for a compiled thing (the compiler's kernels plug in the same way)."""
@@ -22,10 +24,6 @@ def build(name, *lookups):
         for table, argtypes in lookups:
             table.dispatch(argtypes)
     return node
-
-
-def fresh(name="f"):
-    return od.GenericFunction(name)
 
 
 def test_every_definition_bumps_the_world():

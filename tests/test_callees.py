@@ -1,0 +1,51 @@
+"""What a kernel's names can be (overdub/rewrite.py): plain functions called with keyword and default
+arguments, builtins such as ``len``, kernels defined in closures (free variables), and another module's
+globals read through the module (module proxies) -- the last two seen afresh after a redefinition or rebinding.
+"""
+import overdub as od
+
+from helpers import run
+
+
+def test_plain_function_callee_with_keyword_and_default_arguments(make_module):
+    m = make_module("""
+        def scaled(x, scale=2):
+            return x * scale
+
+        def kernel(out):
+            out[0] = scaled(3)
+            out[1] = scaled(3, scale=5)
+    """)
+    assert run(m.kernel, n=2) == [6, 15]
+
+
+def test_len_of_an_array_works_in_a_kernel(make_module):
+    m = make_module("""
+        def kernel(out):
+            out[0] = len(out)
+    """)
+    assert run(m.kernel, n=3) == [3, 0, 0]
+
+
+def test_kernel_defined_in_a_closure_sees_a_redefined_generic_function():
+    f = od.GenericFunction("f_closure")
+    f.define(lambda x: 1, sig=(od.Integer,))
+
+    def kernel(out):
+        out[0] = f(0)
+
+    assert run(kernel) == [1]
+    f.define(lambda x: 2, sig=(od.Integer,))
+    assert run(kernel) == [2]
+
+
+def test_rebound_global_of_another_module_read_through_the_module_is_used(make_module):
+    config = make_module("N = 3")
+    m = make_module("""
+        def kernel(out):
+            out[0] = config.N
+    """)
+    m.config = config
+    assert run(m.kernel) == [3]
+    config.N = 8
+    assert run(m.kernel) == [8]

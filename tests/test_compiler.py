@@ -1,0 +1,209 @@
+"""The compiler driver and its kernel cache (overdub/compiler.py): one compile per kernel and argument
+types, none on a relaunch; CompileErrors naming the kernel's real ``file.py:LINE`` (recursion too), and
+what a failed compile leaves usable; one INFO log record per compile, giving its reason.
+"""
+import logging
+import os
+
+import numpy as np
+import pytest
+
+import overdub as od
+
+from helpers import compiles, run
+
+
+# --- the kernel cache -----------------------------------------------------------------------------------
+
+def test_relaunching_an_unchanged_kernel_does_not_recompile(make_module):
+    m = make_module("""
+        def kernel(out):
+            out[0] = 1
+    """)
+    run(m.kernel)
+    before = compiles()
+    run(m.kernel)
+    assert compiles() == before
+
+
+def test_a_kernel_is_compiled_once_per_argument_types(make_module):
+    m = make_module("""
+        def kernel(out, x):
+            out[0] = x * 2
+    """)
+    assert run(m.kernel, 2, dtype=np.float64) == [4.0]
+    assert run(m.kernel, 2.5, dtype=np.float64) == [5.0]
+    before = compiles()
+    assert run(m.kernel, 3, dtype=np.float64) == [6.0]
+    assert run(m.kernel, 3.5, dtype=np.float64) == [7.0]
+    assert compiles() == before
+
+
+# --- compile errors -------------------------------------------------------------------------------------
+
+def test_unsupported_python_raises_compile_error_naming_the_kernel_line(make_module):
+    m = make_module("""
+        def kernel(out):
+            out[0] = "not a number"
+    """)
+    with pytest.raises(od.CompileError) as info:
+        run(m.kernel)
+    message = str(info.value)
+    assert "kernel" in message
+    assert f'{m.filename}", line {m.line_of("not a number")}' in message
+
+
+def test_a_failed_compile_leaves_an_earlier_kernel_usable(make_module):
+    m = make_module("""
+        def kernel(out, x):
+            out[0] = x
+    """)
+    assert run(m.kernel, 1) == [1]
+    with pytest.raises(od.CompileError):
+        run(m.kernel, "text")
+    before = compiles()
+    assert run(m.kernel, 2) == [2]
+    assert compiles() == before
+
+
+def test_a_redefinition_that_fails_to_compile_never_runs_the_stale_kernel(make_module):
+    m = make_module("""
+        import overdub as od
+
+        @od.function
+        def f(x: od.Integer):
+            return 1
+
+        def kernel(out):
+            out[0] = f(0)
+    """)
+    assert run(m.kernel) == [1]
+    m.run("""
+        @od.function
+        def f(x: od.Integer):
+            return "not a number"
+    """)
+    for _ in range(2):
+        with pytest.raises(od.CompileError):
+            run(m.kernel)
+
+
+def test_the_next_good_launch_after_a_failed_compile_works(make_module):
+    m = make_module("""
+        import overdub as od
+
+        @od.function
+        def f(x: od.Integer):
+            return 1
+
+        def kernel(out):
+            out[0] = f(0)
+    """)
+    run(m.kernel)
+    m.run("""
+        @od.function
+        def f(x: od.Integer):
+            return "not a number"
+    """)
+    with pytest.raises(od.CompileError):
+        run(m.kernel)
+    m.run("""
+        @od.function
+        def f(x: od.Integer):
+            return 3
+    """)
+    assert run(m.kernel) == [3]
+
+
+def test_a_method_error_leaves_other_argument_types_usable(make_module):
+    m = make_module("""
+        import overdub as od
+
+        @od.function
+        def f(x: od.Integer):
+            return x
+
+        def kernel(out, x):
+            out[0] = f(x)
+    """)
+    assert run(m.kernel, 4) == [4]
+    with pytest.raises(od.MethodError):
+        run(m.kernel, 4.0)
+    before = compiles()
+    assert run(m.kernel, 5) == [5]
+    assert compiles() == before
+
+
+def test_recursive_generic_function_raises_compile_error_naming_the_recursive_call(make_module):
+    m = make_module("""
+        import overdub as od
+
+        @od.function
+        def fact(n: od.Integer):
+            if n <= 1:
+                return 1
+            return n * fact(n - 1)
+
+        def kernel(out, n):
+            out[0] = fact(n)
+    """)
+    with pytest.raises(od.CompileError) as info:
+        run(m.kernel, 5)
+    assert f"{m.filename}:{m.line_of('return n * fact(n - 1)')}" in str(info.value)
+
+
+# --- compile log records and their reasons --------------------------------------------------------------
+
+def _compile_records(caplog):
+    return [r for r in caplog.records if r.name == "overdub" and r.levelno == logging.INFO]
+
+
+def test_first_compile_logs_one_info_record_with_its_reason(make_module, caplog):
+    m = make_module("""
+        def kernel(out):
+            out[0] = 1
+    """)
+    caplog.set_level(logging.INFO, logger="overdub")
+    run(m.kernel)
+    run(m.kernel)
+    records = _compile_records(caplog)
+    assert len(records) == 1
+    assert "first launch of kernel(array(int64, 1d, C))" in records[0].getMessage()
+
+
+def test_recompile_after_redefinition_logs_the_redefinition_and_its_location(make_module, caplog):
+    m = make_module("""
+        import overdub as od
+
+        @od.function
+        def f(x: od.Integer):
+            return 1
+
+        def kernel(out):
+            out[0] = f(0)
+    """)
+    run(m.kernel)
+    caplog.set_level(logging.INFO, logger="overdub")
+    path = m.run("""
+        @od.function
+        def f(x: od.Integer):
+            return 2
+    """)
+    run(m.kernel)
+    [record] = _compile_records(caplog)
+    assert f"f(x: Integer) redefined at {os.path.basename(path)}:2" in record.getMessage()
+
+
+def test_recompile_after_rebinding_logs_the_global(make_module, caplog):
+    m = make_module("""
+        N = 1
+
+        def kernel(out):
+            out[0] = N
+    """)
+    run(m.kernel)
+    caplog.set_level(logging.INFO, logger="overdub")
+    m.N = 2
+    run(m.kernel)
+    [record] = _compile_records(caplog)
+    assert f"global {m.__name__}.N rebound" in record.getMessage()

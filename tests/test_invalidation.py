@@ -1,0 +1,307 @@
+"""Never stale, never needlessly recompiled (overdub/world.py and overdub/bindings.py, through the compiler's
+caches): redefining a method or function, or rebinding a global, makes the next launch of every kernel that
+consulted it recompile, and of no other; launches racing redefinitions; the invalidation log and
+``od.explain``.
+
+Each test builds its kernels in a fresh module (the ``make_module`` fixture of conftest.py) so that
+redefinitions and global rebindings act on real module globals and no two tests share a generic function.
+"""
+import threading
+
+import numpy as np
+
+import overdub as od
+
+from helpers import compiles, run
+
+
+# --- redefinition and rebinding make the next launch see the new code -----------------------------------
+
+def test_redefined_generic_method_is_used_by_the_next_launch(make_module):
+    m = make_module("""
+        import overdub as od
+
+        @od.function
+        def f(x: od.Integer):
+            return 1
+
+        def kernel(out):
+            out[0] = f(0)
+    """)
+    assert run(m.kernel) == [1]
+    m.run("""
+        @od.function
+        def f(x: od.Integer):
+            return 2
+    """)
+    assert run(m.kernel) == [2]
+
+
+def test_redefined_plain_function_callee_is_used_by_the_next_launch(make_module):
+    m = make_module("""
+        def helper(x):
+            return x + 1
+
+        def kernel(out):
+            out[0] = helper(10)
+    """)
+    assert run(m.kernel) == [11]
+    m.run("""
+        def helper(x):
+            return x * 100
+    """)
+    assert run(m.kernel) == [1000]
+
+
+def test_rebound_global_constant_read_by_the_kernel_is_used_by_the_next_launch(make_module):
+    m = make_module("""
+        N = 3
+
+        def kernel(out):
+            out[0] = N
+    """)
+    assert run(m.kernel) == [3]
+    m.N = 5
+    assert run(m.kernel) == [5]
+
+
+def test_rebound_global_constant_read_by_a_callee_is_used_by_the_next_launch(make_module):
+    m = make_module("""
+        import overdub as od
+        N = 3
+
+        def helper(x):
+            return x + N
+
+        @od.function
+        def f(x: od.Integer):
+            return helper(x)
+
+        def kernel(out):
+            out[0] = f(1)
+    """)
+    assert run(m.kernel) == [4]
+    m.run("N = 40")
+    assert run(m.kernel) == [41]
+
+
+def test_redefining_the_end_of_a_call_chain_is_seen_through_the_chain(make_module):
+    m = make_module("""
+        import overdub as od
+
+        @od.function
+        def c(x: od.Integer):
+            return 1
+
+        @od.function
+        def b(x: od.Integer):
+            return c(x) + 10
+
+        @od.function
+        def a(x: od.Integer):
+            return b(x) + 100
+
+        def kernel(out):
+            out[0] = a(0)
+    """)
+    assert run(m.kernel) == [111]
+    m.run("""
+        @od.function
+        def c(x: od.Integer):
+            return 7
+    """)
+    assert run(m.kernel) == [117]
+
+
+def test_more_specific_method_added_later_is_used_by_the_next_launch(make_module):
+    m = make_module("""
+        import overdub as od
+
+        @od.function
+        def f(x: od.Number):
+            return 1
+
+        def kernel(out, x):
+            out[0] = f(x)
+    """)
+    assert run(m.kernel, 5) == [1]
+    m.run("""
+        @od.function
+        def f(x: od.Integer):
+            return 2
+    """)
+    assert run(m.kernel, 5) == [2]
+    assert run(m.kernel, 5.0) == [1]
+
+
+# --- nothing else recompiles ----------------------------------------------------------------------------
+
+def test_redefining_a_function_leaves_a_kernel_that_does_not_use_it_cached(make_module):
+    m = make_module("""
+        import overdub as od
+
+        @od.function
+        def f(x: od.Integer):
+            return 1
+
+        @od.function
+        def g(x: od.Integer):
+            return 2
+
+        def uses_f(out):
+            out[0] = f(0)
+
+        def uses_g(out):
+            out[0] = g(0)
+    """)
+    run(m.uses_f)
+    run(m.uses_g)
+    before = compiles()
+    m.run("""
+        @od.function
+        def f(x: od.Integer):
+            return 3
+    """)
+    assert run(m.uses_g) == [2]
+    assert compiles() == before
+    assert run(m.uses_f) == [3]
+    assert compiles() == before + 1
+
+
+def test_rebinding_an_unrelated_global_of_the_same_module_does_not_recompile(make_module):
+    m = make_module("""
+        N = 1
+        UNRELATED = 0
+
+        def kernel(out):
+            out[0] = N
+    """)
+    run(m.kernel)
+    before = compiles()
+    m.UNRELATED = 99
+    assert run(m.kernel) == [1]
+    assert compiles() == before
+
+
+def test_rebinding_a_global_to_an_equal_constant_does_not_recompile(make_module):
+    m = make_module("""
+        N = 2.5
+
+        def kernel(out):
+            out[0] = N
+    """)
+    run(m.kernel, dtype=np.float64)
+    before = compiles()
+    m.run("N = 2.5")
+    assert run(m.kernel, dtype=np.float64) == [2.5]
+    assert compiles() == before
+
+
+def test_adding_a_method_that_does_not_apply_does_not_recompile(make_module):
+    m = make_module("""
+        import overdub as od
+
+        @od.function
+        def f(x: od.Integer):
+            return 1
+
+        def kernel(out):
+            out[0] = f(0)
+    """)
+    run(m.kernel)
+    before = compiles()
+    m.run("""
+        @od.function
+        def f(x: od.Float):
+            return 2
+    """)
+    assert run(m.kernel) == [1]
+    assert compiles() == before
+
+
+# --- concurrency ----------------------------------------------------------------------------------------
+
+def test_launches_racing_redefinitions_raise_nothing_and_end_on_the_new_method(make_module):
+    m = make_module("""
+        import overdub as od
+
+        @od.function
+        def f(x: od.Integer):
+            return 0
+
+        def kernel(out):
+            out[0] = f(0)
+    """)
+    run(m.kernel)
+    stop = threading.Event()
+    errors, seen = [], set()
+
+    def launcher():
+        out = np.zeros(1, dtype=np.int64)
+        try:
+            while not stop.is_set():
+                od.cuda(m.kernel, out)
+                seen.add(int(out[0]))
+        except BaseException as error:  # noqa: BLE001 -- any error is the failure
+            errors.append(error)
+
+    threads = [threading.Thread(target=launcher) for _ in range(3)]
+    for t in threads:
+        t.start()
+    try:
+        for version in (1, 2, 3):
+            m.run(f"""
+                @od.function
+                def f(x: od.Integer):
+                    return {version}
+            """)
+            stop.wait(0.05)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()
+    assert errors == []
+    assert seen <= {0, 1, 2, 3}
+    assert run(m.kernel) == [3]
+
+
+# --- what was invalidated, and why ----------------------------------------------------------------------
+
+def test_explain_lists_an_edge_naming_the_callee(make_module):
+    m = make_module("""
+        import overdub as od
+
+        @od.function
+        def callee_of_explain(x: od.Integer):
+            return 1
+
+        def kernel(out):
+            out[0] = callee_of_explain(0)
+    """)
+    out = np.zeros(1, dtype=np.int64)
+    assert od.explain(m.kernel, out) == []
+    od.cuda(m.kernel, out)
+    edges = od.explain(m.kernel, out)
+    assert any(e.startswith("callee_of_explain(int64) -> callee_of_explain(x: Integer)") for e in edges), edges
+
+
+def test_invalidation_log_records_the_cause_and_the_kernel(make_module):
+    m = make_module("""
+        import overdub as od
+
+        @od.function
+        def logged_f(x: od.Integer):
+            return 1
+
+        def kernel(out):
+            out[0] = logged_f(0)
+    """)
+    run(m.kernel)
+    m.run("""
+        @od.function
+        def logged_f(x: od.Integer):
+            return 2
+    """)
+    entry = od.invalidation_log()[-1]
+    assert "logged_f(x: Integer) redefined" in entry.cause
+    assert "kernel kernel(array(int64, 1d, C)) in CPU/cpu" in entry.invalidated
