@@ -1,6 +1,7 @@
 """Build configuration for overdub's optional native launch path (everything else is in pyproject.toml).
 
-The extension is built against Python's limited API, so one binary serves CPython 3.11 and later. When no
+The extension is built against Python's limited API (3.11), so one binary serves CPython 3.11 and later, and
+the wheel is tagged ``cp311-abi3-<platform>`` so that pip installs it into any of them. When no
 C compiler is available the build is skipped and overdub launches through its pure-Python path.
 """
 from setuptools import Extension, setup
@@ -15,4 +16,5 @@ setup(
             optional=True,
         )
     ],
+    options={"bdist_wheel": {"py_limited_api": "cp311"}},
 )
