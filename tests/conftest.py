@@ -1,6 +1,8 @@
 """Pytest hooks and fixtures only; the helpers the tests share are in helpers.py."""
 import pytest
 
+from overdub.runtime import runtime
+
 from helpers import SourceModule, unique_name
 
 
@@ -29,3 +31,10 @@ def make_module(tmp_path):
         module.run(source)
         return module
     return make
+
+
+@pytest.fixture(autouse=True)
+def fresh_runtime():
+    """Each test starts with nothing compiled, no launch functions and zeroed counters."""
+    runtime.reset()
+    yield

@@ -11,7 +11,7 @@ from overdub import arguments
 from overdub.targets import cuda as cuda_target
 from overdub.targets import get_target
 
-from conftest import compiles
+from helpers import compiles
 
 
 class Interface:

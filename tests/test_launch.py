@@ -45,7 +45,7 @@ def test_python_int_beyond_int64_is_typed_as_on_a_first_launch(make_module):
 
 
 def test_a_module_level_loop_variable_neither_recompiles_nor_piles_up_launch_functions(make_module):
-    from overdub import launch as launch_module
+    from overdub.runtime import launch_key, runtime
     m = make_module("""
         N = 1
 
@@ -59,7 +59,7 @@ def test_a_module_level_loop_variable_neither_recompiles_nor_piles_up_launch_fun
         m.i = i                # what `for i in ...:` at module level does to the kernel's module
         od.cuda(m.kernel, out)
     assert compiles() == before and out[0] == 1
-    assert len(launch_module._launches[(m.kernel, None, None, np.ndarray)]) == 1
+    assert len(runtime.launches[launch_key(m.kernel, None, None, (out,))]) == 1
 
 
 def test_stats_count_launches(make_module):

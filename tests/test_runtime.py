@@ -9,7 +9,7 @@ import overdub as od
 from overdub import compiler
 from overdub.runtime import runtime
 
-from conftest import compiles
+from helpers import compiles
 
 
 def collected(ref) -> bool:
