@@ -94,3 +94,26 @@ def test_numba_is_reached_only_from_the_bridge_the_targets_and_the_modules_that_
             if any(n == "numba" or n.startswith("numba.") for n in names):
                 users.add(name)
     assert users <= allowed, sorted(users - allowed)
+
+
+def _design_layers() -> dict[str, int]:
+    """The layer of each module in docs/design.md's module diagram (0 is the top line)."""
+    text = (PACKAGE.parent / "docs" / "design.md").read_text()
+    block = text.split("```text\n", 1)[1].split("```", 1)[0]
+    layers = {}
+    for depth, line in enumerate(block.splitlines()):
+        for word in line.split("  ")[0:3]:
+            for token in word.split():
+                if token.endswith(".py"):
+                    name = "overdub." + token[:-3].replace("/", ".")
+                    layers[name.removesuffix(".__init__") or "overdub"] = depth
+    return layers
+
+
+def test_each_module_imports_only_modules_below_it_in_the_design_diagram():
+    modules = _modules()
+    layers = _design_layers()
+    assert set(layers) == set(modules), "docs/design.md's diagram must name every module"
+    upward = [f"{name} imports {dep}" for name, path in modules.items() for dep in _imports(name, path, modules)
+              if layers[dep] <= layers[name]]
+    assert upward == []
