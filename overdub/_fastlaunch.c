@@ -96,39 +96,40 @@ static int tuple_slots(PyObject *obj, PyObject *name, long ndim, uint64_t *slots
 }
 
 /* --- the argument kinds -------------------------------------------------------------------------------
- * Each has: how many 8-byte slots an argument takes, its guard (1: holds, 0: does not -- take the slow path,
- * -1: error) and its marshalling into the slots. */
+ * Each has: how many 8-byte slots an argument takes, and `pack`, which checks the argument's guard and
+ * writes its slots in one pass over its attributes: 1 when packed, 0 when the guard does not hold (take
+ * the slow path; slots already written are simply not used), -1 on error. */
 
-static Py_ssize_t scalar_slots(const ArgSpec *spec) { return 1; }
+static Py_ssize_t one_slot(const ArgSpec *spec) { return 1; }
 
-static int scalar_check(const ArgSpec *spec, PyObject *value) {
-    /* the argument's class, part of the caller's key, decides its numba type -- except for a Python int,
-     * which numba types as int64, or as uint64 when it does not fit */
-    if ((spec->code == 'q' || spec->code == 'Q') && PyLong_CheckExact(value)) {
-        int overflow;
-        PyLong_AsLongLongAndOverflow(value, &overflow);
-        if (PyErr_Occurred()) return -1;
-        return spec->code == 'q' ? overflow == 0 : overflow > 0;
-    }
-    return 1;
-}
-
-static int scalar_marshal(const ArgSpec *spec, PyObject *value, uint64_t *slots) {
+static int scalar_pack(const ArgSpec *spec, PyObject *value, uint64_t *slot) {
     char code = spec->code;
-    uint64_t *slot = slots;
     memset(slot, 0, sizeof *slot);
     if (code == 'f' || code == 'd') {
         double d = PyFloat_AsDouble(value);
         if (d == -1.0 && PyErr_Occurred()) return -1;
         if (code == 'f') { float f = (float)d; memcpy(slot, &f, sizeof f); }
         else memcpy(slot, &d, sizeof d);
-        return 0;
+        return 1;
     }
     if (code == '?') {
         int truth = PyObject_IsTrue(value);
         if (truth < 0) return -1;
         *(unsigned char *)slot = (unsigned char)truth;
-        return 0;
+        return 1;
+    }
+    if ((code == 'q' || code == 'Q') && PyLong_CheckExact(value)) {
+        /* the argument's class, part of the caller's key, decides its numba type -- except for a Python
+         * int, which numba types as int64, or as uint64 when it does not fit */
+        int overflow;
+        long long v = PyLong_AsLongLongAndOverflow(value, &overflow);
+        if (v == -1 && PyErr_Occurred()) return -1;
+        if (code == 'q') {
+            if (overflow != 0) return 0;
+            memcpy(slot, &v, 8);
+            return 1;
+        }
+        if (overflow <= 0) return 0;
     }
     PyObject *index = PyNumber_Index(value);
     if (index == NULL) return -1;
@@ -148,50 +149,51 @@ static int scalar_marshal(const ArgSpec *spec, PyObject *value, uint64_t *slots)
     case 'B': { uint8_t x = (uint8_t)v; memcpy(slot, &x, 1); break; }
     default: PyErr_Format(PyExc_TypeError, "unsupported scalar code %c", code); return -1;
     }
-    return 0;
+    return 1;
 }
 
-static Py_ssize_t pointer_slots(const ArgSpec *spec) { return 1; }
-
-static int pointer_check(const ArgSpec *spec, PyObject *value) {
-    return attr_is(value, s_dtype, spec->dtype) && attr_truth(value, s_device) == spec->device;
-}
-
-static int pointer_marshal(const ArgSpec *spec, PyObject *value, uint64_t *slots) {
+static int pointer_pack(const ArgSpec *spec, PyObject *value, uint64_t *slot) {
+    if (!attr_is(value, s_dtype, spec->dtype) || attr_truth(value, s_device) != spec->device) return 0;
     long long address;
     if (attr_ll(value, s_address, &address) < 0) return -1;
-    slots[0] = (uint64_t)address;
-    return 0;
+    *slot = (uint64_t)address;
+    return 1;
 }
 
-/* A cupy array: numba's exploded array -- meminfo, parent, nitems, itemsize, data, shape..., strides... */
+/* A cupy array, as numba's exploded array: meminfo, parent, nitems, itemsize, data, shape..., strides...
+ * Its rank is its shape's length; a C-contiguous array's strides follow from its shape. */
 static Py_ssize_t array_slots(const ArgSpec *spec) { return 5 + 2 * spec->ndim; }
 
-static int array_check(const ArgSpec *spec, PyObject *value) {
-    if (!attr_is(value, s_dtype, spec->dtype)) return 0;
-    long long ndim;
-    if (attr_ll(value, s_ndim, &ndim) < 0) { PyErr_Clear(); return 0; }
-    if (ndim != spec->ndim) return 0;
+static int array_layout_is(const ArgSpec *spec, PyObject *value) {
     int c = attr_truth(value, s_c_contiguous);
-    if (c < 0) return 0;
-    if (spec->layout == 'C') return c;
+    if (c < 0 || spec->layout == 'C') return c == 1;
     if (c) return 0;
     int f = attr_truth(value, s_f_contiguous);
-    return f >= 0 && (spec->layout == 'F' ? f : !f);
+    return f >= 0 && f == (spec->layout == 'F');
 }
 
-static int array_marshal(const ArgSpec *spec, PyObject *value, uint64_t *slots) {
+static int array_pack(const ArgSpec *spec, PyObject *value, uint64_t *slots) {
+    if (!attr_is(value, s_dtype, spec->dtype) || !array_layout_is(spec, value)) return 0;
     long ndim = spec->ndim;
     uint64_t *shape = slots + 5, *strides = slots + 5 + ndim;
-    Py_ssize_t n = 5;
-    if (tuple_slots(value, s_shape, ndim, slots, &n) < 0) return -1;
+    PyObject *tuple = PyObject_GetAttr(value, s_shape);
+    if (tuple == NULL) return -1;
+    int packed = PyTuple_Check(tuple) && PyTuple_Size(tuple) == ndim;
     uint64_t size = 1;
-    for (long i = 0; i < ndim; i++) size *= shape[i];
-    if (spec->layout == 'C') {      /* the strides of a C-contiguous array follow from its shape */
+    for (long i = 0; packed && i < ndim; i++) {
+        long long extent = PyLong_AsLongLong(PyTuple_GetItem(tuple, i));
+        if (extent == -1 && PyErr_Occurred()) { Py_DECREF(tuple); return -1; }
+        shape[i] = (uint64_t)extent;
+        size *= shape[i];
+    }
+    Py_DECREF(tuple);
+    if (!packed) return 0;
+    if (spec->layout == 'C') {
         uint64_t step = (uint64_t)spec->itemsize;
         for (long i = ndim - 1; i >= 0; i--) { strides[i] = step; step *= shape[i]; }
-    } else if (tuple_slots(value, s_strides, ndim, slots, &n) < 0) {
-        return -1;
+    } else {
+        Py_ssize_t n = 5 + ndim;
+        if (tuple_slots(value, s_strides, ndim, slots, &n) < 0) return -1;
     }
     long long ptr;
     PyObject *data = PyObject_GetAttr(value, s_data);
@@ -204,20 +206,19 @@ static int array_marshal(const ArgSpec *spec, PyObject *value, uint64_t *slots) 
     slots[2] = size;
     slots[3] = (uint64_t)spec->itemsize;
     slots[4] = (uint64_t)ptr;
-    return 0;
+    return 1;
 }
 
 typedef struct Kind_ {
     char kind;
     Py_ssize_t (*slots)(const ArgSpec *);
-    int (*check)(const ArgSpec *, PyObject *);
-    int (*marshal)(const ArgSpec *, PyObject *, uint64_t *);
+    int (*pack)(const ArgSpec *, PyObject *, uint64_t *);
 } Kind;
 
 static const Kind kinds[] = {
-    {SCALAR, scalar_slots, scalar_check, scalar_marshal},
-    {POINTER, pointer_slots, pointer_check, pointer_marshal},
-    {ARRAY, array_slots, array_check, array_marshal},
+    {SCALAR, one_slot, scalar_pack},
+    {POINTER, one_slot, pointer_pack},
+    {ARRAY, array_slots, array_pack},
 };
 
 static const Kind *kind_named(char name) {
@@ -279,9 +280,14 @@ static int launcher_run(Launcher *self, PyObject *args, Py_ssize_t first, PyObje
     int valid = still_valid(self);
     if (valid <= 0) return valid;
     if (PyTuple_Size(args) - first != self->nargs) return 0;
+    uint64_t slots[MAX_SLOTS];
+    void *params[MAX_SLOTS];
+    Py_ssize_t n = 0;
     for (Py_ssize_t i = 0; i < self->nargs; i++) {
-        int ok = self->specs[i].ops->check(&self->specs[i], PyTuple_GetItem(args, first + i));
-        if (ok <= 0) return ok;
+        const ArgSpec *spec = &self->specs[i];
+        int packed = spec->ops->pack(spec, PyTuple_GetItem(args, first + i), slots + n);
+        if (packed <= 0) return packed;
+        n += spec->ops->slots(spec);
     }
     unsigned grid[3], block[3];
     if (parse_dims(blocks, grid) < 0 || parse_dims(threads, block) < 0) return -1;
@@ -294,14 +300,6 @@ static int launcher_run(Launcher *self, PyObject *args, Py_ssize_t first, PyObje
         hstream = PyLong_AsVoidPtr(handle);
         Py_DECREF(handle);
         if (PyErr_Occurred()) return -1;
-    }
-    uint64_t slots[MAX_SLOTS];
-    void *params[MAX_SLOTS];
-    Py_ssize_t n = 0;
-    for (Py_ssize_t i = 0; i < self->nargs; i++) {
-        const ArgSpec *spec = &self->specs[i];
-        if (spec->ops->marshal(spec, PyTuple_GetItem(args, first + i), slots + n) < 0) return -1;
-        n += spec->ops->slots(spec);
     }
     for (Py_ssize_t i = 0; i < n; i++) params[i] = &slots[i];
     int err = self->launch(self->function, grid[0], grid[1], grid[2], block[0], block[1], block[2],
