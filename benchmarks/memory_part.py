@@ -146,12 +146,15 @@ def child(variant: str, warmup: int, reruns: int, trace: bool) -> dict:
     rss0 = _rss()
     if trace:
         traced0, snap0 = tracemalloc.get_traced_memory()[0], tracemalloc.take_snapshot()
-    t0 = time.perf_counter()
+    times = []
     for _ in range(reruns):
+        t0 = time.perf_counter()
         rerun()
-    seconds = time.perf_counter() - t0
+        times.append(time.perf_counter() - t0)
     gc.collect()
-    out = {"variant": variant, "warmup": warmup, "reruns": reruns, "seconds_per_rerun": seconds / reruns,
+    tenth = max(1, reruns // 10)
+    out = {"variant": variant, "warmup": warmup, "reruns": reruns, "seconds_per_rerun": sum(times) / reruns,
+           "seconds_first_tenth": sum(times[:tenth]) / tenth, "seconds_last_tenth": sum(times[-tenth:]) / tenth,
            "rss_per_rerun": (_rss() - rss0) / reruns, "rss_end": _rss()}
     if trace:
         out["traced_per_rerun"] = (tracemalloc.get_traced_memory()[0] - traced0) / reruns
@@ -164,7 +167,7 @@ def child(variant: str, warmup: int, reruns: int, trace: bool) -> dict:
 
 # --- the parent: the part ----------------------------------------------------------------------------------
 
-def measure(variant: str, warmup: int, reruns: int, trace: bool = False, timeout: float = 900) -> dict:
+def measure(variant: str, warmup: int, reruns: int, trace: bool = False, timeout: float = 3600) -> dict:
     """Run one variant in a fresh interpreter; its JSON result (raises on failure)."""
     cmd = [sys.executable, str(Path(__file__).resolve()), "--variant", variant, "--warmup", str(warmup),
            "--reruns", str(reruns)] + (["--tracemalloc"] if trace else [])
@@ -198,7 +201,8 @@ def run(part, quick: bool, check_only: bool = False) -> None:
                          rss_end_mib=round(r["rss_end"] / 2**20, 1))
             part.measure(f"{label} Python objects kept (tracemalloc)", got[key]["traced"], "KiB/re-run",
                          reruns=cfg["tracemalloc_reruns"], top=" ; ".join(t["top_sites"]))
-            part.measure(f"{label} wall time", r["seconds_per_rerun"] * 1e3, "ms/re-run")
+            part.measure(f"{label} wall time", r["seconds_per_rerun"] * 1e3, "ms/re-run",
+                         first_tenth_ms=r["seconds_first_tenth"] * 1e3, last_tenth_ms=r["seconds_last_tenth"] * 1e3)
     for od_key, (label, _, _, nb_key) in VARIANTS.items():
         if nb_key is None or od_key not in got or nb_key not in got:
             continue
