@@ -1,9 +1,9 @@
 """overdub benchmark suite: one command runs every part the machine can run.
 
-    python benchmarks/run.py [--quick] [--out DIR] [--parts 1,2,3,4,5] [--check] [--compile-only]
+    python benchmarks/run.py [--quick] [--out DIR] [--parts 1,2,3,4,5,6] [--check] [--compile-only]
 
 Parts 1-4 need a usable GPU (numba.cuda.is_available()) with cupy and cuda.core; part 5 (CPU target vs
-numba.njit) runs anywhere. Writes DIR/results.json, DIR/results.md and DIR/*.png (when matplotlib is
+numba.njit) and part 6 (memory kept per re-run of a notebook cell) run anywhere. Writes DIR/results.json, DIR/results.md and DIR/*.png (when matplotlib is
 importable) and prints the markdown at the end. See docs/benchmarks.md.
 """
 from __future__ import annotations
@@ -27,9 +27,10 @@ if str(ROOT) not in sys.path:
 
 from _common import Part, error_text  # noqa: E402
 
-ALL_PARTS = ["1", "2", "3", "4", "5"]
+ALL_PARTS = ["1", "2", "3", "4", "5", "6"]
 TITLES = {"1": "Launch overhead", "2": "Validity-check scaling", "3": "Generated-code quality",
           "4": "Recompile selectivity and cost", "5": "CPU target vs numba.njit",
+          "6": "Memory kept per re-run of a notebook cell",
           "ptx": "PTX compile check (no GPU needed)"}
 
 
@@ -119,6 +120,7 @@ def main(argv=None) -> int:
 
     import gpu_parts
     import cpu_part
+    import memory_part
     cfg = gpu_parts.check_settings() if args.check else gpu_parts.settings(args.quick)
 
     def run_part(key: str, fn):
@@ -153,6 +155,10 @@ def main(argv=None) -> int:
             if args.compile_only:
                 continue
             run_part("5", lambda part: cpu_part.run(part, args.quick, check_only=args.check))
+            continue
+        if key == "6":
+            if not args.compile_only:
+                run_part("6", lambda part: memory_part.run(part, args.quick, check_only=args.check))
             continue
         if args.compile_only:
             continue
