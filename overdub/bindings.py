@@ -95,7 +95,6 @@ def read(namespace: dict, name: str):
             binding = None
         if binding is None:
             binding = runtime.bindings[key] = Binding(namespace, name, value, seen_version)
-            runtime.namespaces[id(namespace)] = namespace
         world.consult(binding)
         builder = world.being_built()
         if isinstance(builder, Guarded):

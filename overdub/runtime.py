@@ -114,8 +114,8 @@ class Runtime:
         self.launches: dict = {}                  # launch_key(...) -> [launch functions], replaced, never mutated
         self._launch_keys: dict = {}              # kernel function's reference -> its launch keys
         self.proxies = weakref.WeakValueDictionary()   # (kind, chain, id(value)) -> rewrite proxy
-        self.bindings: dict = {}                  # (id(namespace), name) -> bindings.Binding
-        self.namespaces: dict = {}                # id(namespace) -> namespace (keeps ids unique)
+        self.bindings: dict = {}                  # (id(namespace), name) -> bindings.Binding (which holds
+                                                  # the namespace, so the id stays unique)
         self._watchers: dict = {}                 # function reference -> its death callback's reference
         self._dead: list = []                     # references of functions that died, to clean up
         self._counters = {"compiles": 0, "method_instances": 0}
@@ -196,7 +196,6 @@ class Runtime:
             self._launch_keys.clear()
             self.proxies.clear()
             self.bindings.clear()
-            self.namespaces.clear()
             self._watchers.clear()
             self._dead.clear()
             self._counters = dict.fromkeys(self._counters, 0)

@@ -117,3 +117,22 @@ def test_each_module_imports_only_modules_below_it_in_the_design_diagram():
     upward = [f"{name} imports {dep}" for name, path in modules.items() for dep in _imports(name, path, modules)
               if layers[dep] <= layers[name]]
     assert upward == []
+
+
+def test_each_target_provides_the_target_interface_and_its_name_is_what_users_pass():
+    from overdub import targets
+    members = [name for name in vars(targets.Target) if not name.startswith("_")]
+    members += list(targets.Target.__annotations__)
+    for name in ("cpu", "cuda"):
+        target = targets.get_target(name)
+        assert target.name == name
+        assert [m for m in members if not hasattr(target, m)] == []
+    assert targets.get_target("cuda").label.startswith("cuda (sm_")
+
+
+def test_each_launcher_provides_the_launcher_interface():
+    from overdub import targets
+    from overdub.targets import cpu, cuda
+    members = [name for name in vars(targets.Launcher) if not name.startswith("_")]
+    for launcher in (cpu.CPULauncher, cuda.CUDALauncher):
+        assert [m for m in members if not hasattr(launcher, m)] == []

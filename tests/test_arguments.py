@@ -111,3 +111,29 @@ def test_a_kernel_with_more_parameter_slots_than_the_native_buffer_takes_the_pyt
     class Kernel:          # the validity checks a native launcher reads
         guard = type("Guard", (), {"native_checks": staticmethod(lambda: [])})()
     assert launcher._native(Kernel(), pointers, argtypes) is None
+
+
+class FakeCupy:
+    """The attributes of a cupy array that its kind reads."""
+
+    def __init__(self, shape, order="C", dtype=np.float32):
+        host = np.zeros(shape, dtype=dtype, order=order)
+        self.dtype, self.ndim, self.shape, self.strides, self.size = host.dtype, host.ndim, host.shape, host.strides, host.size
+        self._c_contiguous, self._f_contiguous = host.flags.c_contiguous, host.flags.f_contiguous
+        self.data = type("MemoryPointer", (), {"ptr": 0x2000})()
+
+
+def test_a_cupy_array_is_typed_by_its_flags_and_passed_as_numbas_exploded_array():
+    kind = arguments.CupyArray(FakeCupy)
+    assert kind.typeof(FakeCupy((3, 4))) == numba.types.Array(numba.float32, 2, "C")
+    assert kind.typeof(FakeCupy((3, 4), order="F")) == numba.types.Array(numba.float32, 2, "F")
+    c_array = FakeCupy((3, 4))
+    fmt, expression = kind.cuda_slots(kind.typeof(c_array))
+    assert fmt == "q" * 9
+    assert eval(f"({expression.format(v='a')},)", {"a": c_array}) == (0, 0, 12, 4, 0x2000, 3, 4, 16, 4)
+    assert kind.native_spec(kind.signature(c_array), None) == ("a", np.dtype(np.float32), 2, 4, "C")
+    signature = kind.signature(c_array)
+    conditions = kind.guards("a0", signature, consts := {})
+    accepts = lambda value: all(eval(c, dict(consts, a0=value)) for c in conditions)   # noqa: E731
+    assert accepts(FakeCupy((5, 2)))
+    assert not accepts(FakeCupy((3, 4), order="F")) and not accepts(FakeCupy((3, 4), dtype=np.float64))
