@@ -92,12 +92,14 @@ def signature_of(func) -> tuple[tuple[str, ...], tuple, tuple]:
     return tuple(names), tuple(types_), tuple(defaults)
 
 
-def _fill_defaults(func, params: tuple, defaults: tuple, arity: int):
-    """A def taking the first ``arity`` parameters of ``func`` and calling it with the defaults for the rest
-    (as Julia expands ``f(x, y=1)`` into the methods ``f(x)`` and ``f(x, y)``)."""
+def _fill_defaults(func, params: tuple, defaults: tuple, arity: int, full):
+    """A def taking the first ``arity`` parameters of ``func`` and calling ``full`` with the defaults for the
+    rest (as Julia expands ``f(x, y=1)`` into the methods ``f(x) = f(x, 1)`` and ``f(x, y)``: ``full`` is the
+    generic function, so the call dispatches -- to a more specific method, a context's overdub, a
+    redefinition)."""
     kept = list(params[:arity])
     filled = [f"__overdub_default{i}" for i in range(len(params) - arity)]
-    namespace = {"__name__": func.__module__, "__overdub_full": func}
+    namespace = {"__name__": func.__module__, "__overdub_full": full}
     namespace.update(zip(filled, defaults[len(defaults) - len(filled):]))
     source = f"def method({', '.join(kept)}):\n    return __overdub_full({', '.join(kept + filled)})\n"
     exec(compile(source, f"<defaults of {func.__qualname__}>", "exec"), namespace)
@@ -106,9 +108,11 @@ def _fill_defaults(func, params: tuple, defaults: tuple, arity: int):
     return wrapper
 
 
-def methods_from(name: str, func, sig: tuple | None = None) -> list["Method"]:
+def methods_from(name: str, func, sig: tuple | None = None, full=None) -> list["Method"]:
     """The methods a def defines: one for its full arity and, for each trailing default, one for the arity
-    without it. ``sig`` (for all parameters) overrides the annotations."""
+    without it, calling ``full`` (the generic function; the def itself for a context's overdub, whose
+    default-arity methods run the def they come from). ``sig`` (for all parameters) overrides the
+    annotations."""
     params, annotated, defaults = signature_of(func)
     if sig is not None:
         sig = tuple(as_type(t) for t in sig)
@@ -117,7 +121,7 @@ def methods_from(name: str, func, sig: tuple | None = None) -> list["Method"]:
     sig = annotated if sig is None else sig
     methods = [Method(name, func, params, sig)]
     for arity in range(len(params) - 1, len(params) - len(defaults) - 1, -1):
-        wrapper = _fill_defaults(func, params, defaults, arity)
+        wrapper = _fill_defaults(func, params, defaults, arity, func if full is None else full)
         methods.append(Method(name, wrapper, params[:arity], sig[:arity], origin=func))
     return methods
 
@@ -258,7 +262,7 @@ class GenericFunction:
     def define(self, func, sig: tuple | None = None) -> Method:
         """Add the methods of ``func`` (its annotations give the signature unless ``sig`` is given; each
         trailing default adds a method of lower arity); returns the full-arity one."""
-        methods = methods_from(self.__name__, func, sig)
+        methods = methods_from(self.__name__, func, sig, full=self)
         for method in methods:
             self.table.add(method)
         if func.__doc__ and not self.__doc__:
