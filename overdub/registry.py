@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import inspect
 import os
+import sys
+import types as pytypes
 
 from . import world
 from .types import Any, as_type, type_name, typeof
@@ -282,22 +284,32 @@ class GenericFunction:
         return f"<generic function {self.__qualname__} with {n} method{'s' if n != 1 else ''}>"
 
 
-_functions: dict[tuple[str, str], GenericFunction] = {}
-
-
 def function(func) -> GenericFunction:
-    """Decorator: add ``func`` as a method of the generic function named by its module and qualified name.
+    """Decorator: add ``func`` as a method of the generic function its name is bound to where the ``def``
+    runs, and return that generic function.
 
-    Returns that generic function, creating it on first use; defining a method with the signature of an
-    existing one replaces it, so re-running a notebook cell or a module's source redefines in place.
+    As in Julia, a name is a binding: if the name of the ``def`` already means a generic function in the
+    scope it is defined in -- the module (re-running a cell or a module's source), the enclosing function's
+    locals (a factory's earlier def), or what ``from lib import area`` bound -- the def adds a method to it,
+    replacing the method with the same signature. Otherwise it starts a new generic function: two closures
+    made by two calls of a factory, or defs exec'd into two namespaces, are separate functions.
     """
-    key = (func.__module__, func.__qualname__)
+    if not isinstance(func, pytypes.FunctionType):
+        raise TypeError(f"@od.function takes a def, not {_what(func)}: a generic function's methods are Python "
+                        f"functions the compiler can read")
+    scope = sys._getframe(1).f_locals
     with world.lock:
-        gf = _functions.get(key)
-        if gf is None:
-            gf = _functions[key] = GenericFunction(func.__name__, func.__module__, func.__qualname__)
+        gf = scope.get(func.__name__) if func.__name__ != "<lambda>" else None
+        if not isinstance(gf, GenericFunction):
+            gf = GenericFunction(func.__name__, func.__module__, func.__qualname__)
         gf.define(func)
     return gf
+
+
+def _what(value) -> str:
+    if isinstance(value, type):
+        return f"the class {value.__qualname__}"
+    return f"{type(value).__name__} {getattr(value, '__qualname__', value)!r}"
 
 
 def which(f: GenericFunction, *argtypes) -> Method:

@@ -1,5 +1,7 @@
 """Everything a launch's meaning depends on is an edge: closure cells, a function's code and defaults replaced
 in place (what %autoreload does), global values compared as data (-0.0, nan), and only real globals."""
+import sys
+
 import numpy as np
 import pytest
 
@@ -246,3 +248,113 @@ def test_a_context_overdub_of_the_full_arity_reaches_default_arity_calls(make_mo
     out = np.zeros(1, dtype=np.int64)
     od.cuda(m.kernel, out, context=m.ctx)
     assert out[0] == 12
+
+
+# --- identity: a name is a binding ------------------------------------------------------------------------
+
+def test_closures_from_one_factory_are_separate_generic_functions():
+    def make(k):
+        @od.function
+        def times(x):
+            return k * x
+        return times
+
+    times2, times3 = make(2), make(3)
+    assert times2 is not times3 and (times2(5), times3(5)) == (10, 15)
+
+    def kernel(out):
+        out[0] = times2(5)
+
+    assert run(kernel) == [10]
+
+
+def test_defs_execd_into_two_namespaces_are_separate_generic_functions(make_module):
+    a = make_module("import overdub as od\n@od.function\ndef f(x):\n    return 1\n", prefix="ns")
+    b = make_module("import overdub as od\n@od.function\ndef f(x):\n    return 2\n", prefix="ns")
+    assert a.f is not b.f and (a.f(0), b.f(0)) == (1, 2)
+
+
+def test_a_def_named_like_an_imported_generic_function_extends_it(make_module, monkeypatch):
+    lib = make_module("""
+        import overdub as od
+
+        @od.function
+        def area(x: od.Integer):
+            return 1
+    """, prefix="lib")
+    monkeypatch.setitem(sys.modules, lib.__name__, lib)
+    user = make_module(f"""
+        import overdub as od
+        from {lib.__name__} import area
+
+        @od.function
+        def area(x: od.Float):
+            return 2.5
+    """)
+    assert user.area is lib.area and (lib.area(1), lib.area(1.0)) == (1, 2.5)
+
+
+def test_an_overdub_of_one_lambda_does_not_apply_to_another():
+    first, second = (lambda x: x + 1), (lambda x: x + 2)
+    ctx = od.Context("one lambda")
+
+    @ctx.overdub(first)
+    def _(x):
+        return 100
+
+    def kernel(out):
+        out[0] = first(0)
+        out[1] = second(0)
+
+    out = np.zeros(2, dtype=np.int64)
+    od.cuda(kernel, out, context=ctx)
+    assert out.tolist() == [100, 2]
+
+
+# --- contexts: parents and forwards are edges -----------------------------------------------------------
+
+def test_reassigning_a_contexts_parent_is_seen_by_the_next_launch():
+    def helper(x):
+        return x
+
+    outer, other = od.Context("outer"), od.Context("other")
+
+    @outer.overdub(helper)
+    def _(x):
+        return 1
+
+    @other.overdub(helper)
+    def _(x):
+        return 2
+
+    ctx = od.Context("child", parent=outer)
+
+    def kernel(out):
+        out[0] = helper(0)
+
+    out = np.zeros(1, dtype=np.int64)
+    od.cuda(kernel, out, context=ctx)
+    assert out[0] == 1
+    ctx.parent = other
+    od.cuda(kernel, out, context=ctx)
+    assert out[0] == 2
+
+
+def test_a_forward_added_after_a_launch_is_seen_by_the_next_launch():
+    def helper(x):
+        return x + 1
+
+    def replacement(x):
+        return x + 50
+
+    ctx = od.Context("forwarding")
+
+    def kernel(out):
+        out[0] = helper(0)
+
+    out = np.zeros(1, dtype=np.int64)
+    od.cuda(kernel, out, context=ctx)
+    assert out[0] == 1
+    ctx.forward(helper, replacement)
+    od.cuda(kernel, out, context=ctx)
+    assert out[0] == 50
