@@ -12,12 +12,13 @@ modules; :func:`when_imported` runs such registrations once the library they tar
 """
 from __future__ import annotations
 
+import sys
 import types as pytypes
 
 import wrapt
 
 from . import world
-from .registry import MethodTable, methods_from
+from .registry import MethodTable, methods_from, reference_to
 from .rewrite import is_overdubbable
 
 __all__ = ["Context", "BaseContext", "TargetRoot", "CPU", "CUDA", "when_imported", "callee_key"]
@@ -61,12 +62,19 @@ class Context:
 
     def __init__(self, name: str, parent: "Context | None" = None):
         self.name = name
+        self.__module__ = sys._getframe(1).f_globals.get("__name__")     # where it is made: for pickling
         self._parent = parent
         self._tables: dict = {}
         self._forwards: dict = {}
         self._replacements: dict = {}
         self._namespaces: dict = {}       # keeps the module namespaces named by callee keys alive
         self.shape = ContextShape(self)
+
+    def __reduce__(self):
+        """By reference: the module-level variable of the module it was made in that holds it."""
+        module = sys.modules.get(self.__module__)
+        names = [name for name, value in vars(module).items() if value is self] if module else []
+        return reference_to(self, self.__module__, names[0] if names else self.name)
 
     @property
     def parent(self) -> "Context | None":
@@ -116,7 +124,8 @@ class Context:
         table = self._tables.get(key)
         if table is None:
             with world.lock:
-                table = self._tables.setdefault(key, MethodTable(f"{self.name}.overdub({callee_name(callee)})"))
+                table = self._tables.setdefault(key, MethodTable(f"{self.name}.overdub({callee_name(callee)})",
+                                                                 owner=(self, callee)))
         return table
 
     def forward(self, callee, to) -> None:

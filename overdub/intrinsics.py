@@ -54,6 +54,10 @@ class Pointer:
     def type(self) -> PtrType:
         return PtrType(numba.from_dtype(self.dtype))
 
+    def __reduce__(self):
+        raise TypeError("an od.Pointer is an address in this process and means nothing in another: pickle the "
+                        "array and take od.pointer of it where it is used")
+
     def _host_view(self) -> np.ndarray:
         if self.device or not isinstance(self.owner, np.ndarray):
             raise TypeError("this pointer's memory is not host memory: it can only be used inside a kernel")

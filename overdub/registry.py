@@ -15,8 +15,10 @@ Thread safety: definitions and cache fills run under :data:`overdub.world.lock`;
 """
 from __future__ import annotations
 
+import importlib
 import inspect
 import os
+import pickle
 import sys
 import types as pytypes
 
@@ -35,6 +37,12 @@ class MethodError(TypeError):
         super().__init__(name, argtypes, candidates)
         self.name, self.argtypes, self.candidates = name, argtypes, tuple(candidates)
         self.call_site: str | None = None        # "kernel.py:12", filled in by the compiler
+
+    def __reduce__(self):
+        # all fields travel (a worker's error reaches its parent intact); a candidate method travels by
+        # reference when its function is importable, else as its description
+        return (type(self), (self.name, self.argtypes, tuple(map(_portable, self.candidates))),
+                {"call_site": self.call_site})
 
     def headline(self) -> str:
         return f"no method matching {_call_repr(self.name, self.argtypes)}"
@@ -62,6 +70,38 @@ class AmbiguityError(MethodError):
 
     def _candidates_title(self) -> str:
         return "Ambiguous between (define a method more specific than all of these to resolve it):"
+
+
+class MethodDescription(str):
+    """A method of an error raised elsewhere, whose function could not be pickled by reference."""
+
+
+def _portable(method):
+    try:
+        pickle.dumps(method)
+    except Exception:          # anything pickle raises means: not importable here
+        return MethodDescription(repr(method))
+    return method
+
+
+def resolve_reference(module: str, qualname: str):
+    """The object importable as ``module`` + ``qualname`` (how generic functions and contexts pickle)."""
+    value = importlib.import_module(module)
+    for part in qualname.split("."):
+        value = getattr(value, part)
+    return value
+
+
+def reference_to(obj, module: str | None, qualname: str) -> tuple:
+    """``(resolve_reference, (module, qualname))`` for pickle, after checking that it finds ``obj``."""
+    try:
+        found = resolve_reference(module, qualname) is obj
+    except Exception:          # not importable: say so below
+        found = False
+    if not found:
+        raise pickle.PicklingError(f"cannot pickle {obj!r}: it pickles by reference, and {module}.{qualname} "
+                                   f"does not name it (define it at the top level of an importable module)")
+    return resolve_reference, (module, qualname)
 
 
 def _call_repr(name: str, argtypes: tuple) -> str:
@@ -131,11 +171,18 @@ def methods_from(name: str, func, sig: tuple | None = None, full=None) -> list["
 class Method:
     """One definition of a generic function (or of an overdub): a def and the signature it accepts."""
 
-    __slots__ = ("name", "func", "params", "sig", "file", "line")
+    __slots__ = ("name", "func", "params", "sig", "file", "line", "table")
 
     def __init__(self, name: str, func, params: tuple, sig: tuple, origin=None):
         self.name, self.func, self.params, self.sig = name, func, params, sig
         self.file, self.line = _location(origin or func)     # origin: the def a generated method comes from
+        self.table: MethodTable | None = None                # set when added to one
+
+    def __reduce__(self):
+        """By reference: the method of this signature in its owner's table."""
+        if self.table is None or self.table.owner is None:
+            raise pickle.PicklingError(f"cannot pickle {self!r}: it belongs to no generic function or context")
+        return _method_of, (self.table.owner, self.sig)
 
     @property
     def location(self) -> str:
@@ -190,11 +237,18 @@ class MethodMatch(world.Node):
         return f"{call} -> {'ambiguous' if self.ambiguous else 'no method'}"
 
 
-class MethodTable:
-    """The methods of one function, and the dispatch cache over them."""
+def _method_of(owner, sig: tuple) -> "Method":
+    table = owner.table if isinstance(owner, GenericFunction) else owner[0].table(owner[1])
+    return next(m for m in table.methods if m.sig == sig)
 
-    def __init__(self, name: str):
+
+class MethodTable:
+    """The methods of one function, and the dispatch cache over them. ``owner`` names it for pickling: a
+    generic function, or (context, callee) for a context's overdub table."""
+
+    def __init__(self, name: str, owner=None):
         self.name = name
+        self.owner = owner
         self.methods: list[Method] = []
         self._cache: dict[tuple, MethodMatch] = {}     # argument types -> the answer for them
 
@@ -237,6 +291,7 @@ class MethodTable:
     def add(self, method: Method) -> Method | None:
         """Add ``method``, or replace the one with the same signature; invalidate the answers that change."""
         with world.lock:
+            method.table = self
             replaced = next((i for i, m in enumerate(self.methods) if m.sig == method.sig), None)
             if replaced is None:
                 self.methods.append(method)
@@ -259,7 +314,10 @@ class GenericFunction:
         self.__qualname__ = qualname or name
         self.__module__ = module
         self.__doc__ = None
-        self.table = MethodTable(name)
+        self.table = MethodTable(name, owner=self)
+
+    def __reduce__(self):
+        return reference_to(self, self.__module__, self.__qualname__)
 
     def define(self, func, sig: tuple | None = None) -> Method:
         """Add the methods of ``func`` (its annotations give the signature unless ``sig`` is given; each
