@@ -227,28 +227,34 @@ static const Kind *kind_named(char name) {
     return NULL;
 }
 
+/* One extent of a grid or block: any integer but a bool (numpy's integers too), from 1 to 2^31 - 1. */
+static int parse_extent(PyObject *value, unsigned *out) {
+    if (PyBool_Check(value) || !PyIndex_Check(value)) return -1;
+    PyObject *index = PyNumber_Index(value);
+    if (index == NULL) { PyErr_Clear(); return -1; }
+    long v = PyLong_AsLong(index);
+    Py_DECREF(index);
+    if (v == -1 && PyErr_Occurred()) PyErr_Clear();
+    if (v < 1 || v > 0x7FFFFFFFL) return -1;
+    *out = (unsigned)v;
+    return 0;
+}
+
 static int parse_dims(PyObject *value, unsigned out[3]) {
     out[0] = out[1] = out[2] = 1;
-    if (PyLong_Check(value)) {
-        long v = PyLong_AsLong(value);
-        if (v < 1) goto bad;
-        out[0] = (unsigned)v;
+    if (PyTuple_Check(value) || PyList_Check(value)) {
+        PyObject *seq = PySequence_Tuple(value);
+        if (seq == NULL) return -1;
+        Py_ssize_t n = PyTuple_Size(seq);
+        int ok = n >= 1 && n <= 3;
+        for (Py_ssize_t i = 0; ok && i < n; i++) ok = parse_extent(PyTuple_GetItem(seq, i), &out[i]) == 0;
+        Py_DECREF(seq);
+        if (ok) return 0;
+    } else if (parse_extent(value, &out[0]) == 0) {
         return 0;
     }
-    PyObject *seq = PySequence_Tuple(value);
-    if (seq == NULL) { PyErr_Clear(); goto bad; }
-    Py_ssize_t n = PyTuple_Size(seq);
-    if (n < 1 || n > 3) { Py_DECREF(seq); goto bad; }
-    for (Py_ssize_t i = 0; i < n; i++) {
-        long v = PyLong_AsLong(PyTuple_GetItem(seq, i));
-        if (v < 1) { Py_DECREF(seq); PyErr_Clear(); goto bad; }
-        out[i] = (unsigned)v;
-    }
-    Py_DECREF(seq);
-    return 0;
-bad:
-    PyErr_Format(PyExc_ValueError, "blocks and threads must be a positive int or a tuple of 1-3 positive ints, "
-                 "not %R", value);
+    PyErr_Format(PyExc_ValueError, "blocks and threads must be a positive integer or a tuple of 1-3 positive "
+                 "integers (not bools), not %R", value);
     return -1;
 }
 

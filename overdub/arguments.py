@@ -23,7 +23,7 @@ import numba
 import numpy as np
 from numba.core import types as nt
 
-from .intrinsics import Pointer
+from .intrinsics import Pointer, contiguity
 from .types import PtrType
 
 __all__ = ["ArgumentKind", "kind_of", "signature_guards", "SLOT_CODES", "MAX_NATIVE_SLOTS"]
@@ -207,20 +207,6 @@ class CupyArray(ArgumentKind):
     def native_spec(self, signature, ty):
         dtype, ndim, layout = signature
         return ("a", dtype, ndim, dtype.itemsize, layout)
-
-
-def contiguity(shape, strides, itemsize) -> tuple[bool, bool]:
-    """(C-contiguous, Fortran-contiguous) of a strided layout, numpy's rule: extents of 1 have any stride."""
-    if strides is None:
-        return True, len(shape) <= 1
-    flags = []
-    for order in (reversed, lambda seq: seq):
-        expected, ok = itemsize, True
-        for extent, stride in zip(order(shape), order(strides)):
-            ok = ok and (extent <= 1 or stride == expected)
-            expected *= extent
-        flags.append(ok)
-    return flags[0], flags[1]
 
 
 class DeviceArray(ArgumentKind):

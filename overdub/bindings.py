@@ -1,35 +1,98 @@
-"""Edges on module globals: a compiled thing stays valid only while every global it read keeps its value.
+"""Edges on mutable Python state: module globals, closure cells, and a function's own code and defaults.
 
-Python has no hook on a module's dict that works on every supported version (dict watchers are 3.12+ and
-C-only), so overdub uses the two-level check GPUCompiler uses for world ages. Each namespace a compiled thing
-read from is recorded with its dict *version tag* (PEP 509's ``ma_version_tag``, bumped by every change of
-the dict). The fast check compares those tags: one integer read per namespace, no walk over edges. When a
-tag moved -- some global of that module changed, maybe an unrelated one -- the slow check compares each
-recorded :class:`Binding` of that namespace with its current value and invalidates the ones that really
-changed (and, through backedges, everything built from them); then it records the new tag.
+A compiled thing stays valid only while everything it read keeps its value: each global it named (a
+:class:`Binding`), each closure cell of each function it compiled (a :class:`CellBinding`), and each such
+function's ``__code__``, ``__defaults__`` and ``__kwdefaults__`` (a :class:`FunctionState`; what IPython's
+``%autoreload`` replaces in place). Each is a :mod:`overdub.world` node, an edge of whatever read it.
 
-On Python 3.14+, where dicts no longer carry a version tag, every check is the slow one.
+Python has no hook on any of these that works on every supported version (dict and function watchers are
+3.12+ and C-only), so overdub uses the two-level check GPUCompiler uses for world ages. Each edge names one
+machine word that moves whenever what it depends on may have changed: a namespace dict's *version tag*
+(PEP 509's ``ma_version_tag``, bumped by every change of the dict), a cell's content pointer, a function's
+code, defaults and keyword-defaults pointers. A :class:`Guard` records each word with the value it had: the
+fast check compares them, one integer read each, no walk over edges. When a word moved -- some global of
+that module changed, maybe an unrelated one; a cell or a function field was assigned, maybe an equal value
+-- the slow check compares the edges watching that word with what they recorded, invalidates the ones that
+really changed (and, through backedges, everything built from them), and records the word's new value.
+
+What counts as a change: identity, except for values equal as data (re-executing ``N = 2.5`` or ``K = (1,
+2)``), where equal means the same bits (``0.0`` and ``-0.0`` differ; a ``nan`` equals itself), and code
+objects, which compare by content (re-executing an unchanged ``def`` is no change).
+
+The word offsets are found by probing objects at import; where that fails (an interpreter laid out
+otherwise) or where dicts carry no version tag (Python 3.14+), every check of such a word is the slow one.
+Each edge holds the objects whose address it recorded, so an address cannot be reused while it is watched;
+it holds a function only weakly (a kernel's cache entry must die with its function), which is safe because
+a compiled thing is only ever checked while the functions it read are alive.
 """
 from __future__ import annotations
 
 import builtins
 import ctypes
+import struct
 import sys
+import types as pytypes
+import weakref
+
+import numpy as np
 
 from . import world
 from .runtime import runtime
 
 _MISSING = object()
+_WORD = ctypes.sizeof(ctypes.c_void_p)
 # PyDictObject: PyObject_HEAD (refcount, type), Py_ssize_t ma_used, uint64_t ma_version_tag.
-_VERSION_OFFSET = 3 * ctypes.sizeof(ctypes.c_void_p)
+_VERSION_OFFSET = 3 * _WORD
 _HAS_VERSION_TAG = sys.version_info < (3, 14)
+_UNSEEN = 2**64 - 1        # a word value no pointer or version tag takes
+
+
+def _probe(obj, value) -> int | None:
+    """The offset of the word in ``obj``'s memory that points to ``value`` (searched past the header)."""
+    for offset in range(2 * _WORD, 24 * _WORD, _WORD):
+        if ctypes.c_size_t.from_address(id(obj) + offset).value == id(value):
+            return offset
+    return None
+
+
+def _function_offsets() -> tuple[int, int, int] | None:
+    """Offsets of a function's code, defaults and kwdefaults pointers, checked by assigning each."""
+    def probe(a=1, *, b=2):
+        return a + b
+    fields = ("__code__", "__defaults__", "__kwdefaults__")
+    offsets = tuple(_probe(probe, getattr(probe, name)) for name in fields)
+    if None in offsets or len(set(offsets)) != 3:
+        return None
+    probe.__code__, probe.__defaults__, probe.__kwdefaults__ = (lambda a=3, *, b=4: a).__code__, (5,), {"b": 6}
+    moved = all(ctypes.c_size_t.from_address(id(probe) + o).value == id(getattr(probe, n))
+                for o, n in zip(offsets, fields))
+    return offsets if moved else None
+
+
+def _cell_offset() -> int | None:
+    value = object()
+    cell = pytypes.CellType(value)
+    offset = _probe(cell, value)
+    if offset is None:
+        return None
+    cell.cell_contents = replacement = object()
+    return offset if ctypes.c_size_t.from_address(id(cell) + offset).value == id(replacement) else None
+
+
+_FUNCTION_OFFSETS = _function_offsets()
+_CELL_OFFSET = _cell_offset()
+
+
+def word_view(obj, offset: int | None):
+    """A live view (``.value``) of one machine word of ``obj``, or None where its offset is unknown."""
+    if offset is None:
+        return None
+    return ctypes.c_uint64.from_address(id(obj) + offset)
 
 
 def version_view(namespace: dict):
     """A live view of the namespace dict's version tag (``.value``), or None where there is none."""
-    if not _HAS_VERSION_TAG:
-        return None
-    return ctypes.c_uint64.from_address(id(namespace) + _VERSION_OFFSET)
+    return word_view(namespace, _VERSION_OFFSET if _HAS_VERSION_TAG else None)
 
 
 def dict_version(namespace: dict) -> int:
@@ -38,128 +101,265 @@ def dict_version(namespace: dict) -> int:
     return 0 if view is None else view.value
 
 
-def _same_value(a, b) -> bool:
+def same_value(a, b) -> bool:
+    """Is ``b`` the same as ``a`` for compiled code that captured ``a`` as a constant?"""
     if a is b:
         return True
-    # re-executing `N = 2.5` makes a new float object with the same value: that is no change
-    return type(a) is type(b) and type(a) in (int, float, complex, bool, str, bytes) and a == b
+    if type(a) is not type(b):
+        return False
+    if type(a) is float:
+        return struct.pack("<d", a) == struct.pack("<d", b)
+    if type(a) is complex:
+        return same_value(a.real, b.real) and same_value(a.imag, b.imag)
+    if type(a) is tuple:
+        return len(a) == len(b) and all(map(same_value, a, b))
+    if isinstance(a, np.generic) and not isinstance(a, np.object_):
+        return a.dtype == b.dtype and a.tobytes() == b.tobytes()
+    if type(a) is pytypes.CodeType:
+        return a == b
+    return type(a) in (int, bool, str, bytes) and a == b
 
 
-def lookup(namespace: dict, name: str):
-    """What ``name`` means in a function whose globals are ``namespace`` (a global, else a builtin)."""
+def lookup(namespace: dict, name: str, with_builtins: bool = True):
+    """What ``name`` means in a function whose globals are ``namespace``: a global, else (``with_builtins``)
+    a builtin. A module's attribute is looked up without builtins: ``math.max`` does not exist."""
     value = namespace.get(name, _MISSING)
-    if value is _MISSING:
+    if value is _MISSING and with_builtins:
         value = getattr(builtins, name, _MISSING)
     return value
 
 
-class Binding(world.Node):
+# --- the edges ------------------------------------------------------------------------------------------
+
+class Edge(world.Node):
+    """A node recording a piece of Python state: ``changed()`` says whether it still holds, ``words()`` the
+    machine words (view, value when read) that move whenever it may have changed."""
+
+    __slots__ = ()
+
+    def changed(self) -> bool:
+        raise NotImplementedError
+
+    def words(self) -> list:
+        raise NotImplementedError
+
+    def cause(self) -> str:
+        return f"{self.describe()} changed"
+
+
+class Binding(Edge):
     """The value ``name`` had in ``namespace`` when something read it."""
 
-    __slots__ = ("namespace", "name", "value", "seen_version")
+    __slots__ = ("namespace", "name", "value", "seen_version", "with_builtins")
 
-    def __init__(self, namespace: dict, name: str, value, seen_version: int):
+    def __init__(self, namespace: dict, name: str, value, seen_version: int, with_builtins: bool):
         super().__init__()
         self.namespace, self.name, self.value = namespace, name, value
         self.seen_version = seen_version     # the dict's version tag just before the value was read
+        self.with_builtins = with_builtins
 
     def changed(self) -> bool:
-        return not _same_value(lookup(self.namespace, self.name), self.value)
+        return not same_value(self.value, lookup(self.namespace, self.name, self.with_builtins))
+
+    def words(self) -> list:
+        return [(version_view(self.namespace), self.seen_version)]
 
     def on_invalidate(self, cause: str) -> None:
-        key = (id(self.namespace), self.name)
+        key = (id(self.namespace), self.name, self.with_builtins)
         if runtime.bindings.get(key) is self:
             del runtime.bindings[key]
 
     def describe(self) -> str:
-        module = self.namespace.get("__name__", "?")
-        return f"global {module}.{self.name}"
+        return f"global {self.namespace.get('__name__', '?')}.{self.name}"
+
+    def cause(self) -> str:
+        return f"{self.describe()} rebound"
 
 
-def rebound(bindings: list[Binding], namespace: dict) -> None:
-    """Invalidate bindings whose globals were rebound: a new world, as a method-table change is."""
+class CellBinding(Edge):
+    """The value a closure cell of ``owner`` (a function's qualified name) held when something read it."""
+
+    __slots__ = ("cell", "value", "label")
+
+    def __init__(self, cell, value, label: str):
+        super().__init__()
+        self.cell, self.value, self.label = cell, value, label
+
+    def changed(self) -> bool:
+        try:
+            return not same_value(self.value, self.cell.cell_contents)
+        except ValueError:         # emptied (del of the captured variable)
+            return True
+
+    def words(self) -> list:
+        return [(word_view(self.cell, _CELL_OFFSET), id(self.value))]
+
+    def on_invalidate(self, cause: str) -> None:
+        if runtime.cells.get(id(self.cell)) is self:
+            del runtime.cells[id(self.cell)]
+
+    def describe(self) -> str:
+        return f"captured variable {self.label}"
+
+    def cause(self) -> str:
+        return f"{self.describe()} reassigned"
+
+
+class FunctionState(Edge):
+    """A function's ``__code__``, ``__defaults__`` and ``__kwdefaults__`` when something compiled it (the
+    function itself is held weakly)."""
+
+    __slots__ = ("function", "state", "label")
+
+    def __init__(self, func):
+        super().__init__()
+        self.function = weakref.ref(func)
+        self.state = (func.__code__, func.__defaults__, func.__kwdefaults__)
+        self.label = f"{func.__module__}.{func.__qualname__}"
+
+    def changed(self) -> bool:
+        func = self.function()
+        return func is None or not all(map(same_value, self.state, (func.__code__, func.__defaults__,
+                                                                   func.__kwdefaults__)))
+
+    def words(self) -> list:
+        func = self.function()
+        offsets = _FUNCTION_OFFSETS if func is not None and _FUNCTION_OFFSETS else (None, None, None)
+        return [(word_view(func, offset), id(value)) for offset, value in zip(offsets, self.state)]
+
+    def on_invalidate(self, cause: str) -> None:
+        if runtime.functions.get(self.function) is self:
+            del runtime.functions[self.function]
+
+    def describe(self) -> str:
+        return f"code of {self.label}"
+
+    def cause(self) -> str:
+        return f"the code or defaults of {self.label} replaced in place"
+
+
+def invalidate_changed(edges) -> None:
+    """Invalidate edges whose state changed: a new world, as a method-table change is."""
     world.bump_world()
-    for binding in bindings:
-        world.invalidate([binding], f"global {namespace.get('__name__', '?')}.{binding.name} rebound")
+    for edge in edges:
+        world.invalidate([edge], edge.cause())
 
 
-def read(namespace: dict, name: str):
-    """Read a global for a compile: returns its value and makes it an edge of the node being built."""
+def _record(edge: Edge) -> None:
+    world.consult(edge)
+    builder = world.being_built()
+    if isinstance(builder, Guarded):
+        builder.guard.add(edge)
+
+
+def read(namespace: dict, name: str, with_builtins: bool = True):
+    """Read a global (or, without builtins, a module's attribute) for a compile: returns its value, or
+    ``_MISSING``, and makes it an edge of the node being built."""
     seen_version = dict_version(namespace)
-    value = lookup(namespace, name)
-    key = (id(namespace), name)
+    value = lookup(namespace, name, with_builtins)
+    key = (id(namespace), name, with_builtins)
     with world.lock:
         binding = runtime.bindings.get(key)
         if binding is not None and binding.changed():
-            rebound([binding], namespace)
+            invalidate_changed([binding])
             binding = None
         if binding is None:
-            binding = runtime.bindings[key] = Binding(namespace, name, value, seen_version)
-        world.consult(binding)
-        builder = world.being_built()
-        if isinstance(builder, Guarded):
-            builder.guard.add(binding)
+            binding = runtime.bindings[key] = Binding(namespace, name, value, seen_version, with_builtins)
+        _record(binding)
     return binding.value
 
 
-class Guard:
-    """The globals a compiled thing read (directly or through what it calls), checked cheaply before use."""
+def read_cell(cell, label: str):
+    """Read a closure cell for a compile (raises ValueError when it is empty); an edge like a global."""
+    value = cell.cell_contents
+    with world.lock:
+        edge = runtime.cells.get(id(cell))
+        if edge is not None and edge.changed():
+            invalidate_changed([edge])
+            edge = None
+        if edge is None:
+            edge = runtime.cells[id(cell)] = CellBinding(cell, value, label)
+        _record(edge)
+    return edge.value
 
-    __slots__ = ("_checks", "_bindings")
+
+def read_function(func) -> None:
+    """Make ``func``'s code and defaults, as they are now, an edge of the node being built."""
+    key = weakref.ref(func)
+    with world.lock:
+        edge = runtime.functions.get(key)
+        if edge is not None and edge.changed():
+            invalidate_changed([edge])
+            edge = None
+        if edge is None:
+            edge = runtime.functions[key] = FunctionState(func)
+        _record(edge)
+
+
+# --- the check ------------------------------------------------------------------------------------------
+
+class Guard:
+    """The state a compiled thing read (directly or through what it calls), checked cheaply before use."""
+
+    __slots__ = ("_checks", "_edges")
 
     def __init__(self):
-        self._checks: dict[int, list] = {}              # id(namespace) -> [version view, tag when checked]
-        self._bindings: dict[int, list[Binding]] = {}   # id(namespace) -> bindings read from it
+        self._checks: dict[int, list] = {}          # word address -> [view, value when last checked]
+        self._edges: dict[int, list[Edge]] = {}     # word address -> the edges that word watches
 
-    def add(self, binding: Binding) -> None:
-        ns = id(binding.namespace)
-        group = self._bindings.setdefault(ns, [])
-        if binding in group:
-            return
-        group.append(binding)
-        check = self._checks.get(ns)
-        if check is None:
-            self._checks[ns] = [version_view(binding.namespace), binding.seen_version]
-        else:        # the oldest tag wins: a change since any of the reads forces one slow check
-            check[1] = min(check[1], binding.seen_version)
+    def add(self, edge: Edge) -> None:
+        for view, value in edge.words():
+            address = id(edge) if view is None else ctypes.addressof(view)
+            group = self._edges.setdefault(address, [])
+            if edge in group:
+                continue
+            group.append(edge)
+            check = self._checks.get(address)
+            if check is None:
+                self._checks[address] = [view, value]
+            elif view is not None and check[1] != value:
+                check[1] = _UNSEEN    # read at different moments: the first check is the slow one
 
     def include(self, other: "Guard") -> None:
-        """Also guard what ``other`` guards (a callee's globals are its callers' edges too)."""
-        for group in other._bindings.values():
-            for binding in group:
-                self.add(binding)
+        """Also guard what ``other`` guards (a callee's state is its callers' edges too)."""
+        for group in other._edges.values():
+            for edge in group:
+                self.add(edge)
 
     def fresh(self) -> bool:
-        """Fast check: no namespace this guard covers has changed at all since it was last checked."""
-        for view, version in self._checks.values():
-            if view is None or view.value != version:
+        """Fast check: no watched word has moved since it was last checked."""
+        for view, value in self._checks.values():
+            if view is None or view.value != value:
                 return False
         return True
 
     def native_checks(self) -> list[tuple[int, list]] | None:
-        """(address of each namespace's version tag, its [view, tag] entry) for native launchers, or None
-        where the interpreter has no version tags."""
+        """(address of each watched word, its [view, value] entry) for native launchers, or None where some
+        word has no view (those launches take the slow check)."""
         if any(view is None for view, _ in self._checks.values()):
             return None
-        return [(ctypes.addressof(check[0]), check) for check in self._checks.values()]
+        return [(address, check) for address, check in self._checks.items()]
 
     def revalidate(self) -> bool:
-        """Slow check: invalidate the bindings that really changed; True when none of this guard's did."""
+        """Slow check: invalidate the edges that really changed; True when none of this guard's did."""
         ok = True
         with world.lock:
-            for ns, group in self._bindings.items():
-                namespace = group[0].namespace
-                version = dict_version(namespace)
-                changed = [b for b in group if b.valid and b.changed()]
-                if changed:
-                    rebound(changed, namespace)
-                ok = ok and all(b.valid for b in group)
-                self._checks[ns][1] = version
+            for address, check in self._checks.items():
+                view = check[0]
+                now = None if view is None else view.value
+                if view is not None and now == check[1]:
+                    continue
+                group = self._edges[address]
+                stale = [edge for edge in group if edge.valid and edge.changed()]
+                if stale:
+                    invalidate_changed(stale)
+                ok = ok and all(edge.valid for edge in group)
+                check[1] = now
         return ok
 
 
 class Guarded(world.Node):
-    """A compiled thing: its validity also depends on module globals (its :class:`Guard`), and it may need
+    """A compiled thing: its validity also depends on Python state (its :class:`Guard`), and it may need
     things of the target at run time (``needs``: named by the target, inherited by every caller)."""
 
     __slots__ = ("guard", "needs")
@@ -170,5 +370,5 @@ class Guarded(world.Node):
         self.needs: set[str] = set()
 
     def usable(self) -> bool:
-        """Valid and none of its globals changed (the O(1)-per-namespace check, slow path on a tag change)."""
+        """Valid and none of its state changed (one word read per watched word; the slow check on a move)."""
         return self.valid and (self.guard.fresh() or (self.guard.revalidate() and self.valid))

@@ -107,6 +107,12 @@ class MethodInstance(Guarded):
         return f"{self.job.call()} compiled in {chain_name(self.job.chain)}"
 
 
+def _consult_chain(chain: tuple) -> None:
+    """What is compiled in ``chain`` depends on each context's parent, forwards and replacements."""
+    for ctx in chain:
+        world.consult(ctx.shape)
+
+
 def _use(node: Guarded) -> None:
     """The node being built depends on ``node``, on every global ``node`` read, and needs what it needs."""
     world.consult(node)
@@ -129,6 +135,7 @@ def compile_method(func: pytypes.FunctionType, chain: tuple, typing_context, arg
         runtime.methods.put(job, node)
         try:
             with world.building(node):
+                _consult_chain(chain)
                 rewritten = rewrite(func, chain)
                 node.sig, node.impl_key, node.keepalive = job.target.compile_method(
                     rewritten, typing_context, argtypes, kwtypes)
@@ -257,6 +264,9 @@ def _compile_kernel(job: CompileJob, stale: Kernel | None) -> Kernel:
         kernel = Kernel(job)
         try:
             with world.building(kernel):
+                _consult_chain(job.chain)
+                if job.chain[0].chain(target) != job.chain:     # a parent changed since the launch read it
+                    kernel.valid = False
                 rewritten = rewrite(job.func, job.chain)
                 kernel.launcher = target.compile_kernel(rewritten, job.argtypes)
         except Exception as exc:

@@ -54,6 +54,10 @@ class Pointer:
     def type(self) -> PtrType:
         return PtrType(numba.from_dtype(self.dtype))
 
+    def __reduce__(self):
+        raise TypeError("an od.Pointer is an address in this process and means nothing in another: pickle the "
+                        "array and take od.pointer of it where it is used")
+
     def _host_view(self) -> np.ndarray:
         if self.device or not isinstance(self.owner, np.ndarray):
             raise TypeError("this pointer's memory is not host memory: it can only be used inside a kernel")
@@ -69,16 +73,40 @@ def _typeof_pointer(value, c):
     return value.type
 
 
+def contiguity(shape, strides, itemsize) -> tuple[bool, bool]:
+    """(C-contiguous, Fortran-contiguous) of a strided layout, numpy's rule: extents of 1 have any stride."""
+    if strides is None:
+        return True, len(shape) <= 1
+    flags = []
+    for order in (reversed, lambda seq: seq):
+        expected, ok = itemsize, True
+        for extent, stride in zip(order(shape), order(strides)):
+            ok = ok and (extent <= 1 or stride == expected)
+            expected *= extent
+        flags.append(ok)
+    return flags[0], flags[1]
+
+
 def pointer(array) -> Pointer:
     """A ``Ptr[dtype]`` to ``array``'s first element: a numpy array (CPU target), or a cupy array, numba
-    device array or any ``__cuda_array_interface__`` object (CUDA target)."""
+    device array or any ``__cuda_array_interface__`` object (CUDA target). The array must be contiguous (C or
+    Fortran order): a pointer indexes memory, element after element."""
     if isinstance(array, np.ndarray):
-        return Pointer(array.ctypes.data, array.dtype, array, device=False)
-    interface = getattr(array, "__cuda_array_interface__", None)
-    if interface is not None:
-        return Pointer(interface["data"][0], np.dtype(interface["typestr"]), array, device=True)
-    raise TypeError(f"od.pointer needs a numpy array or an object with __cuda_array_interface__, "
-                    f"not {type(array).__name__}")
+        contiguous = array.flags.c_contiguous or array.flags.f_contiguous
+        address, dtype, device = array.ctypes.data, array.dtype, False
+    elif hasattr(array, "__cuda_array_interface__"):
+        interface = array.__cuda_array_interface__
+        dtype = np.dtype(interface["typestr"])
+        contiguous = any(contiguity(interface["shape"], interface.get("strides"), dtype.itemsize))
+        address, device = interface["data"][0], True
+    else:
+        raise TypeError(f"od.pointer needs a numpy array or an object with __cuda_array_interface__, "
+                        f"not {type(array).__name__}")
+    if not contiguous:
+        raise ValueError("od.pointer needs a contiguous array (a pointer indexes elements one after another in "
+                         "memory); this one is a strided view: pass a contiguous copy (np.ascontiguousarray, "
+                         "cupy.ascontiguousarray) or index the array itself in the kernel")
+    return Pointer(address, dtype, array, device=device)
 
 
 @intrinsic

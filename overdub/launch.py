@@ -9,8 +9,15 @@ arguments, gets the compiled kernel (compiling if needed), asks the kernel's lau
 """
 from __future__ import annotations
 
+import dis
+import functools
+import inspect
+import os
+import types as pytypes
+
 from . import compiler
 from .context import Context
+from .registry import GenericFunction
 from .runtime import launch_key, runtime
 from .targets import default_target, get_target
 
@@ -34,7 +41,9 @@ def _launch_slow(kernel, args, threads, blocks, shmem, stream, target, context):
     A redefinition on another thread may invalidate the kernel between its compile and its launch; then the
     kernel is compiled again, as many times as that happens: a launch always runs a valid kernel."""
     runtime.collect()
+    check_kernel(kernel, args)
     tgt = get_target(target)
+    tgt.check_launchable()
     argtypes = tuple(map(tgt.typeof, args))
     job = compiler.CompileJob.of(kernel, argtypes, (context or tgt.base).chain(tgt))
     key = launch_key(kernel, context, target, args)
@@ -48,6 +57,51 @@ def _launch_slow(kernel, args, threads, blocks, shmem, stream, target, context):
         if compiled.usable():
             raise RuntimeError(f"overdub internal error: the launch function of {job.call()} rejected the "
                                f"arguments it was made for")
+
+
+def check_kernel(kernel, args: tuple) -> None:
+    """Refuse, before anything is compiled, what cannot be a kernel launch: a kernel that is not a plain
+    Python function, arguments that do not bind to its parameters, a kernel that returns a value."""
+    if not isinstance(kernel, pytypes.FunctionType):
+        raise TypeError(f"od.cuda launches a kernel written as a Python function (a def), not {_what(kernel)}"
+                        + _KERNEL_HINTS.get(type(kernel), ""))
+    try:
+        inspect.signature(kernel).bind(*args)
+    except TypeError as exc:
+        raise TypeError(f"kernel {kernel.__qualname__}{inspect.signature(kernel)} cannot take the {len(args)} "
+                        f"argument{'s' if len(args) != 1 else ''} given after it: {exc}") from None
+    if returns_value(kernel.__code__):
+        raise TypeError(f"kernel {kernel.__qualname__} ({_where(kernel)}) returns a value; kernels return "
+                        f"nothing -- store results in an array argument")
+
+
+def returns_value(code) -> bool:
+    """Does ``code`` return anything but None? (Read off the bytecode: each return's value.)"""
+    instructions = list(dis.get_instructions(code))
+    for i, instruction in enumerate(instructions):
+        if instruction.opname == "RETURN_CONST" and instruction.argval is not None:
+            return True
+        if instruction.opname == "RETURN_VALUE":
+            before = instructions[i - 1]
+            if not (before.opname == "LOAD_CONST" and before.argval is None):
+                return True
+    return False
+
+
+def _what(value) -> str:
+    if isinstance(value, type):
+        return f"the class {value.__qualname__}"
+    return f"a {type(value).__name__} ({value!r:.60})"
+
+
+def _where(func) -> str:
+    return f"{os.path.basename(func.__code__.co_filename)}:{func.__code__.co_firstlineno}"
+
+
+_KERNEL_HINTS = {
+    GenericFunction: ": a generic function is a device function; launch a def that calls it",
+    functools.partial: ": write a kernel def that calls the function with the bound arguments",
+}
 
 
 try:     # the same lookup in C, where the native extension is built (see _fastlaunch.c)

@@ -15,8 +15,12 @@ Thread safety: definitions and cache fills run under :data:`overdub.world.lock`;
 """
 from __future__ import annotations
 
+import importlib
 import inspect
 import os
+import pickle
+import sys
+import types as pytypes
 
 from . import world
 from .types import Any, as_type, type_name, typeof
@@ -33,6 +37,12 @@ class MethodError(TypeError):
         super().__init__(name, argtypes, candidates)
         self.name, self.argtypes, self.candidates = name, argtypes, tuple(candidates)
         self.call_site: str | None = None        # "kernel.py:12", filled in by the compiler
+
+    def __reduce__(self):
+        # all fields travel (a worker's error reaches its parent intact); a candidate method travels by
+        # reference when its function is importable, else as its description
+        return (type(self), (self.name, self.argtypes, tuple(map(_portable, self.candidates))),
+                {"call_site": self.call_site})
 
     def headline(self) -> str:
         return f"no method matching {_call_repr(self.name, self.argtypes)}"
@@ -60,6 +70,38 @@ class AmbiguityError(MethodError):
 
     def _candidates_title(self) -> str:
         return "Ambiguous between (define a method more specific than all of these to resolve it):"
+
+
+class MethodDescription(str):
+    """A method of an error raised elsewhere, whose function could not be pickled by reference."""
+
+
+def _portable(method):
+    try:
+        pickle.dumps(method)
+    except Exception:          # anything pickle raises means: not importable here
+        return MethodDescription(repr(method))
+    return method
+
+
+def resolve_reference(module: str, qualname: str):
+    """The object importable as ``module`` + ``qualname`` (how generic functions and contexts pickle)."""
+    value = importlib.import_module(module)
+    for part in qualname.split("."):
+        value = getattr(value, part)
+    return value
+
+
+def reference_to(obj, module: str | None, qualname: str) -> tuple:
+    """``(resolve_reference, (module, qualname))`` for pickle, after checking that it finds ``obj``."""
+    try:
+        found = resolve_reference(module, qualname) is obj
+    except Exception:          # not importable: say so below
+        found = False
+    if not found:
+        raise pickle.PicklingError(f"cannot pickle {obj!r}: it pickles by reference, and {module}.{qualname} "
+                                   f"does not name it (define it at the top level of an importable module)")
+    return resolve_reference, (module, qualname)
 
 
 def _call_repr(name: str, argtypes: tuple) -> str:
@@ -92,12 +134,14 @@ def signature_of(func) -> tuple[tuple[str, ...], tuple, tuple]:
     return tuple(names), tuple(types_), tuple(defaults)
 
 
-def _fill_defaults(func, params: tuple, defaults: tuple, arity: int):
-    """A def taking the first ``arity`` parameters of ``func`` and calling it with the defaults for the rest
-    (as Julia expands ``f(x, y=1)`` into the methods ``f(x)`` and ``f(x, y)``)."""
+def _fill_defaults(func, params: tuple, defaults: tuple, arity: int, full):
+    """A def taking the first ``arity`` parameters of ``func`` and calling ``full`` with the defaults for the
+    rest (as Julia expands ``f(x, y=1)`` into the methods ``f(x) = f(x, 1)`` and ``f(x, y)``: ``full`` is the
+    generic function, so the call dispatches -- to a more specific method, a context's overdub, a
+    redefinition)."""
     kept = list(params[:arity])
     filled = [f"__overdub_default{i}" for i in range(len(params) - arity)]
-    namespace = {"__name__": func.__module__, "__overdub_full": func}
+    namespace = {"__name__": func.__module__, "__overdub_full": full}
     namespace.update(zip(filled, defaults[len(defaults) - len(filled):]))
     source = f"def method({', '.join(kept)}):\n    return __overdub_full({', '.join(kept + filled)})\n"
     exec(compile(source, f"<defaults of {func.__qualname__}>", "exec"), namespace)
@@ -106,9 +150,11 @@ def _fill_defaults(func, params: tuple, defaults: tuple, arity: int):
     return wrapper
 
 
-def methods_from(name: str, func, sig: tuple | None = None) -> list["Method"]:
+def methods_from(name: str, func, sig: tuple | None = None, full=None) -> list["Method"]:
     """The methods a def defines: one for its full arity and, for each trailing default, one for the arity
-    without it. ``sig`` (for all parameters) overrides the annotations."""
+    without it, calling ``full`` (the generic function; the def itself for a context's overdub, whose
+    default-arity methods run the def they come from). ``sig`` (for all parameters) overrides the
+    annotations."""
     params, annotated, defaults = signature_of(func)
     if sig is not None:
         sig = tuple(as_type(t) for t in sig)
@@ -117,7 +163,7 @@ def methods_from(name: str, func, sig: tuple | None = None) -> list["Method"]:
     sig = annotated if sig is None else sig
     methods = [Method(name, func, params, sig)]
     for arity in range(len(params) - 1, len(params) - len(defaults) - 1, -1):
-        wrapper = _fill_defaults(func, params, defaults, arity)
+        wrapper = _fill_defaults(func, params, defaults, arity, func if full is None else full)
         methods.append(Method(name, wrapper, params[:arity], sig[:arity], origin=func))
     return methods
 
@@ -125,11 +171,18 @@ def methods_from(name: str, func, sig: tuple | None = None) -> list["Method"]:
 class Method:
     """One definition of a generic function (or of an overdub): a def and the signature it accepts."""
 
-    __slots__ = ("name", "func", "params", "sig", "file", "line")
+    __slots__ = ("name", "func", "params", "sig", "file", "line", "table")
 
     def __init__(self, name: str, func, params: tuple, sig: tuple, origin=None):
         self.name, self.func, self.params, self.sig = name, func, params, sig
         self.file, self.line = _location(origin or func)     # origin: the def a generated method comes from
+        self.table: MethodTable | None = None                # set when added to one
+
+    def __reduce__(self):
+        """By reference: the method of this signature in its owner's table."""
+        if self.table is None or self.table.owner is None:
+            raise pickle.PicklingError(f"cannot pickle {self!r}: it belongs to no generic function or context")
+        return _method_of, (self.table.owner, self.sig)
 
     @property
     def location(self) -> str:
@@ -184,11 +237,18 @@ class MethodMatch(world.Node):
         return f"{call} -> {'ambiguous' if self.ambiguous else 'no method'}"
 
 
-class MethodTable:
-    """The methods of one function, and the dispatch cache over them."""
+def _method_of(owner, sig: tuple) -> "Method":
+    table = owner.table if isinstance(owner, GenericFunction) else owner[0].table(owner[1])
+    return next(m for m in table.methods if m.sig == sig)
 
-    def __init__(self, name: str):
+
+class MethodTable:
+    """The methods of one function, and the dispatch cache over them. ``owner`` names it for pickling: a
+    generic function, or (context, callee) for a context's overdub table."""
+
+    def __init__(self, name: str, owner=None):
         self.name = name
+        self.owner = owner
         self.methods: list[Method] = []
         self._cache: dict[tuple, MethodMatch] = {}     # argument types -> the answer for them
 
@@ -231,6 +291,7 @@ class MethodTable:
     def add(self, method: Method) -> Method | None:
         """Add ``method``, or replace the one with the same signature; invalidate the answers that change."""
         with world.lock:
+            method.table = self
             replaced = next((i for i, m in enumerate(self.methods) if m.sig == method.sig), None)
             if replaced is None:
                 self.methods.append(method)
@@ -253,12 +314,15 @@ class GenericFunction:
         self.__qualname__ = qualname or name
         self.__module__ = module
         self.__doc__ = None
-        self.table = MethodTable(name)
+        self.table = MethodTable(name, owner=self)
+
+    def __reduce__(self):
+        return reference_to(self, self.__module__, self.__qualname__)
 
     def define(self, func, sig: tuple | None = None) -> Method:
         """Add the methods of ``func`` (its annotations give the signature unless ``sig`` is given; each
         trailing default adds a method of lower arity); returns the full-arity one."""
-        methods = methods_from(self.__name__, func, sig)
+        methods = methods_from(self.__name__, func, sig, full=self)
         for method in methods:
             self.table.add(method)
         if func.__doc__ and not self.__doc__:
@@ -278,22 +342,32 @@ class GenericFunction:
         return f"<generic function {self.__qualname__} with {n} method{'s' if n != 1 else ''}>"
 
 
-_functions: dict[tuple[str, str], GenericFunction] = {}
-
-
 def function(func) -> GenericFunction:
-    """Decorator: add ``func`` as a method of the generic function named by its module and qualified name.
+    """Decorator: add ``func`` as a method of the generic function its name is bound to where the ``def``
+    runs, and return that generic function.
 
-    Returns that generic function, creating it on first use; defining a method with the signature of an
-    existing one replaces it, so re-running a notebook cell or a module's source redefines in place.
+    As in Julia, a name is a binding: if the name of the ``def`` already means a generic function in the
+    scope it is defined in -- the module (re-running a cell or a module's source), the enclosing function's
+    locals (a factory's earlier def), or what ``from lib import area`` bound -- the def adds a method to it,
+    replacing the method with the same signature. Otherwise it starts a new generic function: two closures
+    made by two calls of a factory, or defs exec'd into two namespaces, are separate functions.
     """
-    key = (func.__module__, func.__qualname__)
+    if not isinstance(func, pytypes.FunctionType):
+        raise TypeError(f"@od.function takes a def, not {_what(func)}: a generic function's methods are Python "
+                        f"functions the compiler can read")
+    scope = sys._getframe(1).f_locals
     with world.lock:
-        gf = _functions.get(key)
-        if gf is None:
-            gf = _functions[key] = GenericFunction(func.__name__, func.__module__, func.__qualname__)
+        gf = scope.get(func.__name__) if func.__name__ != "<lambda>" else None
+        if not isinstance(gf, GenericFunction):
+            gf = GenericFunction(func.__name__, func.__module__, func.__qualname__)
         gf.define(func)
     return gf
+
+
+def _what(value) -> str:
+    if isinstance(value, type):
+        return f"the class {value.__qualname__}"
+    return f"{type(value).__name__} {getattr(value, '__qualname__', value)!r}"
 
 
 def which(f: GenericFunction, *argtypes) -> Method:

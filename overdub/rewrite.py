@@ -14,6 +14,7 @@ behave like module-level ones.
 from __future__ import annotations
 
 import builtins
+import dis
 import types as pytypes
 
 from numba.core import types as nt
@@ -44,7 +45,7 @@ class ModuleProxy:
 
     def attribute(self, name: str):
         """The rewritten value of ``module.name``, recorded as an edge on the module's global ``name``."""
-        value = bindings.read(vars(self.module), name)
+        value = bindings.read(vars(self.module), name, with_builtins=False)
         if value is bindings._MISSING:
             raise AttributeError(f"module {self.module.__name__!r} has no attribute {name!r}")
         return substitute(value, self.chain)
@@ -86,16 +87,24 @@ def substitute(value, chain: tuple):
     return proxy
 
 
-def _names(code: pytypes.CodeType):
-    yield from code.co_names
+_GLOBAL_OPS = frozenset({"LOAD_GLOBAL", "LOAD_NAME", "STORE_GLOBAL", "DELETE_GLOBAL"})
+
+
+def global_names(code: pytypes.CodeType):
+    """The global names ``code`` (and the code it nests) reads or writes -- not attribute or method names,
+    which share ``co_names`` with them."""
+    for instruction in dis.get_instructions(code):
+        if instruction.opname in _GLOBAL_OPS:
+            yield instruction.argval
     for const in code.co_consts:
         if isinstance(const, pytypes.CodeType):
-            yield from _names(const)
+            yield from global_names(const)
 
 
-def _rewrite_cell(cell, chain: tuple):
+def _rewrite_cell(func, index: int, cell, chain: tuple):
+    label = f"{func.__qualname__}.{func.__code__.co_freevars[index]}"
     try:
-        contents = cell.cell_contents
+        contents = bindings.read_cell(cell, label)
     except ValueError:          # not yet bound
         return pytypes.CellType()
     return pytypes.CellType(substitute(contents, chain))
@@ -104,18 +113,19 @@ def _rewrite_cell(cell, chain: tuple):
 def rewrite(func: pytypes.FunctionType, chain: tuple) -> pytypes.FunctionType:
     """Clone ``func`` so that every global and free variable it names is seen from ``chain``.
 
-    Each global read becomes an edge of the node being built on this thread.
+    Everything the clone depends on becomes an edge of the node being built on this thread: ``func``'s code
+    and defaults, each global it reads and each closure cell.
     """
+    bindings.read_function(func)
     namespace = func.__globals__
     new_globals = {"__builtins__": builtins, "__name__": namespace.get("__name__")}
-    for name in dict.fromkeys(_names(func.__code__)):
-        value = bindings.lookup(namespace, name)
-        if value is bindings._MISSING:
-            continue           # an attribute name, or a name that is unbound (numba will say so)
+    for name in dict.fromkeys(global_names(func.__code__)):
+        if bindings.lookup(namespace, name) is bindings._MISSING:
+            continue           # unbound (numba will say so)
         new_globals[name] = substitute(bindings.read(namespace, name), chain)
     closure = None
     if func.__closure__:
-        closure = tuple(_rewrite_cell(cell, chain) for cell in func.__closure__)
+        closure = tuple(_rewrite_cell(func, i, cell, chain) for i, cell in enumerate(func.__closure__))
     clone = pytypes.FunctionType(func.__code__, new_globals, func.__name__, func.__defaults__, closure)
     clone.__qualname__ = func.__qualname__
     clone.__module__ = func.__module__

@@ -114,8 +114,11 @@ class Runtime:
         self.launches: dict = {}                  # launch_key(...) -> [launch functions], replaced, never mutated
         self._launch_keys: dict = {}              # kernel function's reference -> its launch keys
         self.proxies = weakref.WeakValueDictionary()   # (kind, chain, id(value)) -> rewrite proxy
-        self.bindings: dict = {}                  # (id(namespace), name) -> bindings.Binding (which holds
-                                                  # the namespace, so the id stays unique)
+        # the edges on Python state, alive while some compiled thing uses them (each holds what its key's id
+        # names, so the id stays unique while the entry exists)
+        self.bindings = weakref.WeakValueDictionary()    # (id(namespace), name, builtins?) -> Binding
+        self.cells = weakref.WeakValueDictionary()       # id(cell) -> bindings.CellBinding
+        self.functions = weakref.WeakValueDictionary()   # weak reference to a function -> bindings.FunctionState
         self._watchers: dict = {}                 # function reference -> its death callback's reference
         self._dead: list = []                     # references of functions that died, to clean up
         self._counters = {"compiles": 0, "method_instances": 0}
@@ -191,11 +194,14 @@ class Runtime:
         afresh and nothing reachable keeps the old code alive. Used by the tests between tests."""
         with world.lock:
             self.collect()
-            world.retire(self.kernels.clear() + self.methods.clear() + list(self.bindings.values()))
+            edges = list(self.bindings.values()) + list(self.cells.values()) + list(self.functions.values())
+            world.retire(self.kernels.clear() + self.methods.clear() + edges)
             self.launches.clear()
             self._launch_keys.clear()
             self.proxies.clear()
             self.bindings.clear()
+            self.cells.clear()
+            self.functions.clear()
             self._watchers.clear()
             self._dead.clear()
             self._counters = dict.fromkeys(self._counters, 0)

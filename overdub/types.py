@@ -50,6 +50,9 @@ class AbstractType:
         self.parent = parent
         self._numba_class = numba_class   # concrete numba types of this class are its leaves
 
+    def __reduce__(self):
+        return _abstract_type, (self.name,)
+
     def contains(self, t: nt.Type) -> bool:
         """Is the concrete numba type ``t`` below this node?"""
         if self is Any:
@@ -64,6 +67,11 @@ class AbstractType:
 
     def __repr__(self) -> str:
         return self.name
+
+
+def _abstract_type(name: str) -> "AbstractType":
+    """The lattice's abstract type called ``name`` (abstract types pickle by name)."""
+    return globals()[name]
 
 
 Any = AbstractType("Any", None)

@@ -1,4 +1,6 @@
 """Pytest hooks and fixtures only; the helpers the tests share are in helpers.py."""
+import os
+
 import pytest
 
 from overdub.runtime import runtime
@@ -15,12 +17,13 @@ def _gpu_usable() -> bool:
 
 
 def pytest_collection_modifyitems(config, items):
-    if _gpu_usable():
-        return
-    skip = pytest.mark.skip(reason="no usable CUDA GPU on this machine")
+    skip_gpu = None if _gpu_usable() else pytest.mark.skip(reason="no usable CUDA GPU on this machine")
+    skip_slow = None if os.environ.get("OVERDUB_SLOW") else pytest.mark.skip(reason="slow: set OVERDUB_SLOW=1")
     for item in items:
-        if "gpu" in item.keywords:
-            item.add_marker(skip)
+        if "gpu" in item.keywords and skip_gpu:
+            item.add_marker(skip_gpu)
+        if "slow" in item.keywords and skip_slow:
+            item.add_marker(skip_slow)
 
 
 @pytest.fixture

@@ -1,15 +1,23 @@
-"""A stateful property: however definitions, redefinitions and rebindings interleave with launches, a launch on
-the CPU target computes what the same kernel computes when run as plain Python on the host -- no launch ever
-runs stale code.
+"""A stateful property: however definitions, redefinitions, rebindings and in-place edits interleave with launches,
+a launch on the CPU target computes what the same kernel computes when run as plain Python on the host, and what an
+independent model of the module says -- no launch ever runs stale code or values.
 
-Each run gets a fresh module holding generic functions f0..f2 (each starting with one method on od.Any, so
-every call has a method), plain helpers h0, h1, integer globals G0, G1, and a kernel that writes every
-f_i(7), f_i(2.5) and h_k(7) into an int64 array. Rules rewrite that module's source; the launch rule runs the
-kernel on the CPU target and as plain Python on the host (generic functions are callable on the host) and
-compares the arrays, and both with an independent model of the module (the host run shares overdub's dispatch
-cache, so it alone would not notice a stale dispatch answer). Calls only go from f_i to f_j with j > i, so no
-definition creates a cycle.
+Each run gets a fresh module holding generic functions f0..f2 (each starting with one method on od.Any, so every
+call has a method), a generic function fd(x, k=3) with a default, plain helpers h0, h1, integer globals G0, G1, a
+float global GZ (0.0, -0.0, nan or 1.5), contexts pa, pb and ctx (whose parent is pa, pb or nothing), and a kernel
+made by a factory, closing over a variable `captured`. The kernel writes every f_i(7), f_i(2.5), h_k(7), fd(7),
+the sign and self-equality of GZ and `captured` into an int64 array. Rules rewrite the module's source, replace a
+helper's code in place (as %autoreload does), set the captured variable (nonlocal), add overdubs to the contexts
+and move ctx's parent. The launch rules run the kernel on the CPU target -- alone, in ctx, or from several
+threads at once -- and compare with the host run and the model (the host run shares overdub's dispatch cache, so
+it alone would not notice a stale dispatch answer; it knows nothing of contexts, so launches in ctx are compared
+with the model alone). Calls only go from f_i to f_j with j > i, so no definition creates a cycle.
+
+CI runs a few hundred steps; OVERDUB_SLOW=1 runs 10^4 (200 examples of 50 steps).
 """
+import math
+import os
+import threading
 import textwrap
 
 import numpy as np
@@ -33,7 +41,10 @@ BELOW = {   # the signatures strictly more specific than each one
     "od.float64": [],
 }
 CALLS = [f"f{i}({arg})" for i in range(N_FUNCTIONS) for arg in ARGUMENTS.values()] + \
-        [f"h{k}({ARGUMENTS['int']})" for k in range(N_HELPERS)]
+        [f"h{k}({ARGUMENTS['int']})" for k in range(N_HELPERS)] + \
+        ["fd(7)", "math.copysign(1.0, GZ)", "GZ == GZ", "captured"]
+FLOATS = ["0.0", "-0.0", "nan", "1.5"]
+CONTEXTS = ["pa", "pb", "ctx"]
 
 constants = st.integers(-5, 5)
 
@@ -53,23 +64,36 @@ helper_bodies = st.one_of(constants.map(str),
                           st.builds("G{} * {}".format, st.integers(0, N_GLOBALS - 1), constants))
 
 
+fd_bodies = st.sampled_from(["x + k", "x * k", "k - x", "2 * k"])
+
+
 def initial_source() -> str:
-    lines = ["import overdub as od"]
-    lines += [f"G{k} = 0" for k in range(N_GLOBALS)]
+    lines = ["import math\nimport overdub as od"]
+    lines += [f"G{k} = 0" for k in range(N_GLOBALS)] + ["GZ = 0.0"]
     lines += [f"def h{k}(x):\n    return 0" for k in range(N_HELPERS)]
     lines += [f"@od.function\ndef f{i}(x: od.Any):\n    return 0" for i in range(N_FUNCTIONS)]
-    lines += ["def kernel(out):\n" + "".join(f"    out[{n}] = {call}\n" for n, call in enumerate(CALLS))]
+    lines += ["@od.function\ndef fd(x, k=3):\n    return x + k"]
+    lines += ["pa = od.Context('pa')\npb = od.Context('pb')\nctx = od.Context('ctx', parent=pa)"]
+    body = "".join(f"        out[{n}] = {call}\n" for n, call in enumerate(CALLS))
+    lines += ["def make_kernel():\n    captured = 0\n\n    def kernel(out):\n" + body +
+              "\n    def set_captured(value):\n        nonlocal captured\n        captured = value\n"
+              "    return kernel, set_captured\n\n\nkernel, set_captured = make_kernel()"]
     return "\n\n".join(lines) + "\n"
 
 
 class Model:
     """The specification, independent of overdub's caches: every method's signature and body, every helper's
-    body and every global's value, with dispatch computed afresh (the most specific applicable signature)."""
+    body, every global's value, the captured variable, the contexts' overdubs and ctx's parent, with dispatch
+    computed afresh (the most specific applicable signature; the first context of the chain with an overdub)."""
 
     def __init__(self):
         self.methods = {i: {"od.Any": "0"} for i in range(N_FUNCTIONS)}
         self.helpers = {k: "0" for k in range(N_HELPERS)}
         self.globals = {k: 0 for k in range(N_GLOBALS)}
+        self.gz, self.captured = "0.0", 0
+        self.fd = {"any": "x + k"}          # the bodies of fd(x, k) on (Any, Any) and on (Integer, Integer)
+        self.overdubs: dict[tuple[str, int], int] = {}      # (context, helper) -> the constant it returns
+        self.parent = "pa"
 
     def dispatch(self, i: int, x):
         argtype = od.int64 if isinstance(x, int) else od.float64
@@ -78,11 +102,20 @@ class Model:
                                                 for o in applicable)]
         return self.methods[i][best]
 
-    def results(self) -> list:
+    def helper(self, k: int, env: dict, context: str | None):
+        chain = [] if context is None else [c for c in (context, self.parent) if c is not None]
+        for name in chain:
+            if (name, k) in self.overdubs:
+                return (lambda value: lambda x: value)(self.overdubs[(name, k)])
+        return eval(f"lambda x: {self.helpers[k]}", env)
+
+    def results(self, context: str | None = None) -> list:
         env = {f"G{k}": v for k, v in self.globals.items()}
-        env.update({f"h{k}": eval(f"lambda x: {body}", env) for k, body in self.helpers.items()})
+        env.update(GZ=float(self.gz), captured=self.captured, math=math)
+        env.update({f"h{k}": self.helper(k, env, context) for k in range(N_HELPERS)})
         for i in range(N_FUNCTIONS):
             env[f"f{i}"] = (lambda i: lambda x: eval(self.dispatch(i, x), env, {"x": x}))(i)
+        env["fd"] = lambda x, k=3: eval(self.fd.get("int", self.fd["any"]), env, {"x": x, "k": k})
         return [int(eval(call, env)) for call in CALLS]      # int(): the int64 store truncates
 
 
@@ -128,6 +161,37 @@ class NothingStale(RuleBasedStateMachine):
         self.run(f"def h{k}(x):\n    return {body}\n")
         self.model.helpers[k] = body
 
+    @rule(k=st.integers(0, N_HELPERS - 1), body=helper_bodies)
+    def replace_helper_code_in_place(self, k, body):
+        self.run(f"def replacement(x):\n    return {body}\n\nh{k}.__code__ = replacement.__code__\n")
+        self.model.helpers[k] = body
+
+    @rule(value=st.sampled_from(FLOATS))
+    def rebind_float_global(self, value):
+        self.run(f"GZ = float('{value}')")
+        self.model.gz = value
+
+    @rule(value=constants)
+    def set_captured_variable(self, value):
+        self.namespace["set_captured"](value)
+        self.model.captured = value
+
+    @rule(body=fd_bodies, on_integers=st.booleans())
+    def redefine_the_full_arity_of_fd(self, body, on_integers):
+        signature = "x: od.Integer, k: od.Integer" if on_integers else "x, k"
+        self.run(f"@od.function\ndef fd({signature}):\n    return {body}\n")
+        self.model.fd["int" if on_integers else "any"] = body
+
+    @rule(context=st.sampled_from(CONTEXTS), k=st.integers(0, N_HELPERS - 1), value=constants)
+    def overdub_a_helper(self, context, k, value):
+        self.run(f"@{context}.overdub(h{k})\ndef _(x):\n    return {value}\n")
+        self.model.overdubs[(context, k)] = value
+
+    @rule(parent=st.sampled_from(["pa", "pb", None]))
+    def set_the_parent_of_ctx(self, parent):
+        self.run(f"ctx.parent = {parent}")
+        self.model.parent = parent
+
     @rule()
     def launch(self):
         kernel = self.namespace["kernel"]
@@ -138,7 +202,36 @@ class NothingStale(RuleBasedStateMachine):
         assert on_cpu.tolist() == on_host.tolist() == expected, \
             f"calls {CALLS}: CPU target {on_cpu.tolist()}, host {on_host.tolist()}, model {expected}"
 
+    @rule()
+    def launch_in_the_context(self):
+        out = np.zeros(len(CALLS), dtype=np.int64)
+        od.cuda(self.namespace["kernel"], out, context=self.namespace["ctx"])
+        expected = self.model.results("ctx")
+        assert out.tolist() == expected, f"calls {CALLS} in ctx: CPU target {out.tolist()}, model {expected}"
 
-NothingStale.TestCase.settings = settings(max_examples=20, stateful_step_count=10, deadline=None,
-                                          suppress_health_check=[HealthCheck.too_slow])
+    @rule()
+    def launch_from_several_threads_at_once(self):
+        outs = np.zeros((3, len(CALLS)), dtype=np.int64)
+        errors = []
+
+        def launch(row):
+            try:
+                od.cuda(self.namespace["kernel"], row)
+            except BaseException as error:  # noqa: BLE001 -- any error is the failure
+                errors.append(error)
+        threads = [threading.Thread(target=launch, args=(row,)) for row in outs]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert errors == [] and outs.tolist() == [self.model.results()] * 3
+
+
+if os.environ.get("OVERDUB_SLOW"):
+    _settings = settings(max_examples=200, stateful_step_count=50, deadline=None,
+                         suppress_health_check=list(HealthCheck))
+else:
+    _settings = settings(max_examples=25, stateful_step_count=12, deadline=None,
+                         suppress_health_check=[HealthCheck.too_slow])
+NothingStale.TestCase.settings = _settings
 test_launches_never_run_stale_code = NothingStale.TestCase

@@ -15,8 +15,6 @@ import functools
 import os
 from typing import Any, Callable, ContextManager, Protocol
 
-from numba import cuda as numba_cuda
-
 from . import cpu, cuda
 
 __all__ = ["Target", "Launcher", "LaunchFunction", "get_target", "default_target", "gpu_usable"]
@@ -62,19 +60,20 @@ class Target(Protocol):
     def synchronize(self) -> None:
         """Wait for launched work to finish and flush device printf output."""
 
+    def check_launchable(self) -> None:
+        """Raise a clear error where launching on this target is impossible here (no GPU, no driver)."""
 
-@functools.lru_cache(maxsize=None)
-def gpu_usable() -> bool:
-    """Whether numba-cuda finds a usable GPU (asked once)."""
-    try:
-        return numba_cuda.is_available()
-    except Exception:        # a broken driver install means no GPU, not a failed import
-        return False
+
+gpu_usable = cuda.gpu_usable
 
 
 def default_target() -> str:
     """``$OVERDUB_TARGET`` if set, else "cuda" when a GPU is usable, else "cpu"."""
-    return os.environ.get("OVERDUB_TARGET") or ("cuda" if gpu_usable() else "cpu")
+    name = os.environ.get("OVERDUB_TARGET")
+    if name and name not in _TARGETS:
+        raise ValueError(f"the environment variable OVERDUB_TARGET is {name!r}: set it to 'cpu' or 'cuda', or unset "
+                         f"it to use the GPU when one is usable")
+    return name or ("cuda" if gpu_usable() else "cpu")
 
 
 _TARGETS = {"cpu": lambda: cpu.TARGET, "cuda": lambda: cuda.target_for(cuda.device_cc())}

@@ -356,6 +356,9 @@ class CPUTarget:
     def synchronize(self):
         _libc.fflush(None)
 
+    def check_launchable(self):
+        """The CPU target runs anywhere."""
+
 
 TARGET = CPUTarget()
 TARGET.root.forward(print, cuprintln)

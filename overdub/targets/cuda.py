@@ -231,11 +231,27 @@ class CUDATarget:
         from cuda.core import Device
         Device().sync()
 
+    def check_launchable(self):
+        if not gpu_usable():
+            raise RuntimeError("target='cuda' needs a usable NVIDIA GPU and driver, and numba-cuda finds none here "
+                               "(numba.cuda.is_available() is False). Launch with target='cpu' (or set "
+                               "OVERDUB_TARGET=cpu) to run kernels on the CPU target; od.code_ptx compiles for "
+                               "the GPU without one.")
+
 
 @functools.lru_cache(maxsize=None)
 def target_for(cc: tuple[int, int]) -> CUDATarget:
     """The CUDA target for one compute capability (each keeps its own kernels)."""
     return CUDATarget(cc)
+
+
+@functools.lru_cache(maxsize=None)
+def gpu_usable() -> bool:
+    """Whether numba-cuda finds a usable GPU (asked once)."""
+    try:
+        return numba_cuda.is_available()
+    except Exception:        # a broken driver install means no GPU, not a failed import
+        return False
 
 
 @functools.lru_cache(maxsize=None)

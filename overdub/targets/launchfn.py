@@ -8,15 +8,24 @@ grid as ``gx, gy, gz`` and ``tx, ty, tz``, and ``shmem`` and ``stream``.
 """
 from __future__ import annotations
 
+import numbers
+
 from .. import arguments
 from ..runtime import runtime
 
 
+def _extent(d) -> int | None:
+    if isinstance(d, bool) or not isinstance(d, numbers.Integral) or not 1 <= d < 2**31:
+        return None
+    return int(d)
+
+
 def dims(value, what: str) -> tuple[int, int, int]:
-    """A grid or block shape as three positive ints."""
-    shape = (value,) if isinstance(value, int) else tuple(value)
-    if not 1 <= len(shape) <= 3 or any(not isinstance(d, int) or d < 1 for d in shape):
-        raise ValueError(f"{what} must be a positive int or a tuple of 1-3 positive ints, not {value!r}")
+    """A grid or block shape as three positive ints: an integer (numpy's too, not a bool) or a tuple of 1-3."""
+    shape = tuple(map(_extent, value)) if isinstance(value, (tuple, list)) else (_extent(value),)
+    if not 1 <= len(shape) <= 3 or None in shape:
+        raise ValueError(f"{what} must be a positive integer or a tuple of 1-3 positive integers (not bools), "
+                         f"not {value!r}")
     return shape + (1,) * (3 - len(shape))
 
 

@@ -1,0 +1,101 @@
+"""Bad input gets a clear error before anything is compiled, saying what is wrong and what to do."""
+import functools
+
+import numpy as np
+import pytest
+
+import overdub as od
+from overdub import targets
+
+from helpers import compiles
+
+
+def kernel(out):
+    out[0] = 1
+
+
+@pytest.mark.parametrize("not_a_kernel, hint", [
+    (42, "a def"),
+    (functools.partial(kernel), "bound arguments"),
+    (od.GenericFunction("g"), "device function"),
+    (np.zeros, "a def"),
+])
+def test_launching_something_that_is_not_a_kernel_def_says_so(not_a_kernel, hint):
+    before = compiles()
+    with pytest.raises(TypeError, match=hint):
+        od.cuda(not_a_kernel, np.zeros(1))
+    assert compiles() == before
+
+
+@pytest.mark.parametrize("args", [(), (np.zeros(1), np.zeros(1))])
+def test_the_wrong_number_of_arguments_names_the_kernels_parameters(args):
+    before = compiles()
+    with pytest.raises(TypeError, match=r"kernel\(out\) cannot take the \d argument"):
+        od.cuda(kernel, *args)
+    assert compiles() == before
+
+
+@pytest.mark.parametrize("threads", [True, 2.0, 0, -1, (1, 2, 3, 4), "8", (2, False)])
+def test_bad_launch_dimensions_are_rejected(threads):
+    with pytest.raises(ValueError, match="positive integer"):
+        od.cuda(kernel, np.zeros(1, dtype=np.int64), threads=threads)
+
+
+def test_numpy_integers_are_launch_dimensions(make_module):
+    m = make_module("""
+        from numba import cuda
+
+        def kernel(out):
+            out[cuda.grid(1)] = 1
+    """)
+    out = np.zeros(16, dtype=np.int64)
+    od.cuda(m.kernel, out, threads=np.int64(8), blocks=np.int32(2))
+    assert out.sum() == 16
+    out[:] = 0
+    od.cuda(m.kernel, out, threads=(np.int64(4),), blocks=2)
+    assert out.sum() == 8
+
+
+def test_a_kernel_that_returns_a_value_is_rejected_on_every_target():
+    def returning(out):
+        out[0] = 1
+        return out[0]
+
+    for target in ("cpu", "cuda"):
+        with pytest.raises(TypeError, match="returns a value"):
+            od.cuda(returning, np.zeros(1), target=target)
+
+
+def test_an_unknown_overdub_target_names_the_environment_variable(monkeypatch):
+    monkeypatch.setenv("OVERDUB_TARGET", "bogus")
+    with pytest.raises(ValueError, match="OVERDUB_TARGET is 'bogus'"):
+        targets.default_target()
+
+
+@pytest.mark.skipif(targets.gpu_usable(), reason="needs a machine without a usable GPU")
+def test_the_cuda_target_without_a_gpu_suggests_the_cpu_target():
+    with pytest.raises(RuntimeError, match="target='cpu'"):
+        od.cuda(kernel, np.zeros(1), target="cuda")
+
+
+@pytest.mark.parametrize("not_a_def", [int, len, np.sin, functools.partial(kernel)])
+def test_od_function_on_anything_but_a_def_is_rejected_at_once(not_a_def):
+    with pytest.raises(TypeError, match="takes a def"):
+        od.function(not_a_def)
+
+
+def test_overdubbing_a_class_says_it_is_a_class():
+    with pytest.raises(TypeError, match="float is a class"):
+        od.Context("c").overdub(float)
+
+
+def test_overdubbing_a_targets_root_names_the_base_context_to_use():
+    root = targets.get_target("cpu").root
+    with pytest.raises(TypeError, match="add them to od.CPU"):
+        root.overdub(print)
+
+
+def test_a_pointer_to_a_strided_view_is_refused():
+    with pytest.raises(ValueError, match="contiguous"):
+        od.pointer(np.arange(10)[::2])
+    assert od.pointer(np.zeros((3, 4), order="F")).dtype == np.float64

@@ -1,0 +1,360 @@
+"""Everything a launch's meaning depends on is an edge: closure cells, a function's code and defaults replaced
+in place (what %autoreload does), global values compared as data (-0.0, nan), and only real globals."""
+import sys
+
+import numpy as np
+import pytest
+
+import overdub as od
+
+from helpers import compiles, run
+
+
+def test_reassigning_a_captured_variable_is_seen_by_the_next_launch():
+    k = 1
+
+    def kernel(out):
+        out[0] = k
+
+    assert run(kernel) == [1]
+    k = 2
+    assert run(kernel) == [2]
+
+
+def test_a_nonlocal_assignment_is_seen_by_the_next_launch():
+    def make():
+        scale = 3
+
+        def kernel(out):
+            out[0] = scale
+
+        def set_scale(value):
+            nonlocal scale
+            scale = value
+        return kernel, set_scale
+
+    kernel, set_scale = make()
+    assert run(kernel) == [3]
+    set_scale(7)
+    assert run(kernel) == [7]
+
+
+def test_redefining_a_captured_local_helper_is_seen_by_the_next_launch():
+    def helper(x):
+        return x + 1
+
+    def kernel(out):
+        out[0] = helper(10)
+
+    assert run(kernel) == [11]
+
+    def helper(x):      # noqa: F811  (the redefinition is the point)
+        return x + 2
+
+    assert run(kernel) == [12]
+
+
+def test_reassigning_a_captured_variable_to_an_equal_value_does_not_recompile():
+    k = 2.5
+
+    def kernel(out):
+        out[0] = k
+
+    run(kernel, dtype=np.float64)
+    before = compiles()
+    k = float("2.5")
+    assert run(kernel, dtype=np.float64) == [2.5] and compiles() == before
+
+
+def test_replacing_the_kernels_code_in_place_runs_the_new_code(make_module):
+    m = make_module("""
+        def kernel(out):
+            out[0] = 1
+
+        def other(out):
+            out[0] = 2
+    """)
+    assert run(m.kernel) == [1]
+    m.kernel.__code__ = m.other.__code__          # what %autoreload 2 does to `from mod import kernel`
+    assert run(m.kernel) == [2]
+
+
+def test_replacing_a_callees_code_in_place_runs_the_new_code(make_module):
+    m = make_module("""
+        def helper(x):
+            return x + 1
+
+        def new_helper(x):
+            return x + 100
+
+        def kernel(out):
+            out[0] = helper(1)
+    """)
+    assert run(m.kernel) == [2]
+    m.helper.__code__ = m.new_helper.__code__
+    assert run(m.kernel) == [101] == [m.helper(1)]
+
+
+def test_replacing_a_callees_defaults_in_place_is_seen(make_module):
+    m = make_module("""
+        def helper(x, k=1):
+            return x + k
+
+        def kernel(out):
+            out[0] = helper(10)
+    """)
+    assert run(m.kernel) == [11]
+    m.helper.__defaults__ = (5,)
+    assert run(m.kernel) == [15]
+
+
+def test_replacing_code_with_equal_code_does_not_recompile(make_module):
+    m = make_module("""
+        def kernel(out):
+            out[0] = 1
+    """)
+    run(m.kernel)
+    before = compiles()
+    m.kernel.__code__ = m.kernel.__code__.replace()
+    assert run(m.kernel) == [1] and compiles() == before
+
+
+def test_a_global_rebound_from_zero_to_negative_zero_is_seen(make_module):
+    m = make_module("""
+        import math
+        X = 0.0
+
+        def kernel(out):
+            out[0] = math.copysign(1.0, X)
+    """)
+    assert run(m.kernel, dtype=np.float64) == [1.0]
+    m.X = -0.0
+    assert run(m.kernel, dtype=np.float64) == [-1.0]
+
+
+def test_re_running_a_nan_assignment_does_not_recompile(make_module):
+    m = make_module("""
+        X = float("nan")
+
+        def kernel(out):
+            out[0] = X
+    """)
+    run(m.kernel, dtype=np.float64)
+    before = compiles()
+    m.run('X = float("nan")')
+    assert np.isnan(run(m.kernel, dtype=np.float64)[0]) and compiles() == before
+
+
+def test_rebinding_globals_named_like_attributes_does_not_recompile(make_module):
+    m = make_module("""
+        from numba import cuda
+        x = y = 0
+
+        def kernel(out):
+            out[cuda.threadIdx.x] = cuda.threadIdx.x
+    """)
+    run(m.kernel, n=4, threads=4)
+    before = compiles()
+    m.x, m.y = 1, 2
+    assert run(m.kernel, n=4, threads=4) == [0, 1, 2, 3] and compiles() == before
+
+
+def test_a_module_attribute_that_does_not_exist_is_an_error_not_a_builtin(make_module):
+    m = make_module("""
+        import math
+
+        def kernel(out):
+            out[0] = math.max(1, 2)
+    """)
+    with pytest.raises(Exception, match="max"):
+        run(m.kernel)
+
+
+def test_od_explain_lists_the_captured_variables_and_the_kernels_code():
+    k = 4
+
+    def kernel(out):
+        out[0] = k
+
+    out = np.zeros(1, dtype=np.int64)
+    od.cuda(kernel, out)
+    edges = od.explain(kernel, out)
+    assert any("captured variable" in e and ".k" in e for e in edges)
+    assert any(e.startswith("code of ") and "kernel" in e for e in edges)
+
+
+def test_a_default_arity_method_dispatches_to_a_more_specific_method_added_later(make_module):
+    m = make_module("""
+        import overdub as od
+
+        @od.function
+        def d(x, k=5):
+            return 1
+
+        def kernel(out):
+            out[0] = d(1)
+    """)
+    assert run(m.kernel) == [1] and m.d(1) == 1
+    m.run("""
+        @od.function
+        def d(x: od.Integer, k: od.Integer):
+            return 2
+    """)
+    assert run(m.kernel) == [2] and m.d(1) == 2
+
+
+def test_a_default_arity_method_runs_a_redefined_full_method(make_module):
+    m = make_module("""
+        import overdub as od
+
+        @od.function
+        def d(x, k=5):
+            return x + k
+
+        @od.function
+        def e(x):
+            return d(x)
+
+        def kernel(out):
+            out[0] = e(1)
+    """)
+    assert run(m.kernel) == [6]
+    m.run("""
+        import overdub as od
+        @od.function
+        def d(x, k):
+            return x * k
+    """)
+    assert run(m.kernel) == [5] and m.d(1) == 5
+
+
+def test_a_context_overdub_of_the_full_arity_reaches_default_arity_calls(make_module):
+    m = make_module("""
+        import overdub as od
+
+        @od.function
+        def d(x, k=5):
+            return x + k
+
+        ctx = od.Context("double")
+
+        @ctx.overdub(d)
+        def _(x, k):
+            return 2 * (x + k)
+
+        def kernel(out):
+            out[0] = d(1)
+    """)
+    out = np.zeros(1, dtype=np.int64)
+    od.cuda(m.kernel, out, context=m.ctx)
+    assert out[0] == 12
+
+
+# --- identity: a name is a binding ------------------------------------------------------------------------
+
+def test_closures_from_one_factory_are_separate_generic_functions():
+    def make(k):
+        @od.function
+        def times(x):
+            return k * x
+        return times
+
+    times2, times3 = make(2), make(3)
+    assert times2 is not times3 and (times2(5), times3(5)) == (10, 15)
+
+    def kernel(out):
+        out[0] = times2(5)
+
+    assert run(kernel) == [10]
+
+
+def test_defs_execd_into_two_namespaces_are_separate_generic_functions(make_module):
+    a = make_module("import overdub as od\n@od.function\ndef f(x):\n    return 1\n", prefix="ns")
+    b = make_module("import overdub as od\n@od.function\ndef f(x):\n    return 2\n", prefix="ns")
+    assert a.f is not b.f and (a.f(0), b.f(0)) == (1, 2)
+
+
+def test_a_def_named_like_an_imported_generic_function_extends_it(make_module, monkeypatch):
+    lib = make_module("""
+        import overdub as od
+
+        @od.function
+        def area(x: od.Integer):
+            return 1
+    """, prefix="lib")
+    monkeypatch.setitem(sys.modules, lib.__name__, lib)
+    user = make_module(f"""
+        import overdub as od
+        from {lib.__name__} import area
+
+        @od.function
+        def area(x: od.Float):
+            return 2.5
+    """)
+    assert user.area is lib.area and (lib.area(1), lib.area(1.0)) == (1, 2.5)
+
+
+def test_an_overdub_of_one_lambda_does_not_apply_to_another():
+    first, second = (lambda x: x + 1), (lambda x: x + 2)
+    ctx = od.Context("one lambda")
+
+    @ctx.overdub(first)
+    def _(x):
+        return 100
+
+    def kernel(out):
+        out[0] = first(0)
+        out[1] = second(0)
+
+    out = np.zeros(2, dtype=np.int64)
+    od.cuda(kernel, out, context=ctx)
+    assert out.tolist() == [100, 2]
+
+
+# --- contexts: parents and forwards are edges -----------------------------------------------------------
+
+def test_reassigning_a_contexts_parent_is_seen_by_the_next_launch():
+    def helper(x):
+        return x
+
+    outer, other = od.Context("outer"), od.Context("other")
+
+    @outer.overdub(helper)
+    def _(x):
+        return 1
+
+    @other.overdub(helper)
+    def _(x):
+        return 2
+
+    ctx = od.Context("child", parent=outer)
+
+    def kernel(out):
+        out[0] = helper(0)
+
+    out = np.zeros(1, dtype=np.int64)
+    od.cuda(kernel, out, context=ctx)
+    assert out[0] == 1
+    ctx.parent = other
+    od.cuda(kernel, out, context=ctx)
+    assert out[0] == 2
+
+
+def test_a_forward_added_after_a_launch_is_seen_by_the_next_launch():
+    def helper(x):
+        return x + 1
+
+    def replacement(x):
+        return x + 50
+
+    ctx = od.Context("forwarding")
+
+    def kernel(out):
+        out[0] = helper(0)
+
+    out = np.zeros(1, dtype=np.int64)
+    od.cuda(kernel, out, context=ctx)
+    assert out[0] == 1
+    ctx.forward(helper, replacement)
+    od.cuda(kernel, out, context=ctx)
+    assert out[0] == 50
