@@ -1,4 +1,5 @@
-"""Launches never fail and never run stale code while another thread redefines what they call.
+"""Launches never fail and never run stale code while another thread redefines what they call (and launches
+right after each redefinition, as a re-run notebook cell does, seeing its own redefinition at once).
 
 The soak runs for OVERDUB_SOAK_SECONDS (3 by default; the `slow` test, run with OVERDUB_SLOW=1, for 60) with
 one redefiner and four launchers."""
@@ -40,13 +41,15 @@ def soak(make_module, seconds: float) -> tuple[int, int]:
     threads = [threading.Thread(target=launcher) for _ in range(4)]
     for thread in threads:
         thread.start()
-    version, deadline = 0, time.monotonic() + seconds
+    version, deadline, own = 0, time.monotonic() + seconds, np.zeros(1, dtype=np.int64)
     try:
         while time.monotonic() < deadline and not errors:
             version += 1
             defined.add(version)
-            m.run(f"@od.function\ndef f(x: od.Integer):\n    return {version}\n")
-            time.sleep(0.01)
+            m.run(f"@od.function\ndef f(x: od.Integer):\n    return {version}\n\n"
+                  f"def kernel(out):\n    out[0] = f(0)\n")          # the cell redefines the kernel too
+            od.cuda(m.kernel, own)        # as a re-run notebook cell does: the redefining thread launches too
+            assert own[0] == version, f"the redefining thread ran {own[0]} right after defining {version}"
     finally:
         stop.set()
         for thread in threads:
