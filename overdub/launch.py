@@ -15,7 +15,7 @@ import inspect
 import os
 import types as pytypes
 
-from . import compiler
+from . import closures, compiler
 from .context import Context
 from .registry import GenericFunction
 from .runtime import launch_key, runtime
@@ -44,12 +44,15 @@ def _launch_slow(kernel, args, threads, blocks, shmem, stream, target, context):
     check_kernel(kernel, args)
     tgt = get_target(target)
     tgt.check_launchable()
-    argtypes = tuple(map(tgt.typeof, args))
-    job = compiler.CompileJob.of(kernel, argtypes, (context or tgt.base).chain(tgt))
+    function, launched_args, lifted = closures.launched_function(kernel, args)
+    argtypes = tuple(map(tgt.typeof, launched_args))
+    job = compiler.CompileJob.of(function, argtypes, (context or tgt.base).chain(tgt))
     key = launch_key(kernel, context, target, args)
     while True:
         compiled = compiler.cached_kernel(job)
-        launch = compiled.launcher.launch_function(compiled, args, argtypes)
+        launch = compiled.launcher.launch_function(compiled, launched_args, argtypes)
+        if lifted is not None:
+            launch = closures.with_captured_values(launch, lifted, kernel, launched_args)
         if launch(args, blocks, threads, shmem, stream):
             if launch.guarded:
                 runtime.add_launch(key, launch)

@@ -1,7 +1,7 @@
 """Introspection: what a kernel depends on, why things recompiled, and the code it became."""
 from __future__ import annotations
 
-from . import compiler
+from . import closures, compiler
 from .context import Context
 from .targets import cuda as cuda_target
 from .targets import get_target
@@ -13,8 +13,9 @@ stats = compiler.stats
 
 
 def _job(kernel, args, target, context) -> compiler.CompileJob:
+    function, args, _ = closures.launched_function(kernel, args)
     argtypes = tuple(a if is_concrete(a) else target.typeof(a) for a in args)
-    return compiler.CompileJob.of(kernel, argtypes, (context or target.base).chain(target))
+    return compiler.CompileJob.of(function, argtypes, (context or target.base).chain(target))
 
 
 def explain(kernel, *args, target: str | None = None, context: Context | None = None) -> list[str]:

@@ -170,17 +170,86 @@ def test_a_module_attribute_that_does_not_exist_is_an_error_not_a_builtin(make_m
         run(m.kernel)
 
 
-def test_od_explain_lists_the_captured_variables_and_the_kernels_code():
-    k = 4
+def test_od_explain_lists_a_captured_helper_and_the_kernels_code():
+    def helper(x):
+        return x + 1
 
     def kernel(out):
-        out[0] = k
+        out[0] = helper(1)
 
     out = np.zeros(1, dtype=np.int64)
     od.cuda(kernel, out)
     edges = od.explain(kernel, out)
-    assert any("captured variable" in e and ".k" in e for e in edges)
+    assert any("captured variable" in e and ".helper" in e for e in edges)
     assert any(e.startswith("code of ") and "kernel" in e for e in edges)
+
+
+# --- closures capturing data: compiled once per definition, the captured values passed at each launch ----
+
+def make_scaler(k):
+    def scale(out, x):
+        out[0] = k * x
+    return scale
+
+
+def test_closures_made_by_a_factory_share_one_compile_and_each_runs_its_own_value():
+    kernels = [make_scaler(k) for k in range(20)]
+    before = compiles()
+    results = []
+    for kernel in kernels:
+        out = np.zeros(1, dtype=np.int64)
+        od.cuda(kernel, out, 3)
+        results.append(int(out[0]))
+    assert results == [3 * k for k in range(20)] and compiles() == before + 1
+
+
+def test_reassigning_a_captured_number_changes_the_data_not_the_code():
+    k = 1
+
+    def kernel(out):
+        out[0] = k
+
+    assert run(kernel) == [1]
+    before = compiles()
+    for k in range(2, 6):   # noqa: B007  (the loop variable is what the kernel captures)
+        assert run(kernel) == [k]
+    assert compiles() == before
+
+
+def test_a_captured_value_of_a_new_type_compiles_for_that_type():
+    k = 2
+
+    def kernel(out):
+        out[0] = k * 1.5
+
+    assert run(kernel, dtype=np.float64) == [3.0]
+    k = 2.5
+    assert run(kernel, dtype=np.float64) == [3.75]
+
+
+def test_a_captured_array_is_read_as_it_is_at_each_launch():
+    table = np.arange(4)
+
+    def kernel(out):
+        out[0] = table[2]
+
+    assert run(kernel) == [2]
+    table[2] = 40             # in place: as an argument, the kernel sees the array's current contents
+    assert run(kernel) == [40]
+
+
+def test_replacing_a_closure_kernels_code_in_place_runs_the_new_code():
+    k = 3
+
+    def kernel(out):
+        out[0] = k
+
+    def other(out):
+        out[0] = k + 100
+
+    assert run(kernel) == [3]
+    kernel.__code__ = other.__code__
+    assert run(kernel) == [103]
 
 
 def test_a_default_arity_method_dispatches_to_a_more_specific_method_added_later(make_module):

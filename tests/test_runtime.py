@@ -64,7 +64,7 @@ def test_a_replaced_methods_code_is_released_once_no_kernel_uses_it(make_module)
     assert collected(old_def) and collected(old_instance)
 
 
-def test_kernels_made_per_call_of_a_factory_are_released_with_their_closures():
+def test_kernels_made_per_call_of_a_factory_are_released_and_share_one_compile():
     def make(k):
         def kernel(out):
             out[0] = k
@@ -80,7 +80,8 @@ def test_kernels_made_per_call_of_a_factory_are_released_with_their_closures():
         refs.append(weakref.ref(kernel))
     del kernel
     assert all(collected(ref) for ref in refs)
-    assert len(runtime.kernels) == before
+    assert len(runtime.kernels) == before + 1          # the one compile the closures of the def share
+    assert all(key[0]() is not None for key in runtime.launches)
 
 
 def test_invalidation_removes_the_dead_kernel_from_the_backedges_of_what_stays_valid(make_module):

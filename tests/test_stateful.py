@@ -15,6 +15,7 @@ with the model alone). Calls only go from f_i to f_j with j > i, so no definitio
 
 CI runs a few hundred steps; OVERDUB_SLOW=1 runs 10^4 (200 examples of 50 steps).
 """
+import linecache
 import math
 import os
 import threading
@@ -133,7 +134,10 @@ class NothingStale(RuleBasedStateMachine):
 
     def run(self, source: str) -> None:
         self.chunks += 1
-        exec(compile(textwrap.dedent(source), f"<{self.name} chunk {self.chunks}>", "exec"), self.namespace)
+        source, filename = textwrap.dedent(source), f"<{self.name} chunk {self.chunks}>"
+        # registered as IPython registers a cell's source, so closure kernels can be lifted (overdub.closures)
+        linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+        exec(compile(source, filename, "exec"), self.namespace)
 
     def define(self, i: int, signature: str, body: str) -> None:
         self.run(f"@od.function\ndef f{i}(x: {signature}):\n    return {body}\n")

@@ -1,0 +1,132 @@
+"""Kernels that are closures: captured values are data of the launch, not constants of the code.
+
+A kernel defined inside a function -- a factory called once per configuration, a notebook helper -- closes
+over variables. Compiling each closure with its captured values as constants would compile ``make(k)`` once
+per ``k`` and keep every copy; Julia instead compiles a closure once per closure *type* (its code and the
+types of what it captures) and passes the captured values as data. overdub does the same where it can: a
+kernel whose captured variables all hold launch-argument data (numbers, arrays, pointers: anything with an
+:mod:`overdub.arguments` kind) is *lifted* -- recompiled from its source as a function taking those variables
+as leading parameters -- and each launch passes their current values. Closures of one ``def`` then share one
+compiled kernel per tuple of captured types, and reassigning a captured variable changes the next launch's
+data, not its code.
+
+A closure capturing anything else (a helper function, a module) is compiled as it is, its cells read as
+constants and tracked as edges (:mod:`overdub.bindings`); so is a closure whose source cannot be read.
+"""
+from __future__ import annotations
+
+import ast
+import inspect
+import textwrap
+import types as pytypes
+import weakref
+
+from . import arguments
+
+__all__ = ["Lifted", "lift", "launched_function"]
+
+
+class Lifted:
+    """A closure kernel lifted: the shared function taking the captured variables first, and the cells whose
+    values each launch passes (``captured_values``)."""
+
+    __slots__ = ("function", "cells", "state")
+
+    def __init__(self, function, closure):
+        self.function, self.cells = function, closure.__closure__
+        self.state = (closure.__code__, closure.__defaults__, closure.__kwdefaults__)
+
+    def captured_values(self) -> tuple:
+        return tuple(cell.cell_contents for cell in self.cells)
+
+    def still_describes(self, closure) -> bool:
+        """Is ``closure`` still the code this was lifted from (not replaced in place since)?"""
+        return (closure.__code__, closure.__defaults__, closure.__kwdefaults__) == self.state
+
+
+_lifted_code: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()   # closure code -> lifted function or None
+
+
+def lift(kernel) -> Lifted | None:
+    """``kernel`` lifted, or None where it is no closure, captures something other than data, has an empty
+    cell, or has no readable source."""
+    cells = kernel.__closure__
+    if not cells:
+        return None
+    try:
+        if any(arguments.kind_of(cell.cell_contents) is None for cell in cells):
+            return None
+    except ValueError:          # an empty cell: compile as it is, and let numba say what is unbound
+        return None
+    code = kernel.__code__
+    function = _lifted_code.get(code, False)
+    if function is False:
+        function = _lifted_code[code] = _compile_lifted(kernel)
+    if function is None or function.__globals__ is not kernel.__globals__:
+        return None
+    return Lifted(function, kernel)
+
+
+def _compile_lifted(kernel):
+    """The kernel's ``def`` recompiled from its source with its free variables as leading parameters, in its
+    own module's namespace (so its globals stay edges of the module), or None."""
+    code = kernel.__code__
+    try:
+        lines, first = inspect.getsourcelines(kernel)
+    except (OSError, TypeError):
+        return None
+    try:
+        tree = ast.parse(textwrap.dedent("".join(lines)))
+    except SyntaxError:         # a lambda or a def sharing its line with other code
+        return None
+    defs = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == code.co_name]
+    if len(defs) != 1:
+        return None
+    node = defs[0]
+    node.decorator_list = []
+    captured = [ast.arg(arg=name) for name in code.co_freevars]
+    node.args.posonlyargs = captured + node.args.posonlyargs
+    ast.fix_missing_locations(tree)
+    ast.increment_lineno(tree, first - 1)
+    namespace: dict = {}
+    exec(compile(tree, code.co_filename, "exec"), kernel.__globals__.copy() | {"__builtins__": __builtins__},
+         namespace)
+    lifted = namespace.get(code.co_name)
+    if not isinstance(lifted, pytypes.FunctionType) or lifted.__code__.co_freevars:
+        return None
+    lifted = pytypes.FunctionType(lifted.__code__, kernel.__globals__, kernel.__name__, kernel.__defaults__)
+    lifted.__qualname__, lifted.__module__ = kernel.__qualname__, kernel.__module__
+    lifted.__kwdefaults__ = kernel.__kwdefaults__
+    return lifted
+
+
+def launched_function(kernel, args: tuple) -> tuple:
+    """(the function to compile, the arguments to launch it with, the Lifted or None) for a launch of
+    ``kernel`` with ``args``: a lifted closure takes its captured values first."""
+    lifted = lift(kernel)
+    if lifted is None:
+        return kernel, args, None
+    return lifted.function, lifted.captured_values() + tuple(args), lifted
+
+
+def with_captured_values(launch, lifted: Lifted, kernel, launched_args: tuple):
+    """A launch function for the closure ``kernel`` (held weakly) from ``launch``, the lifted kernel's, made
+    for ``launched_args``: it passes the captured values as they are at each launch, and declines (False: the
+    slow path) once one has another class than when it was made (launch functions rely on their caller to key
+    argument classes), a captured variable was deleted, or the closure's code was replaced in place."""
+    kernel_ref = weakref.ref(kernel)
+    classes = tuple(map(type, launched_args[:len(lifted.cells)]))
+
+    def launch_closure(args, blocks, threads, shmem, stream):
+        closure = kernel_ref()
+        if closure is None or not lifted.still_describes(closure):
+            return False
+        try:
+            captured = lifted.captured_values()
+        except ValueError:
+            return False
+        if tuple(map(type, captured)) != classes:
+            return False
+        return launch(captured + args, blocks, threads, shmem, stream)
+    launch_closure.kernel, launch_closure.guarded = launch.kernel, launch.guarded
+    return launch_closure
