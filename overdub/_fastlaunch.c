@@ -41,8 +41,9 @@ typedef struct {
     PyObject_HEAD
     PyObject *kernel;          /* the compiler's Kernel node: its `valid` flag */
     Py_ssize_t nchecks;
-    uint64_t **versions;       /* addresses of module dicts' version tags */
-    PyObject **expected;       /* lists [view, tag]: item 1 is the tag the guard last saw */
+    uint64_t **versions;       /* the watched words: module dicts' version tags, cells' and functions' pointers */
+    uint64_t **expected;       /* for each, the word holding the value the guard last saw */
+    PyObject **keep;           /* what owns those words (kept alive) */
     Py_ssize_t nargs;
     Py_ssize_t nslots;         /* the kernel's parameter slots: at most MAX_SLOTS */
     ArgSpec *specs;
@@ -258,18 +259,15 @@ static int parse_dims(PyObject *value, unsigned out[3]) {
     return -1;
 }
 
-/* The kernel's flag, then the version tags of the modules it read; when a tag moved (some global of that
- * module changed), the kernel's own slow check (Kernel.usable) compares the globals it read and records
- * the new tags. 1: valid, 0: not (take the slow path), -1: error. */
+/* The kernel's flag, then the words it watches (the version tags of the modules it read, the content
+ * pointers of closure cells, the code and defaults pointers of functions); when one moved, the kernel's own
+ * slow check (Kernel.usable) compares what it read and records the new words. 1: valid, 0: not (take the
+ * slow path), -1: error. */
 static int still_valid(Launcher *self) {
     int valid = attr_truth(self->kernel, s_valid);
     if (valid != 1) return valid < 0 ? -1 : 0;
     for (Py_ssize_t i = 0; i < self->nchecks; i++) {
-        PyObject *tag = PyList_GetItem(self->expected[i], 1);
-        if (tag == NULL) return -1;
-        unsigned long long expected = PyLong_AsUnsignedLongLong(tag);
-        if (PyErr_Occurred()) return -1;
-        if (*self->versions[i] != expected) {
+        if (*self->versions[i] != *self->expected[i]) {
             PyObject *usable = PyObject_CallMethodObjArgs(self->kernel, s_usable, NULL);
             if (usable == NULL) return -1;
             int truth = PyObject_IsTrue(usable);
@@ -368,16 +366,24 @@ static int Launcher_init(Launcher *self, PyObject *args, PyObject *kwargs) {
     self->nargs = PySequence_Size(specs);
     if (self->nchecks < 0 || self->nargs < 0) return -1;
     self->versions = PyMem_Calloc(self->nchecks + 1, sizeof(uint64_t *));
-    self->expected = PyMem_Calloc(self->nchecks + 1, sizeof(PyObject *));
+    self->expected = PyMem_Calloc(self->nchecks + 1, sizeof(uint64_t *));
+    self->keep = PyMem_Calloc(self->nchecks + 1, sizeof(PyObject *));
     self->specs = PyMem_Calloc(self->nargs + 1, sizeof(ArgSpec));
-    if (!self->versions || !self->expected || !self->specs) { PyErr_NoMemory(); return -1; }
+    if (!self->versions || !self->expected || !self->keep || !self->specs) { PyErr_NoMemory(); return -1; }
     for (Py_ssize_t i = 0; i < self->nchecks; i++) {
-        PyObject *pair = PySequence_GetItem(checks, i);     /* (address, [view, tag]) */
-        if (pair == NULL) return -1;
-        self->versions[i] = PyLong_AsVoidPtr(PyTuple_GetItem(pair, 0));
-        self->expected[i] = PyTuple_GetItem(pair, 1);
-        Py_XINCREF(self->expected[i]);
-        Py_DECREF(pair);
+        /* (address of the watched word, address of the word holding its expected value, their owner) */
+        PyObject *check = PySequence_GetItem(checks, i);
+        if (check == NULL) return -1;
+        if (!PyTuple_Check(check) || PyTuple_Size(check) != 3) {
+            Py_DECREF(check);
+            PyErr_SetString(PyExc_ValueError, "a check is (word address, expected-word address, owner)");
+            return -1;
+        }
+        self->versions[i] = PyLong_AsVoidPtr(PyTuple_GetItem(check, 0));
+        self->expected[i] = PyLong_AsVoidPtr(PyTuple_GetItem(check, 1));
+        self->keep[i] = PyTuple_GetItem(check, 2);
+        Py_XINCREF(self->keep[i]);
+        Py_DECREF(check);
         if (PyErr_Occurred()) return -1;
     }
     self->nslots = 0;
@@ -407,10 +413,11 @@ static int Launcher_init(Launcher *self, PyObject *args, PyObject *kwargs) {
 static void Launcher_dealloc(Launcher *self) {
     Py_XDECREF(self->kernel);
     Py_XDECREF(self->stream_handle);
-    for (Py_ssize_t i = 0; self->expected && i < self->nchecks; i++) Py_XDECREF(self->expected[i]);
+    for (Py_ssize_t i = 0; self->keep && i < self->nchecks; i++) Py_XDECREF(self->keep[i]);
     for (Py_ssize_t i = 0; self->specs && i < self->nargs; i++) Py_XDECREF(self->specs[i].dtype);
     PyMem_Free(self->versions);
     PyMem_Free(self->expected);
+    PyMem_Free(self->keep);
     PyMem_Free(self->specs);
     PyTypeObject *type = Py_TYPE((PyObject *)self);
     freefunc tp_free = (freefunc)PyType_GetSlot(type, Py_tp_free);

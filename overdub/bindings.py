@@ -299,12 +299,15 @@ def read_function(func) -> None:
 # --- the check ------------------------------------------------------------------------------------------
 
 class Guard:
-    """The state a compiled thing read (directly or through what it calls), checked cheaply before use."""
+    """The state a compiled thing read (directly or through what it calls), checked cheaply before use.
+
+    Each watched word has an entry ``[view, expected]``, ``expected`` a ``ctypes.c_uint64`` holding the value
+    the word had when last checked, so that the native launcher compares two words in memory."""
 
     __slots__ = ("_checks", "_edges")
 
     def __init__(self):
-        self._checks: dict[int, list] = {}          # word address -> [view, value when last checked]
+        self._checks: dict[int, list] = {}          # word address -> [view, expected value (c_uint64)]
         self._edges: dict[int, list[Edge]] = {}     # word address -> the edges that word watches
 
     def add(self, edge: Edge) -> None:
@@ -316,9 +319,9 @@ class Guard:
             group.append(edge)
             check = self._checks.get(address)
             if check is None:
-                self._checks[address] = [view, value]
-            elif view is not None and check[1] != value:
-                check[1] = _UNSEEN    # read at different moments: the first check is the slow one
+                self._checks[address] = [view, ctypes.c_uint64(value if view is not None else _UNSEEN)]
+            elif check[1].value != value:
+                check[1].value = _UNSEEN    # read at different moments: the first check is the slow one
 
     def include(self, other: "Guard") -> None:
         """Also guard what ``other`` guards (a callee's state is its callers' edges too)."""
@@ -328,33 +331,32 @@ class Guard:
 
     def fresh(self) -> bool:
         """Fast check: no watched word has moved since it was last checked."""
-        for view, value in self._checks.values():
-            if view is None or view.value != value:
+        for view, expected in self._checks.values():
+            if view is None or view.value != expected.value:
                 return False
         return True
 
-    def native_checks(self) -> list[tuple[int, list]] | None:
-        """(address of each watched word, its [view, value] entry) for native launchers, or None where some
-        word has no view (those launches take the slow check)."""
+    def native_checks(self) -> list[tuple[int, int, list]] | None:
+        """(address of each watched word, address of its expected value, the entry owning both) for native
+        launchers, or None where some word has no view (those launches take the slow check)."""
         if any(view is None for view, _ in self._checks.values()):
             return None
-        return [(address, check) for address, check in self._checks.items()]
+        return [(address, ctypes.addressof(check[1]), check) for address, check in self._checks.items()]
 
     def revalidate(self) -> bool:
         """Slow check: invalidate the edges that really changed; True when none of this guard's did."""
         ok = True
         with world.lock:
-            for address, check in self._checks.items():
-                view = check[0]
-                now = None if view is None else view.value
-                if view is not None and now == check[1]:
+            for address, (view, expected) in self._checks.items():
+                now = _UNSEEN if view is None else view.value
+                if view is not None and now == expected.value:
                     continue
                 group = self._edges[address]
                 stale = [edge for edge in group if edge.valid and edge.changed()]
                 if stale:
                     invalidate_changed(stale)
                 ok = ok and all(edge.valid for edge in group)
-                check[1] = now
+                expected.value = now
         return ok
 
 

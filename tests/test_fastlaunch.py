@@ -86,11 +86,11 @@ def test_an_invalidated_kernel_returns_false():
     assert launcher((), 1, 1, 0, None) is False and driver.calls == []
 
 
-def test_a_changed_module_version_tag_asks_the_kernels_slow_check():
-    tag = ctypes.c_uint64(5)
-    check = [None, 5]
+def test_a_moved_watched_word_asks_the_kernels_slow_check():
+    tag, expected = ctypes.c_uint64(5), ctypes.c_uint64(5)
     node = Node()
-    launcher, driver = make([], 0, checks=[(ctypes.addressof(tag), check)], node=node)
+    launcher, driver = make([], 0, checks=[(ctypes.addressof(tag), ctypes.addressof(expected), [tag, expected])],
+                            node=node)
     assert launcher((), 1, 1, 0, None) is True and node.revalidated == 0
     tag.value = 6                     # some global of the module changed ...
     assert launcher((), 1, 1, 0, None) is True and node.revalidated == 1    # ... but none the kernel read
