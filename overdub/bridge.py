@@ -61,7 +61,11 @@ register_opaque(ModuleProxy, ModuleProxyType)
 def _seen_attribute(proxy: ModuleProxy, attr: str):
     """(the attribute as the chain sees it, whether that is the module's own value -- not Overdubbed, not a
     proxy, not a target's replacement)."""
-    value = proxy.attribute(attr)
+    try:
+        value = proxy.attribute(attr)
+    except AttributeError as exc:
+        sites = call_sites()
+        raise AttributeError(f"{exc}{' (at ' + sites[0] + ')' if sites else ''}") from None
     return value, value is getattr(proxy.module, attr, None)
 
 
@@ -107,10 +111,12 @@ def dispatcher_call(context, dispatcher, args: tuple, kws: dict):
 
 def call_sites() -> list[str]:
     """The source lines of the calls numba is typing on this thread, innermost first ("file.py:12")."""
+    # numba internals: the typing constraints on the stack (CallConstraint, IntrinsicCallConstraint,
+    # TypeVarConstraint for attribute reads) carry the source location being typed
     sites, frame = [], sys._getframe(1)
     while frame is not None:
         constraint = frame.f_locals.get("self")
-        if type(constraint).__name__ == "CallConstraint" and getattr(constraint, "loc", None) is not None:
+        if type(constraint).__name__.endswith("Constraint") and getattr(constraint, "loc", None) is not None:
             loc = constraint.loc
             site = f"{loc.short()}" if hasattr(loc, "short") else f"{loc.filename}:{loc.line}"
             if not sites or sites[-1] != site:
