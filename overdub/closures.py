@@ -21,9 +21,9 @@ import textwrap
 import types as pytypes
 import weakref
 
-from . import arguments
+from . import arguments, compiler
 
-__all__ = ["Lifted", "lift", "launched_function"]
+__all__ = ["Lifted", "lift", "compiled_kernel", "with_captured_values"]
 
 
 class Lifted:
@@ -100,13 +100,22 @@ def _compile_lifted(kernel):
     return lifted
 
 
-def launched_function(kernel, args: tuple) -> tuple:
-    """(the function to compile, the arguments to launch it with, the Lifted or None) for a launch of
-    ``kernel`` with ``args``: a lifted closure takes its captured values first."""
+def compiled_kernel(kernel, args: tuple, typeof, chain: tuple) -> tuple:
+    """(the compiled kernel, the arguments to launch it with, their types, the Lifted or None) for ``kernel``
+    and ``args`` (typed by ``typeof``) in ``chain``: a lifted closure takes its captured values first. A closure
+    whose lifted form does not compile -- it uses a captured value where numba needs a constant, such as an
+    array shape -- is compiled as it is, its captured values constants, from then on."""
     lifted = lift(kernel)
-    if lifted is None:
-        return kernel, args, None
-    return lifted.function, lifted.captured_values() + tuple(args), lifted
+    function, launched = (kernel, tuple(args)) if lifted is None else \
+        (lifted.function, lifted.captured_values() + tuple(args))
+    argtypes = tuple(map(typeof, launched))
+    try:
+        return compiler.cached_kernel(compiler.CompileJob.of(function, argtypes, chain)), launched, argtypes, lifted
+    except compiler.CompileError:
+        if lifted is None:
+            raise
+    _lifted_code[kernel.__code__] = None
+    return compiled_kernel(kernel, args, typeof, chain)
 
 
 def with_captured_values(launch, lifted: Lifted, kernel, launched_args: tuple):

@@ -15,7 +15,7 @@ import inspect
 import os
 import types as pytypes
 
-from . import closures, compiler
+from . import closures
 from .context import Context
 from .registry import GenericFunction
 from .runtime import launch_key, runtime
@@ -44,12 +44,10 @@ def _launch_slow(kernel, args, threads, blocks, shmem, stream, target, context):
     check_kernel(kernel, args)
     tgt = get_target(target)
     tgt.check_launchable()
-    function, launched_args, lifted = closures.launched_function(kernel, args)
-    argtypes = tuple(map(tgt.typeof, launched_args))
-    job = compiler.CompileJob.of(function, argtypes, (context or tgt.base).chain(tgt))
+    chain = (context or tgt.base).chain(tgt)
     key = launch_key(kernel, context, target, args)
     while True:
-        compiled = compiler.cached_kernel(job)
+        compiled, launched_args, argtypes, lifted = closures.compiled_kernel(kernel, args, tgt.typeof, chain)
         launch = compiled.launcher.launch_function(compiled, launched_args, argtypes)
         if lifted is not None:
             launch = closures.with_captured_values(launch, lifted, kernel, launched_args)
@@ -58,8 +56,8 @@ def _launch_slow(kernel, args, threads, blocks, shmem, stream, target, context):
                 runtime.add_launch(key, launch)
             return
         if compiled.usable():
-            raise RuntimeError(f"overdub internal error: the launch function of {job.call()} rejected the "
-                               f"arguments it was made for")
+            raise RuntimeError(f"overdub internal error: the launch function of {compiled.job.call()} rejected "
+                               f"the arguments it was made for")
 
 
 def check_kernel(kernel, args: tuple) -> None:

@@ -12,10 +12,17 @@ __all__ = ["explain", "stats", "code_ptx", "code_llvm", "code_sass"]
 stats = compiler.stats
 
 
+def _typeof(target):
+    return lambda arg: arg if is_concrete(arg) else target.typeof(arg)
+
+
 def _job(kernel, args, target, context) -> compiler.CompileJob:
-    function, args, _ = closures.launched_function(kernel, args)
-    argtypes = tuple(a if is_concrete(a) else target.typeof(a) for a in args)
-    return compiler.CompileJob.of(function, argtypes, (context or target.base).chain(target))
+    lifted = closures.lift(kernel)
+    if lifted is not None:
+        args = lifted.captured_values() + tuple(args)
+    argtypes = tuple(map(_typeof(target), args))
+    return compiler.CompileJob.of(kernel if lifted is None else lifted.function, argtypes,
+                                  (context or target.base).chain(target))
 
 
 def explain(kernel, *args, target: str | None = None, context: Context | None = None) -> list[str]:
@@ -27,7 +34,9 @@ def explain(kernel, *args, target: str | None = None, context: Context | None = 
 
 def _cuda_library(kernel, args, cc, context):
     target = cuda_target.target_for(tuple(cc))
-    return compiler.cached_kernel(_job(kernel, args, target, context)).launcher.library, target.cc
+    chain = (context or target.base).chain(target)
+    compiled = closures.compiled_kernel(kernel, args, _typeof(target), chain)[0]
+    return compiled.launcher.library, target.cc
 
 
 def code_ptx(kernel, *args_or_types, cc=(9, 0), context: Context | None = None) -> str:

@@ -429,3 +429,18 @@ def test_a_forward_added_after_a_launch_is_seen_by_the_next_launch():
     ctx.forward(helper, replacement)
     od.cuda(kernel, out, context=ctx)
     assert out[0] == 50
+
+
+def test_a_closure_using_a_captured_value_as_a_constant_compiles_with_it_as_a_constant():
+    from numba import cuda
+
+    def make(n):
+        def kernel(out):
+            tmp = cuda.local.array(n, np.int64)       # numba needs the shape at compile time
+            for i in range(n):
+                tmp[i] = i * i
+            out[0] = tmp[n - 1]
+        return kernel
+
+    assert run(make(4)) == [9]
+    assert run(make(5)) == [16]
