@@ -18,9 +18,12 @@ from __future__ import annotations
 
 import operator
 import sys
+import types as pytypes
 
 import numba
 from numba.core import cgutils, types
+from numba.core.dispatcher import Dispatcher
+from numba.cuda.dispatcher import CUDADispatcher
 from numba.core.extending import NativeValue, models, register_model, typeof_impl, unbox
 from numba.core.imputils import lower_builtin, lower_constant, lower_getattr_generic
 from numba.core.typing.templates import AbstractTemplate, AttributeTemplate, infer_getattr, infer_global, signature
@@ -100,6 +103,26 @@ def delegate(context, callee, args: tuple, kws: dict):
     if sig is None:
         return None, None
     return sig, fnty.get_impl_key(sig)
+
+
+def numba_implements(context, callee) -> bool:
+    """Does numba's typing have its own registration for ``callee`` (``@overload``, ``@intrinsic``, a typing
+    template)? Then a Python body it may have is a placeholder. (numba internals: the typing context's
+    registry of globals.)"""
+    return context._lookup_global(callee) is not None
+
+
+_DISPATCHERS = (Dispatcher, CUDADispatcher)
+
+
+def python_function(callee):
+    """The Python function to compile for a call of ``callee``: a plain function itself, a numba dispatcher's
+    ``py_func`` (``@numba.njit``, ``@cuda.jit(device=True)``: overdub compiles it as any callee); else None."""
+    if isinstance(callee, pytypes.FunctionType):
+        return callee
+    if isinstance(callee, _DISPATCHERS) and isinstance(getattr(callee, "py_func", None), pytypes.FunctionType):
+        return callee.py_func
+    return None
 
 
 def dispatcher_call(context, dispatcher, args: tuple, kws: dict):

@@ -190,7 +190,10 @@ def resolve_call(site: Overdubbed, typing_context, args: tuple, kws: dict):
 
     Order: each context of the chain (the first applicable overdub wins; its body compiles one context
     down), the chain's forwards (``print`` -> ``cuprintln``), then the callee itself: a generic function's
-    method, a plain function compiled in the same chain, or whatever numba knows it as.
+    method, a plain function -- or the Python function of a numba ``njit`` or ``cuda.jit(device=True)``
+    dispatcher -- compiled in the same chain (so it is an edge like any callee, and compiles for the target
+    with no GPU present), or, for what numba implements itself (``@overload``, ``@intrinsic``, libdevice,
+    fp16, cooperative groups: Python placeholders whose bodies mean nothing), numba's own typing.
     """
     chain, callee = site.chain, site.callee
     argtypes = tuple(bridge.unliteral(a) for a in args)
@@ -216,8 +219,9 @@ def resolve_call(site: Overdubbed, typing_context, args: tuple, kws: dict):
         if match.method is None:
             _raise_at_call_site(match.error())
         return compile_method(match.method.func, chain, typing_context, argtypes, kwtypes)
-    if isinstance(callee, pytypes.FunctionType):
-        return compile_method(callee, chain, typing_context, argtypes, kwtypes)
+    function = bridge.python_function(callee)
+    if function is not None and not bridge.numba_implements(typing_context, callee):
+        return compile_method(function, chain, typing_context, argtypes, kwtypes)
     sig, impl_key = bridge.delegate(typing_context, callee, args, kws)
     if sig is None:
         _raise_at_call_site(MethodError(getattr(callee, "__name__", repr(callee)), argtypes))

@@ -15,7 +15,7 @@ import inspect
 import os
 import types as pytypes
 
-from . import closures
+from . import bridge, closures
 from .context import Context
 from .registry import GenericFunction
 from .runtime import launch_key, runtime
@@ -41,16 +41,17 @@ def _launch_slow(kernel, args, threads, blocks, shmem, stream, target, context):
     A redefinition on another thread may invalidate the kernel between its compile and its launch; then the
     kernel is compiled again, as many times as that happens: a launch always runs a valid kernel."""
     runtime.collect()
-    check_kernel(kernel, args)
+    function = bridge.python_function(kernel)      # a def, or the Python function of a numba cuda.jit kernel
+    check_kernel(function or kernel, args)
     tgt = get_target(target)
     tgt.check_launchable()
     chain = (context or tgt.base).chain(tgt)
     key = launch_key(kernel, context, target, args)
     while True:
-        compiled, launched_args, argtypes, lifted = closures.compiled_kernel(kernel, args, tgt.typeof, chain)
+        compiled, launched_args, argtypes, lifted = closures.compiled_kernel(function, args, tgt.typeof, chain)
         launch = compiled.launcher.launch_function(compiled, launched_args, argtypes)
         if lifted is not None:
-            launch = closures.with_captured_values(launch, lifted, kernel, launched_args)
+            launch = closures.with_captured_values(launch, lifted, function, launched_args)
         if launch(args, blocks, threads, shmem, stream):
             if launch.guarded:
                 runtime.add_launch(key, launch)
@@ -64,7 +65,8 @@ def check_kernel(kernel, args: tuple) -> None:
     """Refuse, before anything is compiled, what cannot be a kernel launch: a kernel that is not a plain
     Python function, arguments that do not bind to its parameters, a kernel that returns a value."""
     if not isinstance(kernel, pytypes.FunctionType):
-        raise TypeError(f"od.cuda launches a kernel written as a Python function (a def), not {_what(kernel)}"
+        raise TypeError(f"od.cuda launches a kernel written as a Python function (a def, or a numba cuda.jit "
+                        f"kernel), not {_what(kernel)}"
                         + _KERNEL_HINTS.get(type(kernel), ""))
     try:
         inspect.signature(kernel).bind(*args)

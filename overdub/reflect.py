@@ -1,7 +1,7 @@
 """Introspection: what a kernel depends on, why things recompiled, and the code it became."""
 from __future__ import annotations
 
-from . import closures, compiler
+from . import bridge, closures, compiler
 from .context import Context
 from .targets import cuda as cuda_target
 from .targets import get_target
@@ -17,6 +17,7 @@ def _typeof(target):
 
 
 def _job(kernel, args, target, context) -> compiler.CompileJob:
+    kernel = bridge.python_function(kernel) or kernel
     lifted = closures.lift(kernel)
     if lifted is not None:
         args = lifted.captured_values() + tuple(args)
@@ -35,7 +36,7 @@ def explain(kernel, *args, target: str | None = None, context: Context | None = 
 def _cuda_library(kernel, args, cc, context):
     target = cuda_target.target_for(tuple(cc))
     chain = (context or target.base).chain(target)
-    compiled = closures.compiled_kernel(kernel, args, _typeof(target), chain)[0]
+    compiled = closures.compiled_kernel(bridge.python_function(kernel) or kernel, args, _typeof(target), chain)[0]
     return compiled.launcher.library, target.cc
 
 

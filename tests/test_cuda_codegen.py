@@ -144,3 +144,123 @@ def test_a_method_error_on_the_cuda_path_names_the_real_file_and_line(make_modul
     assert "no method matching g(float64)" in message and "<string>" not in message
     assert f"called at {m.filename}:{m.line_of('out[0] = g(x)')}" in message
     assert f"g(x: Integer) at {m.filename}:{m.line_of('@od.function')}" in message
+
+
+# --- what numba-cuda implements itself is delegated to it; numba dispatchers are compiled as callees ------
+
+ARRAY = types.float64[::1]
+
+
+DELEGATED = {
+    "libdevice": ("def kernel(out, x):\n    out[0] = libdevice.sin(x)\n", (ARRAY, types.float64), "sin"),
+    "fp16": ("def kernel(out, x):\n    out[0] = fp16.hsin(x)\n", (types.float16[::1], types.float16), "sin"),
+    "grid group": ("def kernel(out):\n    g = cuda.cg.this_grid()\n    out[cuda.grid(1)] = 1\n    g.sync()\n",
+                   (ARRAY,), "cudaCGGetIntrinsicHandle"),
+    "warp shuffle": ("def kernel(out):\n    out[cuda.threadIdx.x] = cuda.shfl_down_sync(0xffffffff, "
+                     "cuda.threadIdx.x, 1)\n", (types.int32[::1],), "shfl.sync.down"),
+    "cache-hinted load": ("def kernel(out):\n    out[0] = cuda.ldcg(out, 1)\n", (ARRAY,), "ld.global.cg"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(DELEGATED))
+def test_numba_cuda_intrinsics_libdevice_fp16_and_grid_groups_compile_to_ptx_without_a_gpu(make_module, name):
+    source, argtypes, expect = DELEGATED[name]
+    m = make_module("from numba import cuda\nfrom numba.cuda import fp16, libdevice\n\n" + source)
+    ptx = od.code_ptx(m.kernel, *argtypes)
+    assert ".visible .entry" in ptx and expect in ptx
+
+
+NUMBA_CALLEES = """
+    import numba
+    from numba import cuda
+
+    @numba.njit
+    def twice(x):
+        return 2 * x
+
+    @cuda.jit(device=True)
+    def plus_one(x):
+        return x + 1
+
+    def kernel(out, x):
+        out[0] = twice(x) + plus_one(x)
+"""
+
+
+def test_njit_and_cuda_device_function_callees_compile_to_ptx_without_a_gpu(make_module):
+    m = make_module(NUMBA_CALLEES)
+    ptx = od.code_ptx(m.kernel, ARRAY, types.float64)
+    assert ".visible .entry" in ptx
+    edges = od.explain(m.kernel, ARRAY, types.float64, target="cuda")
+    assert any("twice" in e for e in edges) and any("plus_one" in e for e in edges)
+
+
+def test_a_redefined_njit_callee_is_an_edge(make_module):
+    m = make_module(NUMBA_CALLEES)
+    before = od.code_ptx(m.kernel, ARRAY, types.float64)
+    m.run("""
+        @numba.njit
+        def twice(x):
+            return 3.5 * x
+    """)
+    assert od.code_ptx(m.kernel, ARRAY, types.float64) != before
+
+
+def test_njit_and_cuda_device_function_callees_run_on_the_cpu_target(make_module):
+    import numpy as np
+    m = make_module(NUMBA_CALLEES)
+    out = np.zeros(1)
+    od.cuda(m.kernel, out, 3.0, target="cpu")
+    assert out[0] == 10.0
+
+
+def test_a_context_can_overdub_a_function_numba_cuda_implements(make_module):
+    m = make_module("""
+        import overdub as od
+        from numba.cuda import libdevice
+
+        approx = od.Context("approx")
+
+        @approx.overdub(libdevice.sin)
+        def _(x):
+            return x
+
+        def kernel(out, x):
+            out[0] = libdevice.sin(x)
+    """)
+    assert "sin" in od.code_ptx(m.kernel, ARRAY, types.float64).lower()
+    assert "sin.approx" not in od.code_ptx(m.kernel, ARRAY, types.float64, context=m.approx) and \
+        od.code_ptx(m.kernel, ARRAY, types.float64, context=m.approx) != od.code_ptx(m.kernel, ARRAY, types.float64)
+
+
+def test_the_numba_internals_overdub_relies_on_are_where_it_expects_them():
+    from numba.cuda import dispatcher
+    from numba.cuda.descriptor import cuda_target
+    assert callable(dispatcher.get_current_device)          # patched while compiling without a GPU
+    assert callable(cuda_target.typing_context._lookup_global)
+
+
+def test_od_cuda_launches_a_numba_cuda_jit_kernel_through_overdub(make_module):
+    import numpy as np
+    m = make_module("""
+        import overdub as od
+        from numba import cuda
+
+        @od.function
+        def f(x: od.Integer):
+            return 1
+
+        @cuda.jit
+        def kernel(out):
+            out[0] = f(0)
+    """)
+    out = np.zeros(1, dtype=np.int64)
+    od.cuda(m.kernel, out, target="cpu")
+    assert out[0] == 1
+    m.run("""
+        @od.function
+        def f(x: od.Integer):
+            return 2
+    """)
+    od.cuda(m.kernel, out, target="cpu")
+    assert out[0] == 2

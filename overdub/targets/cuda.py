@@ -15,6 +15,7 @@ would hide two transfers in every launch.
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 import struct
@@ -26,6 +27,7 @@ from numba.core import types
 from numba.core.compiler_lock import global_compiler_lock
 from numba.core.typing.templates import fold_arguments, signature
 from numba.core.utils import pysignature
+from numba.cuda import dispatcher as numba_cuda_dispatcher
 from numba.cuda.compiler import compile_cuda, kernel_fixup
 from numba.cuda.cudadrv import nvvm
 from numba.cuda.typing.typeof import Purpose
@@ -186,6 +188,31 @@ class Registration:
         weakref.finalize(self, cres.target_context.remove_user_function, impl_key)
 
 
+class _CompileDevice:
+    """What numba-cuda's dispatcher reads of "the current device" while compiling: its compute capability."""
+
+    def __init__(self, cc):
+        self.compute_capability = cc
+
+
+@contextlib.contextmanager
+def _compiling_for(cc):
+    """numba internals, the one place overdub patches them: numba-cuda compiles what it implements with
+    ``@overload``, ``@overload_method`` and device dispatchers by a dispatcher that asks the driver for the
+    current device's compute capability (``numba.cuda.dispatcher.get_current_device``), which fails on a
+    machine with no GPU. While overdub compiles for ``cc`` there, that question is answered with ``cc``.
+    With a GPU nothing is patched. tests/test_cuda_codegen.py breaks loudly if numba-cuda moves the name."""
+    if gpu_usable():
+        yield
+        return
+    original = numba_cuda_dispatcher.get_current_device
+    numba_cuda_dispatcher.get_current_device = lambda: _CompileDevice(cc)
+    try:
+        yield
+    finally:
+        numba_cuda_dispatcher.get_current_device = original
+
+
 class CUDATarget:
     name = "cuda"
     base = CUDA
@@ -209,7 +236,8 @@ class CUDATarget:
 
     def compile_method(self, func, typing_context, argtypes, kws):
         folded, pysig = _fold(func, argtypes, kws)
-        cres = compile_cuda(func, None, folded, cc=self.cc, nvvm_options={"opt": 3})
+        with _compiling_for(self.cc):
+            cres = compile_cuda(func, None, folded, cc=self.cc, nvvm_options={"opt": 3})
         impl_key = ("overdub", cres.fndesc.mangled_name)
         sig = signature(cres.signature.return_type, *folded).replace(pysig=pysig)
         return sig, impl_key, Registration(cres, impl_key)
@@ -219,7 +247,8 @@ class CUDATarget:
 
     def kernel_library(self, func, argtypes):
         """The code library of a kernel: PTX (``get_asm_str``), LLVM IR (``get_llvm_str``), SASS."""
-        cres = compile_cuda(func, types.void, tuple(argtypes), cc=self.cc, nvvm_options={"opt": 3})
+        with _compiling_for(self.cc):
+            cres = compile_cuda(func, types.void, tuple(argtypes), cc=self.cc, nvvm_options={"opt": 3})
         library = cres.library
         entry = library.get_function(cres.fndesc.llvm_func_name)
         library._entry_name = cres.fndesc.llvm_func_name
