@@ -450,3 +450,42 @@ def test_vector_loads_and_stores_on_the_gpu(cp, make_module):
     y = cp.ones(4096, dtype=np.float32)
     launch(m.kernel, np.float32(2), od.pointer(x), od.pointer(y), 1024, blocks=4, threads=256)
     assert (y.get() == 2 * np.arange(4096) + 1).all()
+
+
+def test_libdevice_warp_shuffles_and_numba_callees_run_on_the_gpu(cp, make_module):
+    m = make_module("""
+        import numba
+        from numba import cuda
+        from numba.cuda import libdevice
+
+        @numba.njit
+        def twice(x):
+            return 2 * x
+
+        @cuda.jit(device=True)
+        def plus_one(x):
+            return x + 1
+
+        def kernel(out, shuffled, x):
+            i = cuda.threadIdx.x
+            shuffled[i] = cuda.shfl_down_sync(0xffffffff, i, 1)
+            if i == 0:
+                out[0] = libdevice.sin(x) + twice(x) + plus_one(x)
+    """, prefix="gpu_delegated")
+    out, shuffled = cp.zeros(1), cp.zeros(32, dtype=cp.int32)
+    launch(m.kernel, out, shuffled, 0.5, threads=32)
+    assert abs(float(out[0]) - (math.sin(0.5) + 1.0 + 1.5)) < 1e-12
+    assert shuffled.get().tolist() == list(range(1, 32)) + [31]
+
+
+def test_a_closure_capturing_data_compiles_once_and_reads_each_value_on_the_gpu(cp):
+    def make(k):
+        def kernel(out):
+            out[0] = k
+        return kernel
+    before = od.stats()["compiles"]
+    out = cp.zeros(1, dtype=cp.int64)
+    for k in range(5):
+        launch(make(k), out)
+        assert int(out[0]) == k
+    assert od.stats()["compiles"] == before + 1
