@@ -13,18 +13,18 @@ threads at once -- and compare with the host run and the model (the host run sha
 it alone would not notice a stale dispatch answer; it knows nothing of contexts, so launches in ctx are compared
 with the model alone). Calls only go from f_i to f_j with j > i, so no definition creates a cycle.
 
-CI runs a few hundred steps; OVERDUB_SLOW=1 runs 10^4 (200 examples of 50 steps).
+CI runs a few hundred steps; the slow test (OVERDUB_SLOW=1) runs at least 10^4.
 """
 import linecache
 import math
-import os
 import threading
 import textwrap
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, rule
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
 
 import overdub as od
 
@@ -231,11 +231,24 @@ class NothingStale(RuleBasedStateMachine):
         assert errors == [] and outs.tolist() == [self.model.results()] * 3
 
 
-if os.environ.get("OVERDUB_SLOW"):
-    _settings = settings(max_examples=200, stateful_step_count=50, deadline=None,
-                         suppress_health_check=list(HealthCheck))
-else:
-    _settings = settings(max_examples=25, stateful_step_count=12, deadline=None,
-                         suppress_health_check=[HealthCheck.too_slow])
-NothingStale.TestCase.settings = _settings
+    @invariant()
+    def count_steps(self):
+        NothingStale.steps += 1
+
+
+NothingStale.steps = 0
+NothingStale.TestCase.settings = settings(max_examples=25, stateful_step_count=12, deadline=None,
+                                          suppress_health_check=[HealthCheck.too_slow])
 test_launches_never_run_stale_code = NothingStale.TestCase
+
+
+@pytest.mark.slow
+def test_ten_thousand_steps_never_run_stale_code():
+    """The same machine for at least 10^4 steps (rules run), in rounds of 100 examples of up to 50 steps."""
+    NothingStale.steps, rounds = 0, 0
+    while NothingStale.steps < 10_000:
+        rounds += 1
+        run_state_machine_as_test(NothingStale, settings=settings(
+            max_examples=100, stateful_step_count=50, deadline=None, database=None,
+            suppress_health_check=list(HealthCheck)))
+    print(f"{NothingStale.steps} steps in {rounds} rounds of 100 examples: no launch ran stale code")
