@@ -7,6 +7,7 @@ the next launch recompile.
 from .compiler import CompileError
 from .context import CPU, CUDA, Context, when_imported
 from .intrinsics import Pointer, cuprintln, pointer, unsafe_load, unsafe_store, vload, vstore
+from .jit import jit
 from .launch import cuda, default_target, synchronize
 from .reflect import code_llvm, code_ptx, code_sass, explain, stats
 from .registry import AmbiguityError, GenericFunction, Method, MethodError, function, methods, which
@@ -27,7 +28,7 @@ __all__ = [
     # contexts
     "Context", "CPU", "CUDA", "when_imported",
     # launching and intrinsics
-    "cuda", "synchronize", "default_target", "pointer", "Pointer", "unsafe_load", "unsafe_store", "vload", "vstore", "cuprintln",
+    "cuda", "jit", "synchronize", "default_target", "pointer", "Pointer", "unsafe_load", "unsafe_store", "vload", "vstore", "cuprintln",
     # introspection and errors
     "stats", "explain", "invalidation_log", "current_world", "code_ptx", "code_llvm", "code_sass", "CompileError",
 ]

@@ -21,7 +21,7 @@ import sys
 import types as pytypes
 
 import numba
-from numba.core import cgutils, types
+from numba.core import cgutils, sigutils, types
 from numba.core.dispatcher import Dispatcher
 from numba.cuda.dispatcher import CUDADispatcher
 from numba.core.extending import NativeValue, models, register_model, typeof_impl, unbox
@@ -123,6 +123,11 @@ def python_function(callee):
     if isinstance(callee, _DISPATCHERS) and isinstance(getattr(callee, "py_func", None), pytypes.FunctionType):
         return callee.py_func
     return None
+
+
+def signature_argtypes(signature) -> tuple:
+    """The argument types of a numba signature: a string ``"void(float32[:], int64)"`` or a signature object."""
+    return tuple(sigutils.normalize_signature(signature)[0])
 
 
 def dispatcher_call(context, dispatcher, args: tuple, kws: dict):

@@ -342,7 +342,7 @@ class GenericFunction:
         return f"<generic function {self.__qualname__} with {n} method{'s' if n != 1 else ''}>"
 
 
-def function(func) -> GenericFunction:
+def function(func, sig: tuple | None = None, *, scope: dict | None = None) -> GenericFunction:
     """Decorator: add ``func`` as a method of the generic function its name is bound to where the ``def``
     runs, and return that generic function.
 
@@ -351,16 +351,19 @@ def function(func) -> GenericFunction:
     locals (a factory's earlier def), or what ``from lib import area`` bound -- the def adds a method to it,
     replacing the method with the same signature. Otherwise it starts a new generic function: two closures
     made by two calls of a factory, or defs exec'd into two namespaces, are separate functions.
+
+    ``sig`` gives the method's signature instead of its annotations; ``scope`` the namespace the def runs in
+    (for wrappers of this decorator; by default the caller's).
     """
     if not isinstance(func, pytypes.FunctionType):
         raise TypeError(f"@od.function takes a def, not {_what(func)}: a generic function's methods are Python "
                         f"functions the compiler can read")
-    scope = sys._getframe(1).f_locals
+    scope = sys._getframe(1).f_locals if scope is None else scope
     with world.lock:
         gf = scope.get(func.__name__) if func.__name__ != "<lambda>" else None
         if not isinstance(gf, GenericFunction):
             gf = GenericFunction(func.__name__, func.__module__, func.__qualname__)
-        gf.define(func)
+        gf.define(func, sig)
     return gf
 
 

@@ -1,0 +1,138 @@
+"""``od.jit``: numba-cuda's decorator, launched the overdub way.
+
+A numba-cuda user changes ``from numba import cuda; @cuda.jit`` to ``@od.jit`` and keeps the rest:
+``kernel[blocks, threads](...)``, ``kernel[blocks, threads, stream, shmem](...)``, ``kernel.forall(n)(...)``,
+``inspect_llvm`` / ``inspect_asm`` / ``inspect_sass``, eager compilation for given signatures, and
+``@od.jit(device=True)`` for device functions. Every launch goes through :func:`overdub.cuda` -- edges,
+contexts, any target, never stale -- so a kernel object is only a launch configuration around its function.
+
+Differences from numba-cuda, by design: a device function is a generic function (``@od.jit(device=True)`` twice
+with different signatures defines two methods); explicit signatures compile eagerly but do not convert
+arguments at launch (arguments are typed by what they are, as ``od.cuda`` types them); ``forall`` uses a fixed
+block of 128 threads (or ``tpb``) rather than asking the driver for an occupancy-optimal size.
+"""
+from __future__ import annotations
+
+import math
+import sys
+
+from . import bridge, closures, reflect
+from .context import Context
+from .launch import cuda
+from .registry import function
+from .targets import get_target
+
+__all__ = ["jit", "Kernel"]
+
+_OPTIONS = frozenset({"fastmath", "lineinfo", "debug", "opt", "max_registers", "link", "extensions", "cache",
+                      "inline", "forceinline", "boundscheck", "target"})
+
+
+def jit(func_or_signature=None, device: bool = False, context: Context | None = None, **options):
+    """numba-cuda's ``cuda.jit`` forms: ``@od.jit``, ``@od.jit()``, ``@od.jit("void(float32[:])")`` or a list
+    of signatures (compiled eagerly), ``@od.jit(device=True)`` (a generic function, its signature from the
+    signature string when one is given). ``context`` launches in that context; ``target`` ("cpu", "cuda")
+    picks the target, otherwise the default one. numba's compile options are accepted; those overdub does not
+    apply yet (fastmath, lineinfo, debug, opt, max_registers, link, extensions, cache) are ignored."""
+    unknown = set(options) - _OPTIONS
+    if unknown:
+        raise TypeError(f"od.jit got unexpected options {sorted(unknown)}; it takes numba-cuda's "
+                        f"{sorted(_OPTIONS)} and device, context")
+    scope = sys._getframe(1).f_locals          # where the def runs: device functions extend what it names
+    if callable(func_or_signature) and not isinstance(func_or_signature, (str, list, tuple)):
+        return _make(func_or_signature, (), device, context, options, scope)
+    signatures = func_or_signature if isinstance(func_or_signature, (list, tuple)) else \
+        [func_or_signature] if func_or_signature is not None else []
+    return lambda func: _make(func, tuple(signatures), device, context, options, scope)
+
+
+def _make(func, signatures, device, context, options, scope):
+    if device:
+        gf = None
+        for sig in signatures or [None]:
+            gf = function(func, None if sig is None else bridge.signature_argtypes(sig), scope=scope)
+        return gf
+    return Kernel(func, signatures, context, options.get("target"))
+
+
+class Kernel:
+    """A kernel from ``od.jit``: launch with ``kernel[blocks, threads](*args)``."""
+
+    def __init__(self, py_func, signatures=(), context: Context | None = None, target: str | None = None):
+        self.py_func, self.context, self.target = py_func, context, target
+        self.__name__, self.__qualname__ = py_func.__name__, py_func.__qualname__
+        self.__doc__, self.__module__ = py_func.__doc__, py_func.__module__
+        self._configs: dict = {}
+        self.signatures = [bridge.signature_argtypes(sig) for sig in signatures]
+        for argtypes in self.signatures:
+            self.compile(argtypes)
+
+    def compile(self, argtypes: tuple):
+        """Compile for ``argtypes`` now (on this kernel's target), as an explicit signature does."""
+        target = get_target(self.target)
+        chain = (self.context or target.base).chain(target)
+        return closures.compiled_kernel(self.py_func, argtypes, lambda t: t, chain)[0]
+
+    def __getitem__(self, config) -> "_Configured":
+        configured = self._configs.get(config)
+        if configured is None:
+            configured = self._configs[config] = _Configured(self, *_launch_config(config))
+        return configured
+
+    def __call__(self, *args, **kwargs):
+        raise TypeError(f"launch the kernel {self.__qualname__} with a grid: {self.__name__}[blocks, threads](...)")
+
+    def forall(self, ntasks: int, tpb: int = 0, stream=0, sharedmem: int = 0) -> "_Configured":
+        """A launch covering ``ntasks`` threads (one per task): ``kernel.forall(n)(*args)``."""
+        threads = tpb or min(128, max(int(ntasks), 1))
+        return _Configured(self, max(math.ceil(int(ntasks) / threads), 1), threads, stream, sharedmem)
+
+    def in_context(self, context: Context) -> "Kernel":
+        """The same kernel, launched in ``context``."""
+        return Kernel(self.py_func, (), context, self.target)
+
+    # -- inspection, as numba-cuda's dispatcher offers it -----------------------------------------------
+    def _inspect(self, code, signature):
+        if signature is not None:
+            return code(self.py_func, *bridge.signature_argtypes(signature), context=self.context)
+        return {argtypes: code(self.py_func, *argtypes, context=self.context) for argtypes in self.signatures}
+
+    def inspect_llvm(self, signature=None):
+        """The NVVM IR for ``signature``, or a dict over the compiled signatures."""
+        return self._inspect(reflect.code_llvm, signature)
+
+    def inspect_asm(self, signature=None):
+        """The PTX for ``signature``, or a dict over the compiled signatures."""
+        return self._inspect(reflect.code_ptx, signature)
+
+    def inspect_sass(self, signature=None):
+        """The SASS for ``signature`` (needs a GPU, or ptxas and nvdisasm)."""
+        return self._inspect(reflect.code_sass, signature)
+
+    def __repr__(self) -> str:
+        return f"<overdub kernel {self.__qualname__}>"
+
+
+def _launch_config(config) -> tuple:
+    """(blocks, threads, stream, shmem) from numba-cuda's ``[blocks, threads(, stream(, shmem))]``."""
+    if not isinstance(config, tuple) or not 2 <= len(config) <= 4:
+        raise ValueError(f"launch configuration must be [blocks, threads], [blocks, threads, stream] or "
+                         f"[blocks, threads, stream, shmem], not {config!r}")
+    blocks, threads, stream, shmem = config + (0, 0)[len(config) - 2:]
+    return blocks, threads, stream, shmem
+
+
+class _Configured:
+    """``kernel[blocks, threads, ...]``: calling it launches."""
+
+    __slots__ = ("function", "options")
+
+    def __init__(self, kernel: Kernel, blocks, threads, stream, shmem):
+        self.function = kernel.py_func
+        self.options = {"blocks": blocks, "threads": threads, "shmem": shmem,
+                        "stream": None if isinstance(stream, int) and stream == 0 else stream,   # 0: default
+                        "context": kernel.context, "target": kernel.target}
+
+    def __call__(self, *args):
+        cuda(self.function, *args, **self.options)
+

@@ -1,0 +1,112 @@
+"""od.jit: numba-cuda's decorator forms and launch syntax, every launch an overdub launch."""
+import numba
+import numpy as np
+import pytest
+from numba import cuda
+
+import overdub as od
+
+from helpers import compiles
+
+
+def test_a_kernel_launches_with_numba_cudas_grid_syntax_and_sees_redefinitions(make_module):
+    m = make_module("""
+        import overdub as od
+        from numba import cuda
+
+        @od.function
+        def f(x: od.Integer):
+            return x + 1
+
+        @od.jit(target="cpu")
+        def kernel(out):
+            i = cuda.grid(1)
+            if i < out.size:
+                out[i] = f(i)
+    """)
+    out = np.zeros(10, dtype=np.int64)
+    m.kernel[3, 4](out)
+    assert out.tolist() == list(range(1, 11))
+    m.run("""
+        @od.function
+        def f(x: od.Integer):
+            return 2 * x
+    """)
+    m.kernel[np.int64(3), 4, 0, 0](out)
+    assert out.tolist() == [2 * i for i in range(10)]
+
+
+def test_forall_covers_every_task():
+    @od.jit(target="cpu")
+    def fill(out):
+        i = cuda.grid(1)
+        if i < out.size:
+            out[i] = 7
+    out = np.zeros(1000, dtype=np.int64)
+    fill.forall(out.size)(out)
+    assert (out == 7).all()
+
+
+def test_calling_a_kernel_without_a_grid_says_how_to_launch_it():
+    @od.jit
+    def kernel(out):
+        out[0] = 1
+    with pytest.raises(TypeError, match=r"kernel\[blocks, threads\]"):
+        kernel(np.zeros(1))
+
+
+def test_a_signature_compiles_eagerly_and_inspect_asm_gives_ptx():
+    before = compiles()
+
+    @od.jit("void(float64[::1], float64)", target="cpu")
+    def axpy(out, a):
+        out[0] = a * 2.0
+    assert compiles() == before + 1
+    ptx = axpy.inspect_asm("void(float64[::1], float64)")
+    assert ".visible .entry" in ptx
+
+
+def test_device_functions_are_generic_functions_with_a_method_per_signature():
+    @od.jit("int64(int64)", device=True)
+    def g(x):
+        return x + 1
+
+    @od.jit("float64(float64)", device=True)
+    def g(x):                                   # noqa: F811  (a second method)
+        return x * 0.5
+
+    assert isinstance(g, od.GenericFunction) and len(od.methods(g)) == 2
+
+    @od.jit(target="cpu")
+    def kernel(out):
+        out[0] = g(3) + g(3.0)
+    out = np.zeros(1)
+    kernel[1, 1](out)
+    assert out[0] == 5.5
+
+
+def test_a_kernel_launches_in_a_context():
+    def helper(x):
+        return x
+
+    ctx = od.Context("jit ctx")
+
+    @ctx.overdub(helper)
+    def _(x):
+        return 42
+
+    @od.jit(target="cpu")
+    def kernel(out):
+        out[0] = helper(0)
+    out = np.zeros(1, dtype=np.int64)
+    kernel[1, 1](out)
+    assert out[0] == 0
+    kernel.in_context(ctx)[1, 1](out)
+    assert out[0] == 42
+
+
+def test_unknown_options_are_refused():
+    with pytest.raises(TypeError, match="unexpected options"):
+        od.jit(speed="max")
+    assert numba  # numba's own options are accepted:
+    od.jit(fastmath=True, lineinfo=True, opt=True)
