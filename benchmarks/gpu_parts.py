@@ -134,6 +134,11 @@ def _launch_loops(gpu: GPU, name: str, arrays, scalars, pymod, c_source):
             cuda(k, *args, threads=1, blocks=1, target="cuda")
     loops["overdub"] = od_loop
 
+    def od_jit_loop(n, k=od.jit(py_kernel, target="cuda")[1, 1], args=args):
+        for _ in range(n):
+            k(*args)
+    loops["overdub od.jit"] = od_jit_loop
+
     nb_kernel = nbcuda.jit(py_kernel)
 
     def nb_loop(n, k=nb_kernel, args=args):
@@ -212,7 +217,10 @@ def part1(part: Part, gpu: GPU, cfg: dict, check_only: bool) -> None:
         part.measure(f"1{case} ratio od/cupy", ratio(od_us, us.get("cupy RawKernel")), "x", case=case)
         part.measure(f"1{case} ratio od/cuda.core", ratio(od_us, us.get("cuda.core")), "x", case=case)
         part.measure(f"1{case} ratio numba/od", ratio(us.get("numba-cuda"), od_us), "x", case=case)
+        part.measure(f"1{case} ratio od.jit kernel[b, t]/od.cuda", ratio(us.get("overdub od.jit"), od_us), "x",
+                     case=case)
     part.target("1b od/cupy RawKernel", part.value("1b ratio od/cupy"), "<=", 1.0)
+    part.target("1b od.jit kernel[b, t] / od.cuda", part.value("1b ratio od.jit kernel[b, t]/od.cuda"), "<=", 1.1)
     part.target("1b od/cuda.core", part.value("1b ratio od/cuda.core"), "<=", 1.15)
     part.target("1b numba-cuda/od", part.value("1b ratio numba/od"), ">=", 8.0)
 
