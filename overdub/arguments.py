@@ -22,8 +22,9 @@ import struct
 import numba
 import numpy as np
 from numba.core import types as nt
+from numba.np import numpy_support
 
-from .intrinsics import Pointer, contiguity
+from .intrinsics import Pointer, contiguity, interface_dtype
 from .types import PtrType
 
 __all__ = ["ArgumentKind", "kind_of", "signature_guards", "SLOT_CODES", "MAX_NATIVE_SLOTS"]
@@ -140,7 +141,7 @@ def _array_type(dtype, ndim: int, layout: str, readonly: bool = False) -> nt.Arr
 
 
 def _array_slots(ty) -> tuple[str, int]:
-    return "q" * (5 + 2 * ty.ndim), np.dtype(str(ty.dtype)).itemsize
+    return "q" * (5 + 2 * ty.ndim), numpy_support.as_dtype(ty.dtype).itemsize
 
 
 class NumpyArray(ArgumentKind):
@@ -223,7 +224,7 @@ class DeviceArray(ArgumentKind):
 
     def signature(self, value):
         interface = value.__cuda_array_interface__
-        shape, dtype = interface["shape"], np.dtype(interface["typestr"])
+        shape, dtype = interface["shape"], interface_dtype(value)
         c, f = contiguity(shape, interface.get("strides"), dtype.itemsize)
         return dtype, len(shape), "C" if c else ("F" if f else "A"), bool(interface["data"][1])
 

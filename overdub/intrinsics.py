@@ -87,6 +87,29 @@ def contiguity(shape, strides, itemsize) -> tuple[bool, bool]:
     return flags[0], flags[1]
 
 
+def interface_dtype(value) -> np.dtype:
+    """The element dtype of a ``__cuda_array_interface__`` object: its own numpy ``dtype`` where it has one of
+    the interface's size (numba device arrays: record dtypes keep their alignment), else the interface's
+    ``descr`` where that names fields (a structured array), else its ``typestr``."""
+    interface = value.__cuda_array_interface__
+    plain = np.dtype(interface["typestr"])
+    own = getattr(value, "dtype", None)
+    if isinstance(own, np.dtype) and own.itemsize == plain.itemsize:
+        return own
+    descr = interface.get("descr")
+    if not descr or not any(field[0] for field in descr):
+        return plain
+    names, formats, offsets, offset = [], [], [], 0
+    for name, fmt, *shape in descr:          # unnamed entries are padding
+        field = np.dtype((fmt, tuple(shape[0])) if shape else fmt)
+        if name:
+            names.append(name)
+            formats.append(field)
+            offsets.append(offset)
+        offset += field.itemsize
+    return np.dtype({"names": names, "formats": formats, "offsets": offsets, "itemsize": plain.itemsize})
+
+
 def pointer(array) -> Pointer:
     """A ``Ptr[dtype]`` to ``array``'s first element: a numpy array (CPU target), or a cupy array, numba
     device array or any ``__cuda_array_interface__`` object (CUDA target). The array must be contiguous (C or
@@ -96,7 +119,7 @@ def pointer(array) -> Pointer:
         address, dtype, device = array.ctypes.data, array.dtype, False
     elif hasattr(array, "__cuda_array_interface__"):
         interface = array.__cuda_array_interface__
-        dtype = np.dtype(interface["typestr"])
+        dtype = interface_dtype(array)
         contiguous = any(contiguity(interface["shape"], interface.get("strides"), dtype.itemsize))
         address, device = interface["data"][0], True
     else:

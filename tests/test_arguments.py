@@ -137,3 +137,32 @@ def test_a_cupy_array_is_typed_by_its_flags_and_passed_as_numbas_exploded_array(
     accepts = lambda value: all(eval(c, dict(consts, a0=value)) for c in conditions)   # noqa: E731
     assert accepts(FakeCupy((5, 2)))
     assert not accepts(FakeCupy((3, 4), order="F")) and not accepts(FakeCupy((3, 4), dtype=np.float64))
+
+
+RECORD = np.dtype([("x", np.float32), ("n", np.int64)], align=True)
+
+
+def test_a_structured_numpy_array_is_a_record_array_on_the_cpu_target(make_module):
+    m = make_module("""
+        def kernel(out, points):
+            out[0] = points[1].x * points[1].n
+    """)
+    points = np.zeros(2, dtype=RECORD)
+    points[1] = (1.5, 4)
+    out = np.zeros(1)
+    od.cuda(m.kernel, out, points, target="cpu")
+    assert out[0] == 6.0
+
+
+def test_a_record_interface_object_keeps_its_fields_and_compiles_to_ptx():
+    interface = Interface((2,), RECORD.str)
+    interface.__cuda_array_interface__["descr"] = RECORD.descr
+    ty = cuda_target.target_for((9, 0)).typeof(interface)
+    assert isinstance(ty.dtype, numba.types.Record) and [f for f, _ in ty.dtype.members] == ["x", "n"]
+    fmt, _ = arguments.DeviceArray().cuda_slots(ty)
+    assert fmt == "q" * 7
+
+    def kernel(out, points):
+        out[0] = points[1].x
+
+    assert ".visible .entry" in od.code_ptx(kernel, numba.types.float32[::1], ty)

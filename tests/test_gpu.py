@@ -489,3 +489,33 @@ def test_a_closure_capturing_data_compiles_once_and_reads_each_value_on_the_gpu(
         launch(make(k), out)
         assert int(out[0]) == k
     assert od.stats()["compiles"] == before + 1
+
+
+def test_xoroshiro_random_states_and_record_arrays_on_the_gpu(cp, make_module):
+    from numba.cuda.random import create_xoroshiro128p_states
+    m = make_module("""
+        from numba import cuda
+        from numba.cuda.random import xoroshiro128p_uniform_float32
+
+        def draw(states, out):
+            i = cuda.grid(1)
+            if i < out.size:
+                out[i] = xoroshiro128p_uniform_float32(states, i)
+
+        def read(points, out):
+            i = cuda.grid(1)
+            if i < out.size:
+                out[i] = points[i].x * points[i].n
+    """, prefix="gpu_records")
+    states = create_xoroshiro128p_states(256, seed=7)
+    out = cp.zeros(256, dtype=cp.float32)
+    launch(m.draw, states, out, threads=128, blocks=2)
+    values = out.get()
+    assert ((values >= 0) & (values < 1)).all() and len(set(values.tolist())) > 200
+    record = np.dtype([("x", np.float32), ("n", np.int64)], align=True)
+    host = np.zeros(4, dtype=record)
+    host["x"], host["n"] = [0.5, 1.5, 2.5, 3.5], [2, 2, 2, 2]
+    points = cuda.to_device(host)
+    result = cp.zeros(4, dtype=cp.float64)
+    launch(m.read, points, result, threads=4)
+    assert result.get().tolist() == [1.0, 3.0, 5.0, 7.0]
