@@ -264,3 +264,14 @@ def test_od_cuda_launches_a_numba_cuda_jit_kernel_through_overdub(make_module):
     """)
     od.cuda(m.kernel, out, target="cpu")
     assert out[0] == 2
+
+
+def test_a_kernel_that_synchronizes_its_grid_gets_a_cooperative_launcher(make_module):
+    m = make_module("from numba import cuda\n\n" + DELEGATED["grid group"][0])
+    from overdub.compiler import CompileJob, cached_kernel
+    from overdub.targets import cuda as cuda_target
+    target = cuda_target.target_for((9, 0))
+    compiled = cached_kernel(CompileJob.of(m.kernel, (ARRAY,), target.base.chain(target)))
+    assert compiled.launcher.cooperative and compiled.launcher.library.needs_cudadevrt
+    plain = make_module("def kernel(out):\n    out[0] = 1\n")
+    assert not cached_kernel(CompileJob.of(plain.kernel, (ARRAY,), target.base.chain(target))).launcher.cooperative

@@ -519,3 +519,23 @@ def test_xoroshiro_random_states_and_record_arrays_on_the_gpu(cp, make_module):
     result = cp.zeros(4, dtype=cp.float64)
     launch(m.read, points, result, threads=4)
     assert result.get().tolist() == [1.0, 3.0, 5.0, 7.0]
+
+
+def test_grid_sync_launches_cooperatively_and_a_too_large_grid_is_refused(cp, make_module):
+    m = make_module("""
+        from numba import cuda
+
+        def rotate(a, b):
+            g = cuda.cg.this_grid()
+            i = cuda.grid(1)
+            a[i] = i
+            g.sync()                       # every block's writes are visible after this
+            b[i] = a[(i + 1) % a.size]
+    """, prefix="gpu_grid_sync")
+    n = 64 * 128
+    a, b = cp.zeros(n, dtype=cp.int64), cp.zeros(n, dtype=cp.int64)
+    launch(m.rotate, a, b, threads=128, blocks=64)
+    assert b.get().tolist() == [(i + 1) % n for i in range(n)]
+    with pytest.raises(ValueError, match="resident at once"):
+        launch(m.rotate, cp.zeros(10**7, dtype=cp.int64), cp.zeros(10**7, dtype=cp.int64), threads=128,
+               blocks=10**7 // 128)

@@ -82,6 +82,7 @@ class Driver:
         self.driver = driver
         self.null_stream = driver.CUstream(0)
         self.launch_kernel = driver.cuLaunchKernel
+        self.launch_cooperative = driver.cuLaunchCooperativeKernel
         self.launch_kernel_address = ctypes.cast(ctypes.CDLL("libcuda.so.1").cuLaunchKernel, ctypes.c_void_p).value
         self._streams: dict[int, object] = {}
 
@@ -92,6 +93,15 @@ class Driver:
         if wrapped is None:
             wrapped = self._streams[handle] = self.driver.CUstream(handle)
         return wrapped
+
+    def co_resident_blocks(self, function, threads: int, shmem: int) -> int:
+        """How many blocks of ``threads`` threads (and ``shmem`` bytes of dynamic shared memory) of ``function``
+        the device holds at once: the most a cooperative launch may have."""
+        from cuda.core import Device
+        err, per_sm = self.driver.cuOccupancyMaxActiveBlocksPerMultiprocessor(function, threads, shmem)
+        if err:
+            raise RuntimeError(f"cuOccupancyMaxActiveBlocksPerMultiprocessor failed: {err!r}")
+        return per_sm * Device().properties.multiprocessor_count
 
     def function(self, library):
         """The current context's CUfunction of a kernel library (no lookup per launch)."""
@@ -117,6 +127,9 @@ class CUDALauncher:
         self.argtypes = tuple(argtypes)
         self.function = None
         self.lock = threading.Lock()
+        # a kernel that synchronizes its grid (cuda.cg.this_grid().sync()) needs a cooperative launch
+        self.cooperative = bool(getattr(library, "use_cooperative", False))
+        self._co_resident: dict[tuple[int, int], int] = {}
 
     def _function(self):
         with self.lock:
@@ -125,6 +138,8 @@ class CUDALauncher:
         return self.function
 
     def launch_function(self, kernel, args, argtypes):
+        if self.cooperative:
+            return self._generated(kernel, args, argtypes)
         return self._native(kernel, args, argtypes) or self._generated(kernel, args, argtypes)
 
     def _native(self, kernel, args, argtypes):
@@ -157,18 +172,36 @@ class CUDALauncher:
         buffer = ctypes.create_string_buffer(max(layout.size, 8))
         base = ctypes.addressof(buffer)
         slots = (ctypes.c_void_p * max(layout.size // 8, 1))(*[base + 8 * i for i in range(layout.size // 8)])
-        body = [
-            "hstream = drv.null_stream if stream is None else drv.stream(stream)",
+        enqueue = ("drv.launch_cooperative(function, gx, gy, gz, tx, ty, tz, shmem, hstream, slot_addresses)"
+                   if self.cooperative else
+                   "drv.launch_kernel(function, gx, gy, gz, tx, ty, tz, shmem, hstream, slot_addresses, 0)")
+        body = ["hstream = drv.null_stream if stream is None else drv.stream(stream)"]
+        if self.cooperative:
+            body += ["check_co_resident(gx * gy * gz, tx * ty * tz, shmem)"]
+        body += [
             "with lock:",
             f"    pack_into(buffer, 0{', ' if values else ''}{', '.join(values)})",
-            "    err, = drv.launch_kernel(function, gx, gy, gz, tx, ty, tz, shmem, hstream, slot_addresses, 0)",
+            f"    err, = {enqueue}",
             "if err:",
             "    launch_failed(err)",
         ]
         namespace = {"drv": driver(), "lock": self.lock, "pack_into": layout.pack_into, "buffer": buffer,
                      "slots": slots, "slot_addresses": ctypes.addressof(slots), "function": self._function(),
-                     "launch_failed": self._failed, "interface_fields": arguments.interface_fields}
+                     "launch_failed": self._failed, "interface_fields": arguments.interface_fields,
+                     "check_co_resident": self._check_co_resident}
         return launchfn.generate(kernel, args, argtypes, body, namespace)
+
+    def _check_co_resident(self, blocks: int, threads: int, shmem: int) -> None:
+        """A cooperative grid must be resident all at once, as numba-cuda requires: say so before launching."""
+        limit = self._co_resident.get((threads, shmem))
+        if limit is None:
+            limit = self._co_resident[(threads, shmem)] = driver().co_resident_blocks(self._function(), threads,
+                                                                                      shmem)
+        if blocks > limit:
+            raise ValueError(f"the kernel synchronizes its whole grid (cuda.cg.this_grid().sync()), so every block "
+                             f"must be resident at once: this GPU holds at most {limit} blocks of {threads} threads"
+                             f"{f' with {shmem} bytes of shared memory' if shmem else ''}, not {blocks}; launch "
+                             f"fewer blocks (a grid-stride loop covers any size)")
 
     def _failed(self, err):
         raise RuntimeError(f"launching {self.library.name}: {err!r}")
@@ -254,6 +287,8 @@ class CUDATarget:
         library._entry_name = cres.fndesc.llvm_func_name
         kernel_fixup(entry, debug=False)
         nvvm.set_launch_bounds(entry, None)
+        if library.use_cooperative:        # grid sync is implemented in the device runtime library
+            library.needs_cudadevrt = True
         return library
 
     def synchronize(self):
