@@ -252,48 +252,38 @@ def _record(edge: Edge) -> None:
         builder.guard.add(edge)
 
 
+def _consult(table, key, make) -> Edge:
+    """The edge under ``key`` in ``table``, made anew (and the old one invalidated, with what used it) when its
+    state changed, recorded as an edge of the node being built."""
+    with world.lock:
+        edge = table.get(key)
+        if edge is not None and edge.changed():
+            invalidate_changed([edge])
+            edge = None
+        if edge is None:
+            edge = table[key] = make()
+        _record(edge)
+    return edge
+
+
 def read(namespace: dict, name: str, with_builtins: bool = True):
     """Read a global (or, without builtins, a module's attribute) for a compile: returns its value, or
     ``_MISSING``, and makes it an edge of the node being built."""
     seen_version = dict_version(namespace)
     value = lookup(namespace, name, with_builtins)
-    key = (id(namespace), name, with_builtins)
-    with world.lock:
-        binding = runtime.bindings.get(key)
-        if binding is not None and binding.changed():
-            invalidate_changed([binding])
-            binding = None
-        if binding is None:
-            binding = runtime.bindings[key] = Binding(namespace, name, value, seen_version, with_builtins)
-        _record(binding)
-    return binding.value
+    return _consult(runtime.bindings, (id(namespace), name, with_builtins),
+                    lambda: Binding(namespace, name, value, seen_version, with_builtins)).value
 
 
 def read_cell(cell, label: str):
     """Read a closure cell for a compile (raises ValueError when it is empty); an edge like a global."""
     value = cell.cell_contents
-    with world.lock:
-        edge = runtime.cells.get(id(cell))
-        if edge is not None and edge.changed():
-            invalidate_changed([edge])
-            edge = None
-        if edge is None:
-            edge = runtime.cells[id(cell)] = CellBinding(cell, value, label)
-        _record(edge)
-    return edge.value
+    return _consult(runtime.cells, id(cell), lambda: CellBinding(cell, value, label)).value
 
 
 def read_function(func) -> None:
     """Make ``func``'s code and defaults, as they are now, an edge of the node being built."""
-    key = weakref.ref(func)
-    with world.lock:
-        edge = runtime.functions.get(key)
-        if edge is not None and edge.changed():
-            invalidate_changed([edge])
-            edge = None
-        if edge is None:
-            edge = runtime.functions[key] = FunctionState(func)
-        _record(edge)
+    _consult(runtime.functions, weakref.ref(func), lambda: FunctionState(func))
 
 
 # --- the check ------------------------------------------------------------------------------------------
