@@ -22,8 +22,6 @@ import types as pytypes
 
 import numba
 from numba.core import cgutils, sigutils, types
-from numba.core.dispatcher import Dispatcher
-from numba.cuda.dispatcher import CUDADispatcher
 from numba.core.extending import NativeValue, models, register_model, typeof_impl, unbox
 from numba.core.imputils import lower_builtin, lower_constant, lower_getattr_generic
 from numba.core.typing.templates import AbstractTemplate, AttributeTemplate, infer_getattr, infer_global, signature
@@ -112,17 +110,14 @@ def numba_implements(context, callee) -> bool:
     return context._lookup_global(callee) is not None
 
 
-_DISPATCHERS = (Dispatcher, CUDADispatcher)
-
-
 def python_function(callee):
-    """The Python function to compile for a call of ``callee``: a plain function itself, a numba dispatcher's
-    ``py_func`` (``@numba.njit``, ``@cuda.jit(device=True)``: overdub compiles it as any callee); else None."""
+    """The Python function to compile for ``callee``: a plain function itself, or the ``py_func`` of a numba
+    dispatcher (``@numba.njit``, ``@cuda.jit``, ``@cuda.jit(device=True)``: overdub compiles it as any function
+    of its own) or of an ``od.jit`` kernel; else None."""
     if isinstance(callee, pytypes.FunctionType):
         return callee
-    if isinstance(callee, _DISPATCHERS) and isinstance(getattr(callee, "py_func", None), pytypes.FunctionType):
-        return callee.py_func
-    return None
+    py_func = getattr(callee, "py_func", None)
+    return py_func if isinstance(py_func, pytypes.FunctionType) else None
 
 
 def signature_argtypes(signature) -> tuple:

@@ -41,7 +41,7 @@ def _launch_slow(kernel, args, threads, blocks, shmem, stream, target, context):
     A redefinition on another thread may invalidate the kernel between its compile and its launch; then the
     kernel is compiled again, as many times as that happens: a launch always runs a valid kernel."""
     runtime.collect()
-    function = bridge.python_function(kernel)      # a def, or the Python function of a numba cuda.jit kernel
+    function = bridge.python_function(kernel)      # a def, or the function of a numba or od.jit kernel
     check_kernel(function or kernel, args)
     tgt = get_target(target)
     tgt.check_launchable()
@@ -56,7 +56,7 @@ def _launch_slow(kernel, args, threads, blocks, shmem, stream, target, context):
             if launch.guarded:
                 runtime.add_launch(key, launch)
             return
-        if compiled.usable():
+        if lifted is None and compiled.usable():        # (a captured value may have changed meanwhile)
             raise RuntimeError(f"overdub internal error: the launch function of {compiled.job.call()} rejected "
                                f"the arguments it was made for")
 

@@ -110,3 +110,12 @@ def test_unknown_options_are_refused():
         od.jit(speed="max")
     assert numba  # numba's own options are accepted:
     od.jit(fastmath=True, lineinfo=True, opt=True)
+
+
+def test_od_cuda_launches_an_od_jit_kernel():
+    @od.jit
+    def kernel(out):
+        out[0] = 5
+    out = np.zeros(1, dtype=np.int64)
+    od.cuda(kernel, out, target="cpu")
+    assert out[0] == 5
