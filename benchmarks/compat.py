@@ -1,0 +1,303 @@
+"""numba-cuda's own kernel-language tests, run as shipped and with ``numba.cuda.jit`` replaced by ``overdub.jit``.
+
+    python benchmarks/compat.py [--quick] [--files test_math,test_sync] [--timeout 240] [--out DIR]
+
+Each chosen test file of ``numba.cuda.tests.cudapy`` (found through importlib, wherever numba-cuda is installed)
+runs twice, each run in its own pytest subprocess (so a segfault or abort is attributed to its file): (1) as
+shipped; (2) with the plugin ``benchmarks/compat/overdub_compat_plugin.py`` replacing ``numba.cuda.jit`` (and
+the ``jit`` bound in ``numba.cuda.decorators`` / ``numba.cuda.device_init``) by ``overdub.jit`` before the test
+modules import it -- they use ``from numba import cuda`` then ``@cuda.jit``. numba-cuda's library code keeps
+numba's jit. The plugin records each test's outcome, exception type and message as JSON lines.
+
+Every test that passes as shipped but not with overdub is classified:
+  api    -- API surface overdub does not provide: AttributeError (``.specialize``, ``.overloads``, ...),
+            a TypeError about a missing/unsupported attribute, option or call form, host numpy arrays refused
+            ("lives in host memory"), NotImplementedError;
+  wrong  -- wrong result: AssertionError (numpy.testing mismatches; also "X not raised", overdub accepting
+            what numba rejects);
+  crash  -- the subprocess died (signal, abort) or ran past the timeout before the test finished;
+  other  -- any other exception, counted by type (overdub's CompileError, numba's TypingError, ...).
+The ratio is overdub passes / numba-cuda passes over the tests numba-cuda passes. Writes DIR/compat.json and
+DIR/compat.md (default benchmarks/results/) and prints the markdown.
+
+Files (the kernel language: indexing, intrinsics, math, atomics, shared/local/const memory, records, complex):
+  test_math, test_intrinsics, test_atomics, test_sync, test_warp_ops, test_record_dtype, test_complex,
+  test_libdevice (its kernel tests only: TestLibdeviceCompilation is deselected), test_operator,
+  test_cooperative_groups, test_random, test_array, test_sm, test_localmem, test_constmem.
+Excluded: test_fastmath -- it checks the fast-math flags in the PTX of ``fastmath=True``, an option od.jit
+accepts and ignores by design, and half its tests call ``compile_ptx`` (no jit at all), so it measures the
+option's plumbing, not the kernel language; TestLibdeviceCompilation (in test_libdevice) -- hundreds of
+generated ``compile_ptx`` tests that never call jit and would pass identically in both runs, inflating the ratio.
+Every listed file exists in numba-cuda 0.2x; a file missing from the installed version is reported as missing.
+--quick runs test_localmem, test_constmem, test_random (small, fast). The per-test count of od.jit calls is
+recorded; tests that pass in both runs without calling od.jit are reported (they measure nothing).
+
+Without a GPU the shipped tests fail with CudaSupportError (or skip); NUMBA_ENABLE_CUDASIM=1 exercises the
+harness only.
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import importlib.util
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+PLUGIN_DIR = HERE / "compat"
+
+FILES = ["test_math", "test_intrinsics", "test_atomics", "test_sync", "test_warp_ops", "test_record_dtype",
+         "test_complex", "test_libdevice", "test_operator", "test_cooperative_groups", "test_random",
+         "test_array", "test_sm", "test_localmem", "test_constmem"]
+QUICK = ["test_localmem", "test_constmem", "test_random"]
+DESELECT = {"test_libdevice": "not TestLibdeviceCompilation"}
+CLASSES = ("api", "wrong", "crash", "other")
+
+_API_TYPEERROR = re.compile(
+    r"lives in host memory|has no attribute|unexpected (keyword|option)|got an unexpected|not subscriptable|"
+    r"is not callable|launch the kernel|positional argument|not supported|unsupported|does not support", re.I)
+
+
+def tests_dir() -> Path:
+    spec = importlib.util.find_spec("numba.cuda.tests.cudapy")
+    return Path(list(spec.submodule_search_locations)[0])
+
+
+def run_file(name: str, patch: bool, timeout: float, workdir: Path) -> dict:
+    """One pytest subprocess over numba.cuda.tests.cudapy.<name>: its events, return code, time."""
+    record = workdir / f"{name}.{'overdub' if patch else 'numba'}.jsonl"
+    record.unlink(missing_ok=True)
+    env = dict(os.environ, OVERDUB_COMPAT_RECORD=str(record), OVERDUB_COMPAT_PATCH="1" if patch else "0")
+    paths = [str(PLUGIN_DIR), str(ROOT)]
+    if importlib.util.find_spec("filecheck") is None:
+        paths.append(str(PLUGIN_DIR / "stubs"))            # numba.cuda.testing imports it at module level
+    env["PYTHONPATH"] = os.pathsep.join(paths + [p for p in [os.environ.get("PYTHONPATH")] if p])
+    cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "overdub_compat_plugin",
+           "-c", str(workdir / "pytest.ini"), "--rootdir", str(workdir), "-q", "-p", "no:randomly",
+           "--pyargs", f"numba.cuda.tests.cudapy.{name}"]
+    if name in DESELECT:
+        cmd += ["-k", DESELECT[name]]
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, cwd=workdir, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+    timed_out = False
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate()
+    events = []
+    if record.exists():
+        for line in record.read_text().splitlines():
+            try:
+                events.append(json.loads(line))
+            except json.JSONDecodeError:
+                pass                                        # a line cut short by a crash
+    return {"returncode": proc.returncode, "timed_out": timed_out, "seconds": time.perf_counter() - start,
+            "events": events, "tail": out.decode(errors="replace")[-2000:]}
+
+
+def outcomes(run: dict) -> dict:
+    """nodeid -> {outcome: passed/failed/error/skipped/crash, exc_type, message, od_calls}."""
+    tests: dict = {}
+    for ev in run["events"]:
+        if ev["event"] == "start":
+            tests.setdefault(ev["nodeid"], {"outcome": None, "exc_type": "", "message": "", "od_calls": 0})
+        elif ev["event"] == "report":
+            t = tests.setdefault(ev["nodeid"], {"outcome": None, "exc_type": "", "message": "", "od_calls": 0})
+            t["od_calls"] = max(t["od_calls"], ev.get("od_calls", 0))
+            if ev["outcome"] == "failed":
+                bad = "error" if ev["when"] != "call" else "failed"
+                if t["outcome"] not in ("failed", "error"):
+                    t.update(outcome=bad, exc_type=ev.get("exc_type", ""), message=ev.get("message", ""))
+            elif ev["outcome"] == "skipped" and t["outcome"] is None:
+                t.update(outcome="skipped", message=ev.get("message", ""))
+            elif ev["when"] == "call" and t["outcome"] is None and not ev.get("subtest"):
+                t["outcome"] = "passed"
+    finished = any(ev["event"] == "finish" for ev in run["events"])
+    died = run["timed_out"] or not finished or run["returncode"] not in (0, 1, 2, 3, 4, 5)
+    why = ("timeout" if run["timed_out"] else f"exit status {run['returncode']}"
+           + (f" (signal {-run['returncode']})" if (run["returncode"] or 0) < 0 else ""))
+    for t in tests.values():
+        if t["outcome"] is None:            # started, never finished: the process died in it
+            t.update(outcome="crash" if died else "passed", exc_type="crash" if died else "", message=why if died else "")
+    run["died"], run["why"] = died, why
+    run["collect_errors"] = [ev for ev in run["events"] if ev["event"] == "collect_error"]
+    return tests
+
+
+def classify(t: dict | None, run: dict) -> tuple[str, str, str]:
+    """(class, exception type, message) of a test that did not pass with overdub."""
+    if t is None:                           # never ran: a collection error, or the process died before it
+        if run["collect_errors"]:
+            ev = run["collect_errors"][0]
+            return _by_exception(ev.get("exc_type", ""), ev.get("message", "")) + (ev.get("message", ""),)
+        return "crash", "crash", f"not run: {run['why']}" if run["died"] else "not run"
+    if t["outcome"] == "crash":
+        return "crash", "crash", t["message"]
+    if t["outcome"] == "skipped":
+        return "other", "skipped", t["message"]
+    return _by_exception(t["exc_type"], t["message"]) + (t["message"],)
+
+
+def _by_exception(etype: str, message: str) -> tuple[str, str]:
+    if etype in ("AttributeError", "NotImplementedError"):
+        return "api", etype
+    if etype == "TypeError" and _API_TYPEERROR.search(message):
+        return "api", etype
+    if etype == "AssertionError":
+        return "wrong", etype
+    return "other", etype or "?"
+
+
+def count(tests: dict) -> dict:
+    c = collections.Counter(t["outcome"] for t in tests.values())
+    return {k: c.get(k, 0) for k in ("passed", "failed", "error", "skipped", "crash")}
+
+
+def measure(names: list[str], timeout: float, log=print) -> dict:
+    try:
+        available = {p.stem for p in tests_dir().glob("test_*.py")}
+    except Exception as exc:       # numba-cuda's tests not importable at all
+        available = set()
+        log(f"cannot find numba.cuda.tests.cudapy: {exc!r}")
+    result = {"python": sys.version.split()[0], "timeout_s": timeout, "files": {}, "missing": []}
+    try:
+        from importlib.metadata import version
+        result["numba_cuda"] = version("numba-cuda")
+    except Exception:
+        result["numba_cuda"] = "?"
+    with tempfile.TemporaryDirectory(prefix="overdub-compat-") as tmp:
+        workdir = Path(tmp)
+        # namespace packages: numba-cuda ships numba/ without __init__.py, so pytest must not stop at numba/cuda
+        (workdir / "pytest.ini").write_text("[pytest]\nconsider_namespace_packages = true\n")
+        for name in names:
+            if name not in available:
+                result["missing"].append(name)
+                log(f"{name}: not in this numba-cuda")
+                continue
+            runs = {}
+            for mode in ("numba", "overdub"):
+                runs[mode] = run_file(name, mode == "overdub", timeout, workdir)
+                runs[mode]["tests"] = outcomes(runs[mode])
+            nb, od = runs["numba"], runs["overdub"]
+            failures = []
+            for nodeid, t in nb["tests"].items():
+                if t["outcome"] != "passed":
+                    continue
+                o = od["tests"].get(nodeid)
+                if o is not None and o["outcome"] == "passed":
+                    continue
+                cls, etype, message = classify(o, od)
+                failures.append({"test": name + nodeid, "class": cls, "exc_type": etype, "message": message[:500]})
+            no_jit = sum(1 for nodeid, o in od["tests"].items() if o["outcome"] == "passed" and o["od_calls"] == 0
+                         and nb["tests"].get(nodeid, {}).get("outcome") == "passed")
+            result["files"][name] = {
+                mode: {"counts": count(r["tests"]), "returncode": r["returncode"], "timed_out": r["timed_out"],
+                       "died": r["died"], "seconds": round(r["seconds"], 1),
+                       "collect_errors": r["collect_errors"], "patched": any(ev["event"] == "patched" for ev in r["events"]),
+                       "tail": r["tail"] if r["died"] or r["collect_errors"] else ""}
+                for mode, r in runs.items()}
+            result["files"][name]["overdub_only_failures"] = failures
+            result["files"][name]["passed_without_od_jit"] = no_jit
+            c = collections.Counter(f["class"] for f in failures)
+            log(f"{name}: numba-cuda {count(nb['tests'])['passed']} passed, overdub {count(od['tests'])['passed']}"
+                f" passed; overdub-only failures {dict(c)} ({nb['seconds']:.0f}s + {od['seconds']:.0f}s)")
+    return result
+
+
+def totals(result: dict) -> dict:
+    tot = {"numba": collections.Counter(), "overdub": collections.Counter(), "classes": collections.Counter(),
+           "both_passed": 0, "numba_passed": 0, "passed_without_od_jit": 0}
+    for f in result["files"].values():
+        for mode in ("numba", "overdub"):
+            tot[mode].update(f[mode]["counts"])
+        tot["classes"].update(x["class"] for x in f["overdub_only_failures"])
+        tot["numba_passed"] += f["numba"]["counts"]["passed"]
+        tot["passed_without_od_jit"] += f["passed_without_od_jit"]
+    tot["both_passed"] = tot["numba_passed"] - sum(tot["classes"].values())
+    tot["ratio"] = tot["both_passed"] / tot["numba_passed"] if tot["numba_passed"] else None
+    return {k: dict(v) if isinstance(v, collections.Counter) else v for k, v in tot.items()}
+
+
+def markdown(result: dict) -> str:
+    def pfe(c):
+        return f"{c['passed']}/{c['failed']}/{c['error']}" + (f" ({c['skipped']} skip)" if c["skipped"] else "") \
+            + (f" ({c['crash']} crash)" if c["crash"] else "")
+    lines = [f"# overdub vs numba-cuda's kernel-language tests",
+             "", f"numba-cuda {result['numba_cuda']}, Python {result['python']}, per-file timeout "
+             f"{result['timeout_s']:.0f} s. Counts are passed/failed/errored. Overdub-only failures: tests "
+             f"numba-cuda passes and overdub does not -- api (API surface overdub does not provide), wrong "
+             f"(wrong result), crash, other (by exception type).", "",
+             "| file | numba-cuda p/f/e | overdub p/f/e | api | wrong | crash | other |",
+             "|---|---|---|---|---|---|---|"]
+    for name, f in result["files"].items():
+        c = collections.Counter(x["class"] for x in f["overdub_only_failures"])
+        others = collections.Counter(x["exc_type"] for x in f["overdub_only_failures"] if x["class"] == "other")
+        other = f"{c['other']}" + (" (" + ", ".join(f"{k} {v}" for k, v in others.most_common()) + ")" if others else "")
+        notes = []
+        for mode in ("numba", "overdub"):
+            if f[mode]["died"]:
+                notes.append(f"{mode} run died: " + ("timeout" if f[mode]["timed_out"] else f"rc {f[mode]['returncode']}"))
+            if f[mode]["collect_errors"]:
+                ev = f[mode]["collect_errors"][0]
+                notes.append(f"{mode} collection error: {ev.get('exc_type')}: {ev.get('message', '')[:80]}")
+        if f["overdub"].get("patched") is False:
+            notes.append("jit NOT patched")
+        label = name + (" (" + "; ".join(notes) + ")" if notes else "")
+        lines.append(f"| {label} | {pfe(f['numba']['counts'])} | {pfe(f['overdub']['counts'])} | {c['api']} | "
+                     f"{c['wrong']} | {c['crash']} | {other} |")
+    tot = totals(result)
+    nb, od, cl = tot["numba"], tot["overdub"], tot["classes"]
+    g = lambda d, k: d.get(k, 0)  # noqa: E731
+    lines.append(f"| **total** | {g(nb, 'passed')}/{g(nb, 'failed')}/{g(nb, 'error')} | "
+                 f"{g(od, 'passed')}/{g(od, 'failed')}/{g(od, 'error')} | {g(cl, 'api')} | {g(cl, 'wrong')} | "
+                 f"{g(cl, 'crash')} | {g(cl, 'other')} |")
+    ratio = "n/a (numba-cuda passed nothing)" if tot["ratio"] is None else f"{tot['ratio']:.3f}"
+    lines += ["", f"**Ratio** (overdub passes / numba-cuda passes, on the {tot['numba_passed']} tests numba-cuda "
+              f"passes): {tot['both_passed']}/{tot['numba_passed']} = {ratio}. "
+              f"Of the tests both pass, {tot['passed_without_od_jit']} never called od.jit."]
+    if result["missing"]:
+        lines.append(f"\nNot in this numba-cuda: {', '.join(result['missing'])}.")
+    fails = [x for f in result["files"].values() for x in f["overdub_only_failures"]]
+    if fails:
+        lines += ["", "## Overdub-only failures", "", "| test | class | exception | message |", "|---|---|---|---|"]
+        for x in fails:
+            msg = " ".join(x["message"].split())[:140].replace("|", "\\|")
+            lines.append(f"| {x['test']} | {x['class']} | {x['exc_type']} | {msg} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--files", help="comma-separated test files (test_math,...; the test_ prefix optional)")
+    ap.add_argument("--quick", action="store_true", help=f"only {', '.join(QUICK)}")
+    ap.add_argument("--timeout", type=float, default=240.0, help="seconds per file and run (default 240)")
+    ap.add_argument("--out", default=str(HERE / "results"), help="directory for compat.json and compat.md")
+    args = ap.parse_args(argv)
+    names = QUICK if args.quick else FILES
+    if args.files:
+        names = [n if n.startswith("test_") else "test_" + n for n in args.files.split(",") if n.strip()]
+        names = [n[:-3] if n.endswith(".py") else n for n in names]
+    result = measure(names, args.timeout, log=lambda s: print(s, file=sys.stderr, flush=True))
+    result["totals"] = totals(result)
+    md = markdown(result)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "compat.json").write_text(json.dumps(result, indent=1, default=str))
+    (out / "compat.md").write_text(md)
+    print(md)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
