@@ -132,11 +132,15 @@ def outcomes(run: dict) -> dict:
             t.update(outcome="crash" if died else "passed", exc_type="crash" if died else "", message=why if died else "")
     run["died"], run["why"] = died, why
     run["collect_errors"] = [ev for ev in run["events"] if ev["event"] == "collect_error"]
+    run["patch_failed"] = next((ev for ev in run["events"] if ev["event"] == "patch_failed"), None)
     return tests
 
 
 def classify(t: dict | None, run: dict) -> tuple[str, str, str]:
     """(class, exception type, message) of a test that did not pass with overdub."""
+    if t is None and run.get("patch_failed"):    # overdub (or the patch) did not even import: not a crash
+        ev = run["patch_failed"]
+        return "other", f"overdub import: {ev['exc_type']}", ev["message"]
     if t is None:                           # never ran: a collection error, or the process died before it
         if run["collect_errors"]:
             ev = run["collect_errors"][0]
@@ -204,7 +208,7 @@ def measure(names: list[str], timeout: float, log=print) -> dict:
             result["files"][name] = {
                 mode: {"counts": count(r["tests"]), "returncode": r["returncode"], "timed_out": r["timed_out"],
                        "died": r["died"], "seconds": round(r["seconds"], 1),
-                       "collect_errors": r["collect_errors"], "patched": any(ev["event"] == "patched" for ev in r["events"]),
+                       "collect_errors": r["collect_errors"], "patch_failed": r["patch_failed"], "patched": any(ev["event"] == "patched" for ev in r["events"]),
                        "tail": r["tail"] if r["died"] or r["collect_errors"] else ""}
                 for mode, r in runs.items()}
             result["files"][name]["overdub_only_failures"] = failures
@@ -246,12 +250,15 @@ def markdown(result: dict) -> str:
         other = f"{c['other']}" + (" (" + ", ".join(f"{k} {v}" for k, v in others.most_common()) + ")" if others else "")
         notes = []
         for mode in ("numba", "overdub"):
-            if f[mode]["died"]:
+            if f[mode]["died"] and not f[mode].get("patch_failed"):
                 notes.append(f"{mode} run died: " + ("timeout" if f[mode]["timed_out"] else f"rc {f[mode]['returncode']}"))
             if f[mode]["collect_errors"]:
                 ev = f[mode]["collect_errors"][0]
                 notes.append(f"{mode} collection error: {ev.get('exc_type')}: {ev.get('message', '')[:80]}")
-        if f["overdub"].get("patched") is False:
+        if f["overdub"].get("patch_failed"):
+            ev = f["overdub"]["patch_failed"]
+            notes.append(f"overdub did not load: {ev['exc_type']}: {ev['message'][:80]}")
+        elif f["overdub"].get("patched") is False:
             notes.append("jit NOT patched")
         label = name + (" (" + "; ".join(notes) + ")" if notes else "")
         lines.append(f"| {label} | {pfe(f['numba']['counts'])} | {pfe(f['overdub']['counts'])} | {c['api']} | "
