@@ -11,7 +11,8 @@ numba's jit. The plugin records each test's outcome, exception type and message 
 
 Every test that passes as shipped but not with overdub is classified:
   api    -- API surface overdub does not provide: AttributeError (``.specialize``, ``.overloads``, ...),
-            a TypeError about a missing/unsupported attribute, option or call form, host numpy arrays refused
+            a TypeError about a missing/unsupported attribute, option, signature form (numba type objects as
+            signatures) or call form, host numpy arrays refused
             ("lives in host memory"), NotImplementedError;
   wrong  -- wrong result: AssertionError (numpy.testing mismatches; also "X not raised", overdub accepting
             what numba rejects);
@@ -63,7 +64,8 @@ CLASSES = ("api", "wrong", "crash", "other")
 
 _API_TYPEERROR = re.compile(
     r"lives in host memory|has no attribute|unexpected (keyword|option)|got an unexpected|not subscriptable|"
-    r"is not callable|launch the kernel|positional argument|not supported|unsupported|does not support", re.I)
+    r"is not callable|launch the kernel|positional argument|not supported|unsupported|does not support|"
+    r"invalid signature", re.I)
 
 
 def tests_dir() -> Path:
