@@ -29,7 +29,7 @@ Excluded: test_fastmath -- it checks the fast-math flags in the PTX of ``fastmat
 accepts and ignores by design, and half its tests call ``compile_ptx`` (no jit at all), so it measures the
 option's plumbing, not the kernel language; TestLibdeviceCompilation (in test_libdevice) -- hundreds of
 generated ``compile_ptx`` tests that never call jit and would pass identically in both runs, inflating the ratio.
-Every listed file exists in numba-cuda 0.2x; a file missing from the installed version is reported as missing.
+Every listed file exists in numba-cuda 0.30.4; a file missing from the installed version is reported as missing.
 --quick runs test_localmem, test_constmem, test_random (small, fast). The per-test count of od.jit calls is
 recorded; tests that pass in both runs without calling od.jit are reported (they measure nothing).
 
