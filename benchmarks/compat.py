@@ -11,7 +11,8 @@ numba's jit. The plugin records each test's outcome, exception type and message 
 
 Every test that passes as shipped but not with overdub is classified:
   api    -- API surface overdub does not provide: AttributeError (``.specialize``, ``.overloads``, ...),
-            a TypeError about a missing/unsupported attribute, option or call form, host numpy arrays refused
+            a TypeError about a missing/unsupported attribute, option, signature form (numba type objects as
+            signatures) or call form, host numpy arrays refused
             ("lives in host memory"), NotImplementedError;
   wrong  -- wrong result: AssertionError (numpy.testing mismatches; also "X not raised", overdub accepting
             what numba rejects);
@@ -28,7 +29,7 @@ Excluded: test_fastmath -- it checks the fast-math flags in the PTX of ``fastmat
 accepts and ignores by design, and half its tests call ``compile_ptx`` (no jit at all), so it measures the
 option's plumbing, not the kernel language; TestLibdeviceCompilation (in test_libdevice) -- hundreds of
 generated ``compile_ptx`` tests that never call jit and would pass identically in both runs, inflating the ratio.
-Every listed file exists in numba-cuda 0.2x; a file missing from the installed version is reported as missing.
+Every listed file exists in numba-cuda 0.30.4; a file missing from the installed version is reported as missing.
 --quick runs test_localmem, test_constmem, test_random (small, fast). The per-test count of od.jit calls is
 recorded; tests that pass in both runs without calling od.jit are reported (they measure nothing).
 
@@ -63,7 +64,8 @@ CLASSES = ("api", "wrong", "crash", "other")
 
 _API_TYPEERROR = re.compile(
     r"lives in host memory|has no attribute|unexpected (keyword|option)|got an unexpected|not subscriptable|"
-    r"is not callable|launch the kernel|positional argument|not supported|unsupported|does not support", re.I)
+    r"is not callable|launch the kernel|positional argument|not supported|unsupported|does not support|"
+    r"invalid signature", re.I)
 
 
 def tests_dir() -> Path:
