@@ -9,7 +9,9 @@ contexts, any target, never stale -- so a kernel object is only a launch configu
 Differences from numba-cuda, by design: a device function is a generic function (``@od.jit(device=True)`` twice
 with different signatures defines two methods); explicit signatures compile eagerly but do not convert
 arguments at launch (arguments are typed by what they are, as ``od.cuda`` types them); ``forall`` uses a fixed
-block of 128 threads (or ``tpb``) rather than asking the driver for an occupancy-optimal size.
+block of 128 threads (or ``tpb``) rather than asking the driver for an occupancy-optimal size. As numba-cuda
+does, and ``od.cuda`` does not, a kernel launched on the CUDA target with host (numpy) arrays copies them to the
+device and back around the launch.
 """
 from __future__ import annotations
 
@@ -20,6 +22,8 @@ from . import bridge, closures, reflect
 from .context import Context
 from .launch import cuda
 from .registry import function
+from .runtime import runtime
+from .targets import cuda as cuda_target
 from .targets import get_target
 
 __all__ = ["jit", "Kernel"]
@@ -87,6 +91,16 @@ class Kernel:
         threads = tpb or min(128, max(int(ntasks), 1))
         return _Configured(self, max(math.ceil(int(ntasks) / threads), 1), threads, stream, sharedmem)
 
+    def specialize(self, *args) -> "Kernel":
+        """numba-cuda's specialization to the types of ``args``: overdub already compiles per argument types
+        at each launch, so the kernel itself."""
+        return self
+
+    @property
+    def overloads(self) -> dict:
+        """The compiled kernels of this function now cached, by argument types (as numba-cuda's dict)."""
+        return {node.job.argtypes: node for node in runtime.kernels.nodes() if node.job.func is self.py_func}
+
     def in_context(self, context: Context) -> "Kernel":
         """The same kernel, launched in ``context``."""
         return Kernel(self.py_func, (), context, self.target)
@@ -134,5 +148,13 @@ class _Configured:
                         "context": kernel.context, "target": kernel.target}
 
     def __call__(self, *args):
-        cuda(self.function, *args, **self.options)
+        try:
+            cuda(self.function, *args, **self.options)
+        except cuda_target.HostMemoryError:
+            # as numba-cuda does for its kernels (od.cuda refuses: the copies are not free): host arrays are
+            # copied to the device for the launch and back after it
+            stream = self.options["stream"]
+            moved, pairs = cuda_target.copied_to_device(args, stream)
+            cuda(self.function, *moved, **self.options)
+            cuda_target.copy_back(pairs, stream)
 

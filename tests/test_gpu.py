@@ -539,3 +539,14 @@ def test_grid_sync_launches_cooperatively_and_a_too_large_grid_is_refused(cp, ma
     with pytest.raises(ValueError, match="resident at once"):
         launch(m.rotate, cp.zeros(10**7, dtype=cp.int64), cp.zeros(10**7, dtype=cp.int64), threads=128,
                blocks=10**7 // 128)
+
+
+def test_od_jit_copies_host_arrays_to_the_device_and_back_as_numba_cuda_does():
+    @od.jit
+    def double(a):
+        i = cuda.grid(1)
+        if i < a.size:
+            a[i] *= 2
+    host = np.arange(100, dtype=np.float64)
+    double[4, 32](host)
+    assert host.tolist() == [2.0 * i for i in range(100)]

@@ -119,3 +119,12 @@ def test_od_cuda_launches_an_od_jit_kernel():
     out = np.zeros(1, dtype=np.int64)
     od.cuda(kernel, out, target="cpu")
     assert out[0] == 5
+
+
+def test_specialize_and_overloads_as_numba_cuda_has_them():
+    @od.jit(target="cpu")
+    def kernel(out):
+        out[0] = 1
+    out = np.zeros(1, dtype=np.int64)
+    kernel.specialize(out)[1, 1](out)
+    assert out[0] == 1 and list(kernel.overloads) == [(numba.typeof(out),)]

@@ -22,6 +22,8 @@ import struct
 import threading
 import weakref
 
+import numpy as np
+
 from numba import cuda as numba_cuda
 from numba.core import types
 from numba.core.compiler_lock import global_compiler_lock
@@ -209,6 +211,30 @@ class CUDALauncher:
 
 # --- the target -----------------------------------------------------------------------------------------
 
+class HostMemoryError(TypeError):
+    """A launch argument lives in host memory, which a CUDA kernel cannot read."""
+
+
+def copied_to_device(args: tuple, stream=None) -> tuple:
+    """numba-cuda's treatment of host arrays, for its drop-in (``od.jit``): each numpy array copied to the
+    device; returns the new arguments and the (host, device) pairs to copy back after the launch."""
+    pairs, moved = [], []
+    for value in args:
+        if isinstance(value, np.ndarray):
+            device = numba_cuda.to_device(value, stream=stream or 0)
+            pairs.append((value, device))
+            value = device
+        moved.append(value)
+    return tuple(moved), pairs
+
+
+def copy_back(pairs, stream=None) -> None:
+    """Copy each device array back into its writable host array (waits for the launch, as numba-cuda does)."""
+    for host, device in pairs:
+        if host.flags.writeable:
+            device.copy_to_host(host, stream=stream or 0)
+
+
 class Registration:
     """A method instance's code, registered with the CUDA target context under ``impl_key`` for as long as
     this object lives (the method instance holds it)."""
@@ -262,7 +288,7 @@ class CUDATarget:
         if kind is None:
             return cuda_typeof(value, Purpose.argument)
         if kind.memory(value) == "host":
-            raise TypeError(f"a {type(value).__name__} ({value!r:.60}) lives in host memory: pass a cupy array, a "
+            raise HostMemoryError(f"a {type(value).__name__} ({value!r:.60}) lives in host memory: pass a cupy array, a "
                             f"numba device array (numba.cuda.to_device), any __cuda_array_interface__ object, or "
                             f"od.pointer of one to a CUDA kernel")
         return kind.typeof(value)
