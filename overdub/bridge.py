@@ -21,10 +21,12 @@ import sys
 import types as pytypes
 
 import numba
+import numpy as np
 from numba.core import cgutils, sigutils, types
 from numba.core.extending import NativeValue, models, register_model, typeof_impl, unbox
 from numba.core.imputils import lower_builtin, lower_constant, lower_getattr_generic
 from numba.core.typing.templates import AbstractTemplate, AttributeTemplate, infer_getattr, infer_global, signature
+from numba.np import numpy_support
 
 from .rewrite import ModuleProxy
 from .types import PtrType, typeof
@@ -123,6 +125,27 @@ def python_function(callee):
 def signature_argtypes(signature) -> tuple:
     """The argument types of a numba signature: a string ``"void(float32[:], int64)"`` or a signature object."""
     return tuple(sigutils.normalize_signature(signature)[0])
+
+
+def array_fits(value, ty) -> bool:
+    """Can ``value`` be passed where a signature says ``ty``? (An array only where ``ty`` is an array of its
+    rank and dtype; anything else only where ``ty`` is not an array.)"""
+    if not isinstance(ty, types.Array):
+        return not hasattr(value, "__cuda_array_interface__") and not hasattr(value, "__array_interface__")
+    dtype = getattr(value, "dtype", None)
+    try:
+        return getattr(value, "ndim", None) == ty.ndim and numpy_support.from_dtype(dtype) == ty.dtype
+    except Exception:          # a dtype numba does not know: no
+        return False
+
+
+def as_scalar_of(value, ty):
+    """``value`` as a numpy scalar of the scalar type ``ty`` (as numba-cuda converts a launch's arguments to an
+    explicit signature); other values unchanged."""
+    if isinstance(ty, (types.Integer, types.Float, types.Complex, types.Boolean)) and \
+            isinstance(value, (int, float, complex, bool, np.generic)):
+        return np.asarray(value).astype(numpy_support.as_dtype(ty))[()]      # wraps, as a C cast does
+    return value
 
 
 def dispatcher_call(context, dispatcher, args: tuple, kws: dict):

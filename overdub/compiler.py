@@ -148,6 +148,19 @@ def compile_method(func: pytypes.FunctionType, chain: tuple, typing_context, arg
     return node.sig, node.impl_key
 
 
+def _compile_callee(func, chain: tuple, typing_context, args: tuple, kws: dict):
+    """Compile a callee for the call's argument types without their literal values, and -- as numba does --
+    with them where that fails to type (a constant a callee passes on to ``cuda.shared.array``, say)."""
+    argtypes = tuple(bridge.unliteral(a) for a in args)
+    kwtypes = {k: bridge.unliteral(v) for k, v in kws.items()}
+    try:
+        return compile_method(func, chain, typing_context, argtypes, kwtypes)
+    except Exception as exc:
+        if (argtypes, kwtypes) == (tuple(args), dict(kws)) or bridge.compile_error_message(exc) is None:
+            raise
+    return compile_method(func, chain, typing_context, tuple(args), dict(kws))
+
+
 # --- dispatch during typing -----------------------------------------------------------------------------
 
 class OverdubCallType(nt.Callable):
@@ -197,13 +210,12 @@ def resolve_call(site: Overdubbed, typing_context, args: tuple, kws: dict):
     """
     chain, callee = site.chain, site.callee
     argtypes = tuple(bridge.unliteral(a) for a in args)
-    kwtypes = {k: bridge.unliteral(v) for k, v in kws.items()}
     for depth, ctx in enumerate(chain):
         if not ctx.overdubbable:
             break
         match = ctx.table(callee).dispatch(argtypes)
         if match.method is not None:
-            return compile_method(match.method.func, chain[depth + 1:], typing_context, argtypes, kwtypes)
+            return _compile_callee(match.method.func, chain[depth + 1:], typing_context, args, kws)
         if match.ambiguous:
             _raise_at_call_site(match.error())
     for ctx in chain:
@@ -218,10 +230,10 @@ def resolve_call(site: Overdubbed, typing_context, args: tuple, kws: dict):
         match = callee.table.dispatch(argtypes)
         if match.method is None:
             _raise_at_call_site(match.error())
-        return compile_method(match.method.func, chain, typing_context, argtypes, kwtypes)
+        return _compile_callee(match.method.func, chain, typing_context, args, kws)
     function = bridge.python_function(callee)
     if function is not None and not bridge.numba_implements(typing_context, callee):
-        return compile_method(function, chain, typing_context, argtypes, kwtypes)
+        return _compile_callee(function, chain, typing_context, args, kws)
     sig, impl_key = bridge.delegate(typing_context, callee, args, kws)
     if sig is None:
         _raise_at_call_site(MethodError(getattr(callee, "__name__", repr(callee)), argtypes))

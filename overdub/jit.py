@@ -6,9 +6,12 @@ A numba-cuda user changes ``from numba import cuda; @cuda.jit`` to ``@od.jit`` a
 ``@od.jit(device=True)`` for device functions. Every launch goes through :func:`overdub.cuda` -- edges,
 contexts, any target, never stale -- so a kernel object is only a launch configuration around its function.
 
+Explicit signatures compile eagerly and, as in numba-cuda, fix the types a launch passes: each scalar argument
+is converted to its signature's type (``cuda.jit("void(int32[:], int32)")`` launched with a Python int passes
+an int32), with the first signature whose arrays match the launch's.
+
 Differences from numba-cuda, by design: a device function is a generic function (``@od.jit(device=True)`` twice
-with different signatures defines two methods); explicit signatures compile eagerly but do not convert
-arguments at launch (arguments are typed by what they are, as ``od.cuda`` types them); ``forall`` uses a fixed
+with different signatures defines two methods); ``forall`` uses a fixed
 block of 128 threads (or ``tpb``) rather than asking the driver for an occupancy-optimal size. As numba-cuda
 does, and ``od.cuda`` does not, a kernel launched on the CUDA target with host (numpy) arrays copies them to the
 device and back around the launch.
@@ -29,7 +32,7 @@ from .targets import get_target
 __all__ = ["jit", "Kernel"]
 
 _OPTIONS = frozenset({"fastmath", "lineinfo", "debug", "opt", "max_registers", "link", "extensions", "cache",
-                      "inline", "forceinline", "boundscheck", "target"})
+                      "inline", "forceinline", "boundscheck", "lto", "launch_bounds", "target"})
 
 
 def jit(func_or_signature=None, device: bool = False, context: Context | None = None, **options):
@@ -45,7 +48,8 @@ def jit(func_or_signature=None, device: bool = False, context: Context | None = 
     scope = sys._getframe(1).f_locals          # where the def runs: device functions extend what it names
     if callable(func_or_signature) and not isinstance(func_or_signature, (str, list, tuple)):
         return _make(func_or_signature, (), device, context, options, scope)
-    signatures = func_or_signature if isinstance(func_or_signature, (list, tuple)) else \
+    # a list is several signatures; a string, a tuple of argument types or a Signature object is one
+    signatures = func_or_signature if isinstance(func_or_signature, list) else \
         [func_or_signature] if func_or_signature is not None else []
     return lambda func: _make(func, tuple(signatures), device, context, options, scope)
 
@@ -139,15 +143,17 @@ def _launch_config(config) -> tuple:
 class _Configured:
     """``kernel[blocks, threads, ...]``: calling it launches."""
 
-    __slots__ = ("function", "options")
+    __slots__ = ("function", "options", "signatures")
 
     def __init__(self, kernel: Kernel, blocks, threads, stream, shmem):
-        self.function = kernel.py_func
+        self.function, self.signatures = kernel.py_func, kernel.signatures
         self.options = {"blocks": blocks, "threads": threads, "shmem": shmem,
                         "stream": None if isinstance(stream, int) and stream == 0 else stream,   # 0: default
                         "context": kernel.context, "target": kernel.target}
 
     def __call__(self, *args):
+        if self.signatures:
+            args = _as_signature(args, self.signatures)
         try:
             cuda(self.function, *args, **self.options)
         except cuda_target.HostMemoryError:
@@ -158,3 +164,12 @@ class _Configured:
             cuda(self.function, *moved, **self.options)
             cuda_target.copy_back(pairs, stream)
 
+
+
+def _as_signature(args: tuple, signatures: list) -> tuple:
+    """``args`` converted to the first of ``signatures`` whose arrays match theirs (rank and dtype): scalars
+    become numpy scalars of the signature's types. Arguments matching none are passed as they are."""
+    for argtypes in signatures:
+        if len(argtypes) == len(args) and all(map(bridge.array_fits, args, argtypes)):
+            return tuple(map(bridge.as_scalar_of, args, argtypes))
+    return args

@@ -128,3 +128,46 @@ def test_specialize_and_overloads_as_numba_cuda_has_them():
     out = np.zeros(1, dtype=np.int64)
     kernel.specialize(out)[1, 1](out)
     assert out[0] == 1 and list(kernel.overloads) == [(numba.typeof(out),)]
+
+
+def test_an_explicit_signature_converts_scalar_arguments_as_numba_cuda_does():
+    @od.jit("void(int32[:], int32)", target="cpu")
+    def store_int(out, x):
+        out[0] = x
+
+    @od.jit("void(float32[:], float32)", target="cpu")
+    def store(out, x):
+        out[0] = x
+
+    out = np.zeros(1, dtype=np.float32)
+    store[1, 1](out, 0.1)
+    assert out[0] == np.float32(0.1)
+    wide = np.zeros(1, dtype=np.int32)
+    store_int[1, 1](wide, 2**31 + 5)              # wraps to int32, as the signature says
+    assert wide[0] == np.int32(np.int64(2**31 + 5).astype(np.int32))
+
+
+def test_a_tuple_of_types_is_one_signature():
+    @od.jit((numba.types.float64[::1], numba.types.float64), target="cpu")
+    def store(out, x):
+        out[0] = x
+    assert len(store.signatures) == 1
+    out = np.zeros(1)
+    store[1, 1](out, 2)
+    assert out[0] == 2.0
+
+
+def test_a_callee_given_a_constant_it_needs_at_compile_time_compiles_with_its_value():
+    @cuda.jit(device=True)
+    def fill(out, n):
+        tmp = cuda.local.array(n, numba.int64)
+        for i in range(n):
+            tmp[i] = i
+        out[0] = tmp[n - 1]
+
+    @od.jit(target="cpu")
+    def kernel(out):
+        fill(out, 5)
+    out = np.zeros(1, dtype=np.int64)
+    kernel[1, 1](out)
+    assert out[0] == 4
