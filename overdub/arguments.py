@@ -282,6 +282,37 @@ class PointerArgument(ArgumentKind):
         return ("p", *signature)
 
 
+class RecordOnDevice:
+    """A record (a numpy structured scalar) copied to device memory for a launch: what a kernel parameter of a
+    Record type receives, its address."""
+
+    __slots__ = ("address", "dtype", "owner")
+
+    def __init__(self, address: int, dtype, owner):
+        self.address, self.dtype, self.owner = int(address), dtype, owner
+
+
+class RecordArgument(ArgumentKind):
+    """A record in device memory (:class:`RecordOnDevice`): passed by address, typed by its dtype."""
+
+    name = "record"
+
+    def memory(self, value):
+        return "device"
+
+    def accepts(self, value) -> bool:
+        return isinstance(value, RecordOnDevice)
+
+    def signature(self, value):
+        return value.dtype
+
+    def numba_type(self, signature):
+        return numba.from_dtype(signature)
+
+    def cuda_slots(self, ty):
+        return "Q", "{v}.address"
+
+
 def _cupy_ndarray():
     try:
         import cupy
@@ -291,6 +322,7 @@ def _cupy_ndarray():
 
 
 _PYTHON_INT, _SCALAR, _NUMPY, _DEVICE, _POINTER = PythonInt(), Scalar(), NumpyArray(), DeviceArray(), PointerArgument()
+_RECORD = RecordArgument()
 _by_class: dict[type, ArgumentKind | None] = {}
 
 
@@ -302,7 +334,7 @@ def kind_of(value) -> ArgumentKind | None:
     except KeyError:
         pass
     cupy_ndarray = _cupy_ndarray()
-    kinds = [_PYTHON_INT, _SCALAR, _NUMPY, _POINTER]
+    kinds = [_PYTHON_INT, _SCALAR, _NUMPY, _POINTER, _RECORD]
     if cupy_ndarray is not None:
         kinds.append(CupyArray(cupy_ndarray))
     kinds.append(_DEVICE)

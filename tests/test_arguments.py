@@ -166,3 +166,26 @@ def test_a_record_interface_object_keeps_its_fields_and_compiles_to_ptx():
         out[0] = points[1].x
 
     assert ".visible .entry" in od.code_ptx(kernel, numba.types.float32[::1], ty)
+
+
+def test_a_record_on_the_device_is_passed_by_address_as_its_record_type():
+    record = np.zeros(1, dtype=RECORD)[0]
+    on_device = arguments.RecordOnDevice(0x3000, record.dtype, None)
+    ty = cuda_target.target_for((9, 0)).typeof(on_device)
+    assert ty == numba.from_dtype(RECORD)
+    assert arguments.kind_of(on_device).cuda_slots(ty) == ("Q", "{v}.address")
+    with pytest.raises(cuda_target.HostMemoryError, match="record"):
+        cuda_target.target_for((9, 0)).typeof(record)
+
+
+def test_a_record_scalar_argument_works_on_the_cpu_target(make_module):
+    m = make_module("""
+        def kernel(out, point):
+            out[0] = point.x * point.n
+            point.x = 10.0
+    """)
+    points = np.zeros(1, dtype=RECORD)
+    points[0] = (1.5, 4)
+    out = np.zeros(1)
+    od.cuda(m.kernel, out, points[0], target="cpu")
+    assert out[0] == 6.0 and points[0]["x"] == 10.0

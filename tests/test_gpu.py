@@ -550,3 +550,16 @@ def test_od_jit_copies_host_arrays_to_the_device_and_back_as_numba_cuda_does():
     host = np.arange(100, dtype=np.float64)
     double[4, 32](host)
     assert host.tolist() == [2.0 * i for i in range(100)]
+
+
+def test_od_jit_passes_a_record_by_its_device_copy_and_copies_it_back():
+    record = np.dtype([("x", np.float64), ("n", np.int32)], align=True)
+    host = np.zeros(1, dtype=record)
+    host[0] = (1.5, 4)
+
+    @od.jit
+    def scale(point):
+        point.x = point.x * point.n
+
+    scale[1, 1](host[0])
+    assert host[0]["x"] == 6.0

@@ -224,14 +224,23 @@ def copied_to_device(args: tuple, stream=None) -> tuple:
             device = numba_cuda.to_device(value, stream=stream or 0)
             pairs.append((value, device))
             value = device
+        elif isinstance(value, np.void) and value.dtype.names:      # a record: passed by its device address
+            device = numba_cuda.to_device(np.array(value).reshape(1), stream=stream or 0)
+            pairs.append((value, device))
+            value = arguments.RecordOnDevice(device.device_ctypes_pointer.value, value.dtype, device)
         moved.append(value)
     return tuple(moved), pairs
 
 
 def copy_back(pairs, stream=None) -> None:
-    """Copy each device array back into its writable host array (waits for the launch, as numba-cuda does)."""
+    """Copy each device array back into its writable host array, each record into its host record (waits for
+    the launch, as numba-cuda does)."""
     for host, device in pairs:
-        if host.flags.writeable:
+        if isinstance(host, np.void):
+            back = device.copy_to_host(stream=stream or 0)[0]
+            for name in host.dtype.names:
+                host[name] = back[name]
+        elif host.flags.writeable:
             device.copy_to_host(host, stream=stream or 0)
 
 
@@ -285,6 +294,9 @@ class CUDATarget:
 
     def typeof(self, value):
         kind = arguments.kind_of(value)
+        if kind is None and isinstance(value, np.void) and value.dtype.names:
+            raise HostMemoryError(f"a record ({value.dtype}) lives in host memory: pass a structured device array "
+                                  f"and index it in the kernel, or launch through od.jit, which copies it")
         if kind is None:
             return cuda_typeof(value, Purpose.argument)
         if kind.memory(value) == "host":
