@@ -1,4 +1,4 @@
-"""``od.jit``: numba-cuda's decorator, launched the overdub way.
+"""The drop-in for numba-cuda users: ``od.jit``, numba-cuda's decorator, launched the overdub way.
 
 A numba-cuda user changes ``from numba import cuda; @cuda.jit`` to ``@od.jit`` and keeps the rest:
 ``kernel[blocks, threads](...)``, ``kernel[blocks, threads, stream, shmem](...)``, ``kernel.forall(n)(...)``,
