@@ -90,10 +90,11 @@ class Kernel:
     def __call__(self, *args, **kwargs):
         raise TypeError(f"launch the kernel {self.__qualname__} with a grid: {self.__name__}[blocks, threads](...)")
 
-    def forall(self, ntasks: int, tpb: int = 0, stream=0, sharedmem: int = 0) -> "_Configured":
-        """A launch covering ``ntasks`` threads (one per task): ``kernel.forall(n)(*args)``."""
-        threads = tpb or min(128, max(int(ntasks), 1))
-        return _Configured(self, max(math.ceil(int(ntasks) / threads), 1), threads, stream, sharedmem)
+    def forall(self, ntasks: int, tpb: int = 0, stream=0, sharedmem: int = 0) -> "_ForAll":
+        """A launch covering ``ntasks`` threads (one per task): ``kernel.forall(n)(*args)``; the block size is
+        ``tpb``, else the one the target suggests for the kernel compiled for the arguments (on CUDA, the
+        driver's occupancy-optimal size)."""
+        return _ForAll(self, int(ntasks), tpb, stream, sharedmem)
 
     def specialize(self, *args) -> "Kernel":
         """numba-cuda's specialization to the types of ``args``: overdub already compiles per argument types
@@ -173,3 +174,27 @@ def _as_signature(args: tuple, signatures: list) -> tuple:
         if len(argtypes) == len(args) and all(map(bridge.array_fits, args, argtypes)):
             return tuple(map(bridge.as_scalar_of, args, argtypes))
     return args
+
+
+class _ForAll:
+    """``kernel.forall(ntasks)``: calling it launches enough blocks of a suggested size to cover the tasks."""
+
+    __slots__ = ("kernel", "ntasks", "tpb", "stream", "sharedmem")
+
+    def __init__(self, kernel: Kernel, ntasks: int, tpb: int, stream, sharedmem: int):
+        self.kernel, self.ntasks, self.tpb, self.stream, self.sharedmem = kernel, ntasks, tpb, stream, sharedmem
+
+    def __call__(self, *args):
+        threads = self.tpb or self._suggested_threads(args)
+        threads = max(min(threads, self.ntasks), 1)
+        _Configured(self.kernel, max(math.ceil(self.ntasks / threads), 1), threads, self.stream,
+                    self.sharedmem)(*args)
+
+    def _suggested_threads(self, args) -> int:
+        target = get_target(self.kernel.target)
+        chain = (self.kernel.context or target.base).chain(target)
+        try:
+            compiled = closures.compiled_kernel(self.kernel.py_func, args, target.typeof, chain)[0]
+        except TypeError:          # host arrays on CUDA: the launch copies them; size for the default
+            return 128
+        return compiled.launcher.suggested_block_size(self.sharedmem)

@@ -563,3 +563,14 @@ def test_od_jit_passes_a_record_by_its_device_copy_and_copies_it_back():
 
     scale[1, 1](host[0])
     assert host[0]["x"] == 6.0
+
+
+def test_forall_sizes_blocks_by_occupancy_and_covers_every_task(cp):
+    @od.jit
+    def fill(out):
+        i = cuda.grid(1)
+        if i < out.size:
+            out[i] = 7
+    out = cp.zeros(100_000, dtype=cp.int64)
+    fill.forall(out.size)(out)
+    assert int((out == 7).sum()) == out.size

@@ -37,6 +37,9 @@ class Launcher(Protocol):
         """The launch function for ``kernel`` and arguments like ``args`` (typed ``argtypes``). It guards
         every argument that has an :mod:`overdub.arguments` kind; the caller caches it only then."""
 
+    def suggested_block_size(self, shmem: int = 0) -> int:
+        """A good number of threads per block for this kernel (``forall``)."""
+
 
 class Target(Protocol):
     """A compilation target."""

@@ -293,6 +293,10 @@ class CPULauncher:
     def __init__(self, grid_loop):
         self.grid_loop = grid_loop
 
+    def suggested_block_size(self, shmem: int = 0) -> int:
+        """Blocks run one after another here; any size serves, this one keeps the grid loop's inner loop long."""
+        return 256
+
     def launch_function(self, kernel, args, argtypes):
         names = "".join(f", {name}" for name in launchfn.argument_names(len(args)))
         body = [f"grid_loop(gx, gy, gz, tx, ty, tz{names})",

@@ -96,6 +96,13 @@ class Driver:
             wrapped = self._streams[handle] = self.driver.CUstream(handle)
         return wrapped
 
+    def potential_block_size(self, function, shmem: int) -> int:
+        """The block size with the most occupancy for ``function`` (cuOccupancyMaxPotentialBlockSize)."""
+        err, _, block = self.driver.cuOccupancyMaxPotentialBlockSize(function, None, shmem, 0)
+        if err:
+            raise RuntimeError(f"cuOccupancyMaxPotentialBlockSize failed: {err!r}")
+        return block
+
     def co_resident_blocks(self, function, threads: int, shmem: int) -> int:
         """How many blocks of ``threads`` threads (and ``shmem`` bytes of dynamic shared memory) of ``function``
         the device holds at once: the most a cooperative launch may have."""
@@ -192,6 +199,10 @@ class CUDALauncher:
                      "launch_failed": self._failed, "interface_fields": arguments.interface_fields,
                      "check_co_resident": self._check_co_resident}
         return launchfn.generate(kernel, args, argtypes, body, namespace)
+
+    def suggested_block_size(self, shmem: int = 0) -> int:
+        """The driver's occupancy-optimal block size for this kernel."""
+        return driver().potential_block_size(self._function(), shmem)
 
     def _check_co_resident(self, blocks: int, threads: int, shmem: int) -> None:
         """A cooperative grid must be resident all at once, as numba-cuda requires: say so before launching."""
