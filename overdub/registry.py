@@ -361,6 +361,8 @@ def function(func, sig: tuple | None = None, *, scope: dict | None = None) -> Ge
     scope = sys._getframe(1).f_locals if scope is None else scope
     with world.lock:
         gf = scope.get(func.__name__) if func.__name__ != "<lambda>" else None
+        if not isinstance(gf, GenericFunction) and "<" not in func.__qualname__:
+            gf = func.__globals__.get(func.__name__)     # a def at a module's top level, through a wrapper
         if not isinstance(gf, GenericFunction):
             gf = GenericFunction(func.__name__, func.__module__, func.__qualname__)
         gf.define(func, sig)

@@ -444,3 +444,21 @@ def test_a_closure_using_a_captured_value_as_a_constant_compiles_with_it_as_a_co
 
     assert run(make(4)) == [9]
     assert run(make(5)) == [16]
+
+
+def test_a_decorator_wrapping_od_function_still_extends_the_module_level_generic_function(make_module):
+    m = make_module("""
+        import overdub as od
+
+        def device(f):                       # a user's own decorator
+            return od.function(f)
+
+        @device
+        def f(x: od.Integer):
+            return 1
+
+        @device
+        def f(x: od.Float):
+            return 2
+    """)
+    assert len(od.methods(m.f)) == 2 and (m.f(1), m.f(1.0)) == (1, 2)
