@@ -68,10 +68,16 @@ def check_kernel(kernel, args: tuple) -> None:
         raise TypeError(f"od.cuda launches a kernel written as a Python function (a def, or a numba cuda.jit "
                         f"kernel), not {_what(kernel)}"
                         + _KERNEL_HINTS.get(type(kernel), ""))
+    signature = inspect.signature(kernel)
+    unsupported = [p.name for p in signature.parameters.values()
+                   if p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if unsupported:
+        raise TypeError(f"kernel {kernel.__qualname__}{signature}: kernels take positional parameters only, not "
+                        f"{', '.join(unsupported)} (*args, **kwargs and keyword-only parameters)")
     try:
-        inspect.signature(kernel).bind(*args)
+        signature.bind(*args)
     except TypeError as exc:
-        raise TypeError(f"kernel {kernel.__qualname__}{inspect.signature(kernel)} cannot take the {len(args)} "
+        raise TypeError(f"kernel {kernel.__qualname__}{signature} cannot take the {len(args)} "
                         f"argument{'s' if len(args) != 1 else ''} given after it: {exc}") from None
     if returns_value(kernel.__code__):
         raise TypeError(f"kernel {kernel.__qualname__} ({_where(kernel)}) returns a value; kernels return "

@@ -99,3 +99,14 @@ def test_a_pointer_to_a_strided_view_is_refused():
     with pytest.raises(ValueError, match="contiguous"):
         od.pointer(np.arange(10)[::2])
     assert od.pointer(np.zeros((3, 4), order="F")).dtype == np.float64
+
+
+def test_a_kernel_with_keyword_only_or_variadic_parameters_is_refused_before_compiling():
+    def keyword_only(out, *, k=1):
+        out[0] = k
+
+    def variadic(out, *rest):
+        out[0] = 1
+    for bad in (keyword_only, variadic):
+        with pytest.raises(TypeError, match="positional parameters only"):
+            od.cuda(bad, np.zeros(1))
