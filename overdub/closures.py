@@ -15,13 +15,17 @@ constants and tracked as edges (:mod:`overdub.bindings`); so is a closure whose 
 """
 from __future__ import annotations
 
+import __future__
 import ast
+import functools
 import inspect
+import operator
 import textwrap
 import types as pytypes
 import weakref
 
 from . import arguments, compiler
+from .runtime import runtime
 
 __all__ = ["Lifted", "lift", "compiled_kernel", "with_captured_values"]
 
@@ -44,9 +48,6 @@ class Lifted:
         return (closure.__code__, closure.__defaults__, closure.__kwdefaults__) == self.state
 
 
-_lifted_code: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()   # closure code -> lifted function or None
-
-
 def lift(kernel) -> Lifted | None:
     """``kernel`` lifted, or None where it is no closure, captures something other than data, has an empty
     cell, or has no readable source."""
@@ -59,12 +60,35 @@ def lift(kernel) -> Lifted | None:
     except ValueError:          # an empty cell: compile as it is, and let numba say what is unbound
         return None
     code = kernel.__code__
-    function = _lifted_code.get(code, False)
+    function = runtime.lifted.get(code, False)
     if function is False:
-        function = _lifted_code[code] = _compile_lifted(kernel)
+        function = runtime.lifted[code] = _compile_lifted(kernel)
     if function is None or function.__globals__ is not kernel.__globals__:
         return None
     return Lifted(function, kernel)
+
+
+_FUTURE_FLAGS = functools.reduce(operator.or_, (feature.compiler_flag for feature in
+                                                 map(lambda name: getattr(__future__, name), __future__.all_feature_names)))
+
+
+def _source_is_the_code(kernel, lines: list[str], first: int) -> bool:
+    """Does compiling ``lines`` (at line ``first`` of the kernel's file, inside a function defining its free
+    variables) give exactly the kernel's code? Not when the file was edited after the kernel was defined."""
+    code = kernel.__code__
+    if first < 2:
+        return False
+    indent = lines[0][:len(lines[0]) - len(lines[0].lstrip())]
+    source = ("\n" * (first - 2) + "def __overdub_enclosing():\n" + "".join(lines)
+              + "".join(f"{indent}{name} = None\n" for name in code.co_freevars))
+    flags = code.co_flags & _FUTURE_FLAGS            # compiled under the same __future__ imports
+    try:
+        enclosing = next(c for c in compile(source, code.co_filename, "exec", flags=flags, dont_inherit=True).co_consts
+                         if isinstance(c, pytypes.CodeType))
+    except (SyntaxError, StopIteration):
+        return False
+    inner = [c for c in enclosing.co_consts if isinstance(c, pytypes.CodeType) and c.co_name == code.co_name]
+    return len(inner) == 1 and inner[0].replace(co_qualname=code.co_qualname) == code
 
 
 def _compile_lifted(kernel):
@@ -75,6 +99,8 @@ def _compile_lifted(kernel):
         lines, first = inspect.getsourcelines(kernel)
     except (OSError, TypeError):
         return None
+    if not _source_is_the_code(kernel, lines, first):
+        return None             # the file changed since the closure was defined: its source is not its code
     try:
         tree = ast.parse(textwrap.dedent("".join(lines)))
     except SyntaxError:         # a lambda or a def sharing its line with other code
@@ -114,7 +140,7 @@ def compiled_kernel(kernel, args: tuple, typeof, chain: tuple) -> tuple:
     except compiler.CompileError:
         if lifted is None:
             raise
-    _lifted_code[kernel.__code__] = None
+    runtime.lifted[kernel.__code__] = None
     return compiled_kernel(kernel, args, typeof, chain)
 
 

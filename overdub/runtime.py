@@ -114,6 +114,7 @@ class Runtime:
         self.launches: dict = {}                  # launch_key(...) -> [launch functions], replaced, never mutated
         self._launch_keys: dict = {}              # kernel function's reference -> its launch keys
         self.proxies = weakref.WeakValueDictionary()   # (kind, chain, id(value)) -> rewrite proxy
+        self.lifted = weakref.WeakKeyDictionary()      # a closure kernel's code -> its lifted function, or None
         # the edges on Python state, alive while some compiled thing uses them (each holds what its key's id
         # names, so the id stays unique while the entry exists)
         self.bindings = weakref.WeakValueDictionary()    # (id(namespace), name, builtins?) -> Binding
@@ -199,6 +200,7 @@ class Runtime:
             self.launches.clear()
             self._launch_keys.clear()
             self.proxies.clear()
+            self.lifted.clear()
             self.bindings.clear()
             self.cells.clear()
             self.functions.clear()

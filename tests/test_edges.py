@@ -186,14 +186,14 @@ def test_od_explain_lists_a_captured_helper_and_the_kernels_code():
 
 # --- closures capturing data: compiled once per definition, the captured values passed at each launch ----
 
-def make_scaler(k):
-    def scale(out, x):
-        out[0] = k * x
-    return scale
-
-
-def test_closures_made_by_a_factory_share_one_compile_and_each_runs_its_own_value():
-    kernels = [make_scaler(k) for k in range(20)]
+def test_closures_made_by_a_factory_share_one_compile_and_each_runs_its_own_value(make_module):
+    m = make_module("""
+        def make_scaler(k):
+            def scale(out, x):
+                out[0] = k * x
+            return scale
+    """)
+    kernels = [m.make_scaler(k) for k in range(20)]
     before = compiles()
     results = []
     for kernel in kernels:
@@ -462,3 +462,32 @@ def test_a_decorator_wrapping_od_function_still_extends_the_module_level_generic
             return 2
     """)
     assert len(od.methods(m.f)) == 2 and (m.f(1), m.f(1.0)) == (1, 2)
+
+
+def test_a_closure_whose_file_was_edited_since_it_was_defined_runs_the_code_it_has(make_module):
+    m = make_module("""
+        def make(k):
+            def kernel(out):
+                out[0] = k + 1
+            return kernel
+    """)
+    kernel = m.make(10)
+    source_file = kernel.__code__.co_filename
+    with open(source_file) as f:
+        text = f.read()
+    with open(source_file, "w") as f:          # edited on disk, not re-run: the closure still has the old code
+        f.write(text.replace("k + 1", "k + 1000"))
+    import linecache
+    linecache.checkcache(source_file)
+    assert run(kernel) == [11]
+
+
+def test_a_factory_defined_inside_a_test_function_also_lifts():
+    def make(k):
+        def kernel(out):
+            out[0] = k
+        return kernel
+    before = compiles()
+    for k in range(5):
+        assert run(make(k)) == [k]
+    assert compiles() == before + 1
