@@ -282,6 +282,24 @@ class PointerArgument(ArgumentKind):
         return ("p", *signature)
 
 
+class HostRecord(ArgumentKind):
+    """A record: a numpy structured scalar (``array[i]`` of a structured array), in host memory."""
+
+    name = "host_record"
+
+    def memory(self, value):
+        return "host"
+
+    def accepts(self, value) -> bool:
+        return isinstance(value, np.void) and value.dtype.names is not None
+
+    def signature(self, value):
+        return value.dtype
+
+    def numba_type(self, signature):
+        return numba.from_dtype(signature)
+
+
 class RecordOnDevice:
     """A record (a numpy structured scalar) copied to device memory for a launch: what a kernel parameter of a
     Record type receives, its address."""
@@ -322,7 +340,7 @@ def _cupy_ndarray():
 
 
 _PYTHON_INT, _SCALAR, _NUMPY, _DEVICE, _POINTER = PythonInt(), Scalar(), NumpyArray(), DeviceArray(), PointerArgument()
-_RECORD = RecordArgument()
+_HOST_RECORD, _RECORD = HostRecord(), RecordArgument()
 _by_class: dict[type, ArgumentKind | None] = {}
 
 
@@ -334,7 +352,7 @@ def kind_of(value) -> ArgumentKind | None:
     except KeyError:
         pass
     cupy_ndarray = _cupy_ndarray()
-    kinds = [_PYTHON_INT, _SCALAR, _NUMPY, _POINTER, _RECORD]
+    kinds = [_PYTHON_INT, _SCALAR, _NUMPY, _POINTER, _HOST_RECORD, _RECORD]
     if cupy_ndarray is not None:
         kinds.append(CupyArray(cupy_ndarray))
     kinds.append(_DEVICE)

@@ -27,7 +27,7 @@ import weakref
 from . import arguments, compiler
 from .runtime import runtime
 
-__all__ = ["Lifted", "lift", "compiled_kernel", "with_captured_values"]
+__all__ = ["Lifted", "lift", "kernel_job", "compiled_kernel", "with_captured_values"]
 
 
 class Lifted:
@@ -126,17 +126,24 @@ def _compile_lifted(kernel):
     return lifted
 
 
-def compiled_kernel(kernel, args: tuple, typeof, chain: tuple) -> tuple:
-    """(the compiled kernel, the arguments to launch it with, their types, the Lifted or None) for ``kernel``
-    and ``args`` (typed by ``typeof``) in ``chain``: a lifted closure takes its captured values first. A closure
-    whose lifted form does not compile -- it uses a captured value where numba needs a constant, such as an
-    array shape -- is compiled as it is, its captured values constants, from then on."""
+def kernel_job(kernel, args: tuple, typeof, chain: tuple) -> tuple:
+    """(the compile job, the arguments to launch it with, their types, the Lifted or None) for ``kernel`` and
+    ``args`` (typed by ``typeof``) in ``chain``: a lifted closure takes its captured values first."""
     lifted = lift(kernel)
     function, launched = (kernel, tuple(args)) if lifted is None else \
         (lifted.function, lifted.captured_values() + tuple(args))
     argtypes = tuple(map(typeof, launched))
+    return compiler.CompileJob.of(function, argtypes, chain), launched, argtypes, lifted
+
+
+def compiled_kernel(kernel, args: tuple, typeof, chain: tuple) -> tuple:
+    """:func:`kernel_job`'s answer with the job compiled: (compiled kernel, launch arguments, their types,
+    Lifted or None). A closure whose lifted form does not compile -- it uses a captured value where numba
+    needs a constant, such as an array shape -- is compiled as it is, its captured values constants, from then
+    on."""
+    job, launched, argtypes, lifted = kernel_job(kernel, args, typeof, chain)
     try:
-        return compiler.cached_kernel(compiler.CompileJob.of(function, argtypes, chain)), launched, argtypes, lifted
+        return compiler.cached_kernel(job), launched, argtypes, lifted
     except compiler.CompileError:
         if lifted is None:
             raise

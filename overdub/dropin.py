@@ -77,9 +77,13 @@ class Kernel:
 
     def compile(self, argtypes: tuple):
         """Compile for ``argtypes`` now (on this kernel's target), as an explicit signature does."""
+        return self._compiled(argtypes, lambda t: t)
+
+    def _compiled(self, args: tuple, typeof=None):
+        """The compiled kernel for ``args`` on this kernel's target and context (typed by the target)."""
         target = get_target(self.target)
         chain = (self.context or target.base).chain(target)
-        return closures.compiled_kernel(self.py_func, argtypes, lambda t: t, chain)[0]
+        return closures.compiled_kernel(self.py_func, args, typeof or target.typeof, chain)[0]
 
     def __getitem__(self, config) -> "_Configured":
         configured = self._configs.get(config)
@@ -191,10 +195,8 @@ class _ForAll:
                     self.sharedmem)(*args)
 
     def _suggested_threads(self, args) -> int:
-        target = get_target(self.kernel.target)
-        chain = (self.kernel.context or target.base).chain(target)
         try:
-            compiled = closures.compiled_kernel(self.kernel.py_func, args, target.typeof, chain)[0]
+            compiled = self.kernel._compiled(args)
         except TypeError:          # host arrays on CUDA: the launch copies them; size for the default
             return 128
         return compiled.launcher.suggested_block_size(self.sharedmem)

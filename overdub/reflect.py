@@ -16,27 +16,22 @@ def _typeof(target):
     return lambda arg: arg if is_concrete(arg) else target.typeof(arg)
 
 
-def _job(kernel, args, target, context) -> compiler.CompileJob:
-    kernel = bridge.python_function(kernel) or kernel
-    lifted = closures.lift(kernel)
-    if lifted is not None:
-        args = lifted.captured_values() + tuple(args)
-    argtypes = tuple(map(_typeof(target), args))
-    return compiler.CompileJob.of(kernel if lifted is None else lifted.function, argtypes,
-                                  (context or target.base).chain(target))
+def _kernel(kernel, args, target, context) -> tuple:
+    """(the function to compile, the arguments, how to type them, the chain) for a kernel on ``target``."""
+    return (bridge.python_function(kernel) or kernel, args, _typeof(target),
+            (context or target.base).chain(target))
 
 
 def explain(kernel, *args, target: str | None = None, context: Context | None = None) -> list[str]:
     """The edges of the cached kernel for these arguments (or argument types): every dispatch answer,
     compiled callee and global its validity depends on, each with the world range it is valid for. Empty
     when no such kernel is cached."""
-    return compiler.explain(_job(kernel, args, get_target(target), context))
+    return compiler.explain(closures.kernel_job(*_kernel(kernel, args, get_target(target), context))[0])
 
 
 def _cuda_library(kernel, args, cc, context):
     target = cuda_target.target_for(tuple(cc))
-    chain = (context or target.base).chain(target)
-    compiled = closures.compiled_kernel(bridge.python_function(kernel) or kernel, args, _typeof(target), chain)[0]
+    compiled = closures.compiled_kernel(*_kernel(kernel, args, target, context))[0]
     return compiled.launcher.library, target.cc
 
 

@@ -235,7 +235,7 @@ def copied_to_device(args: tuple, stream=None) -> tuple:
             device = numba_cuda.to_device(value, stream=stream or 0)
             pairs.append((value, device))
             value = device
-        elif isinstance(value, np.void) and value.dtype.names:      # a record: passed by its device address
+        elif isinstance(arguments.kind_of(value), arguments.HostRecord):      # passed by its device address
             device = numba_cuda.to_device(np.array(value).reshape(1), stream=stream or 0)
             pairs.append((value, device))
             value = arguments.RecordOnDevice(device.device_ctypes_pointer.value, value.dtype, device)
@@ -305,15 +305,13 @@ class CUDATarget:
 
     def typeof(self, value):
         kind = arguments.kind_of(value)
-        if kind is None and isinstance(value, np.void) and value.dtype.names:
-            raise HostMemoryError(f"a record ({value.dtype}) lives in host memory: pass a structured device array "
-                                  f"and index it in the kernel, or launch through od.jit, which copies it")
         if kind is None:
             return cuda_typeof(value, Purpose.argument)
         if kind.memory(value) == "host":
-            raise HostMemoryError(f"a {type(value).__name__} ({value!r:.60}) lives in host memory: pass a cupy array, a "
-                            f"numba device array (numba.cuda.to_device), any __cuda_array_interface__ object, or "
-                            f"od.pointer of one to a CUDA kernel")
+            raise HostMemoryError(f"a {kind.name.replace('_', ' ')} ({value!r:.60}) lives in host memory: pass a cupy "
+                                  f"array, a numba device array (numba.cuda.to_device), any __cuda_array_interface__ "
+                                  f"object, or od.pointer of one to a CUDA kernel, or launch through od.jit, which "
+                                  f"copies host arrays and records as numba-cuda does")
         return kind.typeof(value)
 
     def compile_method(self, func, typing_context, argtypes, kws):
