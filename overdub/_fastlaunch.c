@@ -259,6 +259,22 @@ static int parse_dims(PyObject *value, unsigned out[3]) {
     return -1;
 }
 
+/* CUDA's limits, as launchfn.dims states them (the driver would refuse with a bare error code). */
+static int check_limits(const unsigned grid[3], const unsigned block[3], PyObject *blocks, PyObject *threads) {
+    if (block[0] > 1024 || block[1] > 1024 || block[2] > 64 ||
+        (unsigned long long)block[0] * block[1] * block[2] > 1024) {
+        PyErr_Format(PyExc_ValueError, "threads=%R exceeds CUDA's limits: at most (1024, 1024, 64) per dimension "
+                     "and 1024 in all", threads);
+        return -1;
+    }
+    if (grid[0] > 2147483647u || grid[1] > 65535 || grid[2] > 65535) {
+        PyErr_Format(PyExc_ValueError, "blocks=%R exceeds CUDA's limits: at most (2147483647, 65535, 65535) per "
+                     "dimension", blocks);
+        return -1;
+    }
+    return 0;
+}
+
 /* The kernel's flag, then the words it watches (the version tags of the modules it read, the content
  * pointers of closure cells, the code and defaults pointers of functions); when one moved, the kernel's own
  * slow check (Kernel.usable) compares what it read and records the new words. 1: valid, 0: not (take the
@@ -294,7 +310,8 @@ static int launcher_run(Launcher *self, PyObject *args, Py_ssize_t first, PyObje
         n += spec->ops->slots(spec);
     }
     unsigned grid[3], block[3];
-    if (parse_dims(blocks, grid) < 0 || parse_dims(threads, block) < 0) return -1;
+    if (parse_dims(blocks, grid) < 0 || parse_dims(threads, block) < 0 ||
+        check_limits(grid, block, blocks, threads) < 0) return -1;
     unsigned long shmem = PyLong_AsUnsignedLong(shmem_obj);
     if (PyErr_Occurred()) return -1;
     void *hstream = NULL;
@@ -457,10 +474,11 @@ static PyType_Spec Launcher_spec = {
 
 /* od.cuda itself: the key (kernel, context, target, argument classes), one dict lookup, and the launch
  * functions found there, native ones called without a Python frame; the slow path otherwise. */
-static PyObject *LauncherType, *launch_table, *slow_path, *py_one, *py_zero;
+static PyObject *LauncherType, *launch_table, *slow_path, *python_launch, *py_one, *py_zero;
 static PyObject *s_threads, *s_blocks, *s_shmem, *s_stream, *s_target, *s_context;
 
-/* Assign each keyword argument to its option; 0 on success, -1 (TypeError set) for an unknown keyword. */
+/* Assign each keyword argument to its option; 0 on success, 1 when there is another keyword (the Python
+ * launch path takes the rarer options, and says what it does not know). */
 static int parse_options(PyObject *kwargs, PyObject *names[6], PyObject **slots[6]) {
     Py_ssize_t position = 0;
     PyObject *key, *value;
@@ -471,11 +489,7 @@ static int parse_options(PyObject *kwargs, PyObject *names[6], PyObject **slots[
             i = 0;
             while (i < 6 && PyUnicode_Compare(key, names[i]) != 0) i++;
         }
-        if (i == 6) {
-            PyErr_Format(PyExc_TypeError, "cuda() takes the keywords threads, blocks, shmem, stream, target and "
-                         "context, not %R", key);
-            return -1;
-        }
+        if (i == 6) return 1;
         *slots[i] = value;
     }
     return 0;
@@ -492,7 +506,7 @@ static PyObject *cuda(PyObject *module, PyObject *args, PyObject *kwargs) {
     if (kwargs != NULL) {
         PyObject *names[6] = {s_threads, s_blocks, s_shmem, s_stream, s_target, s_context};
         PyObject **slots[6] = {&threads, &blocks, &shmem, &stream, &target, &context};
-        if (parse_options(kwargs, names, slots) < 0) return NULL;
+        if (parse_options(kwargs, names, slots)) return PyObject_Call(python_launch, args, kwargs);
     }
     PyObject *kernel = PyTuple_GetItem(args, 0);
     PyObject *key = PyTuple_New(n + 2);
@@ -546,14 +560,17 @@ static PyObject *cuda(PyObject *module, PyObject *args, PyObject *kwargs) {
 }
 
 static PyObject *install(PyObject *module, PyObject *args) {
-    PyObject *table, *slow;
-    if (!PyArg_ParseTuple(args, "OO", &table, &slow)) return NULL;
+    PyObject *table, *slow, *python;
+    if (!PyArg_ParseTuple(args, "OOO", &table, &slow, &python)) return NULL;
     Py_XDECREF(launch_table);
     Py_XDECREF(slow_path);
+    Py_XDECREF(python_launch);
     Py_INCREF(table);
     Py_INCREF(slow);
+    Py_INCREF(python);
     launch_table = table;
     slow_path = slow;
+    python_launch = python;
     Py_RETURN_NONE;
 }
 
@@ -563,16 +580,20 @@ static PyObject *launch_count(PyObject *module, PyObject *unused) {
 
 static PyMethodDef module_methods[] = {
     {"launch_count", launch_count, METH_NOARGS, "launches made by native launchers so far"},
-    {"install", install, METH_VARARGS, "install(table, slow_path): where cuda() looks launches up"},
+    {"install", install, METH_VARARGS,
+     "install(table, slow_path, python_launch): where cuda() looks launches up, and who takes other keywords"},
     {"cuda", (PyCFunction)(void (*)(void))cuda, METH_VARARGS | METH_KEYWORDS,
-     "cuda(kernel, /, *args, threads=1, blocks=1, shmem=0, stream=None, target=None, context=None)\n--\n\n"
+     "cuda(kernel, /, *args, threads=1, blocks=1, shmem=0, stream=None, target=None, context=None, debug=None)\n"
+     "--\n\n"
      "Launch ``kernel`` (a plain Python function) over ``blocks`` x ``threads`` in ``context``.\n\n"
      "The kernel and everything it calls are compiled for the argument types in the chain ``context`` ->\n"
      "its parents -> the target's base context, once; the compiled kernel is reused until something it\n"
      "consulted changes. ``target`` is \"cpu\" or \"cuda\"; by default, ``default_target()`` as it was at\n"
      "the first launch without one. ``blocks`` and ``threads`` are positive ints or tuples of 1-3 of them;\n"
      "``shmem`` is the dynamic shared memory in bytes; ``stream`` a cupy, numba or cuda.core stream\n"
-     "(default: the legacy default stream)."},
+     "(default: the legacy default stream). ``debug=True`` launches a checked kernel: out-of-range indices\n"
+     "and errors raised in the kernel are raised here, naming the thread, the block and the kernel line\n"
+     "(``OVERDUB_DEBUG=1`` makes that the default)."},
     {NULL},
 };
 

@@ -122,6 +122,14 @@ def python_function(callee):
     return py_func if isinstance(py_func, pytypes.FunctionType) else None
 
 
+def typeof_or_none(value):
+    """The numba type of ``value`` as a launch argument, or None where numba has none for it."""
+    try:
+        return typeof(value)
+    except ValueError:
+        return None
+
+
 def signature_argtypes(signature) -> tuple:
     """The argument types of a numba signature: a string ``"void(float32[:], int64)"`` or a signature object."""
     return tuple(sigutils.normalize_signature(signature)[0])

@@ -176,6 +176,13 @@ class TargetRoot(Context):
         super().__init__(name)
         self.target = target
 
+    def configured_for(self, target) -> "TargetRoot":
+        """The root of ``target``, a configuration of this root's target: the same meaning of names."""
+        root = TargetRoot(f"{self.name}[{target.options.describe()}]", target)
+        root._forwards, root._replacements = dict(self._forwards), dict(self._replacements)
+        root._namespaces = dict(self._namespaces)
+        return root
+
     def overdub(self, callee):
         base = "od.CUDA" if self.target.name == "cuda" else "od.CPU"
         raise TypeError(f"the root of the {self.target.label} target holds no overdubs: add them to {base}, "

@@ -18,6 +18,7 @@ device and back around the launch.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import sys
 
@@ -27,24 +28,32 @@ from .launch import cuda
 from .registry import function
 from .runtime import runtime
 from .targets import cuda as cuda_target
-from .targets import get_target
+from .targets import CompileOptions, get_target
 
 __all__ = ["jit", "Kernel"]
 
-_OPTIONS = frozenset({"fastmath", "lineinfo", "debug", "opt", "max_registers", "link", "extensions", "cache",
-                      "inline", "forceinline", "boundscheck", "lto", "launch_bounds", "target"})
+# numba-cuda's cuda.jit options: those that change the code are compile options (overdub.targets.options);
+# the rest are accepted for compatibility and explained in jit's docstring
+_COMPILE_OPTIONS = frozenset({"fastmath", "lineinfo", "debug", "opt", "max_registers", "link", "launch_bounds"})
+_ACCEPTED = frozenset({"cache", "inline", "forceinline", "boundscheck", "lto", "extensions", "target"})
 
 
 def jit(func_or_signature=None, device: bool = False, context: Context | None = None, **options):
     """numba-cuda's ``cuda.jit`` forms: ``@od.jit``, ``@od.jit()``, ``@od.jit("void(float32[:])")`` or a list
     of signatures (compiled eagerly), ``@od.jit(device=True)`` (a generic function, its signature from the
     signature string when one is given). ``context`` launches in that context; ``target`` ("cpu", "cuda")
-    picks the target, otherwise the default one. numba's compile options are accepted; those overdub does not
-    apply yet (fastmath, lineinfo, debug, opt, max_registers, link, extensions, cache) are ignored."""
-    unknown = set(options) - _OPTIONS
+    picks the target, otherwise the default one.
+
+    numba-cuda's compile options apply to the kernel and everything it calls: ``fastmath``, ``lineinfo``,
+    ``debug`` (checked kernels: bounds checks on the CPU target, numba-cuda's kernel exceptions on CUDA),
+    ``opt``, ``max_registers``, ``link`` and ``launch_bounds`` (see :class:`overdub.targets.CompileOptions`).
+    ``extensions`` convert arguments before each launch as numba-cuda's do (``prepare_args``).
+    ``boundscheck=True`` means ``debug=True``. ``cache`` is accepted (overdub keeps its own cache), as are
+    ``inline``, ``forceinline`` and ``lto``, which change nothing here: LLVM and NVVM decide inlining."""
+    unknown = set(options) - _COMPILE_OPTIONS - _ACCEPTED
     if unknown:
         raise TypeError(f"od.jit got unexpected options {sorted(unknown)}; it takes numba-cuda's "
-                        f"{sorted(_OPTIONS)} and device, context")
+                        f"{sorted(_COMPILE_OPTIONS | _ACCEPTED)} and device, context")
     scope = sys._getframe(1).f_locals          # where the def runs: device functions extend what it names
     if callable(func_or_signature) and not isinstance(func_or_signature, (str, list, tuple)):
         return _make(func_or_signature, (), device, context, options, scope)
@@ -60,14 +69,20 @@ def _make(func, signatures, device, context, options, scope):
         for sig in signatures or [None]:
             gf = function(func, None if sig is None else bridge.signature_argtypes(sig), scope=scope)
         return gf
-    return Kernel(func, signatures, context, options.get("target"))
+    compile_options = CompileOptions.of(**{k: v for k, v in options.items() if k in _COMPILE_OPTIONS})
+    if options.get("boundscheck"):
+        compile_options = compile_options.replaced(debug=True)
+    return Kernel(func, signatures, context, options.get("target"), compile_options,
+                  tuple(options.get("extensions") or ()))
 
 
 class Kernel:
     """A kernel from ``od.jit``: launch with ``kernel[blocks, threads](*args)``."""
 
-    def __init__(self, py_func, signatures=(), context: Context | None = None, target: str | None = None):
-        self.py_func, self.context, self.target = py_func, context, target
+    def __init__(self, py_func, signatures=(), context: Context | None = None, target: str | None = None,
+                 options: CompileOptions = CompileOptions(), extensions: tuple = ()):
+        self.py_func, self.context, self.target_name = py_func, context, target
+        self.options, self.extensions = options, extensions
         self.__name__, self.__qualname__ = py_func.__name__, py_func.__qualname__
         self.__doc__, self.__module__ = py_func.__doc__, py_func.__module__
         self._configs: dict = {}
@@ -81,9 +96,15 @@ class Kernel:
 
     def _compiled(self, args: tuple, typeof=None):
         """The compiled kernel for ``args`` on this kernel's target and context (typed by the target)."""
-        target = get_target(self.target)
+        target = self.target
         chain = (self.context or target.base).chain(target)
         return closures.compiled_kernel(self.py_func, args, typeof or target.typeof, chain)[0]
+
+    @property
+    def target(self):
+        """The target this kernel compiles for, configured with its compile options."""
+        target = get_target(self.target_name)
+        return target.configured(self.options.replaced(debug=self.options.debug or target.options.debug))
 
     def __getitem__(self, config) -> "_Configured":
         configured = self._configs.get(config)
@@ -112,13 +133,15 @@ class Kernel:
 
     def in_context(self, context: Context) -> "Kernel":
         """The same kernel, launched in ``context``."""
-        return Kernel(self.py_func, (), context, self.target)
+        return Kernel(self.py_func, (), context, self.target_name, self.options, self.extensions)
 
     # -- inspection, as numba-cuda's dispatcher offers it -----------------------------------------------
     def _inspect(self, code, signature):
+        options = {f.name: getattr(self.options, f.name) for f in dataclasses.fields(self.options)}
         if signature is not None:
-            return code(self.py_func, *bridge.signature_argtypes(signature), context=self.context)
-        return {argtypes: code(self.py_func, *argtypes, context=self.context) for argtypes in self.signatures}
+            return code(self.py_func, *bridge.signature_argtypes(signature), context=self.context, **options)
+        return {argtypes: code(self.py_func, *argtypes, context=self.context, **options)
+                for argtypes in self.signatures}
 
     def inspect_llvm(self, signature=None):
         """The NVVM IR for ``signature``, or a dict over the compiled signatures."""
@@ -148,17 +171,36 @@ def _launch_config(config) -> tuple:
 class _Configured:
     """``kernel[blocks, threads, ...]``: calling it launches."""
 
-    __slots__ = ("function", "options", "signatures")
+    __slots__ = ("function", "options", "signatures", "extensions")
 
     def __init__(self, kernel: Kernel, blocks, threads, stream, shmem):
-        self.function, self.signatures = kernel.py_func, kernel.signatures
+        self.function, self.signatures, self.extensions = kernel.py_func, kernel.signatures, kernel.extensions
+        target = kernel.target_name if kernel.options == CompileOptions() else kernel.target
         self.options = {"blocks": blocks, "threads": threads, "shmem": shmem,
                         "stream": None if isinstance(stream, int) and stream == 0 else stream,   # 0: default
-                        "context": kernel.context, "target": kernel.target}
+                        "context": kernel.context, "target": target}
 
     def __call__(self, *args):
         if self.signatures:
             args = _as_signature(args, self.signatures)
+        if self.extensions:
+            return self._extended(args)
+        self._launch(args)
+
+    def _extended(self, args):
+        """numba-cuda's extensions: each converts the arguments before the launch (``prepare_args(ty, value,
+        stream=, retr=)``, ``ty`` the value's numba type where it has one) and may queue write-backs."""
+        stream, retr, prepared = self.options["stream"] or 0, [], []
+        for value in args:
+            ty = bridge.typeof_or_none(value)
+            for extension in self.extensions:
+                ty, value = extension.prepare_args(ty, value, stream=stream, retr=retr)
+            prepared.append(value)
+        self._launch(tuple(prepared))
+        for write_back in retr:
+            write_back()
+
+    def _launch(self, args):
         try:
             cuda(self.function, *args, **self.options)
         except cuda_target.HostMemoryError:

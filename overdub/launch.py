@@ -25,9 +25,12 @@ __all__ = ["cuda", "synchronize", "default_target", "get_target"]
 
 
 def _cuda(kernel, *args, threads=1, blocks=1, shmem: int = 0, stream=None, target: str | None = None,
-          context: Context | None = None):
-    """od.cuda where the native extension is not built (its documentation: ``help(od.cuda)`` there, or
-    docs/index.md): the launch functions for these argument classes, else the slow path."""
+          context: Context | None = None, debug: bool | None = None):
+    """od.cuda in Python: where the native extension is not built, and for the keywords it leaves to Python
+    (its documentation: ``help(od.cuda)`` there, or docs/index.md). The launch functions for these argument
+    classes, else the slow path. ``debug`` picks the target configured for checked kernels (or not)."""
+    if debug is not None:
+        target = get_target(target, debug=bool(debug))
     for launch in runtime.launches.get(launch_key(kernel, context, target, args), ()):
         if launch(args, blocks, threads, shmem, stream):
             return
@@ -118,7 +121,7 @@ try:     # the same lookup in C, where the native extension is built (see _fastl
 except ImportError:
     cuda = _cuda
 else:
-    _install_native(runtime.launches, _launch_slow)
+    _install_native(runtime.launches, _launch_slow, _cuda)
 
 
 def synchronize(target: str | None = None) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 from . import bridge, closures, compiler
 from .context import Context
 from .targets import cuda as cuda_target
-from .targets import get_target
+from .targets import CompileOptions, get_target
 from .types import is_concrete
 
 __all__ = ["explain", "stats", "code_ptx", "code_llvm", "code_sass"]
@@ -29,25 +29,26 @@ def explain(kernel, *args, target: str | None = None, context: Context | None = 
     return compiler.explain(closures.kernel_job(*_kernel(kernel, args, get_target(target), context))[0])
 
 
-def _cuda_library(kernel, args, cc, context):
-    target = cuda_target.target_for(tuple(cc))
+def _cuda_library(kernel, args, cc, context, options: dict):
+    target = cuda_target.target_for(tuple(cc)).configured(CompileOptions.of(**options))
     compiled = closures.compiled_kernel(*_kernel(kernel, args, target, context))[0]
     return compiled.launcher.library, target.cc
 
 
-def code_ptx(kernel, *args_or_types, cc=(9, 0), context: Context | None = None) -> str:
-    """The PTX of ``kernel`` for these arguments or numba types, for compute capability ``cc``. Needs no GPU."""
-    library, cc = _cuda_library(kernel, args_or_types, cc, context)
+def code_ptx(kernel, *args_or_types, cc=(9, 0), context: Context | None = None, **options) -> str:
+    """The PTX of ``kernel`` for these arguments or numba types, for compute capability ``cc``, compiled with
+    these compile options (``fastmath=True``, ``max_registers=32``, ...: :class:`CompileOptions`). Needs no GPU."""
+    library, cc = _cuda_library(kernel, args_or_types, cc, context, options)
     return library.get_asm_str(cc=cc)
 
 
-def code_llvm(kernel, *args_or_types, cc=(9, 0), context: Context | None = None) -> str:
+def code_llvm(kernel, *args_or_types, cc=(9, 0), context: Context | None = None, **options) -> str:
     """The optimised NVVM IR of ``kernel`` on the CUDA target. Needs no GPU."""
-    library, _ = _cuda_library(kernel, args_or_types, cc, context)
+    library, _ = _cuda_library(kernel, args_or_types, cc, context, options)
     return library.get_llvm_str()
 
 
-def code_sass(kernel, *args_or_types, cc=None, context: Context | None = None) -> str:
+def code_sass(kernel, *args_or_types, cc=None, context: Context | None = None, **options) -> str:
     """The SASS of ``kernel`` (needs a GPU, or ptxas and nvdisasm; ``cc`` defaults to the device's)."""
-    library, cc = _cuda_library(kernel, args_or_types, cc or cuda_target.device_cc(), context)
+    library, cc = _cuda_library(kernel, args_or_types, cc or cuda_target.device_cc(), context, options)
     return library.get_sass(cc=cc)

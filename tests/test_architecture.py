@@ -93,7 +93,8 @@ def test_numba_is_reached_only_from_the_bridge_the_targets_and_the_modules_that_
                      else [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
             if any(n == "numba" or n.startswith("numba.") for n in names):
                 users.add(name)
-    assert users <= allowed, sorted(users - allowed)
+    outside = {name for name in users - allowed if not name.startswith("overdub.targets.")}   # targets may
+    assert outside == set(), sorted(outside)
 
 
 def _design_layers() -> dict[str, int]:

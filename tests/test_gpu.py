@@ -574,3 +574,52 @@ def test_forall_sizes_blocks_by_occupancy_and_covers_every_task(cp):
     out = cp.zeros(100_000, dtype=cp.int64)
     fill.forall(out.size)(out)
     assert int((out == 7).sum()) == out.size
+
+
+def test_compile_options_on_the_gpu(cp, make_module, tmp_path):
+    """debug: an exception raised in a kernel reaches the host naming the thread, block and line;
+    max_registers limits the registers; link links a PTX file's device function."""
+    m = make_module("""
+        from numba import cuda
+
+        def fail_on_5(a):
+            i = cuda.grid(1)
+            if i == 5:
+                raise ValueError("five")
+            a[i] = i
+
+        def busy(out, x):
+            i = cuda.grid(1)
+            acc = 0.0
+            for k in range(64):
+                acc += x[(i + k) % x.size] * x[(i * k) % x.size]
+            out[i] = acc
+    """, prefix="gpu_options")
+    a = cp.zeros(8, dtype=np.int64)
+    with pytest.raises(ValueError) as info:
+        od.cuda(m.fail_on_5, a, threads=8, target="cuda", debug=True)
+    assert "five" in str(info.value) and "thread (5, 0, 0) of block (0, 0, 0)" in str(info.value)
+    assert f"{m.filename}:{m.line_of('raise ValueError')}" in str(info.value)
+    od.cuda(m.fail_on_5, cp.zeros(4, dtype=np.int64), threads=4, target="cuda", debug=True)   # no error raised
+
+    x, out = cp.arange(256, dtype=np.float32), cp.zeros(256, dtype=np.float32)
+    limited = od.jit(max_registers=16)(m.busy)
+    limited[2, 128](out, x)
+    from cuda.bindings import driver
+    kernel = od.jit(max_registers=16)(m.busy)._compiled((out, x))
+    err, regs = driver.cuFuncGetAttribute(driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_NUM_REGS,
+                                          kernel.launcher._function())
+    assert not err and regs <= 16
+
+    source = tmp_path / "triple.cu"       # numba-cuda's ABI for a declared device function
+    source.write_text('extern "C" __device__ int triple(int* out, int x) { *out = 3 * x; return 0; }')
+    triple = cuda.declare_device("triple", "int32(int32)")
+
+    def use_triple(out):
+        i = cuda.grid(1)
+        out[i] = triple(i)
+
+    linked = od.jit(link=[str(source)])(use_triple)
+    result = cp.zeros(4, dtype=np.int32)
+    linked[1, 4](result)
+    assert result.tolist() == [0, 3, 6, 9]

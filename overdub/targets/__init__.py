@@ -16,8 +16,9 @@ import os
 from typing import Any, Callable, ContextManager, Protocol
 
 from . import cpu, cuda
+from .options import CompileOptions, debug_default
 
-__all__ = ["Target", "Launcher", "LaunchFunction", "get_target", "default_target", "gpu_usable"]
+__all__ = ["Target", "Launcher", "LaunchFunction", "CompileOptions", "get_target", "default_target", "gpu_usable"]
 
 
 class LaunchFunction(Protocol):
@@ -49,6 +50,10 @@ class Target(Protocol):
     base: Any                         # its base context: od.CPU, od.CUDA
     root: Any                         # the end of every chain: its forwards and replacements
     compile_lock: ContextManager      # held while compiling for it
+    options: CompileOptions           # how it compiles; another value is another target (``configured``)
+
+    def configured(self, options: CompileOptions) -> "Target":
+        """This target compiling with ``options`` (itself when they are its own): one object per value."""
 
     def typeof(self, value) -> Any:
         """The numba type of a launch argument on this target (raises for values it cannot take)."""
@@ -82,17 +87,31 @@ def default_target() -> str:
 _TARGETS = {"cpu": lambda: cpu.TARGET, "cuda": lambda: cuda.target_for(cuda.device_cc())}
 
 
-def get_target(name: str | None = None) -> Target:
-    """The target called ``name``; None means :func:`default_target` as it was when first asked, so that
-    launches and ``synchronize`` agree on it."""
+def get_target(name=None, debug: bool | None = None) -> Target:
+    """The target called ``name`` (or ``name`` itself, a target object); None means :func:`default_target` as it
+    was when first asked, so that launches and ``synchronize`` agree on it. ``debug`` configures it for checked
+    kernels; by default ``OVERDUB_DEBUG`` decides, as it was when first asked."""
     if name is None:
-        return _default()
-    try:
-        return _TARGETS[name]()
-    except KeyError:
-        raise ValueError(f"unknown target {name!r}: use 'cpu' or 'cuda'") from None
+        target = _default()
+    elif isinstance(name, str):
+        try:
+            target = _TARGETS[name]()
+        except KeyError:
+            raise ValueError(f"unknown target {name!r}: use 'cpu' or 'cuda'") from None
+    elif isinstance(getattr(name, "options", None), CompileOptions):
+        target = name
+    else:
+        raise TypeError(f"target= takes 'cpu' or 'cuda', not {name!r}")
+    if debug is None:
+        debug = target.options.debug or _debug_default()
+    return target.configured(target.options.replaced(debug=bool(debug)))
 
 
 @functools.lru_cache(maxsize=None)
 def _default() -> Target:
-    return get_target(default_target())
+    return get_target(default_target(), debug=False)
+
+
+@functools.lru_cache(maxsize=None)
+def _debug_default() -> bool:
+    return debug_default()

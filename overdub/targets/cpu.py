@@ -27,7 +27,8 @@ from .. import arguments, bridge, world
 from ..context import CPU, TargetRoot
 from ..intrinsics import cuprintln
 from ..types import typeof
-from . import launchfn
+from . import cpu_checks, launchfn
+from .options import CompileOptions, Configurable
 
 # --- grid state -----------------------------------------------------------------------------------------
 # slots: threadIdx.xyz 0-2, blockIdx.xyz 3-5, blockDim.xyz 6-8, gridDim.xyz 9-11
@@ -288,10 +289,10 @@ _libc = ctypes.CDLL(None)
 class CPULauncher:
     """Runs a compiled kernel over a grid: the compiled loop over blocks and threads."""
 
-    __slots__ = ("grid_loop",)
+    __slots__ = ("grid_loop", "checked")
 
-    def __init__(self, grid_loop):
-        self.grid_loop = grid_loop
+    def __init__(self, grid_loop, checked: bool = False):
+        self.grid_loop, self.checked = grid_loop, checked
 
     def suggested_block_size(self, shmem: int = 0) -> int:
         """Blocks run one after another here; any size serves, this one keeps the grid loop's inner loop long."""
@@ -299,9 +300,12 @@ class CPULauncher:
 
     def launch_function(self, kernel, args, argtypes):
         names = "".join(f", {name}" for name in launchfn.argument_names(len(args)))
-        body = [f"grid_loop(gx, gy, gz, tx, ty, tz{names})",
-                "fflush(None)    # device printf reaches the console at the end of each launch"]
-        return launchfn.generate(kernel, args, argtypes, body, {"grid_loop": self.grid_loop, "fflush": _libc.fflush})
+        run = f"grid_loop(gx, gy, gz, tx, ty, tz{names})"
+        body = ["try:", f"    {run}", "except IndexError:", f"    raise_recorded({kernel.job.name!r})", "    raise"] \
+            if self.checked else [run]
+        body.append("fflush(None)    # device printf reaches the console at the end of each launch")
+        return launchfn.generate(kernel, args, argtypes, body, {"grid_loop": self.grid_loop, "fflush": _libc.fflush,
+                                                                 "raise_recorded": cpu_checks.raise_recorded})
 
 
 def _grid_loop_source(nargs: int) -> str:
@@ -326,13 +330,21 @@ def grid_loop(gx, gy, gz, bx, by, bz{', ' if params else ''}{params}):
 """
 
 
-class CPUTarget:
-    name = label = "cpu"
+class CPUTarget(Configurable):
+    name = "cpu"
     base = CPU
     compile_lock = global_compiler_lock
 
-    def __init__(self):
-        self.root = TargetRoot("cpu", self)
+    def __init__(self, options: CompileOptions = CompileOptions(), root: TargetRoot | None = None):
+        self.options = options
+        self.label = self._label("cpu")
+        self.root = TargetRoot("cpu", self) if root is None else root.configured_for(self)
+        # debug: bounds checks (cpu_checks names the site) and Python's error model (x // 0 raises)
+        self._njit_options = {"_nrt": False, "fastmath": options.fastmath, "boundscheck": options.debug,
+                              "error_model": "python" if options.debug else "numpy"}
+
+    def _with_options(self, options):
+        return CPUTarget(options, self.root)
 
     def typeof(self, value):
         kind = arguments.kind_of(value)
@@ -344,18 +356,20 @@ class CPUTarget:
         return kind.typeof(value)
 
     def compile_method(self, func, typing_context, argtypes, kws):
-        dispatcher = numba.njit(func, _nrt=False)
-        sig, impl_key = bridge.dispatcher_call(typing_context, dispatcher, argtypes, kws)
+        dispatcher = numba.njit(func, **self._njit_options)
+        with cpu_checks.checking(self.options.debug):
+            sig, impl_key = bridge.dispatcher_call(typing_context, dispatcher, argtypes, kws)
         return sig, impl_key, dispatcher      # the dispatcher must outlive every caller's code
 
     def compile_kernel(self, func, argtypes):
-        kernel = numba.njit(func, _nrt=False, inline="always")
+        kernel = numba.njit(func, inline="always", **self._njit_options)
         namespace = {"kernel": kernel, "set_slot": _set_slot}
         exec(compile(_grid_loop_source(len(argtypes)), "<overdub grid loop>", "exec"), namespace)
-        grid_loop = numba.njit(namespace["grid_loop"], _nrt=False)
-        grid_loop.compile((types.int64,) * 6 + tuple(argtypes))
+        grid_loop = numba.njit(namespace["grid_loop"], **self._njit_options)
+        with cpu_checks.checking(self.options.debug):
+            grid_loop.compile((types.int64,) * 6 + tuple(argtypes))
         grid_loop.disable_compile()
-        return CPULauncher(grid_loop)
+        return CPULauncher(grid_loop, checked=self.options.debug)
 
     def synchronize(self):
         _libc.fflush(None)
@@ -372,3 +386,4 @@ for _name in ("grid", "gridsize", "syncthreads"):
     TARGET.root.forward(getattr(numba_cuda, _name), getattr(CUDA_IDIOM, _name))
 for _name in ("threadIdx", "blockIdx", "blockDim", "gridDim", "shared", "local", "atomic"):
     TARGET.root.replace(getattr(numba_cuda, _name), getattr(CUDA_IDIOM, _name))
+cpu_checks.install(_read_slot)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import functools
+import os
 import struct
 import threading
 import weakref
@@ -39,6 +40,7 @@ from .. import arguments
 from ..context import CUDA, TargetRoot
 from ..intrinsics import cuprintln
 from . import launchfn
+from .options import CompileOptions, Configurable
 
 try:
     from .. import _fastlaunch
@@ -131,8 +133,9 @@ def driver() -> Driver:
 class CUDALauncher:
     """A compiled kernel (loaded on first launch) and how it is launched."""
 
-    def __init__(self, library, argtypes):
+    def __init__(self, library, argtypes, call_helper=None):
         self.library = library
+        self.call_helper = call_helper      # debug kernels: what the error codes threads record mean
         self.argtypes = tuple(argtypes)
         self.function = None
         self.lock = threading.Lock()
@@ -147,7 +150,7 @@ class CUDALauncher:
         return self.function
 
     def launch_function(self, kernel, args, argtypes):
-        if self.cooperative:
+        if self.cooperative or self.call_helper is not None:
             return self._generated(kernel, args, argtypes)
         return self._native(kernel, args, argtypes) or self._generated(kernel, args, argtypes)
 
@@ -187,17 +190,21 @@ class CUDALauncher:
         body = ["hstream = drv.null_stream if stream is None else drv.stream(stream)"]
         if self.cooperative:
             body += ["check_co_resident(gx * gy * gz, tx * ty * tz, shmem)"]
+        checked = self.call_helper is not None
         body += [
             "with lock:",
             f"    pack_into(buffer, 0{', ' if values else ''}{', '.join(values)})",
+            *(["    clear_error()"] if checked else []),
             f"    err, = {enqueue}",
-            "if err:",
-            "    launch_failed(err)",
+            "    if err:",
+            "        launch_failed(err)",
+            *(["    raise_error(hstream)"] if checked else []),
         ]
         namespace = {"drv": driver(), "lock": self.lock, "pack_into": layout.pack_into, "buffer": buffer,
                      "slots": slots, "slot_addresses": ctypes.addressof(slots), "function": self._function(),
                      "launch_failed": self._failed, "interface_fields": arguments.interface_fields,
-                     "check_co_resident": self._check_co_resident}
+                     "check_co_resident": self._check_co_resident, "clear_error": self._clear_error,
+                     "raise_error": self._raise_error}
         return launchfn.generate(kernel, args, argtypes, body, namespace)
 
     def suggested_block_size(self, shmem: int = 0) -> int:
@@ -215,6 +222,36 @@ class CUDALauncher:
                              f"must be resident at once: this GPU holds at most {limit} blocks of {threads} threads"
                              f"{f' with {shmem} bytes of shared memory' if shmem else ''}, not {blocks}; launch "
                              f"fewer blocks (a grid-stride loop covers any size)")
+
+    # -- debug kernels: numba-cuda's protocol (a thread that raises stores an error code, its thread and block
+    # in globals of the module named after the kernel; the host reads them after the launch)
+    def _error_global(self, name: str):
+        function = self.library.get_cufunc()
+        return function.module.get_global_symbol(f"{function.name}__{name}__")[0]
+
+    def _read_error_global(self, name: str) -> int:
+        from numba.cuda.cudadrv import driver as numba_driver
+        value = ctypes.c_int()
+        numba_driver.device_to_host(ctypes.addressof(value), self._error_global(name), ctypes.sizeof(value))
+        return value.value
+
+    def _clear_error(self) -> None:
+        self._error_global("errcode").memset(0)
+
+    def _raise_error(self, hstream) -> None:
+        """After a debug kernel's launch (waiting for it): raise what a thread of it raised, if one did."""
+        err, = driver().driver.cuStreamSynchronize(hstream)
+        if err:
+            self._failed(err)
+        code = self._read_error_global("errcode")
+        if code == 0:
+            return
+        thread = tuple(self._read_error_global("tid" + axis) for axis in "xyz")
+        block = tuple(self._read_error_global("ctaid" + axis) for axis in "xyz")
+        exc_class, exc_args, loc = self.call_helper.get_exception(code)
+        where = f" at {os.path.basename(loc[1])}:{loc[2]}" if loc else ""
+        message = exc_args[0] if exc_args else exc_class.__name__
+        raise exc_class(f"{message}, in thread {thread} of block {block} of kernel {self.library.name}{where}")
 
     def _failed(self, err):
         raise RuntimeError(f"launching {self.library.name}: {err!r}")
@@ -292,16 +329,34 @@ def _compiling_for(cc):
         numba_cuda_dispatcher.get_current_device = original
 
 
-class CUDATarget:
+class CUDATarget(Configurable):
     name = "cuda"
     base = CUDA
     compile_lock = global_compiler_lock
 
-    def __init__(self, cc: tuple[int, int]):
-        self.cc = tuple(cc)
-        self.label = f"cuda (sm_{self.cc[0]}{self.cc[1]})"
-        self.root = TargetRoot(f"cuda-sm_{self.cc[0]}{self.cc[1]}", self)
-        self.root.forward(print, cuprintln)
+    def __init__(self, cc: tuple[int, int], options: CompileOptions = CompileOptions(), root: TargetRoot | None = None):
+        self.cc, self.options = tuple(cc), options
+        self.label = self._label(f"cuda (sm_{self.cc[0]}{self.cc[1]})")
+        if root is None:
+            self.root = TargetRoot(f"cuda-sm_{self.cc[0]}{self.cc[1]}", self)
+            self.root.forward(print, cuprintln)
+        else:
+            self.root = root.configured_for(self)
+
+    def _with_options(self, options):
+        return CUDATarget(self.cc, options, self.root)
+
+    def _compile(self, func, return_type, argtypes):
+        """numba-cuda's compile of ``func`` for this compute capability and these options (no GPU needed)."""
+        options = self.options
+        # debug: NVVM's -g, which numba-cuda warns crashes with optimisation on
+        nvvm_options = {"opt": 3 if options.opt and not options.debug else 0, "fastmath": options.fastmath}
+        if options.debug:
+            nvvm_options["g"] = None
+        with _compiling_for(self.cc):
+            return compile_cuda(func, return_type, argtypes, cc=self.cc, debug=options.debug,
+                                lineinfo=options.lineinfo, fastmath=options.fastmath, nvvm_options=nvvm_options,
+                                max_registers=options.max_registers)
 
     def typeof(self, value):
         kind = arguments.kind_of(value)
@@ -316,27 +371,31 @@ class CUDATarget:
 
     def compile_method(self, func, typing_context, argtypes, kws):
         folded, pysig = _fold(func, argtypes, kws)
-        with _compiling_for(self.cc):
-            cres = compile_cuda(func, None, folded, cc=self.cc, nvvm_options={"opt": 3})
+        cres = self._compile(func, None, folded)
         impl_key = ("overdub", cres.fndesc.mangled_name)
         sig = signature(cres.signature.return_type, *folded).replace(pysig=pysig)
         return sig, impl_key, Registration(cres, impl_key)
 
     def compile_kernel(self, func, argtypes):
-        return CUDALauncher(self.kernel_library(func, argtypes), argtypes)
+        library, call_helper = self._kernel_code(func, argtypes)
+        return CUDALauncher(library, argtypes, call_helper if self.options.debug else None)
 
     def kernel_library(self, func, argtypes):
         """The code library of a kernel: PTX (``get_asm_str``), LLVM IR (``get_llvm_str``), SASS."""
-        with _compiling_for(self.cc):
-            cres = compile_cuda(func, types.void, tuple(argtypes), cc=self.cc, nvvm_options={"opt": 3})
+        return self._kernel_code(func, argtypes)[0]
+
+    def _kernel_code(self, func, argtypes):
+        cres = self._compile(func, types.void, tuple(argtypes))
         library = cres.library
         entry = library.get_function(cres.fndesc.llvm_func_name)
         library._entry_name = cres.fndesc.llvm_func_name
-        kernel_fixup(entry, debug=False)
-        nvvm.set_launch_bounds(entry, None)
+        kernel_fixup(entry, debug=self.options.debug)
+        nvvm.set_launch_bounds(entry, self.options.launch_bounds)
+        for path in self.options.link:
+            library.add_linking_file(path)
         if library.use_cooperative:        # grid sync is implemented in the device runtime library
             library.needs_cudadevrt = True
-        return library
+        return library, cres.call_helper
 
     def synchronize(self):
         from cuda.core import Device

@@ -20,13 +20,27 @@ def _extent(d) -> int | None:
     return int(d)
 
 
+# CUDA's limits (every GPU since compute capability 3.0), enforced on every target so that a launch the GPU
+# would refuse is refused on the CPU too
+MAX_THREADS_PER_BLOCK = 1024
+MAX_BLOCK = (1024, 1024, 64)
+MAX_GRID = (2**31 - 1, 65535, 65535)
+
+
 def dims(value, what: str) -> tuple[int, int, int]:
-    """A grid or block shape as three positive ints: an integer (numpy's too, not a bool) or a tuple of 1-3."""
+    """A grid or block shape as three positive ints: an integer (numpy's too, not a bool) or a tuple of 1-3,
+    within CUDA's limits for ``what`` ("blocks" or "threads")."""
     shape = tuple(map(_extent, value)) if isinstance(value, (tuple, list)) else (_extent(value),)
     if not 1 <= len(shape) <= 3 or None in shape:
         raise ValueError(f"{what} must be a positive integer or a tuple of 1-3 positive integers (not bools), "
                          f"not {value!r}")
-    return shape + (1,) * (3 - len(shape))
+    shape += (1,) * (3 - len(shape))
+    limits = MAX_BLOCK if what == "threads" else MAX_GRID
+    if any(n > limit for n, limit in zip(shape, limits)) or \
+            (what == "threads" and shape[0] * shape[1] * shape[2] > MAX_THREADS_PER_BLOCK):
+        extra = f" and {MAX_THREADS_PER_BLOCK} in all" if what == "threads" else ""
+        raise ValueError(f"{what}={value!r} exceeds CUDA's limits: at most {limits} per dimension{extra}")
+    return shape
 
 
 def argument_names(n: int) -> list[str]:
@@ -45,8 +59,10 @@ def generate(kernel, args: tuple, argtypes: tuple, body: list[str], namespace: d
              "        return False"]
     if conditions:
         lines += [f"    if not ({' and '.join(conditions)}):", "        return False"]
-    lines += ["    gx, gy, gz = (blocks, 1, 1) if type(blocks) is int and blocks > 0 else dims(blocks, 'blocks')",
-              "    tx, ty, tz = (threads, 1, 1) if type(threads) is int and threads > 0 else dims(threads, 'threads')"]
+    lines += ["    gx, gy, gz = (blocks, 1, 1) if type(blocks) is int and 0 < blocks < 2147483648 else "
+              "dims(blocks, 'blocks')",
+              "    tx, ty, tz = (threads, 1, 1) if type(threads) is int and 0 < threads <= 1024 else "
+              "dims(threads, 'threads')"]
     lines += [f"    {statement}" for statement in body]
     lines += ["    count_launch()", "    return True"]
     scope = dict(namespace, **consts, kernel=kernel, guard=kernel.guard, dims=dims,

@@ -1,0 +1,132 @@
+"""Compile options: how a target compiles, as numba-cuda's ``cuda.jit`` options say it.
+
+A target compiles with one :class:`CompileOptions` value, and a target with other options is another target
+(``target.configured(options)``) with its own root context, so kernels and method instances compiled with
+different options are different cache entries -- GPUCompiler puts such settings in its target and params for
+the same reason. A launch picks the configured target: ``od.jit(debug=True)`` does, ``od.cuda(..., debug=True)``
+and ``OVERDUB_DEBUG=1`` do.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, fields, replace
+
+__all__ = ["CompileOptions", "Configurable", "debug_default"]
+
+
+@dataclass(frozen=True)
+class CompileOptions:
+    """The options that change the code a target makes (all targets accept all; each applies those it has).
+
+    * ``debug`` -- checked kernels: array indices are bounds-checked and an error in a kernel is raised on
+      the host naming the thread, the block and the kernel line (CPU: IndexError with the array and index;
+      CUDA: numba-cuda's debug mode -- exceptions reported after the launch, debug info, no optimisation);
+    * ``lineinfo`` -- source line information in the PTX (CUDA);
+    * ``fastmath`` -- LLVM's fast-math flags (both targets) and NVVM's approximate division, square root and
+      flush-to-zero (CUDA);
+    * ``opt`` -- NVVM optimisation (CUDA; True is ``-opt=3``);
+    * ``max_registers`` -- the register limit per thread (CUDA);
+    * ``link`` -- files (PTX, cubin, fatbin, object, archive, CUDA C++) linked into the kernel's module (CUDA);
+    * ``launch_bounds`` -- the maximum threads per block the kernel is compiled for, and optionally the
+      minimum blocks per SM and the maximum blocks per cluster (CUDA).
+    """
+
+    debug: bool = False
+    lineinfo: bool = False
+    fastmath: bool = False
+    opt: bool = True
+    max_registers: int | None = None
+    link: tuple = ()
+    launch_bounds: tuple | None = None
+
+    @classmethod
+    def of(cls, **options) -> "CompileOptions":
+        """Options from numba-cuda's keyword arguments, checked: an unknown name or a wrong value is a
+        TypeError naming it."""
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(options) - known)
+        if unknown:
+            raise TypeError(f"unknown compile options {unknown}: overdub's are {sorted(known)}")
+        values = {}
+        for name, value in options.items():
+            if value is None and name in ("debug", "opt"):
+                continue                                 # numba-cuda's None: the default
+            values[name] = _checked(name, value)
+        return cls(**values)
+
+    def replaced(self, **changes) -> "CompileOptions":
+        return replace(self, **{name: _checked(name, value) for name, value in changes.items()})
+
+    def describe(self) -> str:
+        """The options that differ from the defaults, as ``debug, max_registers=32`` (empty for defaults)."""
+        default = CompileOptions()
+        parts = []
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if value != getattr(default, f.name):
+                parts.append(f.name if value is True else f"{f.name}={value!r}")
+        return ", ".join(parts)
+
+
+def _checked(name: str, value):
+    if name in ("debug", "lineinfo", "fastmath", "opt"):
+        if not isinstance(value, bool):
+            raise TypeError(f"compile option {name} must be True or False, not {value!r}")
+        return value
+    if name == "max_registers":
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value <= 0):
+            raise TypeError(f"compile option max_registers must be a positive int or None, not {value!r}")
+        return value
+    if name == "link":
+        files = (value,) if isinstance(value, (str, os.PathLike)) else tuple(value or ())
+        return tuple(os.fspath(f) if isinstance(f, os.PathLike) else f for f in files)
+    if name == "launch_bounds":
+        bounds = (value,) if isinstance(value, int) else tuple(value) if value is not None else None
+        if bounds is not None and (not 1 <= len(bounds) <= 3 or
+                                   not all(isinstance(b, int) and not isinstance(b, bool) and b > 0 for b in bounds)):
+            raise TypeError(f"compile option launch_bounds must be a positive int or a tuple of 1-3 of them "
+                            f"(max threads per block, min blocks per SM, max blocks per cluster), not {value!r}")
+        return bounds
+    raise TypeError(f"unknown compile option {name!r}")
+
+
+def debug_default() -> bool:
+    """``OVERDUB_DEBUG=1`` turns debug on for every launch that does not say otherwise."""
+    value = os.environ.get("OVERDUB_DEBUG", "")
+    if value not in ("", "0", "1"):
+        raise ValueError(f"the environment variable OVERDUB_DEBUG is {value!r}: set it to 1 (checked kernels) or 0")
+    return value == "1"
+
+
+class Configurable:
+    """A target that can be configured: ``configured(options)`` is the same target compiling with other
+    options -- one object per options value, sharing the plain target's meaning of names (its root's
+    forwards and replacements)."""
+
+    options = CompileOptions()
+
+    @property
+    def plain(self) -> "Configurable":
+        """The target with the default options, of which this one is a configuration."""
+        return self.__dict__.get("_plain", self)
+
+    def configured(self, options: CompileOptions) -> "Configurable":
+        if options == self.options:
+            return self
+        plain = self.plain
+        if options == plain.options:
+            return plain
+        variants = plain.__dict__.setdefault("_variants", {})
+        variant = variants.get(options)
+        if variant is None:
+            made = plain._with_options(options)
+            made._plain = plain
+            variant = variants.setdefault(options, made)
+        return variant
+
+    def _with_options(self, options: CompileOptions) -> "Configurable":
+        raise NotImplementedError
+
+    def _label(self, base: str) -> str:
+        described = self.options.describe()
+        return f"{base} ({described})" if described else base

@@ -1,0 +1,202 @@
+"""Compile options (numba-cuda's ``cuda.jit`` options): each changes the code, each configured target is its
+own cache, and ``debug`` makes checked kernels whose errors name the array, the index, the thread, the block
+and the kernel line instead of corrupting memory."""
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from numba import cuda
+
+import overdub as od
+from overdub.targets import CompileOptions, get_target
+
+from helpers import compiles
+
+SOURCE = """
+from numba import cuda
+
+def double(a, b):
+    i = cuda.grid(1)
+    b[i] = a[i] * 2          # no `if i < n` guard
+"""
+
+
+def test_a_checked_kernel_names_the_array_index_thread_block_and_line(make_module):
+    m = make_module(SOURCE, prefix="checked")
+    a, b = np.arange(10.0), np.zeros(10)
+    with pytest.raises(IndexError) as info:
+        od.cuda(m.double, a, b, blocks=2, threads=8, target="cpu", debug=True)
+    message = str(info.value)
+    line = m.line_of("b[i] = a[i] * 2")
+    assert "index 10 is out of bounds for axis 0 with size 10 of array 'a'" in message
+    assert "thread (2, 0, 0) of block (1, 0, 0)" in message
+    assert f"{m.filename}:{line}" in message
+
+
+def test_a_checked_store_names_the_array_it_stores_into(make_module):
+    m = make_module("""
+        from numba import cuda
+        def fill(out, n):
+            i = cuda.grid(1)
+            out[i + n] = 1.0
+    """, prefix="checked_store")
+    with pytest.raises(IndexError, match=r"index 4 is out of bounds .* of array 'out', in thread \(1, 0, 0\) "
+                                         r"of block \(0, 0, 0\)"):
+        od.cuda(m.fill, np.zeros(4), 3, threads=4, target="cpu", debug=True)
+
+
+def test_a_checked_kernel_runs_correct_launches_and_is_cached_apart_from_the_unchecked_one(make_module):
+    m = make_module(SOURCE, prefix="checked_ok")
+    a, b = np.arange(16.0), np.zeros(16)
+    before = compiles()
+    od.cuda(m.double, a, b, blocks=2, threads=8, target="cpu")
+    od.cuda(m.double, a, b, blocks=2, threads=8, target="cpu", debug=True)
+    od.cuda(m.double, a, b, blocks=2, threads=8, target="cpu", debug=True)
+    od.cuda(m.double, a, b, blocks=2, threads=8, target="cpu")
+    assert compiles() - before == 2
+    assert np.array_equal(b, a * 2)
+
+
+def test_a_checked_kernel_checks_its_callees(make_module):
+    m = make_module("""
+        import overdub as od
+        from numba import cuda
+
+        @od.function
+        def get(a, i):
+            return a[i + 1]
+
+        def shifted(a, b):
+            i = cuda.grid(1)
+            b[i] = get(a, i)
+    """, prefix="checked_callee")
+    with pytest.raises(IndexError) as info:
+        od.cuda(m.shifted, np.zeros(4), np.zeros(4), threads=4, target="cpu", debug=True)
+    assert "index 4" in str(info.value) and "thread (3, 0, 0)" in str(info.value)
+    assert f"{m.filename}:{m.line_of('return a[i + 1]')}" in str(info.value)
+
+
+def test_od_jit_debug_makes_a_checked_kernel(make_module):
+    m = make_module(SOURCE, prefix="checked_jit")
+    kernel = od.jit(debug=True, target="cpu")(m.double)
+    with pytest.raises(IndexError, match="array 'a'"):
+        kernel[1, 12](np.zeros(10), np.zeros(12))
+
+
+def test_overdub_debug_in_the_environment_checks_every_launch(tmp_path):
+    script = tmp_path / "envdebug.py"
+    script.write_text(SOURCE + """
+import numpy as np, overdub as od
+try:
+    od.cuda(double, np.zeros(3), np.zeros(8), threads=8, target="cpu")
+except IndexError as e:
+    print("checked:", e)
+""")
+    env = dict(os.environ, OVERDUB_DEBUG="1")
+    out = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=300)
+    assert "checked: index 3 is out of bounds" in out.stdout, out.stderr
+
+
+def test_unknown_launch_keywords_are_refused_by_name():
+    def kernel(a):
+        pass
+    with pytest.raises(TypeError, match="bogus"):
+        od.cuda(kernel, np.zeros(1), target="cpu", bogus=1)
+
+
+def test_compile_options_are_checked():
+    with pytest.raises(TypeError, match="max_registers"):
+        CompileOptions.of(max_registers=-1)
+    with pytest.raises(TypeError, match="unknown compile options"):
+        CompileOptions.of(fast=True)
+    with pytest.raises(TypeError, match="launch_bounds"):
+        od.jit(launch_bounds=(1, 2, 3, 4))(lambda a: None)
+
+
+def test_a_configured_target_is_one_object_per_options_value_and_keeps_the_targets_meaning_of_names():
+    cpu = get_target("cpu", debug=False)
+    fast = cpu.configured(CompileOptions(fastmath=True))
+    assert fast is cpu.configured(CompileOptions(fastmath=True)) and fast is not cpu
+    assert fast.configured(CompileOptions()) is cpu
+    assert fast.root.forwarded(print) is cpu.root.forwarded(print) is not None
+    assert fast.label == "cpu (fastmath)"
+
+
+def test_od_jit_extensions_prepare_the_arguments_and_write_back():
+    class Boxed:
+        def __init__(self, n):
+            self.data = np.zeros(n)
+
+    written = []
+
+    class Unbox:
+        def prepare_args(self, ty, val, stream=0, retr=None):
+            if isinstance(val, Boxed):
+                retr.append(lambda: written.append(val.data.copy()))
+                return ty, val.data
+            return ty, val
+
+    @od.jit(extensions=[Unbox()], target="cpu")
+    def fill(a):
+        i = cuda.grid(1)
+        if i < a.size:
+            a[i] = i
+
+    box = Boxed(4)
+    fill[1, 4](box)
+    assert list(box.data) == [0, 1, 2, 3] and len(written) == 1
+
+
+# --- the CUDA target's options, in the PTX (no GPU needed) -----------------------------------------------
+
+def _axpy(out, a, x, y):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = a * x[i] / y[i]
+
+
+def _ptx(**options):
+    from numba.core import types
+    arr = types.float32[::1]
+    return od.code_ptx(_axpy, arr, types.float32, arr, arr, **options)
+
+
+def test_fastmath_gives_approximate_division_in_the_ptx():
+    assert "div.rn.f32" in _ptx() and "div.rn.f32" not in _ptx(fastmath=True)
+    assert "div.approx" in _ptx(fastmath=True) or "div.full" in _ptx(fastmath=True)
+
+
+def test_launch_bounds_and_lineinfo_reach_the_ptx():
+    assert ".maxntid 128" in _ptx(launch_bounds=128)
+    assert ".loc" in _ptx(lineinfo=True) and ".loc" not in _ptx()
+
+
+def test_debug_on_cuda_records_kernel_exceptions_for_the_host():
+    ptx = _ptx(debug=True)
+    assert "__errcode__" in ptx and "__errcode__" not in _ptx()
+
+
+def test_od_jit_inspect_asm_compiles_with_the_kernels_options():
+    kernel = od.jit("void(float32[::1], float32, float32[::1], float32[::1])", fastmath=True,
+                    launch_bounds=64)(_axpy)
+    ptx = kernel.inspect_asm("void(float32[::1], float32, float32[::1], float32[::1])")
+    assert ".maxntid 64" in ptx and "div.rn.f32" not in ptx
+
+
+@pytest.mark.parametrize("blocks, threads", [(1, 1025), (1, (32, 32, 2)), (1, (1, 1, 65)), (1, 2**20),
+                                             ((1, 65536), 1), (2**31, 1)])
+def test_launches_beyond_cudas_limits_are_refused_on_the_cpu_target_as_on_the_gpu(blocks, threads):
+    def kernel(a):
+        pass
+    with pytest.raises(ValueError, match="exceeds CUDA.s limits|tuple of 1-3 positive integers"):
+        od.cuda(kernel, np.zeros(1), blocks=blocks, threads=threads, target="cpu")
+
+
+def test_launches_at_cudas_limits_run_on_the_cpu_target():
+    def count(a):
+        cuda.atomic.add(a, 0, 1)
+    a = np.zeros(1, dtype=np.int64)
+    od.cuda(count, a, blocks=(2, 1, 1), threads=(8, 8, 16), target="cpu")
+    assert a[0] == 2 * 1024
