@@ -9,7 +9,7 @@ from .context import CPU, CUDA, Context, when_imported
 from .intrinsics import Pointer, cuprintln, pointer, unsafe_load, unsafe_store, vload, vstore
 from .dropin import jit
 from .launch import cuda, default_target, synchronize
-from .reflect import code_llvm, code_ptx, code_sass, explain, stats
+from .reflect import code_llvm, code_ptx, code_sass, code_typed, explain, stats
 from .registry import AmbiguityError, GenericFunction, Method, MethodError, function, methods, which
 from .types import (Any, Array, Boolean, Complex, Float, Integer, Number, Ptr, PtrType, bool_, complex64,
                     complex128, float16, float32, float64, int8, int16, int32, int64, issubtype, uint8, uint16,
@@ -30,5 +30,5 @@ __all__ = [
     # launching and intrinsics
     "cuda", "jit", "synchronize", "default_target", "pointer", "Pointer", "unsafe_load", "unsafe_store", "vload", "vstore", "cuprintln",
     # introspection and errors
-    "stats", "explain", "invalidation_log", "current_world", "code_ptx", "code_llvm", "code_sass", "CompileError",
+    "stats", "explain", "invalidation_log", "current_world", "code_ptx", "code_llvm", "code_sass", "code_typed", "CompileError",
 ]

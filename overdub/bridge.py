@@ -25,7 +25,9 @@ import numpy as np
 from numba.core import cgutils, sigutils, types
 from numba.core.extending import NativeValue, models, register_model, typeof_impl, unbox
 from numba.core.imputils import lower_builtin, lower_constant, lower_getattr_generic
-from numba.core.typing.templates import AbstractTemplate, AttributeTemplate, infer_getattr, infer_global, signature
+from numba.core.typing.templates import (AbstractTemplate, AttributeTemplate, fold_arguments, infer_getattr,
+                                         infer_global, signature)
+from numba.core.utils import pysignature
 from numba.np import numpy_support
 
 from .rewrite import ModuleProxy
@@ -97,12 +99,39 @@ def _lower_module_proxy_getattr(context, builder, typ, value, attr):
 
 
 def delegate(context, callee, args: tuple, kws: dict):
-    """Type a call of something numba itself knows (a builtin, a numba intrinsic): (signature, impl key)."""
+    """Type a call of something numba itself knows (a builtin, a numba intrinsic): (signature, impl key).
+
+    Keyword arguments of a Python placeholder (``carray(ptr, shape, dtype=...)``) are folded into positions
+    first, its defaults passed as numba's ``Omitted``, and the signature carries the placeholder's Python
+    signature, with which lowering folds the call's own keyword arguments the same way."""
+    pysig = None
+    if kws and isinstance(callee, pytypes.FunctionType):
+        pysig = pysignature(callee)
+        args = tuple(fold_arguments(pysig, args, kws, lambda index, param, value: value,
+                                    lambda index, param, default: types.Omitted(default),
+                                    lambda index, param, values: types.StarArgTuple(tuple(values))))
+        kws = {}
     fnty = context.resolve_value_type(callee)
     sig = context.resolve_function_type(fnty, args, kws)
     if sig is None:
         return None, None
-    return sig, fnty.get_impl_key(sig)
+    impl_key = fnty.get_impl_key(sig)
+    return (sig if pysig is None else sig.replace(pysig=pysig)), impl_key
+
+
+def always_inlined_overload(context, callee, args: tuple, kws: dict):
+    """The Python implementation an ``@overload(callee, inline="always")`` gives for these argument types, or
+    None. numba inlines such calls in its IR before lowering, which a call typed through overdub's dispatch
+    never reaches; overdub compiles the implementation as a callee instead. (numba internals: the template's
+    ``_inline`` and ``_overload_func``.)"""
+    fnty = context.resolve_value_type(callee)
+    for template in getattr(fnty, "templates", ()):
+        inline = getattr(template, "_inline", None)
+        if inline is not None and inline.is_always_inline and hasattr(template, "_overload_func"):
+            impl = template._overload_func(*args, **kws)
+            if isinstance(impl, pytypes.FunctionType):
+                return impl
+    return None
 
 
 def numba_implements(context, callee) -> bool:
@@ -240,3 +269,8 @@ def compile_error_message(exc: BaseException) -> str | None:
     if isinstance(exc, numba.core.errors.NumbaError) or type(exc).__module__.startswith("numba"):
         return str(exc).strip()
     return None
+
+
+def numba_error_class(exc: BaseException) -> type | None:
+    """The class of ``exc`` when it is one of numba's own errors (TypingError, LoweringError, ...), else None."""
+    return type(exc) if isinstance(exc, numba.core.errors.NumbaError) else None

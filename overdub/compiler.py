@@ -36,7 +36,31 @@ __all__ = ["CompileJob", "CompileError", "MethodInstance", "Kernel", "resolve_ca
 
 
 class CompileError(Exception):
-    """A kernel could not be compiled; the message is numba's, with the kernel's source lines."""
+    """A kernel could not be compiled; the message is numba's, with the kernel's source lines.
+
+    Where numba raised one of its own errors, the CompileError is also an instance of that error's class
+    (``numba.core.errors.TypingError``, ...), so code written for numba -- ``except TypingError`` -- still
+    catches it."""
+
+    def __reduce__(self):
+        return _compile_error, (_NUMBA_CLASS.get(type(self)), str(self))
+
+
+_AS_NUMBA_CLASS: dict = {}      # numba error class -> the CompileError subclass that is also one
+_NUMBA_CLASS: dict = {}         # and back
+
+
+def _compile_error(numba_class, message: str) -> CompileError:
+    """A CompileError carrying ``message``, also an instance of ``numba_class`` when that is given."""
+    if numba_class is None:
+        return CompileError(message)
+    cls = _AS_NUMBA_CLASS.get(numba_class)
+    if cls is None:
+        cls = type("CompileError", (CompileError, numba_class), {"__module__": CompileError.__module__,
+                                                                  "__qualname__": "CompileError"})
+        cls = _AS_NUMBA_CLASS.setdefault(numba_class, cls)
+        _NUMBA_CLASS[cls] = numba_class
+    return cls(message)
 
 
 def type_list(argtypes) -> str:
@@ -234,6 +258,9 @@ def resolve_call(site: Overdubbed, typing_context, args: tuple, kws: dict):
     function = bridge.python_function(callee)
     if function is not None and not bridge.numba_implements(typing_context, callee):
         return _compile_callee(function, chain, typing_context, args, kws)
+    inlined = bridge.always_inlined_overload(typing_context, callee, args, kws)
+    if inlined is not None:
+        return _compile_callee(inlined, chain, typing_context, args, kws)
     sig, impl_key = bridge.delegate(typing_context, callee, args, kws)
     if sig is None:
         _raise_at_call_site(MethodError(getattr(callee, "__name__", repr(callee)), argtypes))
@@ -290,7 +317,8 @@ def _compile_kernel(job: CompileJob, stale: Kernel | None) -> Kernel:
             message = None if isinstance(exc, MethodError) else bridge.compile_error_message(exc)
             if message is None:
                 raise
-            raise CompileError(f"compiling kernel {job.call()} for {target.label}:\n{message}") from None
+            raise _compile_error(bridge.numba_error_class(exc),
+                                 f"compiling kernel {job.call()} for {target.label}:\n{message}") from None
         runtime.kernels.put(job, kernel)
         runtime.count("compiles")
         log.info("compiled %s for %s: %s", job.call(), target.label, reason)

@@ -155,6 +155,17 @@ class Kernel:
         """The SASS for ``signature`` (needs a GPU, or ptxas and nvdisasm)."""
         return self._inspect(reflect.code_sass, signature)
 
+    def inspect_lto_ptx(self, signature=None):
+        """The PTX after link-time optimisation for ``signature`` (needs nvJitLink), or a dict."""
+        return self._inspect(reflect.code_lto_ptx, signature)
+
+    def inspect_types(self, signature=None, file=None):
+        """Print the typed IR of the kernel for ``signature`` (each compiled signature by default), annotated on
+        its source lines, to ``file`` (standard output by default), as numba-cuda does."""
+        typed = self._inspect(reflect.code_typed, signature)
+        for argtypes, text in ({signature: typed} if signature is not None else typed).items():
+            print(f"{self.__name__} {argtypes}", "-" * 80, text, "=" * 80, sep="\n", file=file or sys.stdout)
+
     def __repr__(self) -> str:
         return f"<overdub kernel {self.__qualname__}>"
 

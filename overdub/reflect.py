@@ -7,7 +7,7 @@ from .targets import cuda as cuda_target
 from .targets import CompileOptions, get_target
 from .types import is_concrete
 
-__all__ = ["explain", "stats", "code_ptx", "code_llvm", "code_sass"]
+__all__ = ["explain", "stats", "code_ptx", "code_llvm", "code_sass", "code_typed", "code_lto_ptx"]
 
 stats = compiler.stats
 
@@ -52,3 +52,18 @@ def code_sass(kernel, *args_or_types, cc=None, context: Context | None = None, *
     """The SASS of ``kernel`` (needs a GPU, or ptxas and nvdisasm; ``cc`` defaults to the device's)."""
     library, cc = _cuda_library(kernel, args_or_types, cc or cuda_target.device_cc(), context, options)
     return library.get_sass(cc=cc)
+
+
+def code_typed(kernel, *args_or_types, cc=(9, 0), context: Context | None = None, **options) -> str:
+    """The typed numba IR of ``kernel`` on the CUDA target, annotated on its source lines (numba's
+    ``inspect_types``; Julia's ``@code_typed``): the type of every variable after dispatch. Needs no GPU."""
+    target = cuda_target.target_for(tuple(cc)).configured(CompileOptions.of(**options))
+    compiled = closures.compiled_kernel(*_kernel(kernel, args_or_types, target, context))[0]
+    return str(compiled.launcher.type_annotation)
+
+
+def code_lto_ptx(kernel, *args_or_types, cc=(9, 0), context: Context | None = None, **options) -> str:
+    """The PTX of ``kernel`` compiled with ``lto=True`` after link-time optimisation with everything it links
+    (numba-cuda's ``inspect_lto_ptx``; needs nvJitLink)."""
+    library, cc = _cuda_library(kernel, args_or_types, cc, context, dict(options, lto=True))
+    return library.get_lto_ptx(cc=cc)

@@ -8,8 +8,11 @@ import sys
 import numpy as np
 import pytest
 from numba import cuda
+from numba import types as numba_types
+from numba.core.extending import overload
 
 import overdub as od
+from overdub import bridge
 from overdub.targets import CompileOptions, get_target
 
 from helpers import compiles
@@ -157,10 +160,12 @@ def _axpy(out, a, x, y):
         out[i] = a * x[i] / y[i]
 
 
+_AXPY_SIG = "void(float32[::1], float32, float32[::1], float32[::1])"
+_AXPY_TYPES = bridge.signature_argtypes(_AXPY_SIG)
+
+
 def _ptx(**options):
-    from numba.core import types
-    arr = types.float32[::1]
-    return od.code_ptx(_axpy, arr, types.float32, arr, arr, **options)
+    return od.code_ptx(_axpy, *_AXPY_TYPES, **options)
 
 
 def test_fastmath_gives_approximate_division_in_the_ptx():
@@ -200,3 +205,48 @@ def test_launches_at_cudas_limits_run_on_the_cpu_target():
     a = np.zeros(1, dtype=np.int64)
     od.cuda(count, a, blocks=(2, 1, 1), threads=(8, 8, 16), target="cpu")
     assert a[0] == 2 * 1024
+
+
+def test_code_typed_and_inspect_types_show_the_types_after_dispatch(capsys):
+    text = od.code_typed(_axpy, *_AXPY_TYPES)
+    assert "float32" in text and "out[i] = a * x[i] / y[i]" in text
+    kernel = od.jit(_AXPY_SIG)(_axpy)
+    kernel.inspect_types()
+    printed = capsys.readouterr().out
+    assert printed.startswith("_axpy (") and "out[i] = a * x[i] / y[i]" in printed
+
+
+def test_a_numba_typing_error_in_a_kernel_is_both_a_compile_error_and_numbas_typing_error():
+    import pickle
+    from numba.core.errors import TypingError
+
+    def broken(a):
+        a[0] = not_defined_anywhere + 1      # noqa: F821
+
+    with pytest.raises(TypingError) as info:
+        od.cuda(broken, np.zeros(1), target="cpu")
+    assert isinstance(info.value, od.CompileError) and "not_defined_anywhere" in str(info.value)
+    again = pickle.loads(pickle.dumps(info.value))
+    assert isinstance(again, TypingError) and isinstance(again, od.CompileError)
+
+
+def _scaled(x, factor=2.0):
+    """A placeholder numba implements by @overload (below), called with a keyword in a kernel."""
+    raise NotImplementedError
+
+
+@overload(_scaled)
+def _scaled_overload(x, factor=2.0):
+    return lambda x, factor=2.0: x * factor
+
+
+def test_keyword_arguments_and_defaults_reach_callables_numba_implements():
+    def kernel(out):
+        out[0] = _scaled(3.0, factor=5.0)
+        out[1] = _scaled(3.0)
+        out[2] = _scaled(factor=0.5, x=3.0)
+
+    out = np.zeros(3)
+    od.cuda(kernel, out, target="cpu")
+    assert out.tolist() == [15.0, 6.0, 1.5]
+    assert "ret;" in od.code_ptx(kernel, numba_types.float64[::1])

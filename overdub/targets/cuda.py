@@ -133,8 +133,9 @@ def driver() -> Driver:
 class CUDALauncher:
     """A compiled kernel (loaded on first launch) and how it is launched."""
 
-    def __init__(self, library, argtypes, call_helper=None):
+    def __init__(self, library, argtypes, call_helper=None, type_annotation=None):
         self.library = library
+        self.type_annotation = type_annotation     # the typed IR, annotated on the source (inspect_types)
         self.call_helper = call_helper      # debug kernels: what the error codes threads record mean
         self.argtypes = tuple(argtypes)
         self.function = None
@@ -356,7 +357,7 @@ class CUDATarget(Configurable):
         with _compiling_for(self.cc):
             return compile_cuda(func, return_type, argtypes, cc=self.cc, debug=options.debug,
                                 lineinfo=options.lineinfo, fastmath=options.fastmath, nvvm_options=nvvm_options,
-                                max_registers=options.max_registers)
+                                max_registers=options.max_registers, lto=options.lto)
 
     def typeof(self, value):
         kind = arguments.kind_of(value)
@@ -377,14 +378,13 @@ class CUDATarget(Configurable):
         return sig, impl_key, Registration(cres, impl_key)
 
     def compile_kernel(self, func, argtypes):
-        library, call_helper = self._kernel_code(func, argtypes)
-        return CUDALauncher(library, argtypes, call_helper if self.options.debug else None)
-
-    def kernel_library(self, func, argtypes):
-        """The code library of a kernel: PTX (``get_asm_str``), LLVM IR (``get_llvm_str``), SASS."""
-        return self._kernel_code(func, argtypes)[0]
+        cres = self._kernel_code(func, argtypes)
+        return CUDALauncher(cres.library, argtypes, cres.call_helper if self.options.debug else None,
+                            cres.type_annotation)
 
     def _kernel_code(self, func, argtypes):
+        """numba's compile result for a kernel, its library finished for loading: PTX (``get_asm_str``), LLVM IR
+        (``get_llvm_str``), SASS, LTO PTX."""
         cres = self._compile(func, types.void, tuple(argtypes))
         library = cres.library
         entry = library.get_function(cres.fndesc.llvm_func_name)
@@ -395,7 +395,7 @@ class CUDATarget(Configurable):
             library.add_linking_file(path)
         if library.use_cooperative:        # grid sync is implemented in the device runtime library
             library.needs_cudadevrt = True
-        return library, cres.call_helper
+        return cres
 
     def synchronize(self):
         from cuda.core import Device

@@ -28,7 +28,9 @@ class CompileOptions:
     * ``max_registers`` -- the register limit per thread (CUDA);
     * ``link`` -- files (PTX, cubin, fatbin, object, archive, CUDA C++) linked into the kernel's module (CUDA);
     * ``launch_bounds`` -- the maximum threads per block the kernel is compiled for, and optionally the
-      minimum blocks per SM and the maximum blocks per cluster (CUDA).
+      minimum blocks per SM and the maximum blocks per cluster (CUDA);
+    * ``lto`` -- link-time optimisation: the kernel and what it links are kept as LTO-IR and optimised together
+      by nvJitLink when loaded (CUDA).
     """
 
     debug: bool = False
@@ -38,6 +40,7 @@ class CompileOptions:
     max_registers: int | None = None
     link: tuple = ()
     launch_bounds: tuple | None = None
+    lto: bool = False
 
     @classmethod
     def of(cls, **options) -> "CompileOptions":
@@ -69,7 +72,7 @@ class CompileOptions:
 
 
 def _checked(name: str, value):
-    if name in ("debug", "lineinfo", "fastmath", "opt"):
+    if name in ("debug", "lineinfo", "fastmath", "opt", "lto"):
         if not isinstance(value, bool):
             raise TypeError(f"compile option {name} must be True or False, not {value!r}")
         return value
