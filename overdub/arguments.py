@@ -73,6 +73,11 @@ class ArgumentKind:
         """(struct format of its 8-byte parameter slots, Python expression of their values over ``{v}``)."""
         raise TypeError(f"overdub cannot pass a {self.name} to a CUDA kernel")
 
+    def slots(self, value, ty) -> tuple[str, str]:
+        """:meth:`cuda_slots` for arguments like ``value`` (a kind whose slots depend on more than the type
+        says so here)."""
+        return self.cuda_slots(ty)
+
     def native_spec(self, signature, ty) -> tuple | None:
         """How ``_fastlaunch.c`` guards and marshals it, or None where it has no table entry for it."""
         return None
@@ -331,6 +336,40 @@ class RecordArgument(ArgumentKind):
         return "Q", "{v}.address"
 
 
+class TupleArgument(ArgumentKind):
+    """A tuple whose elements each have a kind (numbers, arrays, pointers, nested tuples): typed as numba's
+    tuple of their types, passed as their slots one after another (as numba-cuda flattens it)."""
+
+    name = "tuple"
+
+    def memory(self, value):
+        places = {kind_of(element).memory(element) for element in value}
+        return "host" if "host" in places else "device" if "device" in places else None
+
+    def accepts(self, value) -> bool:
+        return type(value) is tuple and all(kind_of(element) is not None for element in value)
+
+    def signature(self, value):
+        """The elements' kinds and signatures (a None where an element has no kind: no launch function
+        made for tuples of kinds then applies)."""
+        return tuple((kind, kind.signature(element)) if kind is not None else None
+                     for kind, element in zip(map(kind_of, value), value))
+
+    def numba_type(self, signature):
+        return nt.BaseTuple.from_types([kind.numba_type(element) for kind, element in signature])
+
+    def typeof(self, value):
+        return self.numba_type(self.signature(value))
+
+    def slots(self, value, ty) -> tuple[str, str]:
+        formats, expressions = [], []
+        for i, (element, element_ty) in enumerate(zip(value, ty)):
+            fmt, expression = kind_of(element).slots(element, element_ty)
+            formats.append(fmt)
+            expressions.append(expression.replace("{v}", f"{{v}}[{i}]"))
+        return "".join(formats), ", ".join(e for e in expressions if e)
+
+
 def _cupy_ndarray():
     try:
         import cupy
@@ -340,13 +379,15 @@ def _cupy_ndarray():
 
 
 _PYTHON_INT, _SCALAR, _NUMPY, _DEVICE, _POINTER = PythonInt(), Scalar(), NumpyArray(), DeviceArray(), PointerArgument()
-_HOST_RECORD, _RECORD = HostRecord(), RecordArgument()
+_HOST_RECORD, _RECORD, _TUPLE = HostRecord(), RecordArgument(), TupleArgument()
 _by_class: dict[type, ArgumentKind | None] = {}
 
 
 def kind_of(value) -> ArgumentKind | None:
     """The kind of a launch argument, or None when overdub has none for it (cached by class)."""
     cls = type(value)
+    if cls is tuple:          # a tuple's kind depends on its elements, not its class
+        return _TUPLE if _TUPLE.accepts(value) else None
     try:
         return _by_class[cls]
     except KeyError:

@@ -34,7 +34,8 @@ NUMPY_VALUES = [np.zeros(4), np.zeros((3, 4)), np.zeros((3, 4), order="F"), np.z
 
 
 @pytest.mark.parametrize("value", NUMPY_VALUES + [1, -1, 2**63, True, 1.5, 2j, np.float32(1), np.int8(3),
-                                                  np.bool_(True), np.complex64(1)])
+                                                  np.bool_(True), np.complex64(1), (1, 2), (1, 2.5, (np.int8(1),)),
+                                                  (np.zeros(2), 3), ()])
 def test_each_host_value_is_typed_as_numba_types_it(value):
     assert get_target("cpu").typeof(value) == numba.typeof(value)
 
@@ -76,6 +77,8 @@ def test_a_launch_function_for_a_writable_array_rejects_a_read_only_one():
     (Interface((4, 6), strides=(96, 8)), Interface((4, 6))),
     (2**63, 1), (1, 2**63),                                # int64 / uint64
     (od.pointer(np.zeros(2, dtype=np.int32)), od.pointer(np.zeros(2))),
+    ((1, 2.0), (1, 2)), ((1, 2, 3), (1, 2)), ((np.zeros(2, dtype=np.float32),), (np.zeros(2),)),
+    ((1, object()), (1, 2)),
 ])
 def test_guards_reject_a_value_of_another_type(value, like):
     assert not guards_accept(value, like)
@@ -189,3 +192,26 @@ def test_a_record_scalar_argument_works_on_the_cpu_target(make_module):
     out = np.zeros(1)
     od.cuda(m.kernel, out, points[0], target="cpu")
     assert out[0] == 6.0 and points[0]["x"] == 10.0
+
+
+def test_a_tuple_is_passed_as_its_elements_slots_one_after_another():
+    value = (3, np.float32(2.0), (1, 2.5))
+    kind = arguments.kind_of(value)
+    ty = kind.typeof(value)
+    assert str(ty) == "Tuple(int64, float32, Tuple(int64, float64))"
+    assert kind.slots(value, ty) == ("qf4xqd", "{v}[0], {v}[1], {v}[2][0], {v}[2][1]")
+    assert arguments.kind_of((1, object())) is None
+
+
+def test_tuple_arguments_launch_and_a_new_element_type_compiles_anew(make_module):
+    m = make_module("""
+        def area(out, shape, offset):
+            out[0] = shape[0] * shape[1] + offset[0]
+    """, prefix="tuples")
+    out = np.zeros(1)
+    before = compiles()
+    od.cuda(m.area, out, (3, 4), (0.5,), target="cpu")
+    od.cuda(m.area, out, (3, 5), (0.25,), target="cpu")
+    assert out[0] == 15.25 and compiles() - before == 1
+    od.cuda(m.area, out, (3, 5), (1,), target="cpu")
+    assert out[0] == 16 and compiles() - before == 2

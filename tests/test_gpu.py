@@ -588,12 +588,15 @@ def test_compile_options_on_the_gpu(cp, make_module, tmp_path):
                 raise ValueError("five")
             a[i] = i
 
-        def busy(out, x):
+        def busy(out, x):               # twelve live doubles: more than 32 registers unless limited
             i = cuda.grid(1)
-            acc = 0.0
-            for k in range(64):
-                acc += x[(i + k) % x.size] * x[(i * k) % x.size]
-            out[i] = acc
+            n = x.size
+            a0, a1, a2, a3, a4, a5 = x[i % n], x[(i + 1) % n], x[(i + 2) % n], x[(i + 3) % n], x[(i + 4) % n], x[(i + 5) % n]
+            b0, b1, b2, b3, b4, b5 = a5 * 1.5, a4 * 2.5, a3 * 3.5, a2 * 4.5, a1 * 5.5, a0 * 6.5
+            for k in range(32):
+                a0, a1, a2, a3, a4, a5 = a0 * b1 + a5, a1 * b2 + a0, a2 * b3 + a1, a3 * b4 + a2, a4 * b5 + a3, a5 * b0 + a4
+                b0, b1, b2, b3, b4, b5 = b0 + a1, b1 + a2, b2 + a3, b3 + a4, b4 + a5, b5 + a0
+            out[i] = a0 + a1 + a2 + a3 + a4 + a5 + b0 + b1 + b2 + b3 + b4 + b5
     """, prefix="gpu_options")
     a = cp.zeros(8, dtype=np.int64)
     with pytest.raises(ValueError) as info:
@@ -602,14 +605,19 @@ def test_compile_options_on_the_gpu(cp, make_module, tmp_path):
     assert f"{m.filename}:{m.line_of('raise ValueError')}" in str(info.value)
     od.cuda(m.fail_on_5, cp.zeros(4, dtype=np.int64), threads=4, target="cuda", debug=True)   # no error raised
 
-    x, out = cp.arange(256, dtype=np.float32), cp.zeros(256, dtype=np.float32)
-    limited = od.jit(max_registers=16)(m.busy)
-    limited[2, 128](out, x)
     from cuda.bindings import driver
-    kernel = od.jit(max_registers=16)(m.busy)._compiled((out, x))
-    err, regs = driver.cuFuncGetAttribute(driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_NUM_REGS,
-                                          kernel.launcher._function())
-    assert not err and regs <= 16
+
+    def registers(kernel, *args):
+        kernel[2, 128](*args)
+        err, regs = driver.cuFuncGetAttribute(driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_NUM_REGS,
+                                              kernel._compiled(args).launcher._function())
+        assert not err
+        return regs
+
+    x = cp.arange(256, dtype=np.float64) / 256
+    out, limited_out = cp.zeros(256), cp.zeros(256)
+    assert registers(od.jit(m.busy), out, x) > 32 >= registers(od.jit(max_registers=32)(m.busy), limited_out, x)
+    assert cp.allclose(out, limited_out)
 
     source = tmp_path / "triple.cu"       # numba-cuda's ABI for a declared device function
     source.write_text('extern "C" __device__ int triple(int* out, int x) { *out = 3 * x; return 0; }')
@@ -623,3 +631,12 @@ def test_compile_options_on_the_gpu(cp, make_module, tmp_path):
     result = cp.zeros(4, dtype=np.int32)
     linked[1, 4](result)
     assert result.tolist() == [0, 3, 6, 9]
+
+
+def test_tuple_arguments_on_the_gpu(cp):
+    def area(out, shape, pair):
+        out[0] = shape[0] * shape[1] + pair[0] + pair[1][0]
+    out = cp.zeros(1)
+    od.cuda(area, out, (3, 4), (0.5, (np.float32(2),)), target="cuda")
+    od.cuda(area, out, (3, 5), (0.25, (np.float32(1),)), target="cuda")
+    assert out.get()[0] == 16.25

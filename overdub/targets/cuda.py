@@ -178,7 +178,7 @@ class CUDALauncher:
             kind = arguments.kind_of(value)
             if kind is None:
                 raise TypeError(f"overdub cannot pass a {type(value).__name__} (typed {ty}) to a CUDA kernel")
-            fmt, expression = kind.cuda_slots(ty)
+            fmt, expression = kind.slots(value, ty)
             formats.append(fmt)
             values.append(expression.format(v=name))
         layout = struct.Struct("<" + "".join(formats))
