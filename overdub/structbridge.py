@@ -14,7 +14,7 @@ argument); :mod:`overdub.arguments` packs them.
 """
 from __future__ import annotations
 
-from numba.core import cgutils, types
+from numba.core import cgutils, errors, types
 from numba.core.extending import NativeValue, models, register_model, typeof_impl, unbox
 from numba.core.imputils import lower_builtin, lower_constant, lower_getattr_generic
 from numba.core.typing.templates import AttributeTemplate, infer_getattr, signature
@@ -86,7 +86,10 @@ class StructClassType(types.Callable):
     def get_call_type(self, context, args, kws):
         argtypes = tuple(types.unliteral(a) for a in args)
         kwtypes = {k: types.unliteral(v) for k, v in kws.items()}
-        struct_type, fieldtypes = self.cls.__overdub_bind__(argtypes, kwtypes)
+        try:
+            struct_type, fieldtypes = self.cls.__overdub_bind__(argtypes, kwtypes)
+        except TypeError as exc:       # numba's error carries the kernel's source line
+            raise errors.TypingError(str(exc)) from None
         return signature(struct_type, *fieldtypes).replace(pysig=self.cls.__overdub_spec__.signature)
 
     def get_call_signatures(self):

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import inspect
 import os
+import sys
 import threading
 import typing
 
@@ -76,7 +77,7 @@ def _is_field_type(t) -> bool:
     return isinstance(t, StructType) or lattice.numeric_kind(t) is not None
 
 
-def _spec_of(cls) -> _Spec:
+def _spec_of(cls, where: str) -> _Spec:
     params = tuple(getattr(cls, "__parameters__", ()))
     try:
         annotations = inspect.get_annotations(cls, eval_str=True)
@@ -95,16 +96,9 @@ def _spec_of(cls) -> _Spec:
                         f"(r: od.float32)")
     unused = [p for p in params if p not in types_]
     if unused:
-        raise TypeError(f"{cls.__qualname__}: the type parameter {unused[0]} annotates no field, so constructors "
+        raise TypeError(f"{cls.__qualname__}: the type parameter {unused[0].__name__} annotates no field, so constructors "
                         f"could not infer it; annotate a field with it")
-    return _Spec(names, types_, defaults, params, _where(cls))
-
-
-def _where(cls) -> str:
-    try:
-        return f"{os.path.basename(inspect.getsourcefile(cls))}:{inspect.getsourcelines(cls)[1]}"
-    except (OSError, TypeError):      # no source (exec'd, interactive): the module names it
-        return cls.__module__
+    return _Spec(names, types_, defaults, params, where)
 
 
 # --- host values ------------------------------------------------------------------------------------------
@@ -197,7 +191,7 @@ class StructMeta(LatticeMeta):
                 item = ftype
             if not convertible(item, ftype):
                 raise TypeError(f"{concrete.__qualname__}: field {name!r} is {lattice.type_name(ftype)}, and "
-                                f"{_describe(item, item)} does not convert to it")
+                                f"{_describe(item)} does not convert to it")
             argtypes.append(item)
         return struct_type, tuple(argtypes)
 
@@ -225,16 +219,16 @@ def _convert(cls, name: str, value, ftype):
     vtype = _typeof_host(value)
     if not convertible(vtype, ftype):
         raise TypeError(f"{cls.__qualname__}: field {name!r} is {lattice.type_name(ftype)}, and "
-                        f"{_describe(value, vtype)} does not convert to it")
+                        f"{_describe(value)} does not convert to it")
     if isinstance(ftype, StructType):
         return value
     return lattice.dtype_of(ftype).type(value)
 
 
-def _describe(value, vtype) -> str:
+def _describe(value) -> str:
     if lattice.is_concrete(value):
         return f"a {lattice.type_name(value)}"
-    return f"{value!r:.60} ({lattice.type_name(vtype) if vtype is not None else type(value).__name__})"
+    return f"{value!r:.60} ({type(value).__name__})"
 
 
 def convertible(src, dst) -> bool:
@@ -283,11 +277,11 @@ def _infer(cls, spec: _Spec, items: list, type_of) -> tuple:
             if annotation is param and not isinstance(item, Default):
                 t = type_of(item)
                 if not _is_field_type(t):
-                    raise TypeError(f"{cls.__qualname__}: field {name!r} (of type {param}) cannot hold "
-                                    f"{_describe(item, t)}")
+                    raise TypeError(f"{cls.__qualname__}: field {name!r} (of type {param.__name__}) cannot hold "
+                                    f"{_describe(item)}")
                 found.append(t)
         if not found:
-            raise TypeError(f"{cls.__qualname__}: no argument gives the type parameter {param}; pass the fields it "
+            raise TypeError(f"{cls.__qualname__}: no argument gives the type parameter {param.__name__}; pass the fields it "
                             f"annotates, or instantiate explicitly ({cls.__qualname__}[od.float64](...))")
         params.append(_promote(cls, param, found))
     return tuple(params)
@@ -296,7 +290,7 @@ def _infer(cls, spec: _Spec, items: list, type_of) -> tuple:
 def _promote(cls, param, found: list):
     if any(isinstance(t, StructType) for t in found):
         if any(t != found[0] for t in found):
-            raise TypeError(f"{cls.__qualname__}: the arguments give {param} the different types "
+            raise TypeError(f"{cls.__qualname__}: the arguments give {param.__name__} the different types "
                             f"{', '.join(sorted({lattice.type_name(t) for t in found}))}")
         return found[0]
     return lattice.from_dtype(np.result_type(*[lattice.dtype_of(t) for t in found]))
@@ -313,7 +307,8 @@ def struct(cls):
     if any(isinstance(base, StructMeta) for base in cls.__mro__[1:]):
         raise TypeError(f"{cls.__qualname__} derives from a struct class: structs are final (derive both from an "
                         f"od.AbstractType class instead)")
-    spec = _spec_of(cls)
+    caller = sys._getframe(1)          # the class statement being decorated
+    spec = _spec_of(cls, f"{os.path.basename(caller.f_code.co_filename)}:{caller.f_lineno}")
     namespace = {k: v for k, v in vars(cls).items() if k not in ("__dict__", "__weakref__") and k not in spec.defaults}
     namespace.update(__qualname__=cls.__qualname__, __overdub_spec__=spec, __overdub_base__=None)
     new = StructMeta(cls.__name__, (StructValue,) + cls.__bases__, namespace)
