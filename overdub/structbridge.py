@@ -18,6 +18,7 @@ from numba.core import cgutils, errors, types
 from numba.core.extending import NativeValue, models, register_model, typeof_impl, unbox
 from numba.core.imputils import lower_builtin, lower_constant, lower_getattr_generic
 from numba.core.typing.templates import AttributeTemplate, infer_getattr, signature
+from numba.cuda.typing.typeof import typeof_impl as cuda_typeof_impl
 
 from . import world
 from .types import LatticeMeta, StructType
@@ -99,12 +100,17 @@ class StructClassType(types.Callable):
         return StructClassType
 
 
-@typeof_impl.register(LatticeMeta)
 def _typeof_struct_class(cls, c):
     """A struct class read in a kernel (a user's abstract type has no values, and so no constructor)."""
     if "__overdub_spec__" in vars(cls):
         return StructClassType(cls)
     return None
+
+
+# numba internals: numba-cuda types values with its own typeof, whose registration for ``type`` answers for
+# every class (so a class never reaches its fallback to numba's core typeof): register with both
+typeof_impl.register(LatticeMeta)(_typeof_struct_class)
+cuda_typeof_impl.register(LatticeMeta)(_typeof_struct_class)
 
 
 register_model(StructClassType)(models.OpaqueModel)

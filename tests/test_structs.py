@@ -3,6 +3,7 @@ them, arrays of them, named tuples, and what a redefinition of a struct class do
 
 Kernels are built with the ``make_module`` fixture (source in a real file), like the other kernel tests.
 """
+import re
 import threading
 import typing
 
@@ -535,3 +536,131 @@ def test_two_threads_instantiating_a_parametric_struct_get_one_class(m):
     for t in threads:
         t.join()
     assert len(made) == 8 and all(cls is made[0] for cls in made)
+
+
+# --- the CUDA target: code generation without a GPU, and launches on one ----------------------------------
+
+def _params(ptx: str) -> list[str]:
+    return [line.split()[0] for line in ptx.splitlines() if line.strip().startswith("ld.param")]
+
+
+def test_ptx_takes_a_struct_argument_as_one_parameter_per_field(m):
+    m.run("""
+        def k(out, c, s):
+            out[0] = area(c) + area(s) + s.n
+    """)
+    ptx = od.code_ptx(m.k, types.float64[::1], m.Circle.__overdub_type__, m.Square.__overdub_type__)
+    assert _params(ptx) == ["ld.param.u64", "ld.param.f64", "ld.param.f32", "ld.param.u64"]
+    assert ".entry" in ptx
+
+
+def test_ptx_loads_and_stores_struct_array_elements_at_their_field_offsets(m):
+    m.run("""
+        def k(rings, out):
+            r = rings[1]
+            out[0] = r.outer.r
+            rings[0] = Ring(Circle(out[1]), r.inner, True)
+    """)
+    ptx = od.code_ptx(m.k, types.Array(m.Ring.__overdub_type__, 1, "C"), types.float64[::1])
+    assert m.Ring.dtype.itemsize == 24 and m.Ring.dtype.fields["outer"][1] == 8
+    assert re.search(r"ld\.global\.f64\s+%fd\d+, \[%rd\d+\+32\]", ptx)      # rings[1].outer.r: 24 + 8
+    assert re.search(r"st\.global\.u8\s+\[%rd\d+\+16\]", ptx)              # rings[0].filled
+
+
+def test_ptx_dispatches_on_the_parameter_of_a_parametric_struct(m):
+    m.run("""
+        def k(out, x):
+            out[0] = which_dual(Dual(x, x)) * 1000 + 7
+    """)
+    for argtype, method in ((od.float32, 3), (od.float64, 2), (od.int32, 1)):
+        ptx = od.code_ptx(m.k, types.int64[::1], argtype)
+        assert re.search(rf"mov\.u64\s+%rd\d+, {method}007;", ptx), argtype
+
+
+def test_cuda_parameter_slots_of_struct_and_named_tuple_values(m, make_module):
+    from overdub import arguments
+    kind = arguments.kind_of(m.Ring(m.Circle(1.0), m.Circle(2.0)))
+    assert kind.cuda_slots(m.Ring.__overdub_type__) == ("dd?7x", "{v}.inner.r, {v}.outer.r, {v}.filled")
+    n = make_module(NAMED, prefix="named_slots")
+    point = n.Point(1.0, 2.0)
+    kind = arguments.kind_of(point)
+    assert kind.cuda_slots(kind.typeof(point)) == ("dd", "{v}[0], {v}[1]")
+    assert kind.typeof(n.Point(1, 2.0)) == types.NamedTuple((od.int64, od.float64), n.Point)
+
+
+def test_a_struct_of_a_redefined_class_is_refused_on_the_cuda_target_too(m):
+    old = m.Circle(1.0)
+    m.run("""
+        @od.struct
+        class Circle(Shape):
+            r: od.float64
+    """)
+    from overdub.targets import get_target
+    with pytest.raises(TypeError, match="redefined"):
+        get_target("cuda").typeof(old)
+
+
+@pytest.fixture
+def cp():
+    return pytest.importorskip("cupy")
+
+
+def launch_gpu(kernel, *args, n=4, threads=1):
+    import cupy
+    out = cupy.zeros(n, dtype=np.float64)
+    od.cuda(kernel, out, *args, threads=threads, target="cuda")
+    return out.get().tolist()
+
+
+@pytest.mark.gpu
+def test_gpu_struct_arguments_by_value_and_dispatch(m, cp):
+    m.run("""
+        def k(out, c, s, ring):
+            out[0] = area(c)
+            out[1] = area(s) + s.n
+            out[2] = ring.outer.r + ring.filled
+            out[3] = family(s)
+    """)
+    ring = m.Ring(m.Circle(1.0), m.Circle(2.0), True)
+    assert launch_gpu(m.k, m.Circle(2.0), m.Square(3.0), ring) == [12.0, 13.0, 3.0, 2.0]
+    assert launch_gpu(m.k, m.Circle(1.0), m.Square(1.0, 7), ring) == [3.0, 8.0, 3.0, 2.0]
+
+
+@pytest.mark.gpu
+def test_gpu_struct_array_elements_read_and_written(m, cp):
+    m.run("""
+        def k(out, ps):
+            i = cuda.grid(1)
+            c = ps[i]
+            out[i] = area(c)
+            ps[i] = Circle(c.r + 1)
+    """)
+    ps = od.struct_array(m.Circle, 4, target="cuda")
+    host = np.zeros(4, dtype=m.Circle.dtype)
+    host["r"] = [0, 1, 2, 3]
+    ps.set(host)
+    assert launch_gpu(m.k, ps, threads=4) == [0.0, 3.0, 12.0, 27.0]
+    assert ps.get()["r"].tolist() == [1.0, 2.0, 3.0, 4.0]
+    plain = cp.asarray(np.zeros(4, dtype=np.dtype([("r", "f8")], align=True)))
+    with pytest.raises(od.MethodError):        # same fields, no struct: not taken for Circle
+        launch_gpu(m.k, plain, threads=4)
+
+
+@pytest.mark.gpu
+def test_gpu_parametric_struct_dispatch_and_construction(m, cp):
+    m.run("""
+        def k(out, x, d):
+            e = Dual(x, 1.0)
+            out[0] = e.x + e.dx
+            out[1] = which_dual(e)
+            out[2] = which_dual(d)
+            out[3] = d.x * d.dx
+    """)
+    assert launch_gpu(m.k, np.float32(2.5), m.Dual[od.float32](2, 3)) == [3.5, 2.0, 3.0, 6.0]
+    assert launch_gpu(m.k, 2, m.Dual(2, 4)) == [3.0, 2.0, 1.0, 8.0]
+
+
+@pytest.mark.gpu
+def test_gpu_named_tuple_argument(make_module, cp):
+    n = make_module(NAMED, prefix="named_gpu")
+    assert launch_gpu(n.k, n.Point(1.0, -2.0), n=2) == [3.0, 12.0]
