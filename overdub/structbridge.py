@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from numba.core import cgutils, errors, types
 from numba.core.extending import NativeValue, models, register_model, typeof_impl, unbox
-from numba.core.imputils import lower_builtin, lower_constant, lower_getattr_generic
+from numba.core.imputils import lower_builtin, lower_constant, lower_getattr_generic, lower_setattr_generic
 from numba.core.typing.templates import AttributeTemplate, infer_getattr, signature
 from numba.cuda.typing.typeof import typeof_impl as cuda_typeof_impl
 
@@ -45,6 +45,15 @@ class _StructFields(AttributeTemplate):
 @lower_getattr_generic(StructType)
 def _lower_field(context, builder, typ, value, attr):
     return getattr(cgutils.create_struct_proxy(typ)(context, builder, value=value), attr)
+
+
+@lower_setattr_generic(StructType)
+def _refuse_field_assignment(context, builder, sig, args, attr):
+    """numba types ``c.r = x`` through the field reads' template, so the refusal comes at lowering (numba wraps
+    it with the kernel's source line)."""
+    struct_type = sig.args[0]
+    raise errors.TypingError(f"{struct_type.name} values are immutable: cannot set {attr!r} (make a new value: "
+                    f"{struct_type.name}({', '.join(name for name, _ in struct_type.fields)}))")
 
 
 def _build(context, builder, struct_type: StructType, values) -> object:
@@ -87,6 +96,8 @@ class StructClassType(types.Callable):
     def get_call_type(self, context, args, kws):
         argtypes = tuple(types.unliteral(a) for a in args)
         kwtypes = {k: types.unliteral(v) for k, v in kws.items()}
+        if not hasattr(self.cls, "__overdub_bind__"):
+            raise errors.TypingError(f"{self.cls.__qualname__} is an abstract type: it has no values")
         try:
             struct_type, fieldtypes = self.cls.__overdub_bind__(argtypes, kwtypes)
         except TypeError as exc:       # numba's error carries the kernel's source line
@@ -101,10 +112,8 @@ class StructClassType(types.Callable):
 
 
 def _typeof_struct_class(cls, c):
-    """A struct class read in a kernel (a user's abstract type has no values, and so no constructor)."""
-    if "__overdub_spec__" in vars(cls):
-        return StructClassType(cls)
-    return None
+    """A struct class, or a user's abstract type (whose call says it has no values), read in a kernel."""
+    return StructClassType(cls)
 
 
 # numba internals: numba-cuda types values with its own typeof, whose registration for ``type`` answers for

@@ -277,6 +277,20 @@ def test_a_wrong_constructor_call_in_a_kernel_names_the_field_and_the_line(m):
         launch(m.k2, 1.0)
 
 
+def test_kernels_cannot_assign_fields_or_make_abstract_values(m):
+    m.run("""
+        def k(out, c):
+            c.r = 2.0
+
+        def k2(out):
+            s = Shape()
+    """)
+    with pytest.raises(CompileError, match=r"(?s)Circle values are immutable: cannot set 'r'.*structs_\d+_1\.py"):
+        launch(m.k, m.Circle(1.0))
+    with pytest.raises(CompileError, match="Shape is an abstract type: it has no values"):
+        launch(m.k2)
+
+
 def test_parametric_structs_instantiate_in_kernels_and_dispatch_by_parameter(m):
     m.run("""
         def k(out, x):
