@@ -18,6 +18,7 @@ A value of no kind is typed by the target's numba typeof; its launches always ta
 from __future__ import annotations
 
 import struct
+import weakref
 
 import numba
 import numpy as np
@@ -396,6 +397,25 @@ class StructArgument(ArgumentKind):
     def cuda_slots(self, ty):
         formats, values = _value_slots(ty, "{v}")
         return "".join(formats), ", ".join(values)
+
+    def native_spec(self, signature, ty):
+        return ("v", signature.definition, self.slot_count(ty))
+
+
+def packed_slots(value) -> bytes:
+    """A struct value's CUDA parameter slots as bytes (what ``_fastlaunch.c`` copies: a struct value is
+    immutable, so its slots are packed once, when it is made)."""
+    struct_type = type(value).__overdub_type__
+    packer = _packers.get(struct_type)
+    if packer is None:
+        formats, values = _value_slots(struct_type, "v")
+        layout = struct.Struct("<" + "".join(formats))
+        fields = eval(f"lambda v: ({', '.join(values)},)")        # the field paths, read in slot order
+        packer = _packers[struct_type] = lambda v: layout.pack(*fields(v))
+    return packer(value)
+
+
+_packers: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
 def _element_type(item):

@@ -34,6 +34,7 @@ import numpy as np
 
 from . import types as lattice
 from . import world
+from .arguments import packed_slots
 from .types import LatticeMeta, StructPattern, StructType
 
 __all__ = ["struct", "struct_array", "StructMeta", "StructValue", "StructDefinition", "bind"]
@@ -157,6 +158,7 @@ class StructMeta(LatticeMeta):
         value = object.__new__(concrete)
         for (name, ftype), item in zip(concrete.__overdub_type__.fields, values):
             object.__setattr__(value, name, _convert(concrete, name, item, ftype))
+        object.__setattr__(value, "__overdub_slots__", packed_slots(value))    # for the native launch path
         return value
 
     def __getitem__(cls, params):
@@ -205,7 +207,18 @@ class StructMeta(LatticeMeta):
         return t.numpy_dtype
 
 
+_HOST_SCALARS = {float: lattice.float64, bool: lattice.bool_, complex: lattice.complex128}
+
+
 def _typeof_host(value):
+    """The type of a host value for a field, as a kernel argument of it would be typed (the common scalars
+    without asking numba)."""
+    cls = type(value)
+    t = _HOST_SCALARS.get(cls) or cls.__dict__.get("__overdub_type__")
+    if lattice.is_concrete(t):
+        return t
+    if cls is int and -2**63 <= value < 2**63:
+        return lattice.int64
     try:
         return lattice.typeof(value)
     except Exception:          # numba cannot type it: say which value below
@@ -222,7 +235,18 @@ def _convert(cls, name: str, value, ftype):
                         f"{_describe(value)} does not convert to it")
     if isinstance(ftype, StructType):
         return value
-    return lattice.dtype_of(ftype).type(value)
+    return _scalar_class(ftype)(value)
+
+
+_scalar_classes: dict = {}
+
+
+def _scalar_class(ftype):
+    """The numpy scalar class of a numeric field type (cached: numba's as_dtype is slow)."""
+    cls = _scalar_classes.get(ftype)
+    if cls is None:
+        cls = _scalar_classes[ftype] = lattice.dtype_of(ftype).type
+    return cls
 
 
 def _describe(value) -> str:
@@ -247,12 +271,15 @@ def bind(cls, args: tuple, kwargs: dict, type_of) -> tuple[type, list]:
     get their defaults. ``type_of`` types an argument: a host value's type on the host, the identity in a
     kernel (whose arguments are types). A parametric class infers its parameters from the arguments' types."""
     spec = cls.__overdub_spec__
-    try:
-        bound = spec.signature.bind(*args, **kwargs)
-    except TypeError as exc:
-        raise TypeError(f"{_fields_call(cls) if spec.params == () else cls.__qualname__ + str(spec.signature)}: "
-                        f"{exc}") from None
-    items = [bound.arguments[n] if n in bound.arguments else Default(spec.defaults[n]) for n in spec.names]
+    if not kwargs and len(args) == len(spec.names):
+        items = list(args)                 # every field, in order: nothing to bind
+    else:
+        try:
+            bound = spec.signature.bind(*args, **kwargs)
+        except TypeError as exc:
+            raise TypeError(f"{_fields_call(cls) if spec.params == () else cls.__qualname__ + str(spec.signature)}"
+                            f": {exc}") from None
+        items = [bound.arguments[n] if n in bound.arguments else Default(spec.defaults[n]) for n in spec.names]
     if spec.params and cls.__overdub_base__ is None:
         cls = _instantiate(cls, _infer(cls, spec, items, type_of))
     return cls, items
@@ -293,7 +320,14 @@ def _promote(cls, param, found: list):
             raise TypeError(f"{cls.__qualname__}: the arguments give {param.__name__} the different types "
                             f"{', '.join(sorted({lattice.type_name(t) for t in found}))}")
         return found[0]
-    return lattice.from_dtype(np.result_type(*[lattice.dtype_of(t) for t in found]))
+    key = tuple(found)
+    promoted = _promoted.get(key)
+    if promoted is None:
+        promoted = _promoted[key] = lattice.from_dtype(np.result_type(*[lattice.dtype_of(t) for t in found]))
+    return promoted
+
+
+_promoted: dict = {}      # numeric types -> the type numpy promotes them to
 
 
 # --- making struct classes --------------------------------------------------------------------------------

@@ -384,7 +384,16 @@ _NUMERIC_KINDS = ((nt.Boolean, 0), (nt.Integer, 1), (nt.Float, 2), (nt.Complex, 
 
 def numeric_kind(t) -> int | None:
     """The rank of a numeric type's kind -- bool 0 < integer 1 < float 2 < complex 3 -- or None for others."""
-    return next((rank for kind, rank in _NUMERIC_KINDS if isinstance(t, kind)), None)
+    try:
+        return _kinds[t]
+    except (KeyError, TypeError):           # not seen yet, or unhashable
+        rank = next((rank for kind, rank in _NUMERIC_KINDS if isinstance(t, kind)), None)
+    if isinstance(t, nt.Type):
+        _kinds[t] = rank
+    return rank
+
+
+_kinds: dict = {}
 
 
 def dtype_of(t) -> np.dtype:
