@@ -341,6 +341,11 @@ def struct(cls):
     if any(isinstance(base, StructMeta) for base in cls.__mro__[1:]):
         raise TypeError(f"{cls.__qualname__} derives from a struct class: structs are final (derive both from an "
                         f"od.AbstractType class instead)")
+    written = [name for name in ("__init__", "__new__", "__setattr__", "__delattr__") if name in vars(cls)]
+    if written:
+        raise TypeError(f"{cls.__qualname__} defines {written[0]}: a struct's constructor takes its fields' values "
+                        f"and its values are immutable; write a function that computes the fields and calls "
+                        f"{cls.__qualname__}(...) instead (Julia's outer constructor)")
     caller = sys._getframe(1)          # the class statement being decorated
     spec = _spec_of(cls, f"{os.path.basename(caller.f_code.co_filename)}:{caller.f_lineno}")
     namespace = {k: v for k, v in vars(cls).items() if k not in ("__dict__", "__weakref__") and k not in spec.defaults}

@@ -165,6 +165,55 @@ def test_a_struct_without_fields_or_deriving_from_a_struct_is_refused(m):
             z: int
 
 
+def test_a_struct_cannot_define_its_own_constructor_or_setattr():
+    with pytest.raises(TypeError, match="defines __init__: a struct's constructor takes its fields' values"):
+        @od.struct
+        class WithInit:
+            a: int
+
+            def __init__(self, a):
+                pass
+    with pytest.raises(TypeError, match="defines __setattr__"):
+        @od.struct
+        class Mutable:
+            a: int
+
+            def __setattr__(self, name, value):
+                pass
+
+
+def test_struct_defaults_and_two_parameters(make_module):
+    m = make_module("""
+        import typing
+
+        import overdub as od
+
+        A, B = typing.TypeVar("A"), typing.TypeVar("B")
+
+
+        @od.struct
+        class Point:
+            x: float
+            y: float = 0.0
+
+
+        @od.struct
+        class Pair(typing.Generic[A, B]):
+            first: A
+            second: B
+            origin: Point = Point(1.0)
+
+
+        def k(out, x, n):
+            p = Pair(x, n)
+            out[0] = p.first + p.second + p.origin.x
+            out[1] = Pair(n, x, Point(x, x)).origin.y
+    """, prefix="pairs")
+    assert type(m.Pair(1.0, 2)) is m.Pair[od.float64, od.int64]
+    assert m.Pair(1, 2).origin == m.Point(1.0, 0.0)
+    assert launch(m.k, 2.5, 3, n=2) == [6.5, 2.5]
+
+
 def test_an_abstract_type_has_no_values(m):
     with pytest.raises(TypeError, match="Shape is an abstract type: it has no values"):
         m.Shape()
