@@ -10,8 +10,9 @@ from .intrinsics import Pointer, cuprintln, pointer, unsafe_load, unsafe_store, 
 from .dropin import jit
 from .launch import cuda, default_target, synchronize
 from .reflect import code_llvm, code_ptx, code_sass, code_typed, explain, stats
+from .structs import struct, struct_array
 from .registry import AmbiguityError, GenericFunction, Method, MethodError, function, methods, which
-from .types import (Any, Array, Boolean, Complex, Float, Integer, Number, Ptr, PtrType, bool_, complex64,
+from .types import (AbstractType, Any, Array, Boolean, Complex, Float, Integer, Number, Ptr, PtrType, bool_, complex64,
                     complex128, float16, float32, float64, int8, int16, int32, int64, issubtype, uint8, uint16,
                     uint32, uint64)
 from .world import current_world, invalidation_log
@@ -23,6 +24,7 @@ __all__ = [
     "function", "GenericFunction", "Method", "methods", "which", "MethodError", "AmbiguityError",
     # the type lattice
     "Any", "Number", "Integer", "Float", "Complex", "Boolean", "Ptr", "PtrType", "Array", "issubtype",
+    "AbstractType", "struct", "struct_array",
     "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float16", "float32", "float64",
     "complex64", "complex128", "bool_",
     # contexts

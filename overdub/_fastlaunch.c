@@ -24,16 +24,16 @@
 typedef int (*cu_launch_kernel_t)(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                                   unsigned bz, unsigned shmem, void *stream, void **params, void **extra);
 
-enum kind { SCALAR = 's', POINTER = 'p', ARRAY = 'a' };
+enum kind { SCALAR = 's', POINTER = 'p', ARRAY = 'a', VALUE = 'v' };
 
 typedef struct {
-    char kind;          /* SCALAR, POINTER or ARRAY */
+    char kind;          /* SCALAR, POINTER, ARRAY or VALUE */
     char code;          /* SCALAR: struct code q Q i I h H b B f d ? */
     char layout;        /* ARRAY: 'C', 'F' or 'A' */
     int device;         /* POINTER: the pointer's device flag */
-    long ndim;          /* ARRAY */
+    long ndim;          /* ARRAY; VALUE: its slot count */
     long long itemsize; /* ARRAY */
-    PyObject *dtype;    /* POINTER, ARRAY: the numpy dtype the guard expects */
+    PyObject *dtype;    /* POINTER, ARRAY: the numpy dtype the guard expects; VALUE: its class's definition */
     const struct Kind_ *ops;
 } ArgSpec;
 
@@ -53,7 +53,7 @@ typedef struct {
 } Launcher;
 
 static PyObject *s_valid, *s_usable, *s_dtype, *s_ndim, *s_c_contiguous, *s_f_contiguous, *s_size, *s_data, *s_ptr,
-    *s_shape, *s_strides, *s_address, *s_device;
+    *s_shape, *s_strides, *s_address, *s_device, *s_overdub_slots;
 static unsigned long long launches = 0;
 
 static int attr_is(PyObject *obj, PyObject *name, PyObject *expected) {
@@ -210,6 +210,25 @@ static int array_pack(const ArgSpec *spec, PyObject *value, uint64_t *slots) {
     return 1;
 }
 
+/* A struct value (overdub/structs.py), passed by value: the bytes of its parameter slots, packed once when it
+ * was made (it is immutable) into its `__overdub_slots__`, behind the guard that its class's definition node
+ * is still valid (a redefined class's values take the slow path, which refuses them). */
+static Py_ssize_t value_slots(const ArgSpec *spec) { return (Py_ssize_t)spec->ndim; }
+
+static int value_pack(const ArgSpec *spec, PyObject *value, uint64_t *slots) {
+    int valid = attr_truth(spec->dtype, s_valid);
+    if (valid != 1) return 0;
+    PyObject *bytes = PyObject_GetAttr(value, s_overdub_slots);
+    if (bytes == NULL) { PyErr_Clear(); return 0; }
+    char *data;
+    Py_ssize_t size;
+    if (PyBytes_AsStringAndSize(bytes, &data, &size) < 0) { Py_DECREF(bytes); PyErr_Clear(); return 0; }
+    int packed = size == (Py_ssize_t)spec->ndim * 8;
+    if (packed) memcpy(slots, data, (size_t)size);
+    Py_DECREF(bytes);
+    return packed;
+}
+
 typedef struct Kind_ {
     char kind;
     Py_ssize_t (*slots)(const ArgSpec *);
@@ -220,6 +239,7 @@ static const Kind kinds[] = {
     {SCALAR, one_slot, scalar_pack},
     {POINTER, one_slot, pointer_pack},
     {ARRAY, array_slots, array_pack},
+    {VALUE, value_slots, value_pack},
 };
 
 static const Kind *kind_named(char name) {
@@ -342,7 +362,7 @@ static PyObject *Launcher_call(Launcher *self, PyObject *call_args, PyObject *kw
 }
 
 static int parse_spec(PyObject *spec, ArgSpec *out) {
-    /* ('s', code) | ('p', dtype, device) | ('a', dtype, ndim, itemsize, layout) */
+    /* ('s', code) | ('p', dtype, device) | ('a', dtype, ndim, itemsize, layout) | ('v', definition, nslots) */
     const char *kind = NULL;
     memset(out, 0, sizeof *out);
     if (!PyTuple_Check(spec) || PyTuple_Size(spec) < 2) goto bad;
@@ -361,6 +381,10 @@ static int parse_spec(PyObject *spec, ArgSpec *out) {
     if (out->kind == POINTER && PyTuple_Size(spec) == 3) {
         out->device = PyObject_IsTrue(PyTuple_GetItem(spec, 2));
         return 0;
+    }
+    if (out->kind == VALUE && PyTuple_Size(spec) == 3) {
+        out->ndim = PyLong_AsLong(PyTuple_GetItem(spec, 2));
+        return PyErr_Occurred() ? -1 : 0;
     }
     if (out->kind == ARRAY && PyTuple_Size(spec) == 5) {
         out->ndim = PyLong_AsLong(PyTuple_GetItem(spec, 2));
@@ -608,6 +632,7 @@ PyMODINIT_FUNC PyInit__fastlaunch(void) {
     INTERN(s_c_contiguous, "_c_contiguous"); INTERN(s_f_contiguous, "_f_contiguous");
     INTERN(s_size, "size"); INTERN(s_data, "data"); INTERN(s_ptr, "ptr"); INTERN(s_shape, "shape");
     INTERN(s_strides, "strides"); INTERN(s_address, "address"); INTERN(s_device, "device");
+    INTERN(s_overdub_slots, "__overdub_slots__");
     INTERN(s_threads, "threads"); INTERN(s_blocks, "blocks"); INTERN(s_shmem, "shmem"); INTERN(s_stream, "stream");
     INTERN(s_target, "target"); INTERN(s_context, "context");
     if ((py_one = PyLong_FromLong(1)) == NULL || (py_zero = PyLong_FromLong(0)) == NULL) return NULL;

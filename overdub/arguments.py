@@ -18,6 +18,7 @@ A value of no kind is typed by the target's numba typeof; its launches always ta
 from __future__ import annotations
 
 import struct
+import weakref
 
 import numba
 import numpy as np
@@ -25,7 +26,7 @@ from numba.core import types as nt
 from numba.np import numpy_support
 
 from .intrinsics import Pointer, contiguity, interface_dtype
-from .types import PtrType
+from .types import STRUCT_METADATA, PtrType, StructType, dtype_of, element_type, typeof
 
 __all__ = ["ArgumentKind", "kind_of", "signature_guards", "SLOT_CODES", "MAX_NATIVE_SLOTS"]
 
@@ -142,11 +143,29 @@ class Scalar(ArgumentKind):
 
 
 def _array_type(dtype, ndim: int, layout: str, readonly: bool = False) -> nt.Array:
-    return nt.Array(numba.from_dtype(dtype), ndim, layout, readonly=readonly)
+    element = element_type(dtype)
+    if isinstance(element, StructType):
+        element.check_current("pass an array of")
+    return nt.Array(element, ndim, layout, readonly=readonly)
 
 
 def _array_slots(ty) -> tuple[str, int]:
-    return "q" * (5 + 2 * ty.ndim), numpy_support.as_dtype(ty.dtype).itemsize
+    return "q" * (5 + 2 * ty.ndim), dtype_of(ty.dtype).itemsize
+
+
+def struct_of(dtype):
+    """The StructType a structured dtype's metadata names, or None. numpy's dtype equality ignores metadata, so
+    an array guard compares this too: an array of another struct with the same fields, or a plain record
+    array, is not the array a kernel was compiled for."""
+    metadata = dtype.metadata
+    return metadata.get(STRUCT_METADATA) if metadata else None
+
+
+def _struct_guard(name: str, dtype, consts: dict) -> list[str]:
+    if dtype.fields is None:
+        return []
+    consts[f"{name}_struct"], consts["struct_of"] = struct_of(dtype), struct_of
+    return [f"struct_of({name}.dtype) is {name}_struct"]
 
 
 class NumpyArray(ArgumentKind):
@@ -175,7 +194,7 @@ class NumpyArray(ArgumentKind):
         c, f = f"{name}.flags.c_contiguous", f"{name}.flags.f_contiguous"
         return [f"({name}.dtype is {name}_dtype or {name}.dtype == {name}_dtype)", f"{name}.ndim == {ndim}",
                 f"{name}.flags.writeable is {not readonly}",
-                {"C": c, "F": f"(not {c} and {f})", "A": f"not ({c} or {f})"}[layout]]
+                {"C": c, "F": f"(not {c} and {f})", "A": f"not ({c} or {f})"}[layout]] + _struct_guard(name, dtype, consts)
 
 
 class CupyArray(ArgumentKind):
@@ -204,7 +223,7 @@ class CupyArray(ArgumentKind):
         consts[f"{name}_dtype"] = dtype
         c, f = f"{name}._c_contiguous", f"{name}._f_contiguous"
         return [f"({name}.dtype is {name}_dtype or {name}.dtype == {name}_dtype)", f"{name}.ndim == {ndim}",
-                {"C": c, "F": f"(not {c} and {f})", "A": f"not ({c} or {f})"}[layout]]
+                {"C": c, "F": f"(not {c} and {f})", "A": f"not ({c} or {f})"}[layout]] + _struct_guard(name, dtype, consts)
 
     def cuda_slots(self, ty):
         fmt, itemsize = _array_slots(ty)
@@ -212,6 +231,8 @@ class CupyArray(ArgumentKind):
 
     def native_spec(self, signature, ty):
         dtype, ndim, layout = signature
+        if dtype.fields is not None:
+            return None        # _fastlaunch.c compares dtypes with ==, blind to which struct: the Python path
         return ("a", dtype, ndim, dtype.itemsize, layout)
 
 
@@ -336,6 +357,98 @@ class RecordArgument(ArgumentKind):
         return "Q", "{v}.address"
 
 
+def _value_slots(ty, expression: str) -> tuple[list[str], list[str]]:
+    """The parameter slots of a value passed by value: numba-cuda flattens a struct (or tuple) argument into
+    one kernel parameter per scalar leaf, in field order; a complex leaf is two."""
+    if isinstance(ty, StructType):
+        leaves = [(ftype, f"{expression}.{name}") for name, ftype in ty.fields]
+    elif isinstance(ty, nt.BaseTuple):
+        leaves = [(etype, f"{expression}[{i}]") for i, etype in enumerate(ty)]
+    elif isinstance(ty, nt.Complex):
+        return [SLOT_CODES[str(ty.underlying_float)]] * 2, [f"{expression}.real", f"{expression}.imag"]
+    elif isinstance(ty, (nt.Integer, nt.Float, nt.Boolean)):
+        return [_scalar_slot(ty)], [expression]
+    else:
+        raise TypeError(f"overdub cannot pass a {ty} inside a struct or named tuple to a CUDA kernel")
+    formats, values = [], []
+    for leaf_type, leaf in leaves:
+        leaf_formats, leaf_values = _value_slots(leaf_type, leaf)
+        formats += leaf_formats
+        values += leaf_values
+    return formats, values
+
+
+class StructArgument(ArgumentKind):
+    """A value of an ``@od.struct`` class: its class fixes its type (and its fields' types, converted when it
+    was made); passed by value, one parameter slot per field."""
+
+    name = "struct"
+
+    def accepts(self, value) -> bool:
+        return isinstance(type(value).__dict__.get("__overdub_type__"), StructType)
+
+    def signature(self, value):
+        struct_type = type(value).__overdub_type__
+        struct_type.check_current("pass a value of")
+        return struct_type
+
+    def numba_type(self, signature):
+        return signature
+
+    def guards(self, name, signature, consts):
+        consts[f"{name}_definition"] = signature.definition
+        return [f"{name}_definition.valid"]         # false once the class is redefined: the slow path refuses it
+
+    def cuda_slots(self, ty):
+        formats, values = _value_slots(ty, "{v}")
+        return "".join(formats), ", ".join(values)
+
+    def native_spec(self, signature, ty):
+        return ("v", signature.definition, self.slot_count(ty))
+
+
+def packed_slots(value) -> bytes:
+    """A struct value's CUDA parameter slots as bytes (what ``_fastlaunch.c`` copies: a struct value is
+    immutable, so its slots are packed once, when it is made)."""
+    struct_type = type(value).__overdub_type__
+    packer = _packers.get(struct_type)
+    if packer is None:
+        formats, values = _value_slots(struct_type, "v")
+        layout = struct.Struct("<" + "".join(formats))
+        fields = eval(f"lambda v: ({', '.join(values)},)")        # the field paths, read in slot order
+        packer = _packers[struct_type] = lambda v: layout.pack(*fields(v))
+    return packer(value)
+
+
+_packers: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _element_type(item):
+    kind = kind_of(item)
+    return kind.typeof(item) if kind is not None else typeof(item)
+
+
+class NamedTupleArgument(ArgumentKind):
+    """A named tuple (``typing.NamedTuple``, ``collections.namedtuple``): numba types it by its class and its
+    elements' types, as it types a tuple; passed by value like a struct."""
+
+    name = "namedtuple"
+
+    def accepts(self, value) -> bool:
+        return isinstance(value, tuple) and hasattr(type(value), "_fields")
+
+    def signature(self, value):
+        return type(value), tuple(_element_type(item) for item in value)
+
+    def numba_type(self, signature):
+        cls, element_types = signature
+        return nt.BaseTuple.from_types(element_types, cls)
+
+    def cuda_slots(self, ty):
+        formats, values = _value_slots(ty, "{v}")
+        return "".join(formats), ", ".join(values)
+
+
 class TupleArgument(ArgumentKind):
     """A tuple whose elements each have a kind (numbers, arrays, pointers, nested tuples): typed as numba's
     tuple of their types, passed as their slots one after another (as numba-cuda flattens it)."""
@@ -380,6 +493,7 @@ def _cupy_ndarray():
 
 _PYTHON_INT, _SCALAR, _NUMPY, _DEVICE, _POINTER = PythonInt(), Scalar(), NumpyArray(), DeviceArray(), PointerArgument()
 _HOST_RECORD, _RECORD, _TUPLE = HostRecord(), RecordArgument(), TupleArgument()
+_STRUCT, _NAMEDTUPLE = StructArgument(), NamedTupleArgument()
 _by_class: dict[type, ArgumentKind | None] = {}
 
 
@@ -393,7 +507,7 @@ def kind_of(value) -> ArgumentKind | None:
     except KeyError:
         pass
     cupy_ndarray = _cupy_ndarray()
-    kinds = [_PYTHON_INT, _SCALAR, _NUMPY, _POINTER, _HOST_RECORD, _RECORD]
+    kinds = [_PYTHON_INT, _SCALAR, _NUMPY, _POINTER, _HOST_RECORD, _RECORD, _STRUCT, _NAMEDTUPLE]
     if cupy_ndarray is not None:
         kinds.append(CupyArray(cupy_ndarray))
     kinds.append(_DEVICE)

@@ -30,6 +30,7 @@ from numba.core.typing.templates import (AbstractTemplate, AttributeTemplate, fo
 from numba.core.utils import pysignature
 from numba.np import numpy_support
 
+from . import structbridge  # noqa: F401  (registers numba's typing and lowering of struct values)
 from .rewrite import ModuleProxy
 from .types import PtrType, typeof
 

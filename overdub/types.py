@@ -11,7 +11,16 @@ them sit overdub's abstract types, which exist only to annotate methods:
     │   └── Complex   (complex64, complex128)
     ├── Boolean       (bool_)
     ├── Ptr[T]        (typed device pointer; covariant in T)
-    └── Array[T, N]   (numba arrays of any layout; covariant in T, N optional)
+    ├── Array[T, N]   (numba arrays of any layout; covariant in T, N optional)
+    └── user abstract types (``class Shape(od.AbstractType)``), over user structs (``@od.struct``)
+
+A user's abstract type is a *class* deriving from :class:`AbstractType`; its supertypes are the abstract
+classes it derives from (Any when none). A struct's concrete type is a :class:`StructType`, a numba type whose
+``cls`` is the Python class of its values; it is below every abstract class that class derives from. A
+parametric struct ``Dual`` (``typing.Generic[T]``) has one StructType per instantiation (``Dual[float64]``);
+``Dual`` itself and ``Dual[Float]`` are :class:`StructPattern` s matching the instantiations whose parameters
+are subtypes of the pattern's. A ``typing.NamedTuple`` class annotates as a :class:`NamedTuplePattern`,
+matching numba's named tuple types of that class whatever their field types.
 
 ``Ptr[T]`` with a concrete ``T`` is the concrete numba type :class:`PtrType` of pointer values; with an
 abstract ``T`` it is a pattern matching every concrete pointer whose element type is a subtype of ``T``.
@@ -25,12 +34,14 @@ from __future__ import annotations
 import inspect
 
 import numba
+import numba.np.numpy_support
+import numpy as np
 from numba.core import types as nt
 from numba.core.typing.typeof import Purpose
 
 __all__ = [
-    "AbstractType", "Any", "Number", "Integer", "Float", "Complex", "Boolean", "Ptr", "PtrType", "Array",
-    "issubtype", "as_type", "is_concrete", "type_name", "typeof",
+    "AbstractType", "LatticeMeta", "StructType", "StructPattern", "NamedTuplePattern", "Any", "Number", "Integer", "Float", "Complex", "Boolean", "Ptr", "PtrType", "Array",
+    "issubtype", "as_type", "is_concrete", "type_name", "typeof", "element_type", "STRUCT_METADATA",
     "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
     "float16", "float32", "float64", "complex64", "complex128", "bool_",
 ]
@@ -42,8 +53,25 @@ complex64, complex128 = nt.complex64, nt.complex128
 bool_ = nt.boolean
 
 
-class AbstractType:
-    """A node of the lattice that no value has as its exact type; it only annotates methods."""
+class LatticeMeta(type):
+    """The metaclass of user abstract types and structs: they print as their names, as types do in Julia."""
+
+    def __repr__(cls) -> str:
+        return cls.__qualname__
+
+
+class AbstractType(metaclass=LatticeMeta):
+    """A node of the lattice that no value has as its exact type; it only annotates methods.
+
+    The built-in nodes (Any, Number, ...) are its instances. A user's abstract type is a class deriving from it
+    (``class Shape(od.AbstractType): pass``), with no instances either; ``@od.struct`` classes deriving from
+    it are its concrete subtypes."""
+
+    def __new__(cls, *args, **kwargs):
+        if cls is not AbstractType:
+            raise TypeError(f"{cls.__qualname__} is an abstract type: it has no values (define an @od.struct "
+                            f"class deriving from it, and make values of that)")
+        return super().__new__(cls)
 
     def __init__(self, name: str, parent: "AbstractType | None", numba_class: type | tuple | None = None):
         self.name = name
@@ -67,6 +95,16 @@ class AbstractType:
 
     def __repr__(self) -> str:
         return self.name
+
+
+def is_abstract_class(t) -> bool:
+    """Is ``t`` a user's abstract type (a class deriving from AbstractType that is no struct)?"""
+    return isinstance(t, LatticeMeta) and issubclass(t, AbstractType) and "__overdub_type__" not in vars(t)
+
+
+def _is_node(t) -> bool:
+    """A built-in abstract node (Any, Number, ...); struct values deriving from a user's abstract type are not."""
+    return type(t) is AbstractType
 
 
 def _abstract_type(name: str) -> "AbstractType":
@@ -134,6 +172,90 @@ class ArrayPattern:
         return f"Array[{type_name(self.eltype)}{dims}]"
 
 
+STRUCT_METADATA = "overdub.struct"     # the key of a struct array's dtype metadata naming its StructType
+
+
+class StructType(nt.Type):
+    """The concrete numba type of the values of one struct class ``cls`` (one instantiation of a parametric
+    struct): its ``fields``, (name, numba type) pairs in order, and the numpy ``numpy_dtype`` its arrays have.
+    The class is the type's identity, so a redefined class is a new type."""
+
+    def __init__(self, cls: type, fields: tuple, numpy_dtype, base: type | None = None, params: tuple = ()):
+        self.cls, self.fields, self.numpy_dtype = cls, tuple(fields), numpy_dtype
+        self.base, self.params = base, tuple(params)     # the parametric class and its parameters, if any
+        self.definition = None     # the world node of the class statement (overdub.structs sets it)
+        super().__init__(name=cls.__qualname__)
+
+    @property
+    def key(self):
+        return self.cls
+
+    def field_type(self, name: str):
+        return dict(self.fields).get(name)
+
+    def check_current(self, doing: str) -> None:
+        """Raise when the class statement of this type was run again (its definition node is invalid): no
+        current code names this type, so its values are refused rather than dispatched to stale methods."""
+        if self.definition is not None and not self.definition.valid:
+            raise TypeError(f"cannot {doing} {self.name}: {self.definition.superseded(self)}")
+
+
+class StructPattern:
+    """A parametric struct as an annotation: ``Dual`` (``params`` None: every instantiation) or ``Dual[Float]``
+    (instantiations whose parameters are subtypes of ``params``)."""
+
+    __slots__ = ("base", "params")
+
+    def __init__(self, base: type, params: tuple | None):
+        self.base, self.params = base, params
+
+    def matches(self, t: StructType) -> bool:
+        return t.base is self.base and (self.params is None or all(map(subtype, t.params, self.params)))
+
+    def __eq__(self, other):
+        return isinstance(other, StructPattern) and (other.base, other.params) == (self.base, self.params)
+
+    def __hash__(self):
+        return hash((StructPattern, self.base, self.params))
+
+    def __repr__(self):
+        if self.params is None:
+            return self.base.__qualname__
+        return f"{self.base.__qualname__}[{', '.join(type_name(p) for p in self.params)}]"
+
+
+class NamedTuplePattern:
+    """A ``typing.NamedTuple`` (or ``collections.namedtuple``) class as an annotation: numba's named tuple types
+    of that class, whatever the types of their fields."""
+
+    __slots__ = ("cls",)
+
+    def __init__(self, cls: type):
+        self.cls = cls
+
+    def __eq__(self, other):
+        return isinstance(other, NamedTuplePattern) and other.cls is self.cls
+
+    def __hash__(self):
+        return hash((NamedTuplePattern, self.cls))
+
+    def __repr__(self):
+        return self.cls.__qualname__
+
+
+def is_namedtuple_class(t) -> bool:
+    return isinstance(t, type) and issubclass(t, tuple) and hasattr(t, "_fields")
+
+
+def _struct_class(t) -> type | None:
+    """The class a struct type or pattern is about (for its abstract supertypes), else None."""
+    if isinstance(t, StructType):
+        return t.cls
+    if isinstance(t, StructPattern):
+        return t.base
+    return None
+
+
 class _PtrConstructor:
     """``Ptr[T]``: the concrete :class:`PtrType` for a concrete ``T``, a pattern otherwise."""
 
@@ -165,19 +287,28 @@ _PYTHON_ANNOTATIONS = {int: Integer, float: Float, bool: Boolean, complex: Compl
 
 
 def as_type(annotation):
-    """The lattice type an annotation means; unannotated parameters (``inspect.Parameter.empty``) are Any."""
+    """The lattice type an annotation means; unannotated parameters (``inspect.Parameter.empty``) are Any.
+
+    A struct class means its StructType (a parametric one, the pattern of all its instantiations), a user's
+    abstract type class itself, a NamedTuple class the pattern of its named tuple types."""
     if annotation is inspect.Parameter.empty or annotation is None:
         return Any
-    if annotation in _PYTHON_ANNOTATIONS:
-        return _PYTHON_ANNOTATIONS[annotation]
+    if isinstance(annotation, type):
+        if annotation in _PYTHON_ANNOTATIONS:
+            return _PYTHON_ANNOTATIONS[annotation]
+        if isinstance(annotation, LatticeMeta):
+            return annotation.__dict__.get("__overdub_type__", annotation)
+        if is_namedtuple_class(annotation):
+            return NamedTuplePattern(annotation)
     if annotation is Ptr:
         return PtrPattern(Any)
     if annotation is Array:
         return ArrayPattern(Any, None)
-    if isinstance(annotation, (AbstractType, PtrPattern, ArrayPattern, nt.Type)):
+    if _is_node(annotation) or isinstance(annotation, (PtrPattern, ArrayPattern, StructPattern, NamedTuplePattern,
+                                                       nt.Type)):
         return annotation
     raise TypeError(f"{annotation!r} is not an overdub type: use od.Any, od.Integer, od.Ptr[T], a numba type, "
-                    f"or int/float/bool/complex")
+                    f"int/float/bool/complex, an @od.struct or od.AbstractType class, or a typing.NamedTuple")
 
 
 def is_concrete(t) -> bool:
@@ -197,12 +328,22 @@ def subtype(a, b) -> bool:
     """:func:`issubtype` for lattice types already normalised by :func:`as_type` (the dispatch hot path)."""
     if a == b or b is Any:
         return True
-    if isinstance(b, AbstractType):
-        if isinstance(a, AbstractType):
+    if _is_node(b):
+        if _is_node(a):
             return any(node is b for node in a.ancestors())
-        if isinstance(a, (PtrPattern, ArrayPattern)):
+        if isinstance(a, (PtrPattern, ArrayPattern, StructPattern, NamedTuplePattern, type)):
             return False
         return b.contains(a)
+    if isinstance(b, type):                     # a user's abstract type: its subclasses are below it
+        a_class = a if isinstance(a, type) else _struct_class(a)
+        return a_class is not None and issubclass(a_class, b)
+    if isinstance(b, StructPattern):
+        if isinstance(a, StructPattern):
+            return a.base is b.base and (b.params is None or (a.params is not None
+                                                               and all(map(subtype, a.params, b.params))))
+        return isinstance(a, StructType) and b.matches(a)
+    if isinstance(b, NamedTuplePattern):
+        return isinstance(a, nt.BaseNamedTuple) and a.instance_class is b.cls
     if isinstance(b, PtrPattern):
         if isinstance(a, PtrType):
             return subtype(a.dtype, b.eltype)
@@ -221,10 +362,49 @@ def subtype(a, b) -> bool:
 
 
 def typeof(value) -> nt.Type:
-    """The concrete type of a host value: the numba type a kernel argument of that value gets on the CPU."""
+    """The concrete type of a host value: the numba type a kernel argument of that value gets on the CPU (an
+    array of structs has its StructType as element type)."""
+    if isinstance(value, np.ndarray) and value.dtype.metadata and STRUCT_METADATA in value.dtype.metadata:
+        layout = "C" if value.flags.c_contiguous else ("F" if value.flags.f_contiguous else "A")
+        return nt.Array(element_type(value.dtype), value.ndim, layout, readonly=not value.flags.writeable)
     return numba.typeof(value, Purpose.argument)
+
+
+def element_type(dtype) -> nt.Type:
+    """The numba type of one element of an array of ``dtype``: the StructType its metadata names (an array of
+    an ``@od.struct``), else numba's own (a numba Record for any other structured dtype)."""
+    metadata = dtype.metadata
+    if metadata and STRUCT_METADATA in metadata:
+        return metadata[STRUCT_METADATA]
+    return numba.from_dtype(dtype)
+
+
+_NUMERIC_KINDS = ((nt.Boolean, 0), (nt.Integer, 1), (nt.Float, 2), (nt.Complex, 3))
+
+
+def numeric_kind(t) -> int | None:
+    """The rank of a numeric type's kind -- bool 0 < integer 1 < float 2 < complex 3 -- or None for others."""
+    try:
+        return _kinds[t]
+    except (KeyError, TypeError):           # not seen yet, or unhashable
+        rank = next((rank for kind, rank in _NUMERIC_KINDS if isinstance(t, kind)), None)
+    if isinstance(t, nt.Type):
+        _kinds[t] = rank
+    return rank
+
+
+_kinds: dict = {}
+
+
+def dtype_of(t) -> np.dtype:
+    """The numpy dtype of values of the concrete type ``t`` (a struct's is aligned as the device lays it out)."""
+    return t.numpy_dtype if isinstance(t, StructType) else numba.np.numpy_support.as_dtype(t)
+
+
+def from_dtype(dtype) -> nt.Type:
+    return numba.from_dtype(dtype)
 
 
 def type_name(t) -> str:
     """How overdub prints a type in messages: numba's name for concrete types, the lattice name otherwise."""
-    return str(t)
+    return t.__qualname__ if isinstance(t, type) else str(t)

@@ -144,3 +144,27 @@ def test_an_f_ordered_array_passes_its_own_strides_and_a_c_ordered_one_strides_f
     slots = driver.calls[0][5]
     assert slots[:9] == [q(0), q(0), q(12), q(4), q(0x1000), q(3), q(4), q(4), q(12)]
     assert slots[9:] == [q(0), q(0), q(12), q(4), q(0x2000), q(3), q(4), q(16), q(4)]
+
+
+def test_a_struct_value_is_marshalled_from_its_packed_slots_while_its_definition_is_valid():
+    import overdub as od
+    from overdub import arguments
+
+    @od.struct
+    class Particle:
+        x: od.float32
+        n: od.int64
+        alive: bool
+
+    p = Particle(1.5, -3, True)
+    struct_type = Particle.__overdub_type__
+    kind = arguments.kind_of(p)
+    spec = kind.native_spec(kind.signature(p), struct_type)
+    assert spec == ("v", struct_type.definition, 3)
+    launcher, driver = make([spec, ("s", "i")], 4)
+    assert launcher((p, 7), 1, 1, 0, None) is True
+    slots = driver.calls[0][5]
+    assert slots[0][:4] == np.float32(1.5).tobytes() and slots[1] == q(-3) and slots[2][:1] == b"\x01"
+    assert slots[3][:4] == np.int32(7).tobytes()
+    struct_type.definition.valid = False          # the class was redefined: the slow path refuses the value
+    assert launcher((p, 7), 1, 1, 0, None) is False and len(driver.calls) == 1

@@ -287,12 +287,18 @@ _libc = ctypes.CDLL(None)
 
 
 class CPULauncher:
-    """Runs a compiled kernel over a grid: the compiled loop over blocks and threads."""
+    """Runs a compiled kernel over a grid: the compiled loop over blocks and threads.
 
-    __slots__ = ("grid_loop", "checked")
+    A launch calls the loop's compiled entry point for the kernel's argument types directly, not numba's
+    dispatcher: the launch function's guards have already pinned every argument's type, and the types overdub
+    gives some values (an array of a struct: an array of its StructType) are not those numba's dispatcher
+    would give them (an array of Records). (numba internals: ``Dispatcher.overloads[argtypes].entry_point``.)"""
 
-    def __init__(self, grid_loop, checked: bool = False):
-        self.grid_loop, self.checked = grid_loop, checked
+    __slots__ = ("grid_loop", "entry_point", "checked")
+
+    def __init__(self, grid_loop, argtypes: tuple, checked: bool = False):
+        self.grid_loop, self.checked = grid_loop, checked      # the dispatcher owns the code the entry point runs
+        self.entry_point = grid_loop.overloads[argtypes].entry_point
 
     def suggested_block_size(self, shmem: int = 0) -> int:
         """Blocks run one after another here; any size serves, this one keeps the grid loop's inner loop long."""
@@ -304,7 +310,7 @@ class CPULauncher:
         body = ["try:", f"    {run}", "except IndexError:", f"    raise_recorded({kernel.job.name!r})", "    raise"] \
             if self.checked else [run]
         body.append("fflush(None)    # device printf reaches the console at the end of each launch")
-        return launchfn.generate(kernel, args, argtypes, body, {"grid_loop": self.grid_loop, "fflush": _libc.fflush,
+        return launchfn.generate(kernel, args, argtypes, body, {"grid_loop": self.entry_point, "fflush": _libc.fflush,
                                                                  "raise_recorded": cpu_checks.raise_recorded})
 
 
@@ -366,10 +372,11 @@ class CPUTarget(Configurable):
         namespace = {"kernel": kernel, "set_slot": _set_slot}
         exec(compile(_grid_loop_source(len(argtypes)), "<overdub grid loop>", "exec"), namespace)
         grid_loop = numba.njit(namespace["grid_loop"], **self._njit_options)
+        signature = (types.int64,) * 6 + tuple(argtypes)
         with cpu_checks.checking(self.options.debug):
-            grid_loop.compile((types.int64,) * 6 + tuple(argtypes))
+            grid_loop.compile(signature)
         grid_loop.disable_compile()
-        return CPULauncher(grid_loop, checked=self.options.debug)
+        return CPULauncher(grid_loop, signature, checked=self.options.debug)
 
     def synchronize(self):
         _libc.fflush(None)

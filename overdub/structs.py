@@ -1,0 +1,448 @@
+"""User structs: immutable value types that live on the device (Julia's isbits structs), parametric ones, and
+arrays of them.
+
+``@od.struct`` turns a class with annotated fields into a struct class: its values are made on the host or
+in a kernel (``Circle(r)``, positional or keyword, with the defaults the class body gives), passed to kernels
+by value, read field by field (``c.r``), returned from device methods and stored in arrays. Host values are
+immutable. The class's concrete lattice type is a :class:`~overdub.types.StructType` (``Circle.__overdub_type__``),
+so methods dispatch on it like on any numba type, and below every ``od.AbstractType`` class it derives from.
+
+A struct deriving from ``typing.Generic[T]`` with fields annotated ``T`` is *parametric*: ``Dual[od.float32]``
+is one concrete struct class (made once per parameter tuple, a subclass of ``Dual``), and ``Dual(x, 1.0)``
+infers ``T`` from its arguments -- on the host from the values, in a kernel from their numba types -- by the
+same rule (:func:`bind`): numbers promote as numpy promotes them, structs must agree.
+
+A field takes a value of its type or of a lower numeric kind (bool < integer < float < complex, any width):
+``Circle(1)`` makes ``r`` 1.0, while ``Count(2.5)`` for an integer field is an error, on the host and in
+kernels alike.
+
+Redefinition: each class statement makes a new type (the class is the type's identity), so code compiled for
+one class never reads values of another. A module-level struct class redefined by a later class statement
+of the same module and name (a notebook cell run again) is *superseded*: its :class:`StructDefinition` node
+is invalidated, and with it the code that read its fields or made its values; its values and arrays are
+refused from then on, with an error saying to make them again with the current class.
+"""
+from __future__ import annotations
+
+import inspect
+import os
+import sys
+import threading
+import typing
+
+import numpy as np
+
+from . import types as lattice
+from . import world
+from .arguments import packed_slots
+from .types import LatticeMeta, StructPattern, StructType
+
+__all__ = ["struct", "struct_array", "StructMeta", "StructValue", "StructDefinition", "bind"]
+
+_lock = threading.RLock()          # instantiations: one at a time
+_PYTHON_FIELDS = {int: lattice.int64, float: lattice.float64, bool: lattice.bool_, complex: lattice.complex128}
+_latest: dict[tuple[str, str], type] = {}     # (module, qualname) -> the current module-level struct class
+
+
+# --- what a class statement says --------------------------------------------------------------------------
+
+class _Spec:
+    """A struct class's fields as written: names, annotations (numba types, StructTypes or the class's type
+    variables), defaults, the Python signature constructors bind with, and where the class was defined."""
+
+    __slots__ = ("names", "annotations", "defaults", "params", "signature", "where")
+
+    def __init__(self, names, annotations, defaults, params, where):
+        self.names, self.annotations, self.defaults = tuple(names), tuple(annotations), dict(defaults)
+        self.params, self.where = tuple(params), where
+        self.signature = inspect.Signature([
+            inspect.Parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                              default=self.defaults.get(n, inspect.Parameter.empty)) for n in names])
+
+
+def _field_type(owner: str, name: str, annotation, params: tuple):
+    """The numba type a field annotation means, or the class's type variable it names."""
+    if isinstance(annotation, typing.TypeVar) and annotation in params:
+        return annotation
+    if annotation in _PYTHON_FIELDS:
+        return _PYTHON_FIELDS[annotation]
+    t = annotation.__dict__.get("__overdub_type__") if isinstance(annotation, LatticeMeta) else annotation
+    if _is_field_type(t):
+        return t
+    raise TypeError(f"{owner}.{name}: a struct field cannot be of type {lattice.type_name(annotation)}; use a "
+                    f"numeric type (od.float32, od.int64, ..., od.bool_ or int/float/bool/complex), another "
+                    f"concrete @od.struct class, or one of the class's type variables")
+
+
+def _is_field_type(t) -> bool:
+    return isinstance(t, StructType) or lattice.numeric_kind(t) is not None
+
+
+def _spec_of(cls, where: str) -> _Spec:
+    params = tuple(getattr(cls, "__parameters__", ()))
+    try:
+        annotations = inspect.get_annotations(cls, eval_str=True)
+    except NameError as exc:
+        raise TypeError(f"cannot evaluate the field annotations of {cls.__qualname__}: {exc}") from None
+    names, types_, defaults = [], [], {}
+    for name, annotation in annotations.items():
+        if typing.get_origin(annotation) is typing.ClassVar or annotation is typing.ClassVar:
+            continue
+        names.append(name)
+        types_.append(_field_type(cls.__qualname__, name, annotation, params))
+        if name in vars(cls):
+            defaults[name] = vars(cls)[name]
+    if not names:
+        raise TypeError(f"@od.struct {cls.__qualname__} has no fields: annotate them in the class body "
+                        f"(r: od.float32)")
+    unused = [p for p in params if p not in types_]
+    if unused:
+        raise TypeError(f"{cls.__qualname__}: the type parameter {unused[0].__name__} annotates no field, so constructors "
+                        f"could not infer it; annotate a field with it")
+    return _Spec(names, types_, defaults, params, where)
+
+
+# --- host values ------------------------------------------------------------------------------------------
+
+class StructValue:
+    """The base of every struct class: host values are immutable and compare by value."""
+
+    __slots__ = ()
+
+    def __setattr__(self, name, value):
+        raise AttributeError(f"{type(self).__qualname__} values are immutable: cannot set {name!r} (make a new "
+                             f"value: {_fields_call(type(self))})")
+
+    def __delattr__(self, name):
+        raise AttributeError(f"{type(self).__qualname__} values are immutable: cannot delete {name!r}")
+
+    def __repr__(self):
+        fields = ", ".join(f"{n}={_plain(getattr(self, n))!r}" for n, _ in _fields(type(self)))
+        return f"{type(self).__qualname__}({fields})"
+
+    def __eq__(self, other):
+        return type(other) is type(self) and all(getattr(self, n) == getattr(other, n) for n, _ in _fields(self))
+
+    def __hash__(self):
+        return hash((type(self), tuple(getattr(self, n) for n, _ in _fields(self))))
+
+    def __reduce__(self):
+        return _remake, (type(self).__overdub_base__ or type(self), type(self).__overdub_type__.params,
+                         tuple(getattr(self, n) for n, _ in _fields(self)))
+
+
+def _remake(cls, params, values):
+    return (cls[params] if params else cls)(*values)
+
+
+def _fields(cls_or_value):
+    cls = cls_or_value if isinstance(cls_or_value, type) else type(cls_or_value)
+    return cls.__overdub_type__.fields
+
+
+def _fields_call(cls) -> str:
+    return f"{cls.__qualname__}({', '.join(n for n, _ in _fields(cls))})"
+
+
+def _plain(value):
+    return value.item() if isinstance(value, np.generic) else value
+
+
+class StructMeta(LatticeMeta):
+    """The metaclass of struct classes: calling one makes a value, subscripting a parametric one instantiates
+    it, ``dtype`` is the numpy dtype of arrays of it."""
+
+    def __call__(cls, *args, **kwargs):
+        concrete, values = bind(cls, args, kwargs, _typeof_host)
+        concrete.__overdub_type__.check_current("make a value of")
+        value = object.__new__(concrete)
+        for (name, ftype), item in zip(concrete.__overdub_type__.fields, values):
+            object.__setattr__(value, name, _convert(concrete, name, item, ftype))
+        object.__setattr__(value, "__overdub_slots__", packed_slots(value))    # for the native launch path
+        return value
+
+    def __getitem__(cls, params):
+        """``Dual[od.float32]``: the concrete struct class of those parameters; ``Dual[od.Float]``: the pattern
+        of the instantiations whose parameters are below those."""
+        spec = cls.__overdub_spec__
+        if not spec.params or cls.__overdub_base__ is not None:
+            raise TypeError(f"{cls.__qualname__} is not a parametric struct: it takes no type parameters")
+        params = tuple(lattice.as_type(p) for p in (params if isinstance(params, tuple) else (params,)))
+        if len(params) != len(spec.params):
+            raise TypeError(f"{cls.__qualname__} takes {len(spec.params)} type parameter"
+                            f"{'s' if len(spec.params) != 1 else ''}, not {len(params)}")
+        if all(lattice.is_concrete(p) for p in params):
+            bad = [p for p in params if not _is_field_type(p)]
+            if bad:
+                raise TypeError(f"{cls.__qualname__}[{lattice.type_name(bad[0])}]: {lattice.type_name(bad[0])} cannot "
+                                f"be the type of a field")
+            return _instantiate(cls, params)
+        return StructPattern(cls, params)
+
+    def __overdub_bind__(cls, argtypes: tuple, kwtypes: dict) -> tuple[StructType, tuple]:
+        """A constructor call in a kernel, typed: (the struct type it makes, each field's argument type, the
+        field's own type where the call omits it and its default is used). Raises TypeError naming the field
+        whose argument does not convert."""
+        concrete, items = bind(cls, argtypes, kwtypes, lambda t: t)
+        struct_type = concrete.__overdub_type__
+        world.consult(struct_type.definition)
+        struct_type.check_current("make a value of")
+        argtypes = []
+        for (name, ftype), item in zip(struct_type.fields, items):
+            if isinstance(item, Default):
+                item = ftype
+            if not convertible(item, ftype):
+                raise TypeError(f"{concrete.__qualname__}: field {name!r} is {lattice.type_name(ftype)}, and "
+                                f"{_describe(item)} does not convert to it")
+            argtypes.append(item)
+        return struct_type, tuple(argtypes)
+
+    @property
+    def dtype(cls) -> np.dtype:
+        """The numpy dtype of arrays of this struct (aligned as the device lays the struct out)."""
+        t = cls.__dict__.get("__overdub_type__")
+        if not isinstance(t, StructType):
+            raise TypeError(f"{cls.__qualname__} is parametric: arrays hold one instantiation "
+                            f"({cls.__qualname__}[od.float64].dtype, say)")
+        return t.numpy_dtype
+
+
+_HOST_SCALARS = {float: lattice.float64, bool: lattice.bool_, complex: lattice.complex128}
+
+
+def _typeof_host(value):
+    """The type of a host value for a field, as a kernel argument of it would be typed (the common scalars
+    without asking numba)."""
+    cls = type(value)
+    t = _HOST_SCALARS.get(cls) or cls.__dict__.get("__overdub_type__")
+    if lattice.is_concrete(t):
+        return t
+    if cls is int and -2**63 <= value < 2**63:
+        return lattice.int64
+    try:
+        return lattice.typeof(value)
+    except Exception:          # numba cannot type it: say which value below
+        return None
+
+
+def _convert(cls, name: str, value, ftype):
+    """A host value for the field ``name`` of type ``ftype``: a numpy scalar of the field's type, or a struct."""
+    if isinstance(value, Default):
+        value = value.value
+    vtype = _typeof_host(value)
+    if not convertible(vtype, ftype):
+        raise TypeError(f"{cls.__qualname__}: field {name!r} is {lattice.type_name(ftype)}, and "
+                        f"{_describe(value)} does not convert to it")
+    if isinstance(ftype, StructType):
+        return value
+    return _scalar_class(ftype)(value)
+
+
+_scalar_classes: dict = {}
+
+
+def _scalar_class(ftype):
+    """The numpy scalar class of a numeric field type (cached: numba's as_dtype is slow)."""
+    cls = _scalar_classes.get(ftype)
+    if cls is None:
+        cls = _scalar_classes[ftype] = lattice.dtype_of(ftype).type
+    return cls
+
+
+def _describe(value) -> str:
+    if lattice.is_concrete(value):
+        return f"a {lattice.type_name(value)}"
+    return f"{value!r:.60} ({type(value).__name__})"
+
+
+def convertible(src, dst) -> bool:
+    """Can a value of type ``src`` initialise a field of type ``dst``? Numbers of a kind no higher than the
+    field's (bool < integer < float < complex); a struct only of the field's own type."""
+    if isinstance(dst, StructType) or isinstance(src, StructType):
+        return src == dst
+    src_rank, dst_rank = lattice.numeric_kind(src), lattice.numeric_kind(dst)
+    return src_rank is not None and dst_rank is not None and src_rank <= dst_rank
+
+
+# --- binding a constructor call: the host and kernels share it --------------------------------------------
+
+def bind(cls, args: tuple, kwargs: dict, type_of) -> tuple[type, list]:
+    """(the concrete struct class, each field's argument) for a call ``cls(*args, **kwargs)``; omitted fields
+    get their defaults. ``type_of`` types an argument: a host value's type on the host, the identity in a
+    kernel (whose arguments are types). A parametric class infers its parameters from the arguments' types."""
+    spec = cls.__overdub_spec__
+    if not kwargs and len(args) == len(spec.names):
+        items = list(args)                 # every field, in order: nothing to bind
+    else:
+        try:
+            bound = spec.signature.bind(*args, **kwargs)
+        except TypeError as exc:
+            raise TypeError(f"{_fields_call(cls) if spec.params == () else cls.__qualname__ + str(spec.signature)}"
+                            f": {exc}") from None
+        items = [bound.arguments[n] if n in bound.arguments else Default(spec.defaults[n]) for n in spec.names]
+    if spec.params and cls.__overdub_base__ is None:
+        cls = _instantiate(cls, _infer(cls, spec, items, type_of))
+    return cls, items
+
+
+class Default:
+    """A field the call omitted: its default (a host value, converted to the field's type where it is used)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value):
+        self.value = value
+
+
+def _infer(cls, spec: _Spec, items: list, type_of) -> tuple:
+    """The type parameters of a parametric struct from the types of the arguments of the fields they annotate
+    (numbers promote as numpy promotes them; structs must be equal)."""
+    params = []
+    for param in spec.params:
+        found = []
+        for name, annotation, item in zip(spec.names, spec.annotations, items):
+            if annotation is param and not isinstance(item, Default):
+                t = type_of(item)
+                if not _is_field_type(t):
+                    raise TypeError(f"{cls.__qualname__}: field {name!r} (of type {param.__name__}) cannot hold "
+                                    f"{_describe(item)}")
+                found.append(t)
+        if not found:
+            raise TypeError(f"{cls.__qualname__}: no argument gives the type parameter {param.__name__}; pass the fields it "
+                            f"annotates, or instantiate explicitly ({cls.__qualname__}[od.float64](...))")
+        params.append(_promote(cls, param, found))
+    return tuple(params)
+
+
+def _promote(cls, param, found: list):
+    if any(isinstance(t, StructType) for t in found):
+        if any(t != found[0] for t in found):
+            raise TypeError(f"{cls.__qualname__}: the arguments give {param.__name__} the different types "
+                            f"{', '.join(sorted({lattice.type_name(t) for t in found}))}")
+        return found[0]
+    key = tuple(found)
+    promoted = _promoted.get(key)
+    if promoted is None:
+        promoted = _promoted[key] = lattice.from_dtype(np.result_type(*[lattice.dtype_of(t) for t in found]))
+    return promoted
+
+
+_promoted: dict = {}      # numeric types -> the type numpy promotes them to
+
+
+# --- making struct classes --------------------------------------------------------------------------------
+
+def struct(cls):
+    """Decorator: make ``cls``, a class with annotated fields, an immutable device value type (see the module
+    documentation). Derive it from ``od.AbstractType`` classes to place it under them, and from
+    ``typing.Generic[T]`` to make it parametric."""
+    if not isinstance(cls, type) or issubclass(cls, tuple):
+        raise TypeError(f"@od.struct takes a class with annotated fields, not {cls!r:.60}")
+    if any(isinstance(base, StructMeta) for base in cls.__mro__[1:]):
+        raise TypeError(f"{cls.__qualname__} derives from a struct class: structs are final (derive both from an "
+                        f"od.AbstractType class instead)")
+    written = [name for name in ("__init__", "__new__", "__setattr__", "__delattr__") if name in vars(cls)]
+    if written:
+        raise TypeError(f"{cls.__qualname__} defines {written[0]}: a struct's constructor takes its fields' values "
+                        f"and its values are immutable; write a function that computes the fields and calls "
+                        f"{cls.__qualname__}(...) instead (Julia's outer constructor)")
+    caller = sys._getframe(1)          # the class statement being decorated
+    spec = _spec_of(cls, f"{os.path.basename(caller.f_code.co_filename)}:{caller.f_lineno}")
+    namespace = {k: v for k, v in vars(cls).items() if k not in ("__dict__", "__weakref__") and k not in spec.defaults}
+    namespace.update(__qualname__=cls.__qualname__, __overdub_spec__=spec, __overdub_base__=None)
+    new = StructMeta(cls.__name__, (StructValue,) + cls.__bases__, namespace)
+    if spec.params:
+        new.__overdub_type__ = StructPattern(new, None)
+        new.__overdub_instances__ = {}
+    else:
+        _make_concrete(new, spec.annotations)
+    new.__overdub_definition__ = StructDefinition(new)
+    if not spec.params:
+        new.__overdub_type__.definition = new.__overdub_definition__
+    _supersede(new)
+    return new
+
+
+def _instantiate(base, params: tuple) -> type:
+    """The concrete class ``base[params]``, made once."""
+    with _lock:
+        made = base.__overdub_instances__.get(params)
+        if made is None:
+            name = f"{base.__qualname__}[{', '.join(lattice.type_name(p) for p in params)}]"
+            made = StructMeta(name.rsplit(".", 1)[-1], (base,), {
+                "__module__": base.__module__, "__qualname__": name, "__overdub_spec__": base.__overdub_spec__,
+                "__overdub_base__": base})
+            binding = dict(zip(base.__overdub_spec__.params, params))
+            _make_concrete(made, [binding.get(a, a) for a in base.__overdub_spec__.annotations], base, params)
+            made.__overdub_type__.definition = base.__overdub_definition__
+            base.__overdub_instances__[params] = made
+    return made
+
+
+def _make_concrete(cls, field_types, base=None, params=()) -> None:
+    """Give ``cls`` its StructType, and the dtype (with the StructType in its metadata) of arrays of it."""
+    fields = tuple(zip(cls.__overdub_spec__.names, field_types))
+    struct_type = StructType(cls, fields, None, base, params)
+    struct_type.numpy_dtype = np.dtype([(n, lattice.dtype_of(t)) for n, t in fields], align=True,
+                                       metadata={lattice.STRUCT_METADATA: struct_type})
+    cls.__overdub_type__ = struct_type
+    cls._numba_type_ = struct_type         # what numba's typeof answers for values of the class
+
+
+# --- redefinition -----------------------------------------------------------------------------------------
+
+class StructDefinition(world.Node):
+    """A class statement of a struct, as a node: code that reads fields of its values or makes them holds an
+    edge to it. Running the statement again (same module and name) invalidates it, and so that code; values
+    and arrays of the old class are then refused with :meth:`superseded`'s message."""
+
+    __slots__ = ("cls", "superseded_at")
+
+    def __init__(self, cls):
+        super().__init__()
+        self.cls, self.superseded_at = cls, None
+
+    def describe(self) -> str:
+        return f"struct {self.cls.__qualname__} defined at {self.cls.__overdub_spec__.where}"
+
+    def superseded(self, struct_type) -> str:
+        return (f"it is of the class {self.cls.__qualname__} defined at {self.cls.__overdub_spec__.where}, which "
+                f"was redefined at {self.superseded_at}; make it again with the current {self.cls.__qualname__}")
+
+
+def _supersede(cls) -> None:
+    """A module-level class statement run again retires the class it replaces (closures' classes, whose names
+    hold ``<locals>``, are separate classes each time and retire nothing)."""
+    if "<" in cls.__qualname__:
+        return
+    key = (cls.__module__, cls.__qualname__)
+    with world.lock:
+        old = _latest.get(key)
+        _latest[key] = cls
+        if old is None:
+            return
+        definition = old.__overdub_definition__
+        definition.superseded_at = cls.__overdub_spec__.where
+        world.bump_world()
+        world.invalidate([definition], f"struct {cls.__qualname__} redefined at {definition.superseded_at}")
+
+
+# --- arrays -----------------------------------------------------------------------------------------------
+
+def struct_array(cls, shape, target: str | None = None):
+    """A zeroed array of ``shape`` values of the struct ``cls``: numpy for the CPU target, cupy for CUDA (the
+    default target when None). Any numpy or cupy array of ``cls.dtype`` serves as well."""
+    t = cls.__dict__.get("__overdub_type__") if isinstance(cls, StructMeta) else None
+    if not isinstance(t, StructType):
+        raise TypeError(f"od.struct_array takes a concrete @od.struct class, not {cls!r:.60}"
+                        + (" (a parametric one: instantiate it, Dual[od.float64])" if t is not None else ""))
+    t.check_current("make an array of")
+    if target is None:
+        from .targets import default_target
+        target = default_target()
+    if target == "cpu":
+        return np.zeros(shape, dtype=t.numpy_dtype)
+    if target == "cuda":
+        import cupy
+        return cupy.zeros(shape, dtype=t.numpy_dtype)
+    raise ValueError(f"unknown target {target!r}: use 'cpu' or 'cuda'")
