@@ -6,7 +6,7 @@ the next launch recompile.
 """
 from .compiler import CompileError
 from .context import CPU, CUDA, Context, when_imported
-from .intrinsics import Pointer, cuprintln, pointer, unsafe_load, unsafe_store, vload, vstore
+from .intrinsics import Pointer, cuprintln, pointer, state, unsafe_load, unsafe_store, vload, vstore
 from .dropin import jit
 from .launch import cuda, default_target, synchronize
 from .reflect import code_llvm, code_ptx, code_sass, code_typed, explain, stats
@@ -28,7 +28,7 @@ __all__ = [
     "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float16", "float32", "float64",
     "complex64", "complex128", "bool_",
     # contexts
-    "Context", "CPU", "CUDA", "when_imported",
+    "Context", "CPU", "CUDA", "when_imported", "state",
     # launching and intrinsics
     "cuda", "jit", "synchronize", "default_target", "pointer", "Pointer", "unsafe_load", "unsafe_store", "vload", "vstore", "cuprintln",
     # introspection and errors

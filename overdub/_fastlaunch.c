@@ -498,42 +498,34 @@ static PyType_Spec Launcher_spec = {
 
 /* od.cuda itself: the key (kernel, context, target, argument classes), one dict lookup, and the launch
  * functions found there, native ones called without a Python frame; the slow path otherwise. */
-static PyObject *LauncherType, *launch_table, *slow_path, *python_launch, *py_one, *py_zero;
-static PyObject *s_threads, *s_blocks, *s_shmem, *s_stream, *s_target, *s_context;
+static PyObject *LauncherType, *launch_table, *slow_path, *python_launch, *state_mark, *py_one, *py_zero;
+static PyObject *s_threads, *s_blocks, *s_shmem, *s_stream, *s_target, *s_context, *s_state;
+#define NOPTIONS 7
 
 /* Assign each keyword argument to its option; 0 on success, 1 when there is another keyword (the Python
  * launch path takes the rarer options, and says what it does not know). */
-static int parse_options(PyObject *kwargs, PyObject *names[6], PyObject **slots[6]) {
+static int parse_options(PyObject *kwargs, PyObject *names[NOPTIONS], PyObject **slots[NOPTIONS]) {
     Py_ssize_t position = 0;
     PyObject *key, *value;
     while (PyDict_Next(kwargs, &position, &key, &value)) {
         int i = 0;
-        while (i < 6 && key != names[i]) i++;                /* keywords are interned: compare pointers */
-        if (i == 6) {
+        while (i < NOPTIONS && key != names[i]) i++;          /* keywords are interned: compare pointers */
+        if (i == NOPTIONS) {
             i = 0;
-            while (i < 6 && PyUnicode_Compare(key, names[i]) != 0) i++;
+            while (i < NOPTIONS && PyUnicode_Compare(key, names[i]) != 0) i++;
         }
-        if (i == 6) return 1;
+        if (i == NOPTIONS) return 1;
         *slots[i] = value;
     }
     return 0;
 }
 
-static PyObject *cuda(PyObject *module, PyObject *args, PyObject *kwargs) {
-    PyObject *threads = py_one, *blocks = py_one, *shmem = py_zero, *stream = Py_None, *target = Py_None,
-             *context = Py_None;
-    Py_ssize_t n = PyTuple_Size(args);
-    if (n < 1) {
-        PyErr_SetString(PyExc_TypeError, "cuda() needs the kernel to launch");
-        return NULL;
-    }
-    if (kwargs != NULL) {
-        PyObject *names[6] = {s_threads, s_blocks, s_shmem, s_stream, s_target, s_context};
-        PyObject **slots[6] = {&threads, &blocks, &shmem, &stream, &target, &context};
-        if (parse_options(kwargs, names, slots)) return PyObject_Call(python_launch, args, kwargs);
-    }
+/* The launch table's key, as runtime.launch_key builds it: (kernel, context, target, argument classes), and
+ * for a launch passing state, (kernel, context, target, state_mark, class of the state, argument classes). */
+static PyObject *launch_key(PyObject *args, PyObject *context, PyObject *target, PyObject *state) {
+    Py_ssize_t n = PyTuple_Size(args), extra = state == Py_None ? 0 : 2;
     PyObject *kernel = PyTuple_GetItem(args, 0);
-    PyObject *key = PyTuple_New(n + 2);
+    PyObject *key = PyTuple_New(n + 2 + extra);
     if (key == NULL) return NULL;
     /* the key holds the kernel by its canonical weak reference, as runtime.launch_key does */
     PyObject *kernel_ref = PyWeakref_NewRef(kernel, NULL);
@@ -546,24 +538,70 @@ static PyObject *cuda(PyObject *module, PyObject *args, PyObject *kwargs) {
     PyTuple_SetItem(key, 0, kernel_ref);
     Py_INCREF(context); PyTuple_SetItem(key, 1, context);
     Py_INCREF(target); PyTuple_SetItem(key, 2, target);
+    if (extra) {
+        Py_INCREF(state_mark); PyTuple_SetItem(key, 3, state_mark);
+        Py_INCREF((PyObject *)Py_TYPE(state)); PyTuple_SetItem(key, 4, (PyObject *)Py_TYPE(state));
+    }
     for (Py_ssize_t i = 1; i < n; i++) {
         PyObject *cls = (PyObject *)Py_TYPE(PyTuple_GetItem(args, i));
         Py_INCREF(cls);
-        PyTuple_SetItem(key, i + 2, cls);
+        PyTuple_SetItem(key, i + 2 + extra, cls);
     }
+    return key;
+}
+
+/* What launch functions receive: the arguments after the kernel, the state first where one is passed. */
+static PyObject *launched_args(PyObject *args, PyObject *state) {
+    Py_ssize_t n = PyTuple_Size(args);
+    if (state == Py_None) return PyTuple_GetSlice(args, 1, n);
+    PyObject *launched = PyTuple_New(n);
+    if (launched == NULL) return NULL;
+    Py_INCREF(state);
+    PyTuple_SetItem(launched, 0, state);
+    for (Py_ssize_t i = 1; i < n; i++) {
+        PyObject *item = PyTuple_GetItem(args, i);
+        Py_INCREF(item);
+        PyTuple_SetItem(launched, i, item);
+    }
+    return launched;
+}
+
+static PyObject *cuda(PyObject *module, PyObject *args, PyObject *kwargs) {
+    PyObject *threads = py_one, *blocks = py_one, *shmem = py_zero, *stream = Py_None, *target = Py_None,
+             *context = Py_None, *state = Py_None;
+    Py_ssize_t n = PyTuple_Size(args);
+    if (n < 1) {
+        PyErr_SetString(PyExc_TypeError, "cuda() needs the kernel to launch");
+        return NULL;
+    }
+    if (kwargs != NULL) {
+        PyObject *names[NOPTIONS] = {s_threads, s_blocks, s_shmem, s_stream, s_target, s_context, s_state};
+        PyObject **slots[NOPTIONS] = {&threads, &blocks, &shmem, &stream, &target, &context, &state};
+        if (parse_options(kwargs, names, slots)) return PyObject_Call(python_launch, args, kwargs);
+    }
+    PyObject *kernel = PyTuple_GetItem(args, 0);
+    PyObject *key = launch_key(args, context, target, state);
+    if (key == NULL) return NULL;
     PyObject *candidates = PyDict_GetItemWithError(launch_table, key);      /* borrowed */
     Py_DECREF(key);
     if (candidates == NULL && PyErr_Occurred()) return NULL;
     Py_INCREF(candidates ? candidates : Py_None);       /* a launch may replace the table's list */
     Py_ssize_t count = candidates ? PyList_Size(candidates) : 0;
     PyObject *kernel_args = NULL;
+    /* without state, native launchers read the arguments in place, after the kernel */
+    PyObject *native_args = state == Py_None ? args : NULL;
+    Py_ssize_t native_first = state == Py_None ? 1 : 0;
     int launched = 0;
     for (Py_ssize_t i = 0; i < count && !launched; i++) {
         PyObject *launch = PyList_GetItem(candidates, i);
-        if (Py_TYPE(launch) == (PyTypeObject *)LauncherType) {
-            launched = launcher_run((Launcher *)launch, args, 1, blocks, threads, shmem, stream);
+        int native = Py_TYPE(launch) == (PyTypeObject *)LauncherType;
+        if (kernel_args == NULL && (!native || native_args == NULL)) {
+            if ((kernel_args = launched_args(args, state)) == NULL) { launched = -1; break; }
+            if (native_args == NULL) native_args = kernel_args;
+        }
+        if (native) {
+            launched = launcher_run((Launcher *)launch, native_args, native_first, blocks, threads, shmem, stream);
         } else {
-            if (kernel_args == NULL && (kernel_args = PyTuple_GetSlice(args, 1, n)) == NULL) { launched = -1; break; }
             PyObject *result = PyObject_CallFunctionObjArgs(launch, kernel_args, blocks, threads, shmem, stream,
                                                             NULL);
             launched = result == NULL ? -1 : PyObject_IsTrue(result);
@@ -575,26 +613,33 @@ static PyObject *cuda(PyObject *module, PyObject *args, PyObject *kwargs) {
     if (launched > 0) {
         result = Py_None;
         Py_INCREF(result);
-    } else if (launched == 0 && (kernel_args != NULL || (kernel_args = PyTuple_GetSlice(args, 1, n)) != NULL)) {
-        result = PyObject_CallFunctionObjArgs(slow_path, kernel, kernel_args, threads, blocks, shmem, stream,
-                                              target, context, NULL);
+    } else if (launched == 0) {
+        PyObject *user_args = PyTuple_GetSlice(args, 1, n);
+        if (user_args != NULL) {
+            result = PyObject_CallFunctionObjArgs(slow_path, kernel, user_args, threads, blocks, shmem, stream,
+                                                  target, context, state, NULL);
+            Py_DECREF(user_args);
+        }
     }
     Py_XDECREF(kernel_args);
     return result;
 }
 
 static PyObject *install(PyObject *module, PyObject *args) {
-    PyObject *table, *slow, *python;
-    if (!PyArg_ParseTuple(args, "OOO", &table, &slow, &python)) return NULL;
+    PyObject *table, *slow, *python, *mark;
+    if (!PyArg_ParseTuple(args, "OOOO", &table, &slow, &python, &mark)) return NULL;
     Py_XDECREF(launch_table);
     Py_XDECREF(slow_path);
     Py_XDECREF(python_launch);
+    Py_XDECREF(state_mark);
     Py_INCREF(table);
     Py_INCREF(slow);
     Py_INCREF(python);
+    Py_INCREF(mark);
     launch_table = table;
     slow_path = slow;
     python_launch = python;
+    state_mark = mark;
     Py_RETURN_NONE;
 }
 
@@ -605,9 +650,11 @@ static PyObject *launch_count(PyObject *module, PyObject *unused) {
 static PyMethodDef module_methods[] = {
     {"launch_count", launch_count, METH_NOARGS, "launches made by native launchers so far"},
     {"install", install, METH_VARARGS,
-     "install(table, slow_path, python_launch): where cuda() looks launches up, and who takes other keywords"},
+     "install(table, slow_path, python_launch, state_mark): where cuda() looks launches up, who takes other "
+     "keywords, and what marks a state's class in a key"},
     {"cuda", (PyCFunction)(void (*)(void))cuda, METH_VARARGS | METH_KEYWORDS,
-     "cuda(kernel, /, *args, threads=1, blocks=1, shmem=0, stream=None, target=None, context=None, debug=None)\n"
+     "cuda(kernel, /, *args, threads=1, blocks=1, shmem=0, stream=None, target=None, context=None, state=None,\n"
+     "     debug=None)\n"
      "--\n\n"
      "Launch ``kernel`` (a plain Python function) over ``blocks`` x ``threads`` in ``context``.\n\n"
      "The kernel and everything it calls are compiled for the argument types in the chain ``context`` ->\n"
@@ -615,9 +662,11 @@ static PyMethodDef module_methods[] = {
      "consulted changes. ``target`` is \"cpu\" or \"cuda\"; by default, ``default_target()`` as it was at\n"
      "the first launch without one. ``blocks`` and ``threads`` are positive ints or tuples of 1-3 of them;\n"
      "``shmem`` is the dynamic shared memory in bytes; ``stream`` a cupy, numba or cuda.core stream\n"
-     "(default: the legacy default stream). ``debug=True`` launches a checked kernel: out-of-range indices\n"
-     "and errors raised in the kernel are raised here, naming the thread, the block and the kernel line\n"
-     "(``OVERDUB_DEBUG=1`` makes that the default)."},
+     "(default: the legacy default stream). ``state`` is the value of the device state ``context`` declares\n"
+     "(``od.Context(name, state=T)``), which ``od.state()`` returns inside the kernel, its callees and the\n"
+     "context's overdubs and hooks: data of this launch, not a constant of the code. ``debug=True``\n"
+     "launches a checked kernel: out-of-range indices and errors raised in the kernel are raised here,\n"
+     "naming the thread, the block and the kernel line (``OVERDUB_DEBUG=1`` makes that the default)."},
     {NULL},
 };
 
@@ -634,7 +683,7 @@ PyMODINIT_FUNC PyInit__fastlaunch(void) {
     INTERN(s_strides, "strides"); INTERN(s_address, "address"); INTERN(s_device, "device");
     INTERN(s_overdub_slots, "__overdub_slots__");
     INTERN(s_threads, "threads"); INTERN(s_blocks, "blocks"); INTERN(s_shmem, "shmem"); INTERN(s_stream, "stream");
-    INTERN(s_target, "target"); INTERN(s_context, "context");
+    INTERN(s_target, "target"); INTERN(s_context, "context"); INTERN(s_state, "state");
     if ((py_one = PyLong_FromLong(1)) == NULL || (py_zero = PyLong_FromLong(0)) == NULL) return NULL;
     PyObject *module = PyModule_Create(&module_def);
     if (module == NULL) return NULL;

@@ -126,38 +126,40 @@ def _compile_lifted(kernel):
     return lifted
 
 
-def kernel_job(kernel, args: tuple, typeof, chain: tuple) -> tuple:
+def kernel_job(kernel, args: tuple, typeof, chain: tuple, hidden: tuple = ()) -> tuple:
     """(the compile job, the arguments to launch it with, their types, the Lifted or None) for ``kernel`` and
-    ``args`` (typed by ``typeof``) in ``chain``: a lifted closure takes its captured values first."""
+    ``args`` (typed by ``typeof``) in ``chain``: a lifted closure takes its captured values first, after the
+    ``hidden`` arguments (a launch's state)."""
     lifted = lift(kernel)
-    function, launched = (kernel, tuple(args)) if lifted is None else \
-        (lifted.function, lifted.captured_values() + tuple(args))
+    function, launched = (kernel, hidden + tuple(args)) if lifted is None else \
+        (lifted.function, hidden + lifted.captured_values() + tuple(args))
     argtypes = tuple(map(typeof, launched))
     return compiler.CompileJob.of(function, argtypes, chain), launched, argtypes, lifted
 
 
-def compiled_kernel(kernel, args: tuple, typeof, chain: tuple) -> tuple:
+def compiled_kernel(kernel, args: tuple, typeof, chain: tuple, hidden: tuple = ()) -> tuple:
     """:func:`kernel_job`'s answer with the job compiled: (compiled kernel, launch arguments, their types,
     Lifted or None). A closure whose lifted form does not compile -- it uses a captured value where numba
     needs a constant, such as an array shape -- is compiled as it is, its captured values constants, from then
     on."""
-    job, launched, argtypes, lifted = kernel_job(kernel, args, typeof, chain)
+    job, launched, argtypes, lifted = kernel_job(kernel, args, typeof, chain, hidden)
     try:
         return compiler.cached_kernel(job), launched, argtypes, lifted
     except compiler.CompileError:
         if lifted is None:
             raise
     runtime.lifted[kernel.__code__] = None
-    return compiled_kernel(kernel, args, typeof, chain)
+    return compiled_kernel(kernel, args, typeof, chain, hidden)
 
 
-def with_captured_values(launch, lifted: Lifted, kernel, launched_args: tuple):
+def with_captured_values(launch, lifted: Lifted, kernel, launched_args: tuple, hidden: int = 0):
     """A launch function for the closure ``kernel`` (held weakly) from ``launch``, the lifted kernel's, made
-    for ``launched_args``: it passes the captured values as they are at each launch, and declines (False: the
+    for ``launched_args``: it passes the captured values as they are at each launch (after the ``hidden``
+    leading arguments it is given: a launch's state), and declines (False: the
     slow path) once one has another class than when it was made (launch functions rely on their caller to key
     argument classes), a captured variable was deleted, or the closure's code was replaced in place."""
     kernel_ref = weakref.ref(kernel)
-    classes = tuple(map(type, launched_args[:len(lifted.cells)]))
+    classes = tuple(map(type, launched_args[hidden:hidden + len(lifted.cells)]))
 
     def launch_closure(args, blocks, threads, shmem, stream):
         closure = kernel_ref()
@@ -169,6 +171,6 @@ def with_captured_values(launch, lifted: Lifted, kernel, launched_args: tuple):
             return False
         if tuple(map(type, captured)) != classes:
             return False
-        return launch(captured + args, blocks, threads, shmem, stream)
+        return launch(args[:hidden] + captured + args[hidden:], blocks, threads, shmem, stream)
     launch_closure.kernel, launch_closure.guarded = launch.kernel, launch.guarded
     return launch_closure

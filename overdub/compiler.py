@@ -23,10 +23,10 @@ from dataclasses import dataclass
 
 from numba.core import types as nt
 
-from . import bridge, world
+from . import bridge, hooks, world
 from .bindings import Guarded
 from .registry import GenericFunction, MethodError
-from .rewrite import Overdubbed, rewrite, substitute
+from .rewrite import Overdubbed, Unobserved, interned, rewrite, state_type, substitute, takes_state
 from .runtime import runtime
 
 log = logging.getLogger("overdub")
@@ -161,8 +161,8 @@ def compile_method(func: pytypes.FunctionType, chain: tuple, typing_context, arg
             with world.building(node):
                 _consult_chain(chain)
                 rewritten = rewrite(func, chain)
-                node.sig, node.impl_key, node.keepalive = job.target.compile_method(
-                    rewritten, typing_context, argtypes, kwtypes)
+                node.sig, node.impl_key, node.keepalive = _compile_for_launch_state(
+                    job.target, func, rewritten, chain, typing_context, argtypes, kwtypes)
         except BaseException:
             runtime.methods.discard(job, node)
             world.retire([node])
@@ -170,6 +170,23 @@ def compile_method(func: pytypes.FunctionType, chain: tuple, typing_context, arg
         runtime.count("method_instances")
     _use(node)
     return node.sig, node.impl_key
+
+
+def _compile_for_launch_state(target, func, rewritten, chain: tuple, typing_context, argtypes: tuple,
+                              kwtypes: dict):
+    """The target's compile of ``func`` rewritten in a chain; in a chain with state (where the rewrite gave it
+    the hidden state parameter), compiled with the state's type first and called with the caller's state."""
+    state = state_type(chain)
+    if state is None:
+        if takes_state(func):
+            sites = bridge.call_sites()
+            raise CompileError(f"od.state() called{' at ' + sites[0] if sites else ''} in a launch without state: "
+                               f"it is the state a launch in a context with state passes -- declare it with "
+                               f"od.Context(name, state=T) and launch with od.cuda(..., context=ctx, state=value)")
+        return target.compile_method(rewritten, typing_context, argtypes, kwtypes)
+    sig, impl_key, keepalive = target.compile_method(rewritten, typing_context, (state,) + argtypes, kwtypes)
+    outer_sig, outer_key, registration = target.call_with_state(sig, impl_key)
+    return outer_sig, outer_key, (keepalive, registration)
 
 
 def _compile_callee(func, chain: tuple, typing_context, args: tuple, kws: dict):
@@ -234,6 +251,11 @@ def resolve_call(site: Overdubbed, typing_context, args: tuple, kws: dict):
     """
     chain, callee = site.chain, site.callee
     argtypes = tuple(bridge.unliteral(a) for a in args)
+    if not site.dispatched:           # a hook method, called by a hooked call
+        return _compile_callee(callee, chain, typing_context, args, kws)
+    hooked = _hooked_call(site, typing_context, args, kws) if site.observed else None
+    if hooked is not None:
+        return _compile_callee(hooked, chain, typing_context, args, kws)
     for depth, ctx in enumerate(chain):
         if not ctx.overdubbable:
             break
@@ -245,7 +267,7 @@ def resolve_call(site: Overdubbed, typing_context, args: tuple, kws: dict):
     for ctx in chain:
         forward = ctx.forwarded(callee)
         if forward is not None:
-            return resolve_call(substitute(forward, chain), typing_context, args, kws)
+            return resolve_call(_forwarded(site, forward), typing_context, args, kws)
     if getattr(callee, "__overdub_intrinsic__", False):
         callee = callee.device
     if isinstance(callee, GenericFunction):
@@ -265,6 +287,28 @@ def resolve_call(site: Overdubbed, typing_context, args: tuple, kws: dict):
     if sig is None:
         _raise_at_call_site(MethodError(getattr(callee, "__name__", repr(callee)), argtypes))
     return sig, impl_key
+
+
+def _hooked_call(site: Overdubbed, typing_context, args: tuple, kws: dict):
+    """The generated function running this call with the hooks observing it (:mod:`overdub.hooks`), or
+    None when none does."""
+    def result_type():
+        unobserved = interned(Unobserved, site.chain, site.callee)
+        return bridge.unliteral(resolve_call(unobserved, typing_context, args, kws)[0].return_type)
+    try:
+        pre, post = hooks.observing(site, tuple(bridge.unliteral(a) for a in args),
+                                    tuple(bridge.unliteral(k) for k in kws.values()), result_type)
+    except MethodError as error:        # ambiguous hooks
+        _raise_at_call_site(error)
+    return hooks.hooked_call(site, pre, post, len(args), tuple(kws)) if pre or post else None
+
+
+def _forwarded(site: Overdubbed, forward):
+    """The callee a forward makes of ``site``: a call already hooked (Unobserved) is not observed again."""
+    forwarded = substitute(forward, site.chain)
+    if not site.observed and type(forwarded) is Overdubbed:
+        return interned(Unobserved, forwarded.chain, forwarded.callee)
+    return forwarded
 
 
 # --- kernels --------------------------------------------------------------------------------------------
@@ -308,7 +352,7 @@ def _compile_kernel(job: CompileJob, stale: Kernel | None) -> Kernel:
         try:
             with world.building(kernel):
                 _consult_chain(job.chain)
-                if job.chain[0].chain(target) != job.chain:     # a parent changed since the launch read it
+                if job.chain[0].chain(target, state_type(job.chain)) != job.chain:    # a parent changed since
                     kernel.valid = False
                 rewritten = rewrite(job.func, job.chain)
                 kernel.launcher = target.compile_kernel(rewritten, job.argtypes)

@@ -9,17 +9,24 @@ reaches the next implementation.
 
 Libraries extend contexts -- ``od.CPU`` and ``od.CUDA`` too -- by registering overdubs from their own
 modules; :func:`when_imported` runs such registrations once the library they target is imported.
+
+A context may also carry device *state* (Cassette's metadata) -- a value each launch passes, of the type the
+context declares -- and *hooks*: device code run before (``prehook``) or after (``posthook``) the calls
+it observes, without replacing them. A hook of a context observes a call that reaches the context: one that
+no overdub of a context before it in the chain took (see docs/contexts.md).
 """
 from __future__ import annotations
 
+import inspect
 import sys
 import types as pytypes
 
 import wrapt
 
 from . import world
-from .registry import MethodTable, methods_from, reference_to
+from .registry import Method, MethodTable, methods_from, reference_to
 from .rewrite import is_overdubbable
+from .types import Any, as_type, issubtype, type_name
 
 __all__ = ["Context", "BaseContext", "TargetRoot", "CPU", "CUDA", "when_imported", "callee_key"]
 
@@ -48,7 +55,25 @@ class ContextShape(world.Node):
         self.context = context
 
     def describe(self) -> str:
-        return f"the parent, forwards and replacements of {self.context!r}"
+        return f"the parent, forwards, replacements and catch-all hooks of {self.context!r}"
+
+
+PREHOOK, POSTHOOK = "prehook", "posthook"
+
+
+def _is_catch_all(label: str, func) -> bool:
+    """Is ``func`` a hook for calls of any arity: ``def hook(*args)`` (or ``(result, *args)`` after)? Such a
+    hook dispatches on nothing, so annotations on it would be silently ignored: they are refused."""
+    code = getattr(func, "__code__", None)
+    if code is None or not code.co_flags & inspect.CO_VARARGS:
+        return False
+    annotated = [name for name, annotation in getattr(func, "__annotations__", {}).items()
+                 if name != "return" and annotation not in (Any, "od.Any", "Any")]
+    if annotated or func.__defaults__:
+        raise TypeError(f"{label}: a hook taking *args observes calls of any arity and dispatches on nothing, so it "
+                        f"takes no annotations ({', '.join(annotated)}) or defaults; write a hook per arity to "
+                        f"dispatch on argument types")
+    return True
 
 
 class Context:
@@ -60,11 +85,15 @@ class Context:
 
     overdubbable = True     # False only for a target's root, which holds no overdubs
 
-    def __init__(self, name: str, parent: "Context | None" = None):
+    def __init__(self, name: str, parent: "Context | None" = None, state=None):
         self.name = name
         self.__module__ = sys._getframe(1).f_globals.get("__name__")     # where it is made: for pickling
         self._parent = parent
+        self._state = None if state is None else as_type(state)
         self._tables: dict = {}
+        self._hook_tables: dict = {}      # (PREHOOK or POSTHOOK, callee key) -> MethodTable
+        self._catch_all: dict = {}        # (PREHOOK or POSTHOOK, callee key) -> the Method of an *args hook
+        self._observes: set = set()       # the kinds of hooks ever defined here (others are not looked up)
         self._forwards: dict = {}
         self._replacements: dict = {}
         self._namespaces: dict = {}       # keeps the module namespaces named by callee keys alive
@@ -83,6 +112,34 @@ class Context:
     @parent.setter
     def parent(self, parent: "Context | None") -> None:
         self._reshape(f"parent of {self!r} set to {parent!r}", lambda: setattr(self, "_parent", parent))
+
+    @property
+    def state(self):
+        """The declared type of this context's device state (``Context(name, state=T)``), or its nearest
+        parent's; None when no context of the chain declares one. Launches pass a value of it (``state=``)."""
+        ctx = self
+        while ctx is not None and ctx._state is None:
+            ctx = ctx.parent
+        return None if ctx is None else ctx._state
+
+    def launch_state_type(self, state, typeof):
+        """The numba type of a launch's ``state`` value (``typeof`` types it; None for a launch without
+        state), checked against the type this context declares: a context with state needs a value of its
+        type, a context without takes none."""
+        declared = self.state
+        if declared is None:
+            if state is None:
+                return None
+            raise TypeError(f"od.cuda(..., state=...): {self!r} declares no state; declare its type with "
+                            f"od.Context({self.name!r}, state=T) to pass one")
+        if state is None:
+            raise TypeError(f"{self!r} declares state of type {type_name(declared)}: pass its value for the launch, "
+                            f"od.cuda(..., context={self.name}, state=value)")
+        state_type = typeof(state)
+        if not issubtype(state_type, declared):
+            raise TypeError(f"od.cuda(..., state=...): {self!r} declares state of type {type_name(declared)}, not "
+                            f"{state_type} ({type(state).__name__} {state!r:.60})")
+        return state_type
 
     def _reshape(self, cause: str, change) -> None:
         with world.lock:
@@ -146,10 +203,79 @@ class Context:
         entry = self._replacements.get(id(obj))
         return entry[1] if entry is not None and entry[0] is obj else None
 
+    # -- hooks -----------------------------------------------------------------------------------------
+    def prehook(self, callee):
+        """Decorator: run the def before each call of ``callee`` (``od.Any``: of every function) that reaches
+        this context, with the call's arguments; its return value is ignored. It dispatches on its
+        annotations like a method (several prehooks for different types); ``def hook(*args)`` observes
+        calls of any arity. Its body runs one context down, like an overdub's."""
+        return self._hook(PREHOOK, callee)
+
+    def posthook(self, callee):
+        """Decorator: run the def after each call of ``callee`` (``od.Any``: of every function) that reaches
+        this context, with ``(result, *args)`` (Cassette's order); its return value is ignored."""
+        return self._hook(POSTHOOK, callee)
+
+    def _hook(self, kind: str, callee):
+        if callee is not Any and not is_overdubbable(callee):
+            raise TypeError(f"{self.name}.{kind}({callee!r}): hooks observe calls of functions (or od.Any: every "
+                            f"call), not {type(callee).__name__} values")
+        label = f"{self.name}.{kind}({'od.Any' if callee is Any else callee_name(callee)})"
+
+        def define(func):
+            if kind not in self._observes:    # from now on calls through this context look these hooks up
+                self._reshape(f"{label} defined: the first {kind} of {self!r}", lambda: self._observes.add(kind))
+            if _is_catch_all(label, func):      # its signature is "any arguments": a second one replaces it
+                method = Method(label, func, (), (), origin=func)
+                self._reshape(f"{label} defined for any arguments at {method.location}",
+                              lambda: self._catch_all.__setitem__((kind, self._hook_key(callee)), method))
+                return func
+            for method in methods_from(label, func):
+                self._hook_table(kind, callee).add(method)
+            return func
+        return define
+
+    def _hook_key(self, callee):
+        return Any if callee is Any else self._key(callee)
+
+    def _hook_table(self, kind: str, callee) -> MethodTable:
+        key = (kind, self._hook_key(callee))
+        table = self._hook_tables.get(key)
+        if table is None:
+            with world.lock:
+                name = f"{self.name}.{kind}({'od.Any' if callee is Any else callee_name(callee)})"
+                table = self._hook_tables.setdefault(key, MethodTable(name))
+        return table
+
+    def observes(self, kind: str) -> bool:
+        """Has a hook of this kind ever been defined here? (Until one is, calls do not look them up; the first
+        one changes the context's shape.)"""
+        return kind in self._observes
+
+    def hooks(self, kind: str, callee, argtypes: tuple) -> list:
+        """The hook methods of this context observing a call of ``callee`` with ``argtypes`` (for posthooks,
+        the result's type first): those for ``callee``, then those for every call (``od.Any``); catch-all
+        ``*args`` hooks before dispatched ones. Each lookup is an edge of the node being built; a context
+        that never had a hook of this kind answers at once."""
+        if kind not in self._observes:
+            return []
+        found = []
+        for key in (callee, Any):
+            catch_all = self._catch_all.get((kind, self._hook_key(key)))
+            if catch_all is not None:
+                found.append(catch_all)
+            match = self._hook_table(kind, key).dispatch(argtypes)
+            if match.ambiguous:
+                raise match.error()
+            if match.method is not None:
+                found.append(match.method)
+        return found
+
     # -- chains ----------------------------------------------------------------------------------------
-    def chain(self, target) -> tuple["Context", ...]:
+    def chain(self, target, state=None) -> tuple["Context", ...]:
         """This context, its parents, the target's base context (other targets' base contexts are
-        skipped), then the target's root."""
+        skipped), then the target's root -- for a launch passing state of the numba type ``state``, the
+        root that says so."""
         base = target.base
         chain, ctx = [], self
         while ctx is not None:
@@ -158,7 +284,7 @@ class Context:
             ctx = ctx.parent
         if chain[-1] is not base:
             chain.append(base)
-        chain.append(target.root)
+        chain.append(target.root if state is None else target.root.with_state(state))
         return tuple(chain)
 
     def __repr__(self) -> str:
@@ -171,22 +297,75 @@ class TargetRoot(Context):
     """
 
     overdubbable = False
+    state = None          # the numba type of the state launches in chains ending here pass, if any
 
     def __init__(self, name: str, target):
         super().__init__(name)
         self.target = target
+        self._with_state: dict = {}
+        self._hidden: dict = {}
+
+    def hide(self, *callees) -> None:
+        """Keep calls of ``callees`` -- the target's stand-ins for what is no function on other targets (the
+        CPU target's ``cuda.atomic.add``, ``cuda.local.array``) -- out of what hooks observe, so that a hook of
+        ``od.Any`` observes the same calls on every target."""
+        self._hidden.update((id(callee), callee) for callee in callees)
+
+    def hides(self, callee) -> bool:
+        return self._hidden.get(id(callee)) is callee
+
+    def with_state(self, state_type) -> "StateRoot":
+        """This root for launches passing state of the numba type ``state_type``: what is compiled for them
+        takes it as a hidden first parameter, so it is compiled apart (one compile per state type)."""
+        root = self._with_state.get(state_type)
+        if root is None:
+            with world.lock:
+                root = self._with_state.setdefault(state_type, StateRoot(self, state_type))
+        return root
 
     def configured_for(self, target) -> "TargetRoot":
         """The root of ``target``, a configuration of this root's target: the same meaning of names."""
         root = TargetRoot(f"{self.name}[{target.options.describe()}]", target)
         root._forwards, root._replacements = dict(self._forwards), dict(self._replacements)
-        root._namespaces = dict(self._namespaces)
+        root._namespaces, root._hidden = dict(self._namespaces), dict(self._hidden)
         return root
 
     def overdub(self, callee):
         base = "od.CUDA" if self.target.name == "cuda" else "od.CPU"
         raise TypeError(f"the root of the {self.target.label} target holds no overdubs: add them to {base}, "
                         f"or to a context of your own")
+
+
+class StateRoot(TargetRoot):
+    """A target's root for launches passing state of one numba type: the root's meaning of names, and the
+    state's type."""
+
+    def __init__(self, root: TargetRoot, state_type):
+        Context.__init__(self, f"{root.name}[state {state_type}]")
+        self.target, self.state, self.root = root.target, state_type, root
+
+    @property
+    def shape(self):
+        return self.root.shape
+
+    @shape.setter
+    def shape(self, node):       # set once by Context.__init__; the root's shape is the one that changes
+        pass
+
+    def forwarded(self, callee):
+        return self.root.forwarded(callee)
+
+    def replacement(self, obj):
+        return self.root.replacement(obj)
+
+    def hides(self, callee) -> bool:
+        return self.root.hides(callee)
+
+    def forward(self, callee, to) -> None:
+        self.root.forward(callee, to)
+
+    def replace(self, obj, replacement) -> None:
+        self.root.replace(obj, replacement)
 
 
 class BaseContext(Context):

@@ -1,4 +1,4 @@
-"""Device intrinsics: pointers, unchecked loads and stores, printing.
+"""Device intrinsics: pointers, unchecked loads and stores, printing, a launch's state.
 
 Each public intrinsic is an :class:`Intrinsic`: inside a kernel it is an overdubbable callee whose device
 implementation is lowered with llvmlite; on the host it runs a Python implementation, so that kernels and
@@ -18,7 +18,7 @@ import numba
 from .bridge import load_element, store_element
 from .types import PtrType
 
-__all__ = ["Pointer", "pointer", "unsafe_load", "unsafe_store", "vload", "vstore", "cuprintln", "Intrinsic"]
+__all__ = ["Pointer", "pointer", "unsafe_load", "unsafe_store", "vload", "vstore", "cuprintln", "state", "Intrinsic"]
 
 
 class Intrinsic:
@@ -315,3 +315,26 @@ def _cuprintln_host(*args) -> None:
 
 
 cuprintln = Intrinsic(_cuprintln_host, _println)
+
+
+# --- a launch's state -----------------------------------------------------------------------------------
+# Every function compiled for a launch with state takes the state as a hidden first parameter, and passes
+# its own to each function it calls (overdub.rewrite, overdub.bridge.HiddenArgumentCall). od.state()'s device
+# function is the one that takes it as a parameter of its own: it returns it.
+
+def _state_device(state):
+    return state
+
+
+_state_device.__overdub_takes_state__ = True
+
+
+def _state_host():
+    """The state passed by the launch (``od.cuda(..., context=ctx, state=value)``), inside the kernel, its
+    callees and the context's overdubs and hooks; its type is the launch's value's (one compile per state
+    type, whatever the value). Compiling a call of it for a launch without state is an error."""
+    raise RuntimeError("od.state() is the state of a launch: it can only be called inside a kernel launched with "
+                       "od.cuda(..., context=ctx, state=value), or in the functions that kernel calls")
+
+
+state = Intrinsic(_state_host, _state_device)

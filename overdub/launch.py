@@ -18,28 +18,32 @@ import types as pytypes
 from . import bridge, closures
 from .context import Context
 from .registry import GenericFunction
-from .runtime import launch_key, runtime
+from .runtime import STATE_MARK, launch_key, runtime
 from .targets import default_target, get_target
 
 __all__ = ["cuda", "synchronize", "default_target", "get_target"]
 
 
 def _cuda(kernel, *args, threads=1, blocks=1, shmem: int = 0, stream=None, target: str | None = None,
-          context: Context | None = None, debug: bool | None = None):
+          context: Context | None = None, state=None, debug: bool | None = None):
     """od.cuda in Python: where the native extension is not built, and for the keywords it leaves to Python
     (its documentation: ``help(od.cuda)`` there, or docs/index.md). The launch functions for these argument
     classes, else the slow path. ``debug`` picks the target configured for checked kernels (or not)."""
     if debug is not None:
         target = get_target(target, debug=bool(debug))
-    for launch in runtime.launches.get(launch_key(kernel, context, target, args), ()):
-        if launch(args, blocks, threads, shmem, stream):
+    launched = args if state is None else (state, *args)
+    for launch in runtime.launches.get(launch_key(kernel, context, target, args, state), ()):
+        if launch(launched, blocks, threads, shmem, stream):
             return
-    _launch_slow(kernel, args, threads, blocks, shmem, stream, target, context)
+    _launch_slow(kernel, args, threads, blocks, shmem, stream, target, context, state)
 
 
-def _launch_slow(kernel, args, threads, blocks, shmem, stream, target, context):
+def _launch_slow(kernel, args, threads, blocks, shmem, stream, target, context, state=None):
     """A launch whose lookup missed or whose launch functions' checks failed: type the arguments, get the
     compiled kernel (compiling if needed), add a launch function for these argument classes, launch.
+
+    A launch passing state passes it as the kernel's hidden first argument: its launch functions take
+    ``(state, *args)``.
 
     A redefinition on another thread may invalidate the kernel between its compile and its launch; then the
     kernel is compiled again, as many times as that happens: a launch always runs a valid kernel."""
@@ -48,14 +52,17 @@ def _launch_slow(kernel, args, threads, blocks, shmem, stream, target, context):
     check_kernel(function or kernel, args)
     tgt = get_target(target)
     tgt.check_launchable()
-    chain = (context or tgt.base).chain(tgt)
-    key = launch_key(kernel, context, target, args)
+    ctx = context or tgt.base
+    hidden = () if state is None else (state,)
+    chain = ctx.chain(tgt, ctx.launch_state_type(state, tgt.typeof))
+    key = launch_key(kernel, context, target, args, state)
     while True:
-        compiled, launched_args, argtypes, lifted = closures.compiled_kernel(function, args, tgt.typeof, chain)
+        compiled, launched_args, argtypes, lifted = closures.compiled_kernel(function, args, tgt.typeof, chain,
+                                                                             hidden)
         launch = compiled.launcher.launch_function(compiled, launched_args, argtypes)
         if lifted is not None:
-            launch = closures.with_captured_values(launch, lifted, function, launched_args)
-        if launch(args, blocks, threads, shmem, stream):
+            launch = closures.with_captured_values(launch, lifted, function, launched_args, len(hidden))
+        if launch(hidden + args, blocks, threads, shmem, stream):
             if launch.guarded:
                 runtime.add_launch(key, launch)
             return
@@ -121,7 +128,7 @@ try:     # the same lookup in C, where the native extension is built (see _fastl
 except ImportError:
     cuda = _cuda
 else:
-    _install_native(runtime.launches, _launch_slow, _cuda)
+    _install_native(runtime.launches, _launch_slow, _cuda, STATE_MARK)
 
 
 def synchronize(target: str | None = None) -> None:

@@ -16,54 +16,58 @@ def _typeof(target):
     return lambda arg: arg if is_concrete(arg) else target.typeof(arg)
 
 
-def _kernel(kernel, args, target, context) -> tuple:
-    """(the function to compile, the arguments, how to type them, the chain) for a kernel on ``target``."""
-    return (bridge.python_function(kernel) or kernel, args, _typeof(target),
-            (context or target.base).chain(target))
+def _kernel(kernel, args, target, context, state=None) -> tuple:
+    """(the function to compile, the arguments, how to type them, the chain, the hidden arguments) for a
+    kernel on ``target`` (in a context with state, ``state`` is the state's value or numba type)."""
+    ctx, typeof = context or target.base, _typeof(target)
+    chain = ctx.chain(target, ctx.launch_state_type(state, typeof))
+    return bridge.python_function(kernel) or kernel, args, typeof, chain, () if state is None else (state,)
 
 
-def explain(kernel, *args, target: str | None = None, context: Context | None = None) -> list[str]:
+def explain(kernel, *args, target: str | None = None, context: Context | None = None, state=None) -> list[str]:
     """The edges of the cached kernel for these arguments (or argument types): every dispatch answer,
     compiled callee and global its validity depends on, each with the world range it is valid for. Empty
     when no such kernel is cached."""
-    return compiler.explain(closures.kernel_job(*_kernel(kernel, args, get_target(target), context))[0])
+    return compiler.explain(closures.kernel_job(*_kernel(kernel, args, get_target(target), context, state))[0])
 
 
-def _cuda_library(kernel, args, cc, context, options: dict):
+def _cuda_library(kernel, args, cc, context, state, options: dict):
     target = cuda_target.target_for(tuple(cc)).configured(CompileOptions.of(**options))
-    compiled = closures.compiled_kernel(*_kernel(kernel, args, target, context))[0]
+    compiled = closures.compiled_kernel(*_kernel(kernel, args, target, context, state))[0]
     return compiled.launcher.library, target.cc
 
 
-def code_ptx(kernel, *args_or_types, cc=(9, 0), context: Context | None = None, **options) -> str:
+def code_ptx(kernel, *args_or_types, cc=(9, 0), context: Context | None = None, state=None, **options) -> str:
     """The PTX of ``kernel`` for these arguments or numba types, for compute capability ``cc``, compiled with
-    these compile options (``fastmath=True``, ``max_registers=32``, ...: :class:`CompileOptions`). Needs no GPU."""
-    library, cc = _cuda_library(kernel, args_or_types, cc, context, options)
+    these compile options (``fastmath=True``, ``max_registers=32``, ...: :class:`CompileOptions`). Needs no GPU.
+    In a context with state, ``state`` is the state's value or numba type (the kernel's first parameter)."""
+    library, cc = _cuda_library(kernel, args_or_types, cc, context, state, options)
     return library.get_asm_str(cc=cc)
 
 
-def code_llvm(kernel, *args_or_types, cc=(9, 0), context: Context | None = None, **options) -> str:
+def code_llvm(kernel, *args_or_types, cc=(9, 0), context: Context | None = None, state=None, **options) -> str:
     """The optimised NVVM IR of ``kernel`` on the CUDA target. Needs no GPU."""
-    library, _ = _cuda_library(kernel, args_or_types, cc, context, options)
+    library, _ = _cuda_library(kernel, args_or_types, cc, context, state, options)
     return library.get_llvm_str()
 
 
-def code_sass(kernel, *args_or_types, cc=None, context: Context | None = None, **options) -> str:
+def code_sass(kernel, *args_or_types, cc=None, context: Context | None = None, state=None, **options) -> str:
     """The SASS of ``kernel`` (needs a GPU, or ptxas and nvdisasm; ``cc`` defaults to the device's)."""
-    library, cc = _cuda_library(kernel, args_or_types, cc or cuda_target.device_cc(), context, options)
+    library, cc = _cuda_library(kernel, args_or_types, cc or cuda_target.device_cc(), context, state, options)
     return library.get_sass(cc=cc)
 
 
-def code_typed(kernel, *args_or_types, cc=(9, 0), context: Context | None = None, **options) -> str:
+def code_typed(kernel, *args_or_types, cc=(9, 0), context: Context | None = None, state=None, **options) -> str:
     """The typed numba IR of ``kernel`` on the CUDA target, annotated on its source lines (numba's
     ``inspect_types``; Julia's ``@code_typed``): the type of every variable after dispatch. Needs no GPU."""
     target = cuda_target.target_for(tuple(cc)).configured(CompileOptions.of(**options))
-    compiled = closures.compiled_kernel(*_kernel(kernel, args_or_types, target, context))[0]
+    compiled = closures.compiled_kernel(*_kernel(kernel, args_or_types, target, context, state))[0]
     return str(compiled.launcher.type_annotation)
 
 
-def code_lto_ptx(kernel, *args_or_types, cc=(9, 0), context: Context | None = None, **options) -> str:
+def code_lto_ptx(kernel, *args_or_types, cc=(9, 0), context: Context | None = None, state=None,
+                 **options) -> str:
     """The PTX of ``kernel`` compiled with ``lto=True`` after link-time optimisation with everything it links
     (numba-cuda's ``inspect_lto_ptx``; needs nvJitLink)."""
-    library, cc = _cuda_library(kernel, args_or_types, cc, context, dict(options, lto=True))
+    library, cc = _cuda_library(kernel, args_or_types, cc, context, state, dict(options, lto=True))
     return library.get_lto_ptx(cc=cc)

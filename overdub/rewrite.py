@@ -24,15 +24,36 @@ from .runtime import runtime
 
 
 class Overdubbed:
-    """A callee as seen from a context chain: calling it inside a kernel asks the chain first."""
+    """A callee as seen from a context chain: calling it inside a kernel asks the chain first -- its hooks
+    observe the call, its overdubs may take it."""
 
-    __slots__ = ("chain", "callee", "__weakref__")
+    __slots__ = ("chain", "callee", "hooked_calls", "__weakref__")
+
+    observed = True         # the chain's hooks observe calls of it
+    dispatched = True       # the chain's overdubs and the callee's methods decide what a call runs
 
     def __init__(self, chain: tuple, callee):
         self.chain, self.callee = chain, callee
+        self.hooked_calls: dict | None = None      # the generated functions running its calls with hooks
 
     def __repr__(self) -> str:
         return f"overdub({getattr(self.callee, '__qualname__', self.callee)!r} in {'/'.join(c.name for c in self.chain)})"
+
+
+class Unobserved(Overdubbed):
+    """A callee whose calls the chain's hooks do not observe again: what a hooked call runs between its
+    prehooks and posthooks (resolved as the call itself would be)."""
+
+    __slots__ = ()
+    observed = False
+
+
+class Direct(Overdubbed):
+    """A def compiled in a chain as it is, with no dispatch and no hooks: a hook method, called by a hooked
+    call."""
+
+    __slots__ = ()
+    observed = dispatched = False
 
 
 class ModuleProxy:
@@ -78,8 +99,12 @@ def substitute(value, chain: tuple):
         kind = Overdubbed
     else:
         return value
-    # interned while some compiled code's globals hold the proxy (so numba sees one type per callee); the
-    # proxy holds its value, so the value's id stays unique for as long as the entry exists
+    return interned(kind, chain, value)
+
+
+def interned(kind: type, chain: tuple, value):
+    """The one ``kind(chain, value)`` proxy while compiled code refers to it (numba then sees one type per
+    callee); the proxy holds its value, so the value's id stays unique for as long as the entry exists."""
     key = (kind, chain, id(value))
     proxy = runtime.proxies.get(key)
     if proxy is None:
@@ -114,7 +139,8 @@ def rewrite(func: pytypes.FunctionType, chain: tuple) -> pytypes.FunctionType:
     """Clone ``func`` so that every global and free variable it names is seen from ``chain``.
 
     Everything the clone depends on becomes an edge of the node being built on this thread: ``func``'s code
-    and defaults, each global it reads and each closure cell.
+    and defaults, each global it reads and each closure cell. In a chain with state (a launch passing
+    ``state=``), the clone takes the state as a hidden first parameter (:func:`with_state_parameter`).
     """
     bindings.read_function(func)
     namespace = func.__globals__
@@ -126,8 +152,49 @@ def rewrite(func: pytypes.FunctionType, chain: tuple) -> pytypes.FunctionType:
     closure = None
     if func.__closure__:
         closure = tuple(_rewrite_cell(func, i, cell, chain) for i, cell in enumerate(func.__closure__))
-    clone = pytypes.FunctionType(func.__code__, new_globals, func.__name__, func.__defaults__, closure)
+    code = func.__code__
+    if state_type(chain) is not None and not takes_state(func):
+        code = with_state_parameter(code, func.__qualname__)
+    clone = pytypes.FunctionType(code, new_globals, func.__name__, func.__defaults__, closure)
     clone.__qualname__ = func.__qualname__
     clone.__module__ = func.__module__
     clone.__kwdefaults__ = func.__kwdefaults__
     return clone
+
+
+# --- the hidden state parameter -------------------------------------------------------------------------
+# A launch in a context with state passes the state as a hidden first argument of the kernel and of every
+# function compiled for that launch (Cassette's metadata, passed as data: one compile per state *type*).
+# The clone of a function gets the parameter here; the call of a compiled function passes its caller's
+# (overdub.bridge.pass_hidden_argument), and od.state() returns it.
+
+STATE_PARAMETER = "__overdub_state__"
+_FAST_LOCAL_OPS = frozenset(dis.haslocal) | frozenset(dis.hasfree)     # opargs indexing the fast locals
+
+
+def state_type(chain: tuple):
+    """The numba type of the state of the launch a chain compiles for (its root says), or None."""
+    return getattr(chain[-1], "state", None)
+
+
+def takes_state(func) -> bool:
+    """Does ``func`` take the state as its own first parameter (``od.state``'s device function)?"""
+    return getattr(func, "__overdub_takes_state__", False)
+
+
+def with_state_parameter(code: pytypes.CodeType, name: str) -> pytypes.CodeType:
+    """``code`` taking one more, positional-only, first parameter -- the state -- that its body ignores.
+
+    CPython 3.11 internals: each local is an index into the frame's fast locals (parameters first, then the
+    other locals, cells and free variables), so every instruction naming one moves up by one. An index of
+    255 would need an EXTENDED_ARG prefix, which shifts jump targets; such functions are refused."""
+    raw = bytearray(code.co_code)
+    for instruction in dis.get_instructions(code):
+        if instruction.opcode in _FAST_LOCAL_OPS:
+            if instruction.arg >= 255:
+                raise NotImplementedError(f"{name} has too many local variables (255 or more) to be compiled in a "
+                                          f"context with state")
+            raw[instruction.offset + 1] = instruction.arg + 1
+    return code.replace(co_code=bytes(raw), co_argcount=code.co_argcount + 1,
+                        co_posonlyargcount=code.co_posonlyargcount + 1, co_nlocals=code.co_nlocals + 1,
+                        co_varnames=(STATE_PARAMETER,) + code.co_varnames)

@@ -28,7 +28,7 @@ try:
 except ImportError:          # built without a C compiler: launches go through generated Python
     _fastlaunch = None
 
-__all__ = ["Runtime", "FunctionCache", "runtime", "launch_key", "strong_or_weak"]
+__all__ = ["Runtime", "FunctionCache", "runtime", "launch_key", "strong_or_weak", "STATE_MARK"]
 
 
 def strong_or_weak(obj):
@@ -39,10 +39,22 @@ def strong_or_weak(obj):
         return obj
 
 
-def launch_key(kernel, context, target, args) -> tuple:
-    """The launch table's key: (kernel, context, target option, argument classes). The native launcher in
-    ``_fastlaunch.c`` builds the same tuple."""
-    return (strong_or_weak(kernel), context, target, *map(type, args))
+class _StateMark:
+    def __repr__(self) -> str:
+        return "state="
+
+
+STATE_MARK = _StateMark()
+"""In a launch key, says that the next class is the class of a launch's state."""
+
+
+def launch_key(kernel, context, target, args, state=None) -> tuple:
+    """The launch table's key: (kernel, context, target option, argument classes); for a launch passing
+    state, (kernel, context, target option, :data:`STATE_MARK`, the state's class, argument classes). The
+    native launcher in ``_fastlaunch.c`` builds the same tuple."""
+    if state is None:
+        return (strong_or_weak(kernel), context, target, *map(type, args))
+    return (strong_or_weak(kernel), context, target, STATE_MARK, type(state), *map(type, args))
 
 
 class FunctionCache:

@@ -62,6 +62,11 @@ class Target(Protocol):
         """Compile a rewritten callee while its caller is typed: (signature, implementation key for numba's
         lowering, an object that keeps the code alive -- and registered -- while referenced)."""
 
+    def call_with_state(self, sig, impl_key) -> tuple:
+        """How callers call a method compiled (``compile_method``) with a launch's state as its first
+        parameter: (their signature, without the state; implementation key; an object keeping the
+        implementation registered while referenced). Each call passes the caller's own state along."""
+
     def compile_kernel(self, func: Callable, argtypes: tuple) -> Launcher:
         """Compile a rewritten kernel for ``argtypes``."""
 

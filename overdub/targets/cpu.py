@@ -20,6 +20,7 @@ from numba import cuda as numba_cuda
 from numba.core import cgutils, types
 from numba.core.compiler_lock import global_compiler_lock
 from numba.core.extending import intrinsic, models, register_model, typeof_impl
+from numba.core.registry import cpu_target
 from numba.core.imputils import lower_constant, lower_getattr
 from numba.core.typing.templates import AttributeTemplate, infer_getattr
 
@@ -305,8 +306,8 @@ class CPULauncher:
         return 256
 
     def launch_function(self, kernel, args, argtypes):
-        names = "".join(f", {name}" for name in launchfn.argument_names(len(args)))
-        run = f"grid_loop(gx, gy, gz, tx, ty, tz{names})"
+        names = "".join(f"{name}, " for name in launchfn.argument_names(len(args)))
+        run = f"grid_loop({names}gx, gy, gz, tx, ty, tz)"
         body = ["try:", f"    {run}", "except IndexError:", f"    raise_recorded({kernel.job.name!r})", "    raise"] \
             if self.checked else [run]
         body.append("fflush(None)    # device printf reaches the console at the end of each launch")
@@ -315,9 +316,11 @@ class CPULauncher:
 
 
 def _grid_loop_source(nargs: int) -> str:
+    """The grid loop takes the kernel's arguments first, so that a kernel's hidden first argument (a launch's
+    state) is the grid loop's too, where the kernel is inlined."""
     params = ", ".join(f"a{i}" for i in range(nargs))
     return f"""
-def grid_loop(gx, gy, gz, bx, by, bz{', ' if params else ''}{params}):
+def grid_loop({params}{', ' if params else ''}gx, gy, gz, bx, by, bz):
     set_slot(6, bx); set_slot(7, by); set_slot(8, bz)
     set_slot(9, gx); set_slot(10, gy); set_slot(11, gz)
     for k in range(gz):
@@ -367,12 +370,16 @@ class CPUTarget(Configurable):
             sig, impl_key = bridge.dispatcher_call(typing_context, dispatcher, argtypes, kws)
         return sig, impl_key, dispatcher      # the dispatcher must outlive every caller's code
 
+    def call_with_state(self, sig, impl_key):
+        calls = bridge.HiddenArgumentCall(cpu_target.target_context, sig, impl_key)
+        return calls.sig, calls.impl_key, calls
+
     def compile_kernel(self, func, argtypes):
         kernel = numba.njit(func, inline="always", **self._njit_options)
         namespace = {"kernel": kernel, "set_slot": _set_slot}
         exec(compile(_grid_loop_source(len(argtypes)), "<overdub grid loop>", "exec"), namespace)
         grid_loop = numba.njit(namespace["grid_loop"], **self._njit_options)
-        signature = (types.int64,) * 6 + tuple(argtypes)
+        signature = tuple(argtypes) + (types.int64,) * 6
         with cpu_checks.checking(self.options.debug):
             grid_loop.compile(signature)
         grid_loop.disable_compile()
@@ -394,3 +401,6 @@ for _name in ("grid", "gridsize", "syncthreads"):
 for _name in ("threadIdx", "blockIdx", "blockDim", "gridDim", "shared", "local", "atomic"):
     TARGET.root.replace(getattr(numba_cuda, _name), getattr(CUDA_IDIOM, _name))
 cpu_checks.install(_read_slot)
+# on CUDA these are attributes of numba-cuda's stub classes, not functions: calls no hook observes there
+for _name in ("shared", "local", "atomic"):
+    TARGET.root.hide(*(value for value in vars(getattr(CUDA_IDIOM, _name)).values() if callable(value)))

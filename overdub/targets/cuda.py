@@ -36,7 +36,7 @@ from numba.cuda.cudadrv import nvvm
 from numba.cuda.typing.typeof import Purpose
 from numba.cuda.typing.typeof import typeof as cuda_typeof
 
-from .. import arguments
+from .. import arguments, bridge
 from ..context import CUDA, TargetRoot
 from ..intrinsics import cuprintln
 from . import launchfn
@@ -376,6 +376,11 @@ class CUDATarget(Configurable):
         impl_key = ("overdub", cres.fndesc.mangled_name)
         sig = signature(cres.signature.return_type, *folded).replace(pysig=pysig)
         return sig, impl_key, Registration(cres, impl_key)
+
+    def call_with_state(self, sig, impl_key):
+        from numba.cuda.descriptor import cuda_target
+        calls = bridge.HiddenArgumentCall(cuda_target.target_context, sig, impl_key)
+        return calls.sig, calls.impl_key, calls
 
     def compile_kernel(self, func, argtypes):
         cres = self._kernel_code(func, argtypes)
