@@ -105,6 +105,36 @@ def test_a_scalar_state_is_read_by_an_overdub(make_module):
     assert out[0] == -8.0 and compiles() == before
 
 
+def test_a_struct_state_is_passed_by_value(make_module):
+    m = make_module("""
+        import overdub as od
+
+        @od.struct
+        class Cfg:
+            scale: od.float64
+            offset: od.float64
+
+        ctx = od.Context("ctx", state=Cfg)
+
+        def h(x):
+            return x
+
+        @ctx.overdub(h)
+        def _(x):
+            c = od.state()
+            return x * c.scale + c.offset
+
+        def kernel(out):
+            out[0] = h(2.0)
+    """)
+    out = np.zeros(1)
+    cpu(m.kernel, out, context=m.ctx, state=m.Cfg(3.0, 1.0))
+    assert out[0] == 7.0
+    before = compiles()
+    cpu(m.kernel, out, context=m.ctx, state=m.Cfg(-1.0, 0.5))
+    assert out[0] == -1.5 and compiles() == before
+
+
 def test_the_state_reaches_hooks_through_generic_functions_and_plain_callees(make_module):
     m = make_module("""
         import overdub as od
