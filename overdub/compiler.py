@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from numba.core import types as nt
 
-from . import bridge, hooks, world
+from . import bridge, diskcache, hooks, world
 from .bindings import Guarded
 from .registry import GenericFunction, MethodError
 from .rewrite import Overdubbed, Unobserved, interned, rewrite, state_type, substitute, takes_state
@@ -348,25 +348,47 @@ def _compile_kernel(job: CompileJob, stale: Kernel | None) -> Kernel:
         if current is not None and current is not stale and current.usable():
             return current             # another thread compiled it meanwhile
         reason = _reason(job, stale)
-        kernel = Kernel(job)
-        try:
-            with world.building(kernel):
-                _consult_chain(job.chain)
-                if job.chain[0].chain(target, state_type(job.chain)) != job.chain:    # a parent changed since
-                    kernel.valid = False
-                rewritten = rewrite(job.func, job.chain)
-                kernel.launcher = target.compile_kernel(rewritten, job.argtypes)
-        except Exception as exc:
-            world.retire([kernel])
-            message = None if isinstance(exc, MethodError) else bridge.compile_error_message(exc)
-            if message is None:
-                raise
-            raise _compile_error(bridge.numba_error_class(exc),
-                                 f"compiling kernel {job.call()} for {target.label}:\n{message}") from None
+        kernel = _loaded_kernel(job)
+        verb = "loaded from the disk cache" if kernel is not None else "compiled"
+        kernel = kernel or _built_kernel(job)
         runtime.kernels.put(job, kernel)
-        runtime.count("compiles")
-        log.info("compiled %s for %s: %s", job.call(), target.label, reason)
+        log.info("%s %s for %s: %s", verb, job.call(), target.label, reason)
         return kernel
+
+
+def _loaded_kernel(job: CompileJob) -> Kernel | None:
+    """``job``'s kernel from the disk cache, its recorded edges re-checked (and made its edges) here."""
+    kernel = Kernel(job)
+    with world.building(kernel):
+        _consult_chain(job.chain)
+        loaded = job.chain[0].chain(job.target, state_type(job.chain)) == job.chain and diskcache.load(job, kernel)
+    if loaded:
+        return kernel
+    world.retire([kernel])          # it holds the edges of a partial check
+    return None
+
+
+def _built_kernel(job: CompileJob) -> Kernel:
+    """``job``'s kernel compiled, and written to the disk cache."""
+    target = job.target
+    kernel = Kernel(job)
+    try:
+        with world.building(kernel):
+            _consult_chain(job.chain)
+            if job.chain[0].chain(target, state_type(job.chain)) != job.chain:    # a parent changed since
+                kernel.valid = False
+            rewritten = rewrite(job.func, job.chain)
+            kernel.launcher = target.compile_kernel(rewritten, job.argtypes)
+    except Exception as exc:
+        world.retire([kernel])
+        message = None if isinstance(exc, MethodError) else bridge.compile_error_message(exc)
+        if message is None:
+            raise
+        raise _compile_error(bridge.numba_error_class(exc),
+                             f"compiling kernel {job.call()} for {target.label}:\n{message}") from None
+    runtime.count("compiles")
+    diskcache.store(job, kernel)
+    return kernel
 
 
 def _reason(job: CompileJob, stale: Kernel | None) -> str:

@@ -191,6 +191,18 @@ class Context:
         self._reshape(f"{self!r} forwards {callee_name(callee)} to {callee_name(to)}",
                       lambda: self._forwards.__setitem__(key, to))
 
+    def contents(self) -> tuple[list, list]:
+        """Its forwards as (callee, target) pairs -- a function at a module's top level named
+        ``"module.qualname"``, as overdub tables name it -- and its replacements as (object, replacement) pairs:
+        what a context is made of besides its parent and its tables (the disk cache keys a chain by it)."""
+        forwards = [(self._callee_name(key), to) for key, to in self._forwards.items()]
+        return forwards, list(self._replacements.values())
+
+    def _callee_name(self, key):
+        if isinstance(key, tuple):
+            return f"{self._namespaces[key[0]].get('__name__')}.{key[1]}"
+        return key
+
     def forwarded(self, callee):
         return self._forwards.get(callee_key(callee))
 

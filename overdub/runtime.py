@@ -134,7 +134,8 @@ class Runtime:
         self.functions = weakref.WeakValueDictionary()   # weak reference to a function -> bindings.FunctionState
         self._watchers: dict = {}                 # function reference -> its death callback's reference
         self._dead: list = []                     # references of functions that died, to clean up
-        self._counters = {"compiles": 0, "method_instances": 0}
+        self._counters = {"compiles": 0, "method_instances": 0, "disk_hits": 0, "disk_misses": 0,
+                          "disk_uncacheable": 0}
         self._launches = itertools.count()        # next() is atomic under the GIL: no lock on the hot path
         self._launch_base = 0
 
@@ -188,8 +189,10 @@ class Runtime:
         next(self._launches)
 
     def stats(self) -> dict:
-        """Counters since the process started or the last reset: kernels compiled (``compiles``), method
-        instances compiled, launches (by the generated and the native launch functions)."""
+        """Counters since the process started or the last reset: kernels compiled (``compiles``: real
+        compilations only), method instances compiled, kernels loaded from the disk cache (``disk_hits``),
+        lookups there that found no usable entry (``disk_misses``), compiled kernels it could not store
+        (``disk_uncacheable``), launches (by the generated and the native launch functions)."""
         with world.lock:
             counters = dict(self._counters)
         counters["launches"] = self._raw_launches() - self._launch_base

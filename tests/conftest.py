@@ -37,7 +37,10 @@ def make_module(tmp_path):
 
 
 @pytest.fixture(autouse=True)
-def fresh_runtime():
-    """Each test starts with nothing compiled, no launch functions and zeroed counters."""
+def fresh_runtime(tmp_path_factory, monkeypatch):
+    """Each test starts with nothing compiled, no launch functions, zeroed counters and an empty disk cache
+    of its own (the suite never writes to the user's)."""
+    monkeypatch.setenv("OVERDUB_CACHE_DIR", str(tmp_path_factory.mktemp("overdub-cache")))
+    monkeypatch.delenv("OVERDUB_CACHE", raising=False)
     runtime.reset()
     yield

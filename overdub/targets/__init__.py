@@ -51,6 +51,7 @@ class Target(Protocol):
     root: Any                         # the end of every chain: its forwards and replacements
     compile_lock: ContextManager      # held while compiling for it
     options: CompileOptions           # how it compiles; another value is another target (``configured``)
+    cache_tag: str                    # what its code depends on besides the kernel: CPU or compute capability, options
 
     def configured(self, options: CompileOptions) -> "Target":
         """This target compiling with ``options`` (itself when they are its own): one object per value."""
@@ -69,6 +70,13 @@ class Target(Protocol):
 
     def compile_kernel(self, func: Callable, argtypes: tuple) -> Launcher:
         """Compile a rewritten kernel for ``argtypes``."""
+
+    def launcher_payload(self, launcher: Launcher) -> Any:
+        """What the disk cache stores of a compiled kernel (picklable: machine code, PTX, cubin), or None
+        where it holds something of this process and cannot be stored."""
+
+    def launcher_from_payload(self, payload, argtypes: tuple) -> Launcher:
+        """The launcher of a kernel loaded from the disk cache (``payload`` as ``launcher_payload`` made it)."""
 
     def synchronize(self) -> None:
         """Wait for launched work to finish and flush device printf output."""

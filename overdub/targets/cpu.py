@@ -10,15 +10,22 @@ rejected at compile time with an error naming the construct.
 """
 from __future__ import annotations
 
+import copy
 import ctypes
+import itertools
+import secrets
+import sys
 import types as pytypes
 
 import numba
 import numpy as np
+from llvmlite import binding as llvm
 from llvmlite import ir
 from numba import cuda as numba_cuda
-from numba.core import cgutils, types
+from numba.core import bytecode, cgutils, types
+from numba.core.compiler import CompileResult
 from numba.core.compiler_lock import global_compiler_lock
+from numba.core.environment import Environment
 from numba.core.extending import intrinsic, models, register_model, typeof_impl
 from numba.core.registry import cpu_target
 from numba.core.imputils import lower_constant, lower_getattr
@@ -37,17 +44,24 @@ from .options import CompileOptions, Configurable
 # The kernel is inlined (at numba IR level) into the grid loop, so the reads in its own body find the grid
 # loop's local copy of the state, which LLVM keeps in registers: thread indices are plain loop variables
 # there, and the loops vectorise. Callees compiled on their own read the state from twelve int64 slots at
-# an address baked into the code; a kernel that reaches such a callee "needs" the state in memory, and only
-# then does its grid loop store it there as well.
+# a symbol (so that code loaded from the disk cache finds this process's state); a kernel that reaches such a
+# callee "needs" the state in memory, and only then does its grid loop store it there as well.
 
 _GRID_STATE = np.zeros(12, dtype=np.int64)
+_GRID_STATE_SYMBOL = "overdub_grid_state"
+llvm.add_symbol(_GRID_STATE_SYMBOL, _GRID_STATE.ctypes.data)
 _I64 = ir.IntType(64)
 _LOCAL_STATE = "overdub.grid_state"
 NEEDS_GRID_STATE = "grid state in memory"
 
 
-def _global_slot(slot: int):
-    return ir.Constant(_I64, _GRID_STATE.ctypes.data + 8 * slot).inttoptr(_I64.as_pointer())
+def _global_slot(builder, slot: int):
+    module = builder.module
+    try:
+        state = module.get_global(_GRID_STATE_SYMBOL)
+    except KeyError:
+        state = ir.GlobalVariable(module, ir.ArrayType(_I64, 12), _GRID_STATE_SYMBOL)    # external: the symbol
+    return _local_slot(builder, state, slot)
 
 
 def _local_state(builder):
@@ -74,7 +88,7 @@ def _set_slot(typingctx, slot, value):
         builder.store(value, _local_slot(builder, state, index))
         built = world.being_built()
         if built is not None and NEEDS_GRID_STATE in built.needs:
-            builder.store(value, _global_slot(index))
+            builder.store(value, _global_slot(builder, index))
         return context.get_dummy_value()
     return types.void(slot, types.unliteral(value)), codegen
 
@@ -86,7 +100,7 @@ def _read_slot(builder, slot: int):
     built = world.being_built()
     if built is not None:
         built.needs.add(NEEDS_GRID_STATE)
-    return builder.load(_global_slot(slot))
+    return builder.load(_global_slot(builder, slot))
 
 
 class Dim3Type(types.Type):
@@ -263,8 +277,11 @@ def _local_array(typingctx, shape, dtype):
 
 
 def _namespace(name: str, **members) -> pytypes.ModuleType:
+    """A module of the kernel idiom, importable by its name (the disk cache finds the globals a kernel read
+    through it by that name)."""
     module = pytypes.ModuleType(f"overdub.targets.cpu.{name}")
     vars(module).update(members)
+    sys.modules[module.__name__] = module
     return module
 
 
@@ -318,9 +335,7 @@ class CPULauncher:
 def _grid_loop_source(nargs: int) -> str:
     """The grid loop takes the kernel's arguments first, so that a kernel's hidden first argument (a launch's
     state) is the grid loop's too, where the kernel is inlined."""
-    params = ", ".join(f"a{i}" for i in range(nargs))
-    return f"""
-def grid_loop({params}{', ' if params else ''}gx, gy, gz, bx, by, bz):
+    return f"""{_grid_loop_def(nargs)}
     set_slot(6, bx); set_slot(7, by); set_slot(8, bz)
     set_slot(9, gx); set_slot(10, gy); set_slot(11, gz)
     for k in range(gz):
@@ -335,8 +350,27 @@ def grid_loop({params}{', ' if params else ''}gx, gy, gz, bx, by, bz):
                         set_slot(1, ty)
                         for tx in range(bx):
                             set_slot(0, tx)
-                            kernel({params})
+                            kernel({", ".join(f"a{i}" for i in range(nargs))})
 """
+
+
+def _grid_loop_def(nargs: int) -> str:
+    params = "".join(f"a{i}, " for i in range(nargs))
+    return f"def grid_loop({params}gx, gy, gz, bx, by, bz):"
+
+
+def _grid_loop_stub(nargs: int):
+    """A def with the grid loop's parameters, for a dispatcher holding only loaded code."""
+    namespace: dict = {}
+    exec(compile(f"{_grid_loop_def(nargs)}\n    pass\n", "<overdub grid loop>", "exec"), namespace)
+    return namespace["grid_loop"]
+
+
+# numba internals: numba names each compiled function by its qualified name and a counter that starts at 1 in
+# every process (numba.core.bytecode.FunctionIdentity._unique_ids). Code loaded from the disk cache was named
+# by another process's counter, and the JIT links symbols by name: two processes' "scale$3" must never meet.
+# Each process starts the counter at a random multiple of 2**20 below 2**60 instead.
+bytecode.FunctionIdentity._unique_ids = itertools.count(secrets.randbits(40) << 20)
 
 
 class CPUTarget(Configurable):
@@ -355,6 +389,12 @@ class CPUTarget(Configurable):
     def _with_options(self, options):
         return CPUTarget(options, self.root)
 
+    @property
+    def cache_tag(self) -> str:
+        """What the machine code depends on besides the kernel: the host's triple, CPU and its features, and
+        the compile options."""
+        return f"cpu:{cpu_target.target_context.codegen().magic_tuple()}:{self.options!r}"
+
     def typeof(self, value):
         kind = arguments.kind_of(value)
         if kind is None:
@@ -365,7 +405,8 @@ class CPUTarget(Configurable):
         return kind.typeof(value)
 
     def compile_method(self, func, typing_context, argtypes, kws):
-        dispatcher = numba.njit(func, **self._njit_options)
+        # called only from compiled code: without the wrappers a call from Python needs (compile latency)
+        dispatcher = numba.njit(func, no_cpython_wrapper=True, no_cfunc_wrapper=True, **self._njit_options)
         with cpu_checks.checking(self.options.debug):
             sig, impl_key = bridge.dispatcher_call(typing_context, dispatcher, argtypes, kws)
         return sig, impl_key, dispatcher      # the dispatcher must outlive every caller's code
@@ -378,12 +419,33 @@ class CPUTarget(Configurable):
         kernel = numba.njit(func, inline="always", **self._njit_options)
         namespace = {"kernel": kernel, "set_slot": _set_slot}
         exec(compile(_grid_loop_source(len(argtypes)), "<overdub grid loop>", "exec"), namespace)
-        grid_loop = numba.njit(namespace["grid_loop"], **self._njit_options)
+        grid_loop = numba.njit(namespace["grid_loop"], no_cfunc_wrapper=True, **self._njit_options)
         signature = tuple(argtypes) + (types.int64,) * 6
         with cpu_checks.checking(self.options.debug):
             grid_loop.compile(signature)
         grid_loop.disable_compile()
         return CPULauncher(grid_loop, signature, checked=self.options.debug)
+
+    # -- the disk cache's view of a compiled kernel: the grid loop's machine code, serialised as numba's own
+    # cache does (numba/core/caching.py, CompileResultCacheImpl: CompileResult._reduce / _rebuild) --------
+    def launcher_payload(self, launcher):
+        """The grid loop's object code and what rebuilds its entry point, or None where the code holds
+        addresses of this process (numba's "dynamic globals"; a checked kernel's record of a failed check)."""
+        (cres,) = launcher.grid_loop.overloads.values()
+        if self.options.debug or cres.library.has_dynamic_globals or cres.reload_init:
+            return None
+        fndesc = copy.copy(cres.fndesc)
+        fndesc.typemap = fndesc.calltypes = fndesc.global_dict = None     # typing state and exec namespace
+        return cres.library.serialize_using_object_code(), fndesc, cres.signature
+
+    def launcher_from_payload(self, payload, argtypes):
+        libdata, fndesc, signature = payload
+        cres = CompileResult._rebuild(cpu_target.target_context, libdata, fndesc, Environment({}), signature,
+                                      False, (), "", (), ())
+        grid_loop = numba.njit(_grid_loop_stub(len(argtypes)), **self._njit_options)
+        grid_loop.add_overload(cres)
+        grid_loop.disable_compile()
+        return CPULauncher(grid_loop, tuple(cres.signature.args), checked=self.options.debug)
 
     def synchronize(self):
         _libc.fflush(None)

@@ -31,6 +31,8 @@ from numba.core.compiler_lock import global_compiler_lock
 from numba.core.typing.templates import fold_arguments, signature
 from numba.core.utils import pysignature
 from numba.cuda import dispatcher as numba_cuda_dispatcher
+from numba.cuda.codegen import CUDACodeLibrary
+from numba.cuda.descriptor import cuda_target
 from numba.cuda.compiler import compile_cuda, kernel_fixup
 from numba.cuda.cudadrv import nvvm
 from numba.cuda.typing.typeof import Purpose
@@ -359,6 +361,11 @@ class CUDATarget(Configurable):
                                 lineinfo=options.lineinfo, fastmath=options.fastmath, nvvm_options=nvvm_options,
                                 max_registers=options.max_registers, lto=options.lto)
 
+    @property
+    def cache_tag(self) -> str:
+        """What the PTX depends on besides the kernel: the compute capability and the compile options."""
+        return f"{self.label}:{self.options!r}"
+
     def typeof(self, value):
         kind = arguments.kind_of(value)
         if kind is None:
@@ -401,6 +408,30 @@ class CUDATarget(Configurable):
         if library.use_cooperative:        # grid sync is implemented in the device runtime library
             library.needs_cudadevrt = True
         return cres
+
+    # -- the disk cache's view of a compiled kernel: numba-cuda's own serialisation of a code library (what
+    # its cache=True stores: CUDACodeLibrary._reduce_states / _rebuild), with the PTX for this target's compute
+    # capability made now and, where a GPU is usable, the cubin for the device's ------------------------------
+    def launcher_payload(self, launcher):
+        """The kernel library's NVVM IR, PTX and cubin and its typed IR as text, or None where it cannot be
+        serialised (it links files or refers to global device arrays) or needs this process (a debug kernel's
+        error codes)."""
+        library = launcher.library
+        if self.options.debug:
+            return None
+        library.get_asm_str(cc=self.cc)
+        if gpu_usable() and self.cc == device_cc():
+            library.get_cubin()
+        try:
+            states = library._reduce_states()
+        except Exception:        # numba-cuda refuses (pickle.PicklingError, RuntimeError): not cacheable
+            return None
+        return {"library": states, "type_annotation": str(launcher.type_annotation)}
+
+    def launcher_from_payload(self, payload, argtypes):
+        codegen = cuda_target.target_context.codegen()
+        library = CUDACodeLibrary._rebuild(**dict(payload["library"], codegen=codegen))
+        return CUDALauncher(library, argtypes, None, payload["type_annotation"])
 
     def synchronize(self):
         from cuda.core import Device

@@ -1,0 +1,353 @@
+"""Fingerprints: what a compile consulted, written down so that another process can check it still holds.
+
+A compiled kernel's edges are nodes of this process -- a dispatch answer, a global's binding, a function's
+code. For the disk cache (:mod:`overdub.diskcache`) each becomes a *fact* another process can re-check: how
+to find the thing again there (a *locator*: a module and a qualified name, a generic function's table and a
+signature, the kernel itself) and a *content digest* of what it was (code by its bytecode, constants and
+names -- not its file, line numbers or the file's time; data by its bits; a generic function or a module by
+its name, its methods being facts of their own). :func:`record` writes the facts of a compiled kernel;
+:func:`replay` re-checks them in this process *through the same calls a compile makes* (a dispatch, a read of
+a global, a read of a function's code), so the node being built gets exactly the edges a fresh compile would
+have given it, and in-process invalidation works the same after a load.
+
+What has no locator or no content digest -- a closure cell, an object of the user's own class, a function
+that cannot be found by name -- raises :class:`Uncacheable`: the kernel is then compiled and not stored,
+never loaded on trust. Objects of installed packages (numba's, numpy's, overdub's, the standard library's)
+are digested by their names: their code is covered by the package versions in the cache key.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import struct
+import sys
+import sysconfig
+import types as pytypes
+import weakref
+
+import numpy as np
+
+from . import bindings, bridge
+from .bindings import Binding, CellBinding, FunctionState, Guarded
+from .context import ContextShape, TargetRoot
+from .registry import GenericFunction, MethodMatch, resolve_reference
+from .types import type_name
+
+__all__ = ["Uncacheable", "record", "replay", "value_digest", "function_digest", "context_digest", "type_digest"]
+
+
+class Uncacheable(Exception):
+    """Something a compile consulted has no name another process can find it by, or no content digest."""
+
+
+def _digest(*parts) -> str:
+    return hashlib.sha256("\x1f".join(map(str, parts)).encode()).hexdigest()[:40]
+
+
+# --- content digests ------------------------------------------------------------------------------------
+
+_LIBRARY_PATHS = tuple(sorted({os.path.realpath(sysconfig.get_paths()[k]) + os.sep
+                               for k in ("stdlib", "platstdlib", "purelib", "platlib")}))
+_code_digests: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def is_library_module(name) -> bool:
+    """Is ``name`` a module of an installed package, the standard library or overdub (whose versions the
+    cache key holds), rather than the user's own code?"""
+    if not isinstance(name, str):
+        return False
+    top = name.split(".")[0]
+    if top in ("overdub", "builtins") or top in sys.builtin_module_names:
+        return True
+    file = getattr(sys.modules.get(name) or sys.modules.get(top), "__file__", None)
+    return file is not None and os.path.realpath(file).startswith(_LIBRARY_PATHS)
+
+
+def code_digest(code: pytypes.CodeType) -> str:
+    """What a code object computes: bytecode, constants (nested code too), names, flags and arity -- not
+    where it is (file, first line, line table), so an edit elsewhere in its file is no change."""
+    digest = _code_digests.get(code)
+    if digest is None:
+        consts = tuple(code_digest(c) if isinstance(c, pytypes.CodeType) else value_digest(c)
+                       for c in code.co_consts)
+        digest = _code_digests[code] = _digest(
+            "code", code.co_name, code.co_qualname, code.co_argcount, code.co_posonlyargcount,
+            code.co_kwonlyargcount, code.co_flags, code.co_code.hex(), consts, code.co_names, code.co_varnames,
+            code.co_freevars, code.co_cellvars, code.co_exceptiontable.hex())
+    return digest
+
+
+def function_digest(func: pytypes.FunctionType) -> str:
+    """A def's name, code and defaults (its globals are facts of their own)."""
+    kwdefaults = sorted((func.__kwdefaults__ or {}).items())
+    return _digest("function", func.__module__, func.__qualname__, code_digest(func.__code__),
+                   value_digest(func.__defaults__), value_digest(tuple(kwdefaults)))
+
+
+def _data_digest(value) -> str | None:
+    """Digest of a value that is data (compiled code may hold it as a constant), or None."""
+    kind = type(value)
+    if value is None or value is Ellipsis or kind in (bool, int, str, bytes):
+        return f"{kind.__name__}:{value!r}"
+    if kind is float:
+        return f"float:{struct.pack('<d', value).hex()}"
+    if kind is complex:
+        return f"complex:{struct.pack('<dd', value.real, value.imag).hex()}"
+    if kind in (tuple, frozenset):
+        items = [value_digest(v) for v in value]
+        return f"{kind.__name__}:({','.join(sorted(items) if kind is frozenset else items)})"
+    if isinstance(value, np.generic) and not value.dtype.hasobject:
+        return f"np:{value.dtype.descr!r}:{value.tobytes().hex()}"
+    if isinstance(value, np.ndarray) and not value.dtype.hasobject:
+        return _digest("ndarray", value.dtype.descr, value.shape, value.strides, value.flags.writeable,
+                       hashlib.sha256(np.ascontiguousarray(value).tobytes()).hexdigest())
+    if isinstance(value, np.dtype):
+        return f"dtype:{value.descr!r}"
+    return None
+
+
+def value_digest(value) -> str:
+    """A digest of ``value`` equal in two processes exactly when compiled code reading it is the same code;
+    raises :class:`Uncacheable` for values without one."""
+    if value is bindings._MISSING:
+        return "missing"
+    data = _data_digest(value)
+    if data is not None:
+        return data
+    if isinstance(value, pytypes.ModuleType):
+        return f"module:{value.__name__}"
+    if isinstance(value, GenericFunction):
+        return f"generic:{value.__module__}.{value.__qualname__}"
+    if isinstance(value, pytypes.CodeType):
+        return code_digest(value)
+    function = bridge.python_function(value)
+    if function is not None:
+        return f"function:{type(value).__module__}.{type(value).__qualname__}:{function_digest(function)}"
+    return _library_object_digest(value)
+
+
+def _library_object_digest(value) -> str:
+    kind = type(value)
+    module = value.__module__ if isinstance(value, type) else getattr(value, "__module__", None)
+    module = module if isinstance(module, str) else kind.__module__
+    if not (is_library_module(module) and is_library_module(kind.__module__)):
+        raise Uncacheable(f"{value!r:.80} (a {kind.__qualname__} of {module}) is neither data, nor a function, "
+                          f"nor an object of an installed package")
+    name = getattr(value, "__qualname__", None) or getattr(value, "__name__", None)
+    if isinstance(name, str):
+        return f"lib:{kind.__module__}.{kind.__qualname__}:{module}.{name}"
+    text = repr(value)
+    if "0x" in text:
+        raise Uncacheable(f"{text:.80} has no name another process could know it by")
+    return f"lib:{kind.__module__}.{kind.__qualname__}:{text}"
+
+
+def type_digest(t) -> str:
+    """A numba type (or lattice type) by its class and full repr."""
+    return f"{type(t).__module__}.{type(t).__qualname__}:{t!r}"
+
+
+def context_digest(ctx) -> str:
+    """A context of a chain: where it is found, and its forwards and replacements (its parent is the next
+    context of the chain; its overdub tables are facts). A target's root is what overdub's code makes it."""
+    if isinstance(ctx, TargetRoot):
+        return f"root:{ctx.name}"
+    forwards, replacements = ctx.contents()
+    items = sorted(f"{value_digest(callee)}->{value_digest(to)}" for callee, to in forwards)
+    items += sorted(f"{value_digest(obj)}=>{value_digest(new)}" for obj, new in replacements)
+    return _digest(type(ctx).__qualname__, _context_ref(ctx), items)
+
+
+# --- locators -------------------------------------------------------------------------------------------
+
+def _resolves_to(module, qualname, obj) -> bool:
+    if not (isinstance(module, str) and isinstance(qualname, str)) or "<" in qualname:
+        return False
+    try:
+        found = resolve_reference(module, qualname)
+    except Exception:       # not importable, no such attribute: not found
+        return False
+    return found is obj or (found is not None and bridge.python_function(found) is obj)
+
+
+def _ref(obj) -> tuple[str, str]:
+    """(module, qualified name) that another process imports ``obj`` by: its own names, else a variable of
+    its module or of a namespace module registered under it (``overdub.targets.cpu.cuda``)."""
+    module = getattr(obj, "__module__", None)
+    qualname = getattr(obj, "__qualname__", None) or getattr(obj, "__name__", None)
+    for candidate in (module, "numpy" if isinstance(obj, np.ufunc) else None):
+        if _resolves_to(candidate, qualname, obj):
+            return candidate, qualname
+    if isinstance(module, str):
+        for name in [module] + sorted(n for n in list(sys.modules) if n.startswith(module + ".")):
+            variables = [k for k, v in vars(sys.modules[name]).items() if v is obj]
+            if variables and _resolves_to(name, min(variables), obj):
+                return name, min(variables)
+    raise Uncacheable(f"{obj!r:.80} cannot be found by name in another process")
+
+
+def _context_ref(ctx) -> tuple:
+    if isinstance(ctx, TargetRoot):
+        return ("root", ctx.name)
+    module = sys.modules.get(ctx.__module__)
+    names = [name for name, value in vars(module).items() if value is ctx] if module else []
+    if not names:
+        raise Uncacheable(f"{ctx!r} is not a variable of an importable module")
+    return ("context", ctx.__module__, min(names))
+
+
+def _find_context(ref: tuple, job):
+    if ref[0] == "root":
+        return next(ctx for ctx in job.chain if isinstance(ctx, TargetRoot) and ctx.name == ref[1])
+    return resolve_reference(ref[1], ref[2])
+
+
+def _table_ref(table) -> tuple:
+    owner = table.owner
+    if isinstance(owner, GenericFunction):
+        return ("generic", *_ref(owner))
+    ctx, callee = owner
+    return ("overdub", _context_ref(ctx), _ref(callee))
+
+
+def _find_table(ref: tuple, job):
+    if ref[0] == "generic":
+        return resolve_reference(ref[1], ref[2]).table
+    return _find_context(ref[1], job).table(resolve_reference(*ref[2]))
+
+
+def _signature_digest(sig: tuple) -> str:
+    return ",".join(f"{type_name(t)}" for t in sig)
+
+
+def _method_digest(method) -> str:
+    return f"{_signature_digest(method.sig)}={function_digest(method.func)}"
+
+
+def _answer_digest(match: MethodMatch) -> str:
+    if match.method is not None:
+        return f"method:{_method_digest(match.method)}"
+    return f"ambiguous:{sorted(map(_method_digest, match.ambiguous))}" if match.ambiguous else "none"
+
+
+def _function_ref(func, job, methods: dict) -> tuple:
+    if func is job.func:
+        return ("kernel",)
+    if id(func) in methods:
+        return methods[id(func)]
+    return ("ref", *_ref(func))
+
+
+def _find_function(ref: tuple, job):
+    if ref[0] == "kernel":
+        return job.func
+    if ref[0] == "method":
+        table = _find_table(ref[1], job)
+        return next(m.func for m in table.methods if _signature_digest(m.sig) == ref[2])
+    found = resolve_reference(ref[1], ref[2])
+    return bridge.python_function(found) or found
+
+
+def _namespace_ref(namespace: dict, functions: dict) -> tuple:
+    name = namespace.get("__name__")
+    module = sys.modules.get(name) if isinstance(name, str) else None
+    if module is not None and vars(module) is namespace:
+        return ("module", name)
+    if id(namespace) in functions:
+        return ("globals", functions[id(namespace)])
+    raise Uncacheable(f"a namespace of {name!r} that is not its module's")
+
+
+def _find_namespace(ref: tuple, functions: dict) -> dict:
+    if ref[0] == "module":
+        return vars(sys.modules[ref[1]])
+    return functions[ref[1]].__globals__
+
+
+# --- record and replay ----------------------------------------------------------------------------------
+
+def _leaves(node) -> list:
+    """The edges of ``node`` and, through each compiled method instance it used, theirs: what it depends on."""
+    seen: dict = {}
+
+    def walk(n):
+        for edge in n.edges:
+            if isinstance(edge, Guarded):
+                walk(edge)
+            else:
+                seen.setdefault(edge, None)
+    walk(node)
+    return list(seen)
+
+
+def record(job, kernel) -> list[tuple]:
+    """The facts of the compiled ``kernel``: dispatch answers, then code, then globals (the order
+    :func:`replay` finds them in). Raises :class:`Uncacheable`."""
+    leaves = _leaves(kernel)
+    facts, methods, namespaces, compiled = [], {}, {}, set()
+    for node in leaves:
+        if isinstance(node, MethodMatch):
+            table = _table_ref(node.table)
+            facts.append(("dispatch", table, node.argtypes, _answer_digest(node)))
+            for method in ([node.method] if node.method is not None else []):
+                methods.setdefault(id(method.func), ("method", table, _signature_digest(method.sig)))
+    for node in leaves:
+        if isinstance(node, FunctionState):
+            func = node.function()
+            if func is None:
+                raise Uncacheable("a function it compiled no longer exists")
+            ref = _function_ref(func, job, methods)
+            facts.append(("function", ref, function_digest(func)))
+            namespaces.setdefault(id(func.__globals__), ref)
+            compiled.add(func)
+    for node in leaves:
+        if isinstance(node, Binding):
+            _check_compiled(node.value, compiled)
+            facts.append(("global", _namespace_ref(node.namespace, namespaces), node.name, node.with_builtins,
+                          value_digest(node.value)))
+        elif isinstance(node, CellBinding):
+            raise Uncacheable(f"it reads {node.describe()} (a closure's cell)")
+        elif isinstance(node, ContextShape):
+            if node.context not in job.chain:
+                raise Uncacheable(f"it depends on {node.context!r}, outside its chain")
+        elif not isinstance(node, (MethodMatch, FunctionState)):
+            raise Uncacheable(f"it depends on {node.describe()}")
+    return facts
+
+
+def _check_compiled(value, compiled: set) -> None:
+    """A function of the user's own code that a compile read but did not compile was typed by numba itself
+    (an ``@overload`` of it, say), from code no fact records: such a compile is not cached."""
+    function = bridge.python_function(value)
+    if function is not None and function not in compiled and not is_library_module(function.__module__):
+        raise Uncacheable(f"{function.__module__}.{function.__qualname__} was read but not compiled by overdub")
+
+
+def replay(job, facts: list[tuple]) -> str | None:
+    """Re-check each fact in this process through the calls a compile makes (so the node being built on this
+    thread gets the same edges); None when all hold, else which one does not."""
+    functions: dict = {}
+    for fact in facts:
+        try:
+            changed = _check(fact, job, functions)
+        except Exception as exc:     # not importable here, a method gone, an undigestable new value
+            return f"{fact[0]} {fact[1]!r:.80} cannot be checked here ({type(exc).__name__}: {exc})"
+        if changed:
+            return changed
+    return None
+
+
+def _check(fact: tuple, job, functions: dict) -> str | None:
+    kind = fact[0]
+    if kind == "dispatch":
+        _, table, argtypes, answer = fact
+        match = _find_table(table, job).dispatch(argtypes)
+        return None if _answer_digest(match) == answer else f"{match.describe()} is a new answer"
+    if kind == "function":
+        _, ref, digest = fact
+        func = functions[ref] = _find_function(ref, job)
+        bindings.read_function(func)
+        return None if function_digest(func) == digest else f"the code of {func.__module__}.{func.__qualname__} changed"
+    _, namespace, name, with_builtins, digest = fact
+    value = bindings.read(_find_namespace(namespace, functions), name, with_builtins)
+    return None if value_digest(value) == digest else f"the global {name} of {namespace[-1]!r} changed"
