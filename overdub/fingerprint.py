@@ -170,6 +170,9 @@ def _resolves_to(module, qualname, obj) -> bool:
     return found is obj or (found is not None and bridge.python_function(found) is obj)
 
 
+_NOWHERE = pytypes.ModuleType("<nowhere>")
+
+
 def _ref(obj) -> tuple[str, str]:
     """(module, qualified name) that another process imports ``obj`` by: its own names, else a variable of
     its module or of a namespace module registered under it (``overdub.targets.cpu.cuda``)."""
@@ -180,7 +183,7 @@ def _ref(obj) -> tuple[str, str]:
             return candidate, qualname
     if isinstance(module, str):
         for name in [module] + sorted(n for n in list(sys.modules) if n.startswith(module + ".")):
-            variables = [k for k, v in vars(sys.modules[name]).items() if v is obj]
+            variables = [k for k, v in vars(sys.modules.get(name, _NOWHERE)).items() if v is obj]
             if variables and _resolves_to(name, min(variables), obj):
                 return name, min(variables)
     raise Uncacheable(f"{obj!r:.80} cannot be found by name in another process")

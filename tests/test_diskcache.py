@@ -1,0 +1,472 @@
+"""The on-disk kernel cache: a later process loads what an earlier one compiled, and never stale code.
+
+Cross-process behaviour runs real subprocesses on module files in a temporary directory; the rest runs in
+this process, where ``runtime.reset()`` forgets every compiled kernel as a new process would.
+"""
+import importlib
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import textwrap
+import time
+import warnings
+
+import numpy as np
+import pytest
+
+import overdub as od
+from overdub import diskcache
+from overdub.runtime import runtime
+
+from helpers import unique_name
+
+WORKTREE = pathlib.Path(od.__file__).resolve().parent.parent
+
+LIB = """
+import overdub as od
+
+@od.function
+def f(x: od.Integer):
+    return x + 1
+"""
+
+KERNEL = """
+from numba import cuda
+from lib import f
+
+N = 10
+
+def kernel(out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = f(i) * N
+"""
+
+LAUNCH = """
+import json, sys, warnings
+import numpy as np
+import overdub as od
+import kern
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    results = []
+    for dtype in sys.argv[1:] or ["float64"]:
+        out = np.zeros(4, dtype=dtype)
+        od.cuda(kern.kernel, out, blocks=1, threads=4, target="cpu")
+        results.append(out.tolist())
+print(json.dumps({"out": results[0], "all": results, "stats": od.stats(),
+                  "warnings": [str(w.message) for w in caught]}))
+"""
+
+
+def _environment(directory, cache, **extra) -> dict:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(WORKTREE), str(directory)]),
+               OVERDUB_CACHE_DIR=str(cache), PYTHONDONTWRITEBYTECODE="1")    # an edit of the same size and second
+    env.pop("OVERDUB_CACHE", None)
+    env.update(extra)
+    return env
+
+
+def _process(directory, cache, *argv, **extra) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", LAUNCH, *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=_environment(directory, cache, **extra))
+
+
+def _result(process: subprocess.Popen) -> dict:
+    stdout, stderr = process.communicate(timeout=300)
+    assert process.returncode == 0, stderr
+    return json.loads(stdout.splitlines()[-1])
+
+
+def launch_in_new_process(directory, cache, *argv, **extra) -> dict:
+    """Launch ``kern.kernel`` in a fresh Python: its output, ``od.stats()`` and the warnings it raised."""
+    return _result(_process(directory, cache, *argv, **extra))
+
+
+@pytest.fixture
+def program(tmp_path):
+    """A kernel module calling a generic function of another module, as files; and a cache directory."""
+    (tmp_path / "lib.py").write_text(LIB)
+    (tmp_path / "kern.py").write_text(KERNEL)
+    return tmp_path, tmp_path / "cache"
+
+
+def _entries(cache) -> list[pathlib.Path]:
+    return sorted(pathlib.Path(cache).glob("v*/*/*.odk"))
+
+
+# --- across processes -----------------------------------------------------------------------------------
+
+def test_a_kernel_compiled_in_one_process_is_loaded_by_the_next(program):
+    first = launch_in_new_process(*program)
+    second = launch_in_new_process(*program)
+    assert first["out"] == second["out"] == [10.0, 20.0, 30.0, 40.0]
+    assert (first["stats"]["compiles"], first["stats"]["disk_misses"], first["stats"]["disk_hits"]) == (1, 1, 0)
+    assert (second["stats"]["compiles"], second["stats"]["disk_hits"]) == (0, 1)
+    assert second["stats"]["method_instances"] == 0
+
+
+def test_editing_a_callee_in_another_modules_file_is_a_miss_with_the_new_result(program):
+    directory, cache = program
+    launch_in_new_process(*program)
+    (directory / "lib.py").write_text(LIB.replace("x + 1", "x + 2"))
+    edited = launch_in_new_process(*program)
+    assert edited["out"] == [20.0, 30.0, 40.0, 50.0]
+    assert (edited["stats"]["compiles"], edited["stats"]["disk_hits"]) == (1, 0)
+    assert launch_in_new_process(*program)["stats"]["disk_hits"] == 1     # the new code is cached in turn
+
+
+def test_editing_only_the_position_of_a_callee_is_still_a_hit(program):
+    directory, _ = program
+    launch_in_new_process(*program)
+    (directory / "lib.py").write_text("# a comment moves every line\n\n" + LIB)
+    moved = launch_in_new_process(*program)
+    assert (moved["out"], moved["stats"]["disk_hits"]) == ([10.0, 20.0, 30.0, 40.0], 1)
+
+
+def test_a_new_method_in_another_module_that_the_call_now_reaches_is_a_miss(program):
+    directory, _ = program
+    launch_in_new_process(*program, "int64")
+    (directory / "lib.py").write_text(LIB + "\n@od.function\ndef f(x: od.int64):\n    return x + 5\n")
+    edited = launch_in_new_process(*program, "int64")
+    assert (edited["out"], edited["stats"]["compiles"]) == ([50, 60, 70, 80], 1)
+
+
+def test_rebinding_a_global_in_the_kernels_file_is_a_miss(program):
+    directory, _ = program
+    launch_in_new_process(*program)
+    (directory / "kern.py").write_text(KERNEL.replace("N = 10", "N = 100"))
+    rebound = launch_in_new_process(*program)
+    assert (rebound["out"], rebound["stats"]["compiles"]) == ([100.0, 200.0, 300.0, 400.0], 1)
+
+
+def test_a_corrupted_entry_is_compiled_again_with_a_warning(program):
+    directory, cache = program
+    launch_in_new_process(*program)
+    [entry] = _entries(cache)
+    data = bytearray(entry.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    entry.write_bytes(bytes(data))
+    damaged = launch_in_new_process(*program)
+    assert damaged["out"] == [10.0, 20.0, 30.0, 40.0]
+    assert damaged["stats"]["compiles"] == 1
+    assert any("disk cache entry" in w and "unusable" in w for w in damaged["warnings"])
+    assert launch_in_new_process(*program)["stats"]["disk_hits"] == 1     # rewritten whole
+
+
+def test_a_truncated_entry_is_compiled_again_with_a_warning(program):
+    directory, cache = program
+    launch_in_new_process(*program)
+    [entry] = _entries(cache)
+    entry.write_bytes(entry.read_bytes()[:100])
+    truncated = launch_in_new_process(*program)
+    assert (truncated["out"], truncated["stats"]["compiles"]) == ([10.0, 20.0, 30.0, 40.0], 1)
+    assert any("unusable" in w for w in truncated["warnings"])
+
+
+def test_two_processes_filling_the_cache_at_once_leave_whole_entries(program):
+    directory, cache = program
+    dtypes = ["float64", "float32", "int64", "int32"]
+    racing = [_process(directory, cache, *dtypes), _process(directory, cache, *reversed(dtypes))]
+    results = [_result(p) for p in racing]
+    assert all(r["warnings"] == [] for r in results)
+    assert len(_entries(cache)) == len(dtypes)
+    assert not [p for p in pathlib.Path(cache).rglob(".tmp-*")]
+    after = launch_in_new_process(directory, cache, *dtypes)
+    assert (after["stats"]["disk_hits"], after["stats"]["compiles"], after["warnings"]) == (len(dtypes), 0, [])
+    assert after["all"] == results[0]["all"]
+
+
+def test_the_cache_is_off_with_OVERDUB_CACHE_0(program):
+    directory, cache = program
+    first = launch_in_new_process(directory, cache, OVERDUB_CACHE="0")
+    second = launch_in_new_process(directory, cache, OVERDUB_CACHE="0")
+    assert _entries(cache) == []
+    assert second["stats"]["compiles"] == 1
+    assert (second["stats"]["disk_hits"], second["stats"]["disk_misses"]) == (0, 0)
+    assert first["out"] == second["out"]
+
+
+# --- in this process, as if new (runtime.reset()) --------------------------------------------------------
+
+@pytest.fixture
+def modules(tmp_path, monkeypatch):
+    """``modules(lib_source, kernel_source)``: importable modules (unique names) written as files; the kernel
+    module imports the library as ``lib``. ``edit(module, source)`` rewrites one and reloads it."""
+    monkeypatch.syspath_prepend(str(tmp_path))
+    made = []
+
+    def make(lib_source: str, kernel_source: str):
+        lib_name, kernel_name = unique_name("odlib"), unique_name("odkern")
+        (tmp_path / f"{lib_name}.py").write_text(textwrap.dedent(lib_source))
+        (tmp_path / f"{kernel_name}.py").write_text(f"import {lib_name} as lib\n" + textwrap.dedent(kernel_source))
+        lib, kern = importlib.import_module(lib_name), importlib.import_module(kernel_name)
+        made.extend([lib_name, kernel_name])
+        return lib, kern
+    yield make
+    for name in made:
+        sys.modules.pop(name, None)
+
+
+def edit(module, source: str, prefix: str = ""):
+    path = pathlib.Path(module.__file__)
+    path.write_text(prefix + textwrap.dedent(source))
+    importlib.invalidate_caches()
+    sys.modules.pop(module.__name__)
+    return importlib.import_module(module.__name__)
+
+
+LIB_SOURCE = """
+    import overdub as od
+
+    @od.function
+    def g(x: od.Float):
+        return 2.0 * x
+"""
+
+KERNEL_SOURCE = """
+    from numba import cuda
+
+    SCALE = 3.0
+
+    def kernel(out, x):
+        i = cuda.grid(1)
+        if i < out.size:
+            out[i] = lib.g(x[i]) * SCALE
+"""
+
+
+def _launch(kern, n=4):
+    out, x = np.zeros(n), np.arange(n, dtype=np.float64)
+    od.cuda(kern.kernel, out, x, blocks=1, threads=n, target="cpu")
+    return out.tolist()
+
+
+def _as_new_process():
+    runtime.reset()
+
+
+def test_a_loaded_kernel_is_invalidated_by_a_redefinition_as_a_compiled_one_is(modules):
+    lib, kern = modules(LIB_SOURCE, KERNEL_SOURCE)
+    assert _launch(kern) == [0.0, 6.0, 12.0, 18.0]
+    _as_new_process()
+    assert _launch(kern) == [0.0, 6.0, 12.0, 18.0]
+    assert (od.stats()["disk_hits"], od.stats()["compiles"]) == (1, 0)
+    assert any("g(float64) -> g(x: Float)" in edge for edge in od.explain(kern.kernel, np.zeros(4), np.zeros(4),
+                                                                          target="cpu"))
+
+    def g(x: od.float64):
+        return 5.0 * x
+    lib.g.define(g)
+    assert _launch(kern) == [0.0, 15.0, 30.0, 45.0]
+    assert od.stats()["compiles"] == 1
+
+
+def test_a_loaded_kernel_recompiles_when_a_global_it_read_is_rebound(modules):
+    lib, kern = modules(LIB_SOURCE, KERNEL_SOURCE)
+    _launch(kern)
+    _as_new_process()
+    _launch(kern)
+    kern.SCALE = 1.0
+    assert _launch(kern) == [0.0, 2.0, 4.0, 6.0]
+    assert (od.stats()["disk_hits"], od.stats()["compiles"]) == (1, 1)
+
+
+def test_a_loaded_kernel_recompiles_when_a_callees_code_is_replaced_in_place(modules):
+    lib, kern = modules(LIB_SOURCE, KERNEL_SOURCE)
+    _launch(kern)
+    _as_new_process()
+    _launch(kern)
+    [method] = lib.g.methods
+    method.func.__code__ = (lambda x: 7.0 * x).__code__
+    assert _launch(kern) == [0.0, 21.0, 42.0, 63.0]
+
+
+def test_a_callee_edited_between_processes_is_a_miss(modules):
+    lib, kern = modules(LIB_SOURCE, KERNEL_SOURCE)
+    _launch(kern)
+    _as_new_process()
+    edit(lib, LIB_SOURCE.replace("2.0 * x", "4.0 * x"))
+    kern.lib = sys.modules[lib.__name__]
+    assert _launch(kern) == [0.0, 12.0, 24.0, 36.0]
+    assert (od.stats()["disk_hits"], od.stats()["disk_misses"], od.stats()["compiles"]) == (0, 1, 1)
+
+
+def test_an_overdub_added_in_a_context_between_processes_is_a_miss(modules):
+    lib, kern = modules(LIB_SOURCE + """
+    ctx = od.Context("scaled")
+    """, KERNEL_SOURCE)
+    out, x = np.zeros(4), np.arange(4, dtype=np.float64)
+    od.cuda(kern.kernel, out, x, blocks=1, threads=4, target="cpu", context=lib.ctx)
+    _as_new_process()
+
+    @lib.ctx.overdub(lib.g)
+    def g(x: od.Float):
+        return -1.0
+    od.cuda(kern.kernel, out, x, blocks=1, threads=4, target="cpu", context=lib.ctx)
+    assert out.tolist() == [-3.0] * 4
+    assert od.stats()["disk_hits"] == 0
+
+
+def test_a_kernel_calling_a_lambda_found_by_its_global_is_cached(modules):
+    lib, kern = modules("""
+        h = lambda x: x + 1.0
+    """, """
+        def kernel(out, x):
+            out[0] = lib.h(x[0])
+    """)
+    _launch(kern)
+    _as_new_process()
+    assert _launch(kern)[0] == 1.0
+    assert (od.stats()["compiles"], od.stats()["disk_hits"]) == (0, 1)
+
+
+def test_a_kernel_calling_a_numba_intrinsic_of_the_users_code_is_compiled_and_not_stored(modules):
+    lib, kern = modules("""
+        from numba.core import types
+        from numba.core.extending import intrinsic
+
+        @intrinsic
+        def forty_two(typingctx):
+            def codegen(context, builder, signature, args):
+                return context.get_constant(types.float64, 42.0)
+            return types.float64(), codegen
+    """, """
+        def kernel(out, x):
+            out[0] = lib.forty_two()
+    """)
+    assert _launch(kern)[0] == 42.0
+    _as_new_process()
+    _launch(kern)
+    assert (od.stats()["disk_uncacheable"], od.stats()["compiles"], od.stats()["disk_hits"]) == (1, 1, 0)
+
+
+def test_a_closure_kernel_capturing_a_function_is_compiled_and_not_stored():
+    def make(helper):
+        def kernel(out):
+            out[0] = helper(1.0)
+        return kernel
+    kernel = make(lambda v: v + 1.0)
+    out = np.zeros(1)
+    od.cuda(kernel, out, target="cpu")
+    assert out[0] == 2.0
+    assert od.stats()["disk_uncacheable"] == 1
+
+
+def test_a_kernel_reading_only_its_own_modules_globals_is_cached_even_where_that_module_is_not_importable(
+        make_module):
+    m = make_module("""
+        N = 1
+
+        def kernel(out):
+            out[0] = N
+    """)
+    out = np.zeros(1)
+    od.cuda(m.kernel, out, target="cpu")
+    _as_new_process()
+    m.N = 2
+    od.cuda(m.kernel, out, target="cpu")
+    assert (out[0], od.stats()["compiles"], od.stats()["disk_misses"]) == (2, 1, 1)
+    _as_new_process()
+    od.cuda(m.kernel, out, target="cpu")
+    assert od.stats()["disk_hits"] == 1
+
+
+def test_a_kernel_calling_a_generic_function_that_cannot_be_imported_is_not_stored(make_module):
+    m = make_module("""
+        import overdub as od
+
+        @od.function
+        def f(x: od.Integer):
+            return x + 1
+
+        def kernel(out):
+            out[0] = f(1)
+    """)
+    out = np.zeros(1)
+    od.cuda(m.kernel, out, target="cpu")
+    _as_new_process()
+    od.cuda(m.kernel, out, target="cpu")
+    assert (out[0], od.stats()["compiles"], od.stats()["disk_hits"]) == (2, 1, 0)
+    assert od.stats()["disk_uncacheable"] == 1
+
+
+def test_a_kernel_reading_the_grid_state_through_a_callee_runs_loaded(modules):
+    lib, kern = modules("""
+        from numba import cuda
+
+        def lane():
+            return cuda.threadIdx.x + 10 * cuda.blockIdx.x
+    """, """
+        def kernel(out, x):
+            i = lib.lane()
+            if i < out.size:
+                out[i] = i
+    """)
+    out, x = np.zeros(8), np.zeros(8)
+    od.cuda(kern.kernel, out, x, blocks=2, threads=4, target="cpu")
+    _as_new_process()
+    loaded = np.zeros(8)
+    od.cuda(kern.kernel, loaded, x, blocks=2, threads=4, target="cpu")
+    assert od.stats()["disk_hits"] == 1
+    assert loaded.tolist() == out.tolist() == [0.0, 1.0, 2.0, 3.0, 0.0, 0.0, 0.0, 0.0]
+
+
+def test_the_cache_directory_is_bounded_by_dropping_the_least_recently_used(tmp_path):
+    root = tmp_path / "v1"
+    for i, age in enumerate([30, 20, 10]):
+        path = root / "ab" / f"{i}.odk"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"x" * 100)
+        os.utime(path, (time.time() - age, time.time() - age))
+    diskcache._trim(root, 250)
+    assert sorted(p.name for p in root.glob("*/*.odk")) == ["1.odk", "2.odk"]
+
+
+def test_a_hit_refreshes_its_entry_for_the_lru(modules, monkeypatch):
+    lib, kern = modules(LIB_SOURCE, KERNEL_SOURCE)
+    _launch(kern)
+    [entry] = _entries(os.environ["OVERDUB_CACHE_DIR"])
+    os.utime(entry, (0, 0))
+    _as_new_process()
+    _launch(kern)
+    assert entry.stat().st_mtime > time.time() - 60
+
+
+# --- CUDA: PTX without a GPU ----------------------------------------------------------------------------
+
+def test_ptx_is_loaded_from_the_cache_and_missed_after_a_callee_edit(modules):
+    from numba import float64
+    lib, kern = modules(LIB_SOURCE, KERNEL_SOURCE)
+    ptx = od.code_ptx(kern.kernel, float64[::1], float64[::1], cc=(8, 0))
+    _as_new_process()
+    assert od.code_ptx(kern.kernel, float64[::1], float64[::1], cc=(8, 0)) == ptx
+    assert (od.stats()["disk_hits"], od.stats()["compiles"]) == (1, 0)
+    _as_new_process()
+    edit(lib, LIB_SOURCE.replace("2.0 * x", "4.0 * x"))
+    kern.lib = sys.modules[lib.__name__]
+    edited = od.code_ptx(kern.kernel, float64[::1], float64[::1], cc=(8, 0))
+    assert edited != ptx
+    assert (od.stats()["disk_hits"], od.stats()["compiles"]) == (0, 1)
+
+
+@pytest.mark.gpu
+def test_a_cuda_kernel_compiled_in_one_process_is_launched_loaded_in_the_next(tmp_path):
+    (tmp_path / "lib.py").write_text(LIB)
+    (tmp_path / "kern.py").write_text(KERNEL)
+    script = """
+import json, cupy, overdub as od, kern
+out = cupy.zeros(4)
+od.cuda(kern.kernel, out, blocks=1, threads=4, target="cuda")
+print(json.dumps({"out": out.get().tolist(), "stats": od.stats()}))
+"""
+    results = []
+    for _ in range(2):
+        done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
+                              env=_environment(tmp_path, tmp_path / "cache"))
+        assert done.returncode == 0, done.stderr
+        results.append(json.loads(done.stdout.splitlines()[-1]))
+    assert results[0]["out"] == results[1]["out"] == [10.0, 20.0, 30.0, 40.0]
+    assert (results[1]["stats"]["disk_hits"], results[1]["stats"]["compiles"]) == (1, 0)
