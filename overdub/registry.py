@@ -23,7 +23,7 @@ import sys
 import types as pytypes
 
 from . import world
-from .types import Any, as_type, type_name, typeof
+from .types import Any, as_type, same_type_check, type_name, typeof
 from .types import subtype as issubtype
 
 __all__ = ["Method", "MethodTable", "MethodMatch", "GenericFunction", "MethodError", "AmbiguityError",
@@ -315,6 +315,8 @@ class GenericFunction:
         self.__module__ = module
         self.__doc__ = None
         self.table = MethodTable(name, owner=self)
+        # host calls: argument classes -> (the method's def, the dispatch answer, a check of the values or None)
+        self._host_calls: dict[tuple, tuple] = {}
 
     def __reduce__(self):
         return reference_to(self, self.__module__, self.__qualname__)
@@ -334,12 +336,51 @@ class GenericFunction:
         return list(self.table.methods)
 
     def __call__(self, *args):
-        method = self.table.lookup(tuple(typeof(a) for a in args))
-        return method.func(*args)
+        """Call on the host: for classes of arguments seen before, one dict lookup, the answer's validity flag
+        (a redefinition clears it) and the values' checks where the classes do not decide the types."""
+        n = len(args)
+        entry = self._host_calls.get((type(args[0]), type(args[1])) if n == 2 else (type(args[0]),) if n == 1
+                                     else tuple(map(type, args)))
+        if entry is not None:
+            func, match, check = entry
+            if match.valid and (check is None or check(args)):
+                return func(*args)
+        return self._call_typed(args)
+
+    def _call_typed(self, args: tuple):
+        argtypes = tuple(typeof(a) for a in args)
+        match = self.table.dispatch(argtypes)
+        if match.method is None:
+            raise match.error()
+        check = _values_check(args, argtypes)
+        if check is not False:
+            self._host_calls[tuple(map(type, args))] = (match.method.func, match, check)
+        return match.method.func(*args)
 
     def __repr__(self) -> str:
         n = len(self.table.methods)
         return f"<generic function {self.__qualname__} with {n} method{'s' if n != 1 else ''}>"
+
+
+def _values_check(args: tuple, argtypes: tuple):
+    """One check that other arguments of the same classes have the types ``argtypes`` (see
+    :func:`overdub.types.same_type_check`): None when the classes decide, False when no cheap check exists."""
+    checks = [(i, same_type_check(a, t)) for i, (a, t) in enumerate(zip(args, argtypes))]
+    if any(check is False for _, check in checks):
+        return False
+    checks = [(i, check) for i, check in checks if check is not None]
+    if not checks:
+        return None
+    if len(checks) == 1:
+        [(index, check)] = checks
+        return lambda values: check(values[index])
+
+    def check_all(values) -> bool:
+        for index, check in checks:
+            if not check(values[index]):
+                return False
+        return True
+    return check_all
 
 
 def function(func, sig: tuple | None = None, *, scope: dict | None = None) -> GenericFunction:

@@ -36,12 +36,13 @@ import inspect
 import numba
 import numba.np.numpy_support
 import numpy as np
+from numba import _dispatcher
 from numba.core import types as nt
 from numba.core.typing.typeof import Purpose
 
 __all__ = [
     "AbstractType", "LatticeMeta", "StructType", "StructPattern", "NamedTuplePattern", "Any", "Number", "Integer", "Float", "Complex", "Boolean", "Ptr", "PtrType", "Array",
-    "issubtype", "as_type", "is_concrete", "type_name", "typeof", "element_type", "STRUCT_METADATA",
+    "issubtype", "as_type", "is_concrete", "type_name", "typeof", "element_type", "STRUCT_METADATA", "same_type_check",
     "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
     "float16", "float32", "float64", "complex64", "complex128", "bool_",
 ]
@@ -403,6 +404,38 @@ def dtype_of(t) -> np.dtype:
 
 def from_dtype(dtype) -> nt.Type:
     return numba.from_dtype(dtype)
+
+
+_CLASS_DECIDES = (float, bool, complex, str)
+
+
+def _fits_int64(v) -> bool:
+    return -9223372036854775808 <= v <= 9223372036854775807
+
+
+def _plain_dtype(dtype) -> bool:
+    """A numeric dtype without fields or metadata (a struct's, a record's), whose class or fingerprint decides
+    the numba type (a datetime's unit, a string's length would not be)."""
+    return dtype.kind in "biufc" and dtype.fields is None and not dtype.metadata
+
+
+def same_type_check(value, numba_type):
+    """How to know, cheaply, that another value of ``value``'s class has the type ``numba_type`` (``value``'s
+    own): None where the class alone decides it (float, bool, complex, str, numpy scalars); a check of the
+    value where the class does not (an int's range decides int64 or uint64; an array's dtype, rank, layout,
+    writability and alignment); False where there is no cheap check.
+
+    numba internals: an array is checked by numba's type fingerprint of it (``numba._dispatcher``, what its
+    dispatchers key their overloads by), plus its alignment, which the fingerprint leaves out."""
+    kind = type(value)
+    if kind in _CLASS_DECIDES or (isinstance(value, np.generic) and _plain_dtype(value.dtype)):
+        return None
+    if kind is int and numba_type == nt.int64:
+        return _fits_int64
+    if kind is np.ndarray and _plain_dtype(value.dtype):
+        fingerprint, aligned = _dispatcher.compute_fingerprint(value), value.flags.aligned
+        return lambda v: _dispatcher.compute_fingerprint(v) == fingerprint and v.flags.aligned == aligned
+    return False
 
 
 def type_name(t) -> str:
