@@ -1,9 +1,10 @@
 """overdub benchmark suite: one command runs every part the machine can run.
 
-    python benchmarks/run.py [--quick] [--out DIR] [--parts 1,2,3,4,5,6] [--check] [--compile-only]
+    python benchmarks/run.py [--quick] [--out DIR] [--parts 1,2,3,4,5,6,7] [--check] [--compile-only]
 
 Parts 1-4 need a usable GPU (numba.cuda.is_available()) with cupy and cuda.core; part 5 (CPU target vs
-numba.njit) and part 6 (memory kept per re-run of a notebook cell) run anywhere. Writes DIR/results.json, DIR/results.md and DIR/*.png (when matplotlib is
+numba.njit), part 6 (memory kept per re-run of a notebook cell) and part 7 (disk cache cold/warm/edited
+against numba's cache=True, host calls against plum; its CUDA half only with a GPU) run anywhere. Writes DIR/results.json, DIR/results.md and DIR/*.png (when matplotlib is
 importable) and prints the markdown at the end. See docs/benchmarks.md.
 """
 from __future__ import annotations
@@ -27,10 +28,11 @@ if str(ROOT) not in sys.path:
 
 from _common import Part, error_text  # noqa: E402
 
-ALL_PARTS = ["1", "2", "3", "4", "5", "6"]
+ALL_PARTS = ["1", "2", "3", "4", "5", "6", "7"]
 TITLES = {"1": "Launch overhead", "2": "Validity-check scaling", "3": "Generated-code quality",
           "4": "Recompile selectivity and cost", "5": "CPU target vs numba.njit",
           "6": "Memory kept per re-run of a notebook cell",
+          "7": "Starting fast: the disk cache and host calls",
           "ptx": "PTX compile check (no GPU needed)"}
 
 
@@ -121,6 +123,7 @@ def main(argv=None) -> int:
     import gpu_parts
     import cpu_part
     import memory_part
+    import cache_part
     cfg = gpu_parts.check_settings() if args.check else gpu_parts.settings(args.quick)
 
     def run_part(key: str, fn):
@@ -159,6 +162,10 @@ def main(argv=None) -> int:
         if key == "6":
             if not args.compile_only:
                 run_part("6", lambda part: memory_part.run(part, args.quick, check_only=args.check))
+            continue
+        if key == "7":
+            if not args.compile_only:
+                run_part("7", lambda part: cache_part.run(part, args.quick, has_gpu, check_only=args.check))
             continue
         if args.compile_only:
             continue
