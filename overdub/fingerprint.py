@@ -30,7 +30,7 @@ import numpy as np
 from . import bindings, bridge
 from .bindings import Binding, CellBinding, FunctionState, Guarded
 from .context import ContextShape, TargetRoot
-from .registry import GenericFunction, MethodMatch, resolve_reference
+from .registry import GenericFunction, MethodMatch
 from .types import type_name
 
 __all__ = ["Uncacheable", "record", "replay", "value_digest", "function_digest", "context_digest", "type_digest"]
@@ -160,12 +160,21 @@ def context_digest(ctx) -> str:
 
 # --- locators -------------------------------------------------------------------------------------------
 
+def resolve_imported(module: str, qualname: str):
+    """The object ``module`` + ``qualname`` names among the modules imported in this process (a check never
+    imports anything: a module this process has not imported is not what the compile read)."""
+    value = sys.modules[module]
+    for part in qualname.split("."):
+        value = getattr(value, part)
+    return value
+
+
 def _resolves_to(module, qualname, obj) -> bool:
     if not (isinstance(module, str) and isinstance(qualname, str)) or "<" in qualname:
         return False
     try:
-        found = resolve_reference(module, qualname)
-    except Exception:       # not importable, no such attribute: not found
+        found = resolve_imported(module, qualname)
+    except (KeyError, AttributeError):       # not imported, no such attribute: not found
         return False
     return found is obj or (found is not None and bridge.python_function(found) is obj)
 
@@ -202,7 +211,7 @@ def _context_ref(ctx) -> tuple:
 def _find_context(ref: tuple, job):
     if ref[0] == "root":
         return next(ctx for ctx in job.chain if isinstance(ctx, TargetRoot) and ctx.name == ref[1])
-    return resolve_reference(ref[1], ref[2])
+    return resolve_imported(ref[1], ref[2])
 
 
 def _table_ref(table) -> tuple:
@@ -215,8 +224,8 @@ def _table_ref(table) -> tuple:
 
 def _find_table(ref: tuple, job):
     if ref[0] == "generic":
-        return resolve_reference(ref[1], ref[2]).table
-    return _find_context(ref[1], job).table(resolve_reference(*ref[2]))
+        return resolve_imported(ref[1], ref[2]).table
+    return _find_context(ref[1], job).table(resolve_imported(*ref[2]))
 
 
 def _signature_digest(sig: tuple) -> str:
@@ -247,7 +256,7 @@ def _find_function(ref: tuple, job):
     if ref[0] == "method":
         table = _find_table(ref[1], job)
         return next(m.func for m in table.methods if _signature_digest(m.sig) == ref[2])
-    found = resolve_reference(ref[1], ref[2])
+    found = resolve_imported(ref[1], ref[2])
     return bridge.python_function(found) or found
 
 
