@@ -22,7 +22,7 @@ import numpy as np
 from llvmlite import binding as llvm
 from llvmlite import ir
 from numba import cuda as numba_cuda
-from numba.core import bytecode, cgutils, types
+from numba.core import bytecode, cgutils, config, types
 from numba.core.compiler import CompileResult
 from numba.core.compiler_lock import global_compiler_lock
 from numba.core.environment import Environment
@@ -391,9 +391,10 @@ class CPUTarget(Configurable):
 
     @property
     def cache_tag(self) -> str:
-        """What the machine code depends on besides the kernel: the host's triple, CPU and its features, and
-        the compile options."""
-        return f"cpu:{cpu_target.target_context.codegen().magic_tuple()}:{self.options!r}"
+        """What the machine code depends on besides the kernel: the host's triple, CPU and its features, the
+        compile options, and numba's settings that change code (``NUMBA_OPT``, ``NUMBA_BOUNDSCHECK``, ...)."""
+        settings = (config.OPT, config.BOUNDSCHECK, config.DEBUGINFO_DEFAULT)
+        return f"cpu:{cpu_target.target_context.codegen().magic_tuple()}:{self.options!r}:{settings}"
 
     def typeof(self, value):
         kind = arguments.kind_of(value)
