@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import pickle
 import struct
 import sys
 import sysconfig
@@ -300,7 +301,7 @@ def record(job, kernel) -> list[tuple]:
     for node in leaves:
         if isinstance(node, MethodMatch):
             table = _table_ref(node.table)
-            facts.append(("dispatch", table, node.argtypes, _answer_digest(node)))
+            facts.append(("dispatch", table, _portable_types(node.argtypes), _answer_digest(node)))
             for method in ([node.method] if node.method is not None else []):
                 methods.setdefault(id(method.func), ("method", table, _signature_digest(method.sig)))
     for node in leaves:
@@ -325,6 +326,17 @@ def record(job, kernel) -> list[tuple]:
         elif not isinstance(node, (MethodMatch, FunctionState)):
             raise Uncacheable(f"it depends on {node.describe()}")
     return facts
+
+
+def _portable_types(argtypes: tuple) -> tuple:
+    """``argtypes``, when another process unpickles them as equal types (numba's types are interned by their
+    key; a type holding a Python object -- a function passed as a value -- unpickles as another one)."""
+    try:
+        if pickle.loads(pickle.dumps(argtypes)) == argtypes:
+            return argtypes
+    except Exception:        # whatever pickling such a type raises
+        pass
+    raise Uncacheable(f"the argument types {argtypes} do not survive pickling")
 
 
 def _check_compiled(value, compiled: set) -> None:

@@ -470,3 +470,78 @@ print(json.dumps({"out": out.get().tolist(), "stats": od.stats()}))
         results.append(json.loads(done.stdout.splitlines()[-1]))
     assert results[0]["out"] == results[1]["out"] == [10.0, 20.0, 30.0, 40.0]
     assert (results[1]["stats"]["disk_hits"], results[1]["stats"]["compiles"]) == (1, 0)
+
+
+# --- what is and is not stored ---------------------------------------------------------------------------
+
+@pytest.fixture
+def pointer_module(modules):
+    return modules("""
+        import overdub as od
+
+        @od.function
+        def store(p: od.Ptr[od.Float], i: od.Integer, v):
+            p[i] = v
+    """, """
+        from numba import cuda
+
+        def kernel(p, n):
+            i = cuda.grid(1)
+            if i < n:
+                lib.store(p, i, 2.0 * i)
+    """)
+
+
+def test_a_kernel_taking_a_pointer_is_stored_and_loaded(pointer_module):
+    lib, kern = pointer_module
+    for expected_hits in (0, 1):
+        _as_new_process()
+        out = np.zeros(4)
+        od.cuda(kern.kernel, od.pointer(out), 4, blocks=1, threads=4, target="cpu")
+        assert out.tolist() == [0.0, 2.0, 4.0, 6.0]
+        assert od.stats()["disk_hits"] == expected_hits
+
+
+def test_a_checked_debug_kernel_is_compiled_and_not_stored(modules):
+    lib, kern = modules(LIB_SOURCE, KERNEL_SOURCE)
+    out, x = np.zeros(4), np.arange(4, dtype=np.float64)
+    od.cuda(kern.kernel, out, x, blocks=1, threads=4, target="cpu", debug=True)
+    _as_new_process()
+    od.cuda(kern.kernel, out, x, blocks=1, threads=4, target="cpu", debug=True)
+    assert (od.stats()["compiles"], od.stats()["disk_hits"], od.stats()["disk_uncacheable"]) == (1, 0, 1)
+
+
+def test_kernels_compiled_with_other_options_are_other_entries(modules):
+    from overdub.targets import CompileOptions, get_target
+    lib, kern = modules(LIB_SOURCE, KERNEL_SOURCE)
+    plain = get_target("cpu")
+    fast = plain.configured(CompileOptions(fastmath=True))
+    assert fast.cache_tag != plain.cache_tag
+    out, x = np.zeros(4), np.arange(4, dtype=np.float64)
+    for target in (plain, fast):
+        od.cuda(kern.kernel, out, x, blocks=1, threads=4, target=target)
+    assert len(_entries(os.environ["OVERDUB_CACHE_DIR"])) == 2
+    _as_new_process()
+    for target in (fast, plain):
+        od.cuda(kern.kernel, out, x, blocks=1, threads=4, target=target)
+    assert (od.stats()["disk_hits"], od.stats()["compiles"]) == (2, 0)
+
+
+def test_a_function_passed_as_an_argument_to_a_generic_function_makes_the_kernel_uncacheable(modules):
+    lib, kern = modules("""
+        import overdub as od
+
+        def twice(v):
+            return 2.0 * v
+
+        @od.function
+        def apply(f, v: od.Float):
+            return f(v)
+    """, """
+        def kernel(out, x):
+            out[0] = lib.apply(lib.twice, x[1])
+    """)
+    assert _launch(kern)[0] == 2.0
+    _as_new_process()
+    assert _launch(kern)[0] == 2.0
+    assert od.stats()["disk_hits"] == 0
