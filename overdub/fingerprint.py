@@ -28,11 +28,11 @@ import weakref
 
 import numpy as np
 
-from . import bindings, bridge
+from . import bindings, bridge, world
 from .bindings import Binding, CellBinding, FunctionState, Guarded
 from .context import ContextShape, TargetRoot
 from .registry import GenericFunction, MethodMatch
-from .types import type_name
+from .types import StructType, type_name
 
 __all__ = ["Uncacheable", "record", "replay", "value_digest", "function_digest", "context_digest", "type_digest"]
 
@@ -144,8 +144,31 @@ def _library_object_digest(value) -> str:
 
 
 def type_digest(t) -> str:
-    """A numba type (or lattice type) by its class and full repr."""
-    return f"{type(t).__module__}.{type(t).__qualname__}:{t!r}"
+    """A numba type (or lattice type) by its class and full repr, and the layout of each struct type in it
+    (a struct type's repr is its class's name only: a struct edited in its file keeps its name)."""
+    structs = sorted(_struct_digest(s) for s in _structs_in(t, set()))
+    return f"{type(t).__module__}.{type(t).__qualname__}:{t!r}" + (f"{structs}" if structs else "")
+
+
+def _structs_in(t, seen: set) -> list:
+    """The struct types ``t`` contains: itself, an array's element type, a tuple's items, a struct's fields."""
+    if id(t) in seen:
+        return []
+    seen.add(id(t))
+    found = [t] if isinstance(t, StructType) else []
+    inner = [getattr(t, "dtype", None), *getattr(t, "types", ())]
+    if isinstance(t, StructType):
+        inner += [field for _, field in t.fields]
+    for item in inner:
+        if item is not None and not isinstance(item, (str, int)):
+            found += _structs_in(item, seen)
+    return found
+
+
+def _struct_digest(t) -> str:
+    cls = t.cls
+    return _digest("struct", cls.__module__, cls.__qualname__, [(n, repr(f)) for n, f in t.fields],
+                   t.numpy_dtype.descr, t.numpy_dtype.itemsize, repr(t.params))
 
 
 def context_digest(ctx) -> str:
@@ -323,9 +346,19 @@ def record(job, kernel) -> list[tuple]:
         elif isinstance(node, ContextShape):
             if node.context not in job.chain:
                 raise Uncacheable(f"it depends on {node.context!r}, outside its chain")
+        elif _is_struct_definition(node):
+            struct_type = node.cls.__overdub_type__
+            facts.append(("struct", _ref(node.cls), _struct_digest(struct_type)))
         elif not isinstance(node, (MethodMatch, FunctionState)):
             raise Uncacheable(f"it depends on {node.describe()}")
     return facts
+
+
+def _is_struct_definition(node) -> bool:
+    """Is ``node`` the class statement of an ``@od.struct`` (:class:`overdub.structs.StructDefinition`, a
+    module above this one: known by what it holds)?"""
+    cls = getattr(node, "cls", None)
+    return cls is not None and getattr(cls, "__overdub_definition__", None) is node
 
 
 def _portable_types(argtypes: tuple) -> tuple:
@@ -367,6 +400,12 @@ def _check(fact: tuple, job, functions: dict) -> str | None:
         _, table, argtypes, answer = fact
         match = _find_table(table, job).dispatch(argtypes)
         return None if _answer_digest(match) == answer else f"{match.describe()} is a new answer"
+    if kind == "struct":
+        _, ref, digest = fact
+        cls = resolve_imported(*ref)
+        world.consult(cls.__overdub_definition__)
+        same = cls.__overdub_definition__.valid and _struct_digest(cls.__overdub_type__) == digest
+        return None if same else f"the struct {cls.__qualname__} changed"
     if kind == "function":
         _, ref, digest = fact
         func = functions[ref] = _find_function(ref, job)

@@ -176,6 +176,10 @@ class ArrayPattern:
 STRUCT_METADATA = "overdub.struct"     # the key of a struct array's dtype metadata naming its StructType
 
 
+def _struct_type_of(cls) -> "StructType":
+    return cls.__overdub_type__
+
+
 class StructType(nt.Type):
     """The concrete numba type of the values of one struct class ``cls`` (one instantiation of a parametric
     struct): its ``fields``, (name, numba type) pairs in order, and the numpy ``numpy_dtype`` its arrays have.
@@ -190,6 +194,11 @@ class StructType(nt.Type):
     @property
     def key(self):
         return self.cls
+
+    def __reduce__(self):
+        """By its class, which pickles by reference: where it is unpickled, the type of the class found there
+        (what the disk cache's entries hold; the cache checks the class's layout before using one)."""
+        return _struct_type_of, (self.cls,)
 
     def field_type(self, name: str):
         return dict(self.fields).get(name)

@@ -545,3 +545,42 @@ def test_a_function_passed_as_an_argument_to_a_generic_function_makes_the_kernel
     _as_new_process()
     assert _launch(kern)[0] == 2.0
     assert od.stats()["disk_hits"] == 0
+
+
+STRUCT_LIB = """
+    import overdub as od
+
+    @od.struct
+    class Particle:
+        mass: od.float32
+        speed: od.float32
+"""
+
+STRUCT_KERNEL = """
+    from numba import cuda
+
+    def kernel(out, ps):
+        i = cuda.grid(1)
+        if i < out.size:
+            out[i] = ps[i].speed
+"""
+
+
+def test_a_struct_edited_in_its_file_is_another_entry(modules):
+    lib, kern = modules(STRUCT_LIB, STRUCT_KERNEL)
+    ps = od.struct_array(lib.Particle, 2, target="cpu")
+    ps["speed"] = [1.0, 2.0]
+    out = np.zeros(2)
+    od.cuda(kern.kernel, out, ps, blocks=1, threads=2, target="cpu")
+    assert out.tolist() == [1.0, 2.0]
+    _as_new_process()
+    od.cuda(kern.kernel, out, ps, blocks=1, threads=2, target="cpu")
+    assert (od.stats()["disk_hits"], od.stats()["compiles"]) == (1, 0)
+    _as_new_process()
+    lib = edit(lib, STRUCT_LIB.replace("speed: od.float32", "speed: od.float64"))
+    kern.lib = lib
+    ps = od.struct_array(lib.Particle, 2, target="cpu")
+    ps["speed"] = [3.0, 4.0]
+    od.cuda(kern.kernel, out, ps, blocks=1, threads=2, target="cpu")
+    assert out.tolist() == [3.0, 4.0]
+    assert (od.stats()["disk_hits"], od.stats()["compiles"]) == (0, 1)
