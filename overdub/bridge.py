@@ -34,6 +34,7 @@ from numba.core.utils import pysignature
 from numba.np import numpy_support
 
 from . import structbridge  # noqa: F401  (registers numba's typing and lowering of struct values)
+from . import world
 from .rewrite import ModuleProxy
 from .types import PtrType, typeof
 
@@ -119,8 +120,27 @@ def delegate(context, callee, args: tuple, kws: dict):
     sig = context.resolve_function_type(fnty, args, kws)
     if sig is None:
         return None, None
+    _note_typing_modules(fnty)
     impl_key = fnty.get_impl_key(sig)
     return (sig if pysig is None else sig.replace(pysig=pysig)), impl_key
+
+
+TYPED_IN = "typed by numba templates of the module"
+
+
+def _note_typing_modules(fnty) -> None:
+    """Record on the node being built (in its ``needs``, which its callers inherit) each module outside numba
+    and overdub whose typing templates may have typed this call -- an ``@overload`` written in the user's
+    code, say: the disk cache, which cannot check such code, then does not store what was built. (numba
+    internals: a template's ``_overload_func`` and ``_definition_func``.)"""
+    needs = getattr(world.being_built(), "needs", None)
+    if needs is None:
+        return
+    for template in getattr(fnty, "templates", ()):
+        for source in (template, getattr(template, "_overload_func", None), getattr(template, "_definition_func", None)):
+            module = getattr(source, "__module__", None)
+            if isinstance(module, str) and not module.startswith(("numba", "overdub")):
+                needs.add(f"{TYPED_IN} {module}")
 
 
 def always_inlined_overload(context, callee, args: tuple, kws: dict):

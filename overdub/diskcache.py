@@ -156,13 +156,24 @@ def store(job, kernel) -> None:
         if payload is None:
             raise Uncacheable(f"the {job.target.label} target cannot serialise its code")
         entry["payload"] = payload
-        body = pickle.dumps(entry, protocol=pickle.HIGHEST_PROTOCOL)
-    except (Uncacheable, pickle.PicklingError, TypeError, AttributeError) as exc:
+        body = _pickled(entry)
+    except (Uncacheable, pickle.PicklingError) as exc:
         log.debug("%s is not stored in the disk cache: %s", job.call(), exc)
+        runtime.count("disk_uncacheable")
+        return
+    except Exception as exc:          # storing is best effort: the compiled kernel runs all the same
+        log.warning("overdub: %s is not stored in the disk cache: %s: %s", job.call(), type(exc).__name__, exc)
         runtime.count("disk_uncacheable")
         return
     _write(_path(root, key), _MAGIC + hashlib.sha256(body).digest() + body)
     _trim(root, _limit())
+
+
+def _pickled(entry: dict) -> bytes:
+    try:
+        return pickle.dumps(entry, protocol=pickle.HIGHEST_PROTOCOL)
+    except (TypeError, AttributeError, pickle.PicklingError) as exc:   # what pickle raises for an unpicklable object
+        raise Uncacheable(f"its entry does not pickle ({exc})") from None
 
 
 # --- files ----------------------------------------------------------------------------------------------

@@ -319,6 +319,10 @@ def _leaves(node) -> list:
 def record(job, kernel) -> list[tuple]:
     """The facts of the compiled ``kernel``: dispatch answers, then code, then globals (the order
     :func:`replay` finds them in). Raises :class:`Uncacheable`."""
+    for need in kernel.needs:
+        module = need[len(bridge.TYPED_IN):].strip() if need.startswith(bridge.TYPED_IN) else None
+        if module is not None and not is_library_module(module):
+            raise Uncacheable(f"numba typing templates of {module} typed a call: their code is no fact")
     leaves = _leaves(kernel)
     facts, methods, namespaces, compiled = [], {}, {}, set()
     for node in leaves:

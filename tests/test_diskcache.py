@@ -584,3 +584,23 @@ def test_a_struct_edited_in_its_file_is_another_entry(modules):
     od.cuda(kern.kernel, out, ps, blocks=1, threads=2, target="cpu")
     assert out.tolist() == [3.0, 4.0]
     assert (od.stats()["disk_hits"], od.stats()["compiles"]) == (0, 1)
+
+
+def test_a_kernel_typed_by_an_overload_in_the_users_code_is_compiled_and_not_stored(modules):
+    lib, kern = modules("""
+        import math
+        from numba.core.extending import overload
+
+        @overload(math.comb)
+        def comb(n, k):
+            return lambda n, k: n * 10 + k
+    """, """
+        import math
+
+        def kernel(out, x):
+            out[0] = math.comb(3, 2)
+    """)
+    assert _launch(kern)[0] == 32.0
+    _as_new_process()
+    _launch(kern)
+    assert (od.stats()["disk_uncacheable"], od.stats()["compiles"], od.stats()["disk_hits"]) == (1, 1, 0)
