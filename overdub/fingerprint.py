@@ -30,7 +30,7 @@ import numpy as np
 
 from . import bindings, bridge, world
 from .bindings import Binding, CellBinding, FunctionState, Guarded
-from .context import ContextShape, TargetRoot
+from .context import POSTHOOK, PREHOOK, ContextShape, TargetRoot
 from .registry import GenericFunction, MethodMatch
 from .types import StructType, type_name
 
@@ -175,7 +175,9 @@ def context_digest(ctx) -> str:
     """A context of a chain: where it is found, and its forwards and replacements (its parent is the next
     context of the chain; its overdub tables are facts). A target's root is what overdub's code makes it."""
     if isinstance(ctx, TargetRoot):
-        return f"root:{ctx.name}"
+        return f"root:{ctx.name}:{type_digest(ctx.state)}"
+    if ctx.observes(PREHOOK) or ctx.observes(POSTHOOK):
+        raise Uncacheable(f"{ctx!r} has hooks")
     forwards, replacements = ctx.contents()
     items = sorted(f"{value_digest(callee)}->{value_digest(to)}" for callee, to in forwards)
     items += sorted(f"{value_digest(obj)}=>{value_digest(new)}" for obj, new in replacements)
@@ -240,6 +242,8 @@ def _find_context(ref: tuple, job):
 
 def _table_ref(table) -> tuple:
     owner = table.owner
+    if owner is None:
+        raise Uncacheable(f"it consulted {table.name}, a table no other process can find")
     if isinstance(owner, GenericFunction):
         return ("generic", *_ref(owner))
     ctx, callee = owner
@@ -348,7 +352,7 @@ def record(job, kernel) -> list[tuple]:
         elif isinstance(node, CellBinding):
             raise Uncacheable(f"it reads {node.describe()} (a closure's cell)")
         elif isinstance(node, ContextShape):
-            if node.context not in job.chain:
+            if not any(node is ctx.shape for ctx in job.chain):
                 raise Uncacheable(f"it depends on {node.context!r}, outside its chain")
         elif _is_struct_definition(node):
             struct_type = node.cls.__overdub_type__

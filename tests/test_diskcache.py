@@ -604,3 +604,49 @@ def test_a_kernel_typed_by_an_overload_in_the_users_code_is_compiled_and_not_sto
     _as_new_process()
     _launch(kern)
     assert (od.stats()["disk_uncacheable"], od.stats()["compiles"], od.stats()["disk_hits"]) == (1, 1, 0)
+
+
+STATE_LIB = """
+    import overdub as od
+    from numba import cuda
+
+    counted = od.Context("counted", state=od.Array[od.int64, 1])
+
+    def f(x):
+        return x + 1.0
+"""
+
+STATE_KERNEL = """
+    import overdub as od
+    from numba import cuda
+
+    def kernel(out, x):
+        i = cuda.grid(1)
+        if i < out.size:
+            cuda.atomic.add(od.state(), 0, 1)
+            out[i] = lib.f(x[i])
+"""
+
+
+def test_a_kernel_launched_with_state_is_loaded_with_the_same_state_type(modules):
+    lib, kern = modules(STATE_LIB, STATE_KERNEL)
+    for expected_hits in (0, 1):
+        _as_new_process()
+        out, x, counts = np.zeros(4), np.arange(4.0), np.zeros(1, dtype=np.int64)
+        od.cuda(kern.kernel, out, x, blocks=1, threads=4, target="cpu", context=lib.counted, state=counts)
+        assert (out.tolist(), counts.tolist()) == ([1.0, 2.0, 3.0, 4.0], [4])
+        assert od.stats()["disk_hits"] == expected_hits
+
+
+def test_a_kernel_in_a_context_with_hooks_is_compiled_and_not_stored(modules):
+    lib, kern = modules(STATE_LIB + """
+    @counted.prehook(f)
+    def _(x):
+        cuda.atomic.add(od.state(), 0, 10)
+    """, STATE_KERNEL)
+    for _ in range(2):
+        _as_new_process()
+        out, x, counts = np.zeros(4), np.arange(4.0), np.zeros(1, dtype=np.int64)
+        od.cuda(kern.kernel, out, x, blocks=1, threads=4, target="cpu", context=lib.counted, state=counts)
+        assert counts.tolist() == [44]
+        assert (od.stats()["disk_hits"], od.stats()["compiles"]) == (0, 1)
