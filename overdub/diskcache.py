@@ -37,7 +37,7 @@ from .runtime import runtime
 
 log = logging.getLogger("overdub")
 
-__all__ = ["directory", "load", "store", "clear"]
+__all__ = ["directory", "load", "store"]
 
 FORMAT = 1
 _MAGIC = b"ODKC"
@@ -62,13 +62,6 @@ def _limit() -> int:
         return int(float(os.environ.get("OVERDUB_CACHE_SIZE", "1024")) * 2**20)
     except ValueError:
         return 2**30
-
-
-def clear() -> None:
-    """Remove every entry of the cache directory."""
-    root = directory()
-    for path in _entries(root) if root is not None else ():
-        _remove(path)
 
 
 # --- the key --------------------------------------------------------------------------------------------

@@ -650,3 +650,58 @@ def test_a_kernel_in_a_context_with_hooks_is_compiled_and_not_stored(modules):
         od.cuda(kern.kernel, out, x, blocks=1, threads=4, target="cpu", context=lib.counted, state=counts)
         assert counts.tolist() == [44]
         assert (od.stats()["disk_hits"], od.stats()["compiles"]) == (0, 1)
+
+
+def _edited_between_processes(modules, lib_source, kernel_source, old, new):
+    """Launch, forget everything, edit the library's file, launch again: the two results and the stats."""
+    lib, kern = modules(lib_source, kernel_source)
+    before = _launch(kern)
+    _as_new_process()
+    assert _launch(kern) == before and od.stats()["disk_hits"] == 1       # unchanged: loaded
+    _as_new_process()
+    kern.lib = edit(lib, lib_source.replace(old, new))
+    return before, _launch(kern), od.stats()
+
+
+def test_a_plain_device_function_edited_between_processes_is_a_miss(modules):
+    before, after, stats = _edited_between_processes(modules, """
+        def helper(v):
+            return v + 1.0
+    """, """
+        def kernel(out, x):
+            i = 0
+            while i < out.size:
+                out[i] = lib.helper(x[i])
+                i += 1
+    """, "v + 1.0", "v + 5.0")
+    assert (before, after) == ([1.0, 2.0, 3.0, 4.0], [5.0, 6.0, 7.0, 8.0])
+    assert (stats["disk_hits"], stats["compiles"]) == (0, 1)
+
+
+def test_a_global_array_edited_between_processes_is_a_miss(modules):
+    before, after, stats = _edited_between_processes(modules, """
+        import numpy as np
+        WEIGHTS = np.array([1.0, 2.0, 3.0, 4.0])
+    """, """
+        def kernel(out, x):
+            for i in range(out.size):
+                out[i] = lib.WEIGHTS[i] * x[i]
+    """, "4.0])", "40.0])")
+    assert (before[3], after[3]) == (12.0, 120.0)
+    assert (stats["disk_hits"], stats["compiles"]) == (0, 1)
+
+
+def test_a_default_value_edited_between_processes_is_a_miss(modules):
+    before, after, stats = _edited_between_processes(modules, """
+        import overdub as od
+
+        @od.function
+        def g(x: od.Float, k=2.0):
+            return k * x
+    """, """
+        def kernel(out, x):
+            for i in range(out.size):
+                out[i] = lib.g(x[i])
+    """, "k=2.0", "k=3.0")
+    assert (before[1], after[1]) == (2.0, 3.0)
+    assert (stats["disk_hits"], stats["compiles"]) == (0, 1)
