@@ -237,6 +237,21 @@ class MethodMatch(world.Node):
         return f"{call} -> {'ambiguous' if self.ambiguous else 'no method'}"
 
 
+class EmptyTable(world.Node):
+    """The answer "this table has no methods": what a pass that skips work for tables with no methods
+    consults (the operator rewrite leaves ``a + b`` to numba while every table of ``+`` is empty); the
+    table's first method invalidates it."""
+
+    __slots__ = ("table",)
+
+    def __init__(self, table: "MethodTable"):
+        super().__init__()
+        self.table = table
+
+    def describe(self) -> str:
+        return f"{self.table.name} has no methods"
+
+
 def _method_of(owner, sig: tuple) -> "Method":
     table = owner.table if isinstance(owner, GenericFunction) else owner[0].table(owner[1])
     return next(m for m in table.methods if m.sig == sig)
@@ -251,6 +266,7 @@ class MethodTable:
         self.owner = owner
         self.methods: list[Method] = []
         self._cache: dict[tuple, MethodMatch] = {}     # argument types -> the answer for them
+        self._empty = EmptyTable(self)
 
     # -- dispatch --------------------------------------------------------------------------------------
     def resolve(self, argtypes: tuple) -> tuple[Method | None, tuple]:
@@ -280,6 +296,14 @@ class MethodTable:
             raise match.error()
         return match.method
 
+    def is_empty(self) -> bool:
+        """Whether the table has no methods; while it has none, the node being built gets an edge that its
+        first method invalidates."""
+        if self.methods:
+            return False
+        world.consult(self._empty)
+        return not self.methods      # a method added meanwhile has invalidated what was just consulted
+
     def cached(self) -> dict[tuple, MethodMatch]:
         return dict(self._cache)
 
@@ -302,6 +326,8 @@ class MethodTable:
             world.bump_world()
             stale = [match for argtypes, match in self._cache.items()
                      if method.applies_to(argtypes) and not match.same_answer(*self.resolve(argtypes))]
+            if len(self.methods) == 1:
+                stale.append(self._empty)
             world.invalidate(stale, f"{method.signature_repr()} {verb} at {method.location}")
             return old
 
