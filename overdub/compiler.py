@@ -294,9 +294,15 @@ def _user_method(chain: tuple, callee, argtypes: tuple):
 
 def _numba_operator(site: OperatorSite, typing_context, args: tuple, argtypes: tuple):
     """An operator no table took: numba's own typing of its node, which the node is turned back into."""
-    sig = numba_signature(site, typing_context, args)
+    try:
+        sig = numba_signature(site, typing_context, args)
+    except Exception as exc:
+        if bridge.compile_error_message(exc) is None:
+            raise
+        sig = None                    # numba has no meaning for it either: say what was asked, and where
     if sig is None:
-        _raise_at_call_site(MethodError(getattr(site.callee, "__name__", repr(site.callee)), argtypes))
+        candidates = [m for op in site.operators for m in user_methods.table(op).methods]
+        _raise_at_call_site(MethodError(getattr(site.callee, "__name__", repr(site.callee)), argtypes, candidates))
     site.by_numba.add(tuple(sig.args))
     return sig, None
 
