@@ -27,6 +27,7 @@ numba's string-literal getitem rewrite -- and the typing context's ``resolve_sta
 from __future__ import annotations
 
 import operator
+import os
 
 import numba.core.errors
 import numba.core.ir
@@ -41,6 +42,12 @@ from .methods import user_methods
 from .rewrite import CHAIN_MARK, Overdubbed
 
 __all__ = ["OperatorSite", "numba_signature", "tables", "INPLACE"]
+
+REROUTE = os.environ.get("OVERDUB_REROUTE", "when-extended")
+"""Which operator nodes become calls: ``"when-extended"`` (those of operators some table of the chain has a
+method for), ``"always"`` or ``"never"`` (then operators reach no method or overdub). The last two exist to
+measure what rerouting costs and to check that it changes no code (``OVERDUB_REROUTE=always`` runs the test
+suite through the rerouted path); they are not an API."""
 
 # Python's `is` cannot be overloaded; numba's branch pruning reads `x is None` nodes
 _NEVER_REROUTED = frozenset({operator.is_, operator.is_not})
@@ -145,8 +152,10 @@ def _make_reroute(registry_module, ir, errors):
             return bool(self.found)
 
         def _reroutes(self, kind, op, operands, constants) -> bool:
-            if kind in ("binop", "unary") and all(self._constant(v) for v in operands):
+            if REROUTE == "never" or kind in ("binop", "unary") and all(self._constant(v) for v in operands):
                 return False
+            if REROUTE == "always":
+                return True
             ops = (op, INPLACE[op]) if kind == "inplace_binop" and op in INPLACE else (op,)
             if ops not in self.open:
                 self.open[ops] = _may_apply(self.chain, ops)
