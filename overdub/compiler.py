@@ -293,15 +293,18 @@ def _user_method(chain: tuple, callee, argtypes: tuple):
 
 
 def _numba_operator(site: OperatorSite, typing_context, args: tuple, argtypes: tuple):
-    """An operator no table took: numba's own typing of its node, which the node is turned back into."""
+    """An operator no table took: numba's own typing of its node, which the node is turned back into. Where
+    numba has no meaning for it either, a MethodError listing the methods added to the operator -- or, if
+    none was, numba's own error, as for an operator never rerouted."""
+    candidates = [m for op in site.operators for table in [user_methods.table(op)] + dunders.tables(op)
+                  for m in table.methods]
     try:
         sig = numba_signature(site, typing_context, args)
     except Exception as exc:
-        if bridge.compile_error_message(exc) is None:
+        if not candidates or bridge.compile_error_message(exc) is None:
             raise
-        sig = None                    # numba has no meaning for it either: say what was asked, and where
+        sig = None
     if sig is None:
-        candidates = [m for op in site.operators for m in user_methods.table(op).methods]
         _raise_at_call_site(MethodError(getattr(site.callee, "__name__", repr(site.callee)), argtypes, candidates))
     site.by_numba.add(tuple(sig.args))
     return sig, None
