@@ -82,33 +82,38 @@ def _swapped(func, name: str):
 
 def register(cls: type, self_type) -> None:
     """Add the operator dunders defined in ``cls``'s body as methods whose first parameter (``self``) is
-    ``self_type`` -- the lattice type of the class's values -- and whose others keep their annotations."""
+    ``self_type`` -- the lattice type of the class's values -- and whose others keep their annotations; a
+    string annotation naming the class (``other: "Dual"``) means ``cls`` itself, even while the name is still
+    bound to an earlier class of that name or to nothing."""
+    scope = {cls.__name__: cls}
     for name, func in vars(cls).items():
         if not callable(func) or not hasattr(func, "__code__"):
             continue
         label = f"{cls.__qualname__}.{name}"
         if name in FORWARD or name in UNARY:
-            op = FORWARD.get(name) or UNARY[name]
-            for method in _methods(label, func, self_type):
-                _table(_forward, op, "forward").add(method)
+            arity = 1 if name in UNARY else 3 if name == "__setitem__" else 2
+            _add(_table(_forward, FORWARD.get(name) or UNARY.get(name), "forward"),
+                 _method(label, func, self_type, scope, arity))
         if name in REFLECTED:
-            for method in _methods(label, func, self_type, reflect=True):
-                method.func = _swapped(func, label)
-                _table(_reflected, REFLECTED[name], "reflected").add(method)
+            _add(_table(_reflected, REFLECTED[name], "reflected"),
+                 _method(label, func, self_type, scope, 2, reflect=True))
 
 
-def _methods(label: str, func, self_type, reflect: bool = False) -> list:
-    """The methods of a dunder with ``self`` typed ``self_type``: ``(self, other)``, or ``(other, self)``
-    when reflected."""
-    methods = methods_from(label, func)
-    full = methods[0]
-    sig = (self_type,) + full.sig[1:]
-    if reflect:
-        if len(sig) != 2:
-            return []
-        sig = (sig[1], sig[0])
-        params = (full.params[1], full.params[0])
-    else:
-        params = full.params
-    full.sig, full.params = sig, params
-    return [full]
+def _add(table: MethodTable, method) -> None:
+    if method is not None:
+        table.add(method)
+
+
+def _method(label: str, func, self_type, scope: dict, arity: int, reflect: bool = False):
+    """The method of a dunder taking ``arity`` operands (``__pow__(self, other, mod=None)`` is binary), with
+    ``self`` typed ``self_type``: ``(self, other)``, or ``(other, self)`` when reflected; None when the
+    dunder cannot take that many."""
+    for method in methods_from(label, func, scope=scope):
+        if len(method.sig) != arity:
+            continue
+        method.sig = (self_type,) + method.sig[1:]
+        if reflect:
+            method.sig, method.params = method.sig[::-1], method.params[::-1]
+            method.func = _swapped(method.func, label)
+        return method
+    return None

@@ -115,10 +115,11 @@ def _location(func) -> tuple[str, int]:
     return code.co_filename, code.co_firstlineno
 
 
-def signature_of(func) -> tuple[tuple[str, ...], tuple, tuple]:
-    """The parameter names, lattice signature (unannotated parameters are Any) and default values of a def."""
+def signature_of(func, scope: dict | None = None) -> tuple[tuple[str, ...], tuple, tuple]:
+    """The parameter names, lattice signature (unannotated parameters are Any) and default values of a def;
+    ``scope`` binds names its string annotations use ahead of its module's (a class being defined)."""
     try:
-        sig = inspect.signature(func, eval_str=True)
+        sig = inspect.signature(func, locals=scope, eval_str=True)
     except NameError as exc:
         raise TypeError(f"cannot evaluate the annotations of {func.__qualname__}: {exc}") from None
     names, types_, defaults = [], [], []
@@ -150,12 +151,12 @@ def _fill_defaults(func, params: tuple, defaults: tuple, arity: int, full):
     return wrapper
 
 
-def methods_from(name: str, func, sig: tuple | None = None, full=None) -> list["Method"]:
+def methods_from(name: str, func, sig: tuple | None = None, full=None, scope: dict | None = None) -> list["Method"]:
     """The methods a def defines: one for its full arity and, for each trailing default, one for the arity
     without it, calling ``full`` (the generic function; the def itself for a context's overdub, whose
     default-arity methods run the def they come from). ``sig`` (for all parameters) overrides the
     annotations."""
-    params, annotated, defaults = signature_of(func)
+    params, annotated, defaults = signature_of(func, scope)
     if sig is not None:
         sig = tuple(as_type(t) for t in sig)
         if len(sig) != len(params):

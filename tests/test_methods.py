@@ -536,3 +536,38 @@ def test_operator_methods_race_with_compiles_on_other_threads(make_module):
     for thread in threads:
         thread.join()
     assert errors == []
+
+
+def test_dunders_with_defaults_setitem_contains_and_abs(rec):
+    rec.run("""
+        from overdub import dunders
+
+        class More:
+            def __pow__(self, other: od.Integer, mod=None):
+                return re(self) ** other
+
+            def __setitem__(self, i: od.Integer, v: od.Float):
+                if i == 0:
+                    self.{re} = v
+                else:
+                    self.{im} = v
+
+            def __contains__(self, x: od.Float):
+                return re(self) <= x <= im(self)
+
+            def __abs__(self):
+                return im(self) - re(self)
+
+        dunders.register(More, R)
+
+        def more_kernel(out, rs):
+            r = rs[0]
+            out[0] = r ** 2
+            out[1] = 2.5 in r
+            out[2] = abs(r)
+            r[1] = 9.0
+            out[3] = im(rs[0])
+    """.replace("{re}", rec.DTYPE.names[0]).replace("{im}", rec.DTYPE.names[1]))
+    out = np.zeros(4)
+    od.cuda(rec.more_kernel, out, records(rec.DTYPE, (2.0, 3.0)))
+    assert out.tolist() == [4.0, 1.0, 1.0, 9.0]
