@@ -110,13 +110,18 @@ def numba_signature(site: OperatorSite, context, args: tuple):
 
 # --- the rewrite before type inference --------------------------------------------------------------------
 
-def _operator_of(stmt, ir):
+# isinstance checks take the node classes of both IR modules (numba-cuda's tuples of them)
+_SETITEM, _STATIC_SETITEM = numba.cuda.core.ir.setitem_types, numba.cuda.core.ir.staticsetitem_types
+_ASSIGN, _EXPR, _GLOBAL = numba.cuda.core.ir.assign_types, numba.cuda.core.ir.expr_types, numba.cuda.core.ir.global_types
+
+
+def _operator_of(stmt):
     """(kind, operator, operands, constants) of an operator statement, or None."""
-    if isinstance(stmt, ir.SetItem):
+    if isinstance(stmt, _SETITEM):
         return "setitem", operator.setitem, [stmt.target, stmt.index, stmt.value], {}
-    if isinstance(stmt, ir.StaticSetItem):
+    if isinstance(stmt, _STATIC_SETITEM):
         return "static_setitem", operator.setitem, [stmt.target, stmt.index_var, stmt.value], {"index": stmt.index}
-    if not isinstance(stmt, ir.Assign) or not isinstance(stmt.value, ir.Expr):
+    if not isinstance(stmt, _ASSIGN) or not isinstance(stmt.value, _EXPR):
         return None
     expr = stmt.value
     if expr.op == "binop" and expr.fn not in _NEVER_REROUTED:
@@ -148,7 +153,7 @@ def _make_reroute(registry_module, ir, errors):
                 return False
             self.block, self.func_ir = block, func_ir
             self.found = {id(stmt): found for stmt in block.body
-                          if (found := _operator_of(stmt, ir)) is not None and self._reroutes(*found)}
+                          if (found := _operator_of(stmt)) is not None and self._reroutes(*found)}
             return bool(self.found)
 
         def _reroutes(self, kind, op, operands, constants) -> bool:
@@ -181,7 +186,7 @@ def _make_reroute(registry_module, ir, errors):
                 function = scope.redefine("$overdub_operator", loc)
                 site = OperatorSite(self.chain, op, kind, constants)
                 new_block.append(ir.Assign(ir.Global(f"operator.{op.__name__}", site, loc), function, loc))
-                target = stmt.target if isinstance(stmt, ir.Assign) else scope.redefine("$overdub_setitem", loc)
+                target = stmt.target if isinstance(stmt, _ASSIGN) else scope.redefine("$overdub_setitem", loc)
                 new_block.append(ir.Assign(ir.Expr.call(function, operands, (), loc), target, loc))
             return new_block
 
@@ -225,7 +230,7 @@ def _make_restore(registry_module, ir):
             return bool(self.sites)
 
         def _site(self, stmt, typemap):
-            if not isinstance(stmt, ir.Assign) or not isinstance(stmt.value, ir.Expr) or stmt.value.op != "call":
+            if not isinstance(stmt, _ASSIGN) or not isinstance(stmt.value, _EXPR) or stmt.value.op != "call":
                 return None
             site = getattr(typemap.get(stmt.value.func.name), "site", None)
             sig = self.calltypes.get(stmt.value)
@@ -238,7 +243,7 @@ def _make_restore(registry_module, ir):
             new_block = self.block.copy()
             new_block.clear()
             for stmt in self.block.body:
-                if isinstance(stmt, ir.Assign) and isinstance(stmt.value, ir.Global) and id(stmt.value.value) in restored:
+                if isinstance(stmt, _ASSIGN) and isinstance(stmt.value, _GLOBAL) and id(stmt.value.value) in restored:
                     continue                # the site's global: nothing reads it any more
                 site = self.sites.get(id(stmt))
                 if site is None:
@@ -246,7 +251,7 @@ def _make_restore(registry_module, ir):
                     continue
                 node = _restored(site, stmt.value, ir)
                 self.calltypes[node] = self.calltypes.pop(stmt.value)
-                new_block.append(node if isinstance(node, ir.Stmt) else ir.Assign(node, stmt.target, stmt.loc))
+                new_block.append(ir.Assign(node, stmt.target, stmt.loc) if isinstance(node, _EXPR) else node)
             return new_block
 
     RestoreOperators.__qualname__ = f"RestoreOperators[{registry_module.__name__}]"

@@ -571,3 +571,41 @@ def test_dunders_with_defaults_setitem_contains_and_abs(rec):
     out = np.zeros(4)
     od.cuda(rec.more_kernel, out, records(rec.DTYPE, (2.0, 3.0)))
     assert out.tolist() == [4.0, 1.0, 1.0, 9.0]
+
+
+def test_a_method_on_a_numba_cuda_device_function(make_module):
+    m = make_module("""
+        import overdub as od
+        from numba import cuda
+
+        @cuda.jit(device=True)
+        def scale(x):
+            return x * 2
+
+        @od.method(scale)
+        def scale_pointee(p: od.Ptr[od.float64]):
+            return od.unsafe_load(p, 0) * 3
+
+        def kernel(out, x, p):
+            out[0] = scale(x[0])
+            out[1] = scale(p)
+    """, prefix="device_function_method")
+    x = np.array([5.0])
+    out = np.zeros(2)
+    od.cuda(m.kernel, out, x, od.pointer(x))
+    assert out.tolist() == [10.0, 15.0]
+
+
+def test_a_method_added_to_an_operator_pickles_by_reference_in_a_method_error(rec):
+    import pickle
+    rec.run("""
+        @od.method(operator.add)
+        def add(a: R, b: od.Float):
+            return 0.0
+    """)
+    with pytest.raises(od.MethodError) as info:
+        od.cuda(rec.add_kernel, np.zeros(1), records(rec.DTYPE, (1, 2), (3, 4)))
+    again = pickle.loads(pickle.dumps(info.value))
+    assert [str(m) for m in again.candidates] == [str(m) for m in info.value.candidates]
+    added = [m for m in info.value.candidates if m.func.__module__ == rec.__name__ and m.name == "add"]
+    assert [m for m in again.candidates if m is added[-1]]      # by reference: the very method
