@@ -171,6 +171,31 @@ def test_unary_minus_and_comparisons_reach_their_operator_methods(rec):
     assert out.tolist() == [0.0]
 
 
+def test_power_not_and_in_reach_their_operator_methods(rec):
+    rec.run("""
+        @od.method(operator.pow)
+        def power(r: R, n: od.Integer):
+            return re(r) ** n + im(r)
+
+        @od.method(operator.not_)
+        def is_zero(r: R):
+            return re(r) == 0 and im(r) == 0
+
+        @od.method(operator.contains)
+        def within(r: R, x: od.Float):
+            return re(r) <= x <= im(r)
+
+        def misc_kernel(out, rs):
+            out[0] = rs[0] ** 3
+            out[1] = not rs[0]
+            out[2] = 1.5 in rs[0]
+            out[3] = 9.5 not in rs[0]
+    """)
+    out = np.zeros(4)
+    od.cuda(rec.misc_kernel, out, records(rec.DTYPE, (1.0, 2.0)))
+    assert out.tolist() == [3.0, 0.0, 1.0, 1.0]
+
+
 def test_a_plus_equals_b_asks_iadd_then_add(rec):
     rec.run("""
         @od.method(operator.add)
