@@ -107,8 +107,12 @@ def _add(table: MethodTable, method) -> None:
 def _method(label: str, func, self_type, scope: dict, arity: int, reflect: bool = False):
     """The method of a dunder taking ``arity`` operands (``__pow__(self, other, mod=None)`` is binary), with
     ``self`` typed ``self_type``: ``(self, other)``, or ``(other, self)`` when reflected; None when the
-    dunder cannot take that many."""
-    for method in methods_from(label, func, scope=scope):
+    dunder cannot take that many or its annotations are no lattice types (it stays a host-only dunder)."""
+    try:
+        methods = methods_from(label, func, scope=scope)
+    except TypeError:          # annotated for the host only (other: object): not a device method
+        return None
+    for method in methods:
         if len(method.sig) != arity:
             continue
         method.sig = (self_type,) + method.sig[1:]

@@ -634,3 +634,130 @@ def test_a_method_added_to_an_operator_pickles_by_reference_in_a_method_error(re
     assert [str(m) for m in again.candidates] == [str(m) for m in info.value.candidates]
     added = [m for m in info.value.candidates if m.func.__module__ == rec.__name__ and m.name == "add"]
     assert [m for m in again.candidates if m is added[-1]]      # by reference: the very method
+
+
+# --- struct dunders -------------------------------------------------------------------------------------
+
+DUAL = """
+import math
+import operator
+import typing
+
+import overdub as od
+
+T = typing.TypeVar("T")
+
+
+@od.struct
+class Dual(typing.Generic[T]):
+    x: T
+    dx: T
+
+    def __add__(self, other: "Dual"):
+        return Dual(self.x + other.x, self.dx + other.dx)
+
+    def __radd__(self, other: od.Number):
+        return Dual(other + self.x, self.dx)
+
+    def __mul__(self, other: "Dual"):
+        return Dual(self.x * other.x, self.x * other.dx + self.dx * other.x)
+
+    def __rmul__(self, other: od.Number):
+        return Dual(other * self.x, other * self.dx)
+
+    def __pow__(self, n: od.Integer):
+        return Dual(self.x ** n, n * self.x ** (n - 1) * self.dx)
+
+    def __neg__(self):
+        return Dual(-self.x, -self.dx)
+
+    def __lt__(self, other: "Dual"):
+        return self.x < other.x
+
+    def __getitem__(self, i: od.Integer):
+        return self.x if i == 0 else self.dx
+
+
+@od.method(math.sin)
+def sin(d: Dual):
+    return Dual(math.sin(d.x), math.cos(d.x) * d.dx)
+
+
+@od.method(operator.add)
+def add(d: Dual, c: od.Number):             # one __add__ a class: other operand types are methods
+    return Dual(d.x + c, d.dx)
+
+
+def f(x):
+    return 3 * x * x + 2 + x ** 3 + math.sin(x)
+
+
+def kernel(out, x):
+    d = f(Dual(x, 1.0))
+    out[0] = d[0]
+    out[1] = d[1]
+    out[2] = -d < d
+    out[3] = f(x)
+"""
+
+
+def test_struct_dunders_differentiate_an_unchanged_function_in_a_kernel(make_module):
+    m = make_module(DUAL, prefix="dual_dunders")
+    out = np.zeros(4)
+    od.cuda(m.kernel, out, 0.5)
+    x = 0.5
+    assert out.tolist() == pytest.approx([3 * x * x + 2 + x ** 3 + math.sin(x), 6 * x + 3 * x * x + math.cos(x),
+                                          1.0, 3 * x * x + 2 + x ** 3 + math.sin(x)])
+
+
+def test_struct_dunders_work_on_the_host_as_python_does(make_module):
+    m = make_module(DUAL, prefix="dual_host")
+    d = 2 * (m.Dual(2.0, 1.0) * m.Dual(3.0, 0.0)) + m.Dual(1.0, 0.0)
+    assert (d.x, d.dx) == (13.0, 6.0)
+
+
+def test_redefining_a_struct_class_with_other_dunders_recompiles_with_them(make_module):
+    m = make_module(DUAL, prefix="dual_redefined")
+    out = np.zeros(4)
+    od.cuda(m.kernel, out, 0.5)
+    m.run(DUAL.replace("return Dual(-self.x, -self.dx)", "return Dual(self.x + 100.0, -self.dx)"))
+    od.cuda(m.kernel, out, 0.5)
+    assert out[2] == 0.0                   # -d is now d + 100: not below d
+
+
+def test_a_struct_without_the_dunder_gives_a_method_error_naming_the_operator_and_line(make_module):
+    m = make_module("""
+        import overdub as od
+
+        @od.struct
+        class Point:
+            x: od.float64
+
+            def __add__(self, other: "Point"):
+                return Point(self.x + other.x)
+
+        def kernel(out, p):
+            q = p * p
+            out[0] = q.x
+    """, prefix="struct_no_dunder")
+    with pytest.raises(od.MethodError) as info:
+        od.cuda(m.kernel, np.zeros(1), m.Point(1.0))
+    message = str(info.value)
+    assert "no method matching mul(Point, Point)" in message
+    assert f"{m.filename}:{m.line_of('q = p * p')}" in message
+
+
+def test_a_struct_dunder_annotated_for_the_host_only_is_not_a_device_method(make_module):
+    m = make_module("""
+        import overdub as od
+
+        @od.struct
+        class Tag:
+            n: od.int64
+
+            def __eq__(self, other: object):
+                return isinstance(other, Tag) and other.n == self.n
+
+            __hash__ = None
+    """, prefix="host_only_dunder")
+    assert m.Tag(1) == m.Tag(1) and m.Tag(1) != 1
