@@ -147,3 +147,10 @@ def test_a_context_overdub_of_getitem_shows_in_the_ptx():
     plain = od.code_ptx(kernel, types.float32[::1], types.float32[::1])
     overdubbed = od.code_ptx(kernel, types.float32[::1], types.float32[::1], context=ctx)
     assert "mul.f32" in overdubbed and "mul.f32" not in plain
+
+
+def test_struct_dunders_compile_to_ptx_without_a_gpu(make_module):
+    from test_methods import DUAL
+    m = make_module(DUAL, prefix="dual_ptx")
+    ptx = od.code_ptx(m.kernel, types.float64[::1], types.float64)
+    assert ".visible .entry" in ptx and "cos" in ptx

@@ -122,3 +122,14 @@ def test_kernels_on_built_in_types_compute_the_same_with_operators_rerouted(cp, 
         od.cuda(kernel, out, x, (1.5, 2, 7.0), threads=64, target="cuda")
         results.append(out.get().tolist())
     assert results[0] == results[1]
+
+
+def test_struct_dunders_differentiate_an_unchanged_function_on_the_gpu(cp, make_module):
+    from test_methods import DUAL
+    m = make_module(DUAL, prefix="gpu_dual")
+    out = cp.zeros(4)
+    od.cuda(m.kernel, out, 0.5, target="cuda")
+    x = 0.5
+    assert out.get().tolist() == pytest.approx([3 * x * x + 2 + x ** 3 + math.sin(x),
+                                                6 * x + 3 * x * x + math.cos(x), 1.0,
+                                                3 * x * x + 2 + x ** 3 + math.sin(x)])
