@@ -144,11 +144,13 @@ def _make_reroute(registry_module, ir, errors):
 
         def __init__(self, state):
             super().__init__(state)
-            func = getattr(state.func_id, "func", None)
-            self.chain = getattr(func, "__globals__", {}).get(CHAIN_MARK)
             self.open: dict = {}            # operator -> whether some table could apply
 
         def match(self, func_ir, block, typemap, calltypes):
+            # the function's identity is the IR's: numba also runs these rewrites on closures' IR with a
+            # pipeline state of its own (ir_utils.get_ir_of_code), whose globals are the enclosing function's
+            func = getattr(getattr(func_ir, "func_id", None), "func", None)
+            self.chain = getattr(func, "__globals__", {}).get(CHAIN_MARK)
             if self.chain is None:
                 return False
             self.block, self.func_ir = block, func_ir

@@ -761,3 +761,33 @@ def test_a_struct_dunder_annotated_for_the_host_only_is_not_a_device_method(make
             __hash__ = None
     """, prefix="host_only_dunder")
     assert m.Tag(1) == m.Tag(1) and m.Tag(1) != 1
+
+
+def test_an_operator_overdub_applies_inside_a_lambda_of_the_kernel():
+    ctx = od.Context("lambda_getitem")
+
+    @ctx.overdub(operator.getitem)
+    def _(a: od.Array[od.float64, 1], i: od.Integer):
+        return a[i] + 100
+
+    def kernel(out, x):
+        g = lambda j: x[j] * 2
+        out[0] = g(1)
+
+    out = np.zeros(1)
+    od.cuda(kernel, out, np.array([1.0, 2.0]), context=ctx)
+    assert out.tolist() == [204.0]
+
+
+def test_an_operator_overdub_counts_array_reads_in_the_launch_state():
+    counting = od.Context("counting_reads", state=od.Array[od.int64, 1])
+
+    @counting.overdub(operator.getitem)
+    def _(a: od.Array[od.float64, 1], i: od.Integer):
+        counts = od.state()
+        counts[0] += 1             # one context down: the real getitem and setitem
+        return a[i]
+
+    out, counts = np.zeros(3), np.zeros(1, dtype=np.int64)
+    od.cuda(copy_kernel, out, np.array([1.0, 2.0, 3.0]), context=counting, state=counts)
+    assert out.tolist() == [1.0, 2.0, 3.0] and counts.tolist() == [3]
