@@ -154,3 +154,20 @@ def test_struct_dunders_compile_to_ptx_without_a_gpu(make_module):
     m = make_module(DUAL, prefix="dual_ptx")
     ptx = od.code_ptx(m.kernel, types.float64[::1], types.float64)
     assert ".visible .entry" in ptx and "cos" in ptx
+
+
+def test_an_operator_overdub_using_the_launch_state_compiles_to_ptx():
+    counting = od.Context("ptx_counting_reads", state=od.Array[od.int64, 1])
+
+    @counting.overdub(operator.getitem)
+    def _(a: od.Array[od.float32, 1], i: od.Integer):
+        cuda.atomic.add(od.state(), 0, 1)
+        return a[i]
+
+    def kernel(out, x):
+        i = cuda.grid(1)
+        if i < x.size:
+            out[i] = x[i]
+
+    ptx = od.code_ptx(kernel, types.float32[::1], types.float32[::1], context=counting, state=types.int64[::1])
+    assert "atom.global.add" in ptx or "red.global.add" in ptx

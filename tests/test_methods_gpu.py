@@ -133,3 +133,22 @@ def test_struct_dunders_differentiate_an_unchanged_function_on_the_gpu(cp, make_
     assert out.get().tolist() == pytest.approx([3 * x * x + 2 + x ** 3 + math.sin(x),
                                                 6 * x + 3 * x * x + math.cos(x), 1.0,
                                                 3 * x * x + 2 + x ** 3 + math.sin(x)])
+
+
+def test_an_operator_overdub_counts_array_reads_in_the_launch_state_on_the_gpu(cp):
+    counting = od.Context("gpu_counting_reads", state=od.Array[od.int64, 1])
+
+    @counting.overdub(operator.getitem)
+    def _(a: od.Array[od.float32, 1], i: od.Integer):
+        cuda.atomic.add(od.state(), 0, 1)
+        return a[i]
+
+    def kernel(out, x):
+        i = cuda.grid(1)
+        if i < x.size:
+            out[i] = x[i] + x[0]
+
+    x = cp.arange(64, dtype=cp.float32)
+    out, counts = cp.zeros(64, dtype=cp.float32), cp.zeros(1, dtype=cp.int64)
+    od.cuda(kernel, out, x, threads=64, target="cuda", context=counting, state=counts)
+    assert out.get().tolist() == list(range(64)) and counts.get().tolist() == [128]
