@@ -8,6 +8,7 @@ from .compiler import CompileError
 from .context import CPU, CUDA, Context, when_imported
 from .intrinsics import Pointer, cuprintln, pointer, state, unsafe_load, unsafe_store, vload, vstore
 from .dropin import jit
+from .methods import method
 from .launch import cuda, default_target, synchronize
 from .reflect import code_llvm, code_ptx, code_sass, code_typed, explain, stats
 from .structs import struct, struct_array
@@ -21,7 +22,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     # generic functions and dispatch
-    "function", "GenericFunction", "Method", "methods", "which", "MethodError", "AmbiguityError",
+    "function", "method", "GenericFunction", "Method", "methods", "which", "MethodError", "AmbiguityError",
     # the type lattice
     "Any", "Number", "Integer", "Float", "Complex", "Boolean", "Ptr", "PtrType", "Array", "issubtype",
     "AbstractType", "struct", "struct_array",

@@ -23,8 +23,10 @@ from dataclasses import dataclass
 
 from numba.core import types as nt
 
-from . import bridge, diskcache, hooks, world
+from . import bridge, diskcache, dunders, hooks, world
 from .bindings import Guarded
+from .methods import user_methods
+from .operators import OperatorSite, numba_signature
 from .registry import GenericFunction, MethodError
 from .rewrite import Overdubbed, Unobserved, interned, rewrite, state_type, substitute, takes_state
 from .runtime import runtime
@@ -243,27 +245,73 @@ def resolve_call(site: Overdubbed, typing_context, args: tuple, kws: dict):
     """Resolve a call of an Overdubbed callee during numba's typing: (signature, implementation key).
 
     Order: each context of the chain (the first applicable overdub wins; its body compiles one context
-    down), the chain's forwards (``print`` -> ``cuprintln``), then the callee itself: a generic function's
-    method, a plain function -- or the Python function of a numba ``njit`` or ``cuda.jit(device=True)``
-    dispatcher -- compiled in the same chain (so it is an edge like any callee, and compiles for the target
-    with no GPU present), or, for what numba implements itself (``@overload``, ``@intrinsic``, libdevice,
-    fp16, cooperative groups: Python placeholders whose bodies mean nothing), numba's own typing.
+    down), the methods added to the callee with ``od.method`` and, for an operator, the dunders of its
+    operands' classes (:mod:`overdub.dunders`), the chain's forwards (``print`` -> ``cuprintln``), then the
+    callee itself: a generic function's method, a plain function -- or the Python function of a numba
+    ``njit`` or ``cuda.jit(device=True)`` dispatcher -- compiled in the same chain (so it is an edge like
+    any callee, and compiles for the target with no GPU present), or, for what numba implements itself
+    (``@overload``, ``@intrinsic``, libdevice, fp16, cooperative groups: Python placeholders whose bodies
+    mean nothing; an operator of a kernel), numba's own typing.
     """
-    chain, callee = site.chain, site.callee
     argtypes = tuple(bridge.unliteral(a) for a in args)
     if not site.dispatched:           # a hook method, called by a hooked call
-        return _compile_callee(callee, chain, typing_context, args, kws)
+        return _compile_callee(site.callee, site.chain, typing_context, args, kws)
     hooked = _hooked_call(site, typing_context, args, kws) if site.observed else None
     if hooked is not None:
-        return _compile_callee(hooked, chain, typing_context, args, kws)
+        return _compile_callee(hooked, site.chain, typing_context, args, kws)
+    ops = site.operators if isinstance(site, OperatorSite) else (site.callee,)
+    for op in ops:                    # a += b: iadd's tables, then add's (Python's fallback)
+        found = _user_method(site.chain, op, argtypes)
+        if found is not None:
+            func, chain = found
+            return _compile_callee(func, chain, typing_context, args, kws)
+    if isinstance(site, OperatorSite):
+        return _numba_operator(site, typing_context, args, argtypes)
+    return _resolve_callee(site, typing_context, args, kws, argtypes)
+
+
+def _user_method(chain: tuple, callee, argtypes: tuple):
+    """(the def, the chain to compile it in) of the overdub or added method a call reaches, or None. Each
+    table asked is an edge, whatever its answer."""
     for depth, ctx in enumerate(chain):
         if not ctx.overdubbable:
             break
         match = ctx.table(callee).dispatch(argtypes)
         if match.method is not None:
-            return _compile_callee(match.method.func, chain[depth + 1:], typing_context, args, kws)
+            return match.method.func, chain[depth + 1:]
         if match.ambiguous:
             _raise_at_call_site(match.error())
+    if isinstance(callee, GenericFunction):
+        return None                   # its added methods are in its own table
+    for table in [user_methods.table(callee)] + dunders.tables(callee):
+        match = table.dispatch(argtypes)
+        if match.method is not None:
+            return match.method.func, chain
+        if match.ambiguous:
+            _raise_at_call_site(match.error())
+    return None
+
+
+def _numba_operator(site: OperatorSite, typing_context, args: tuple, argtypes: tuple):
+    """An operator no table took: numba's own typing of its node, which the node is turned back into. Where
+    numba has no meaning for it either, a MethodError listing the methods added to the operator -- or, if
+    none was, numba's own error, as for an operator never rerouted."""
+    candidates = [m for op in site.operators for table in [user_methods.table(op)] + dunders.tables(op)
+                  for m in table.methods]
+    try:
+        sig = numba_signature(site, typing_context, args)
+    except Exception as exc:
+        if not candidates or bridge.compile_error_message(exc) is None:
+            raise
+        sig = None
+    if sig is None:
+        _raise_at_call_site(MethodError(getattr(site.callee, "__name__", repr(site.callee)), argtypes, candidates))
+    site.by_numba.add(tuple(sig.args))
+    return sig, None
+
+
+def _resolve_callee(site: Overdubbed, typing_context, args: tuple, kws: dict, argtypes: tuple):
+    chain, callee = site.chain, site.callee
     for ctx in chain:
         forward = ctx.forwarded(callee)
         if forward is not None:

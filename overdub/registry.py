@@ -115,10 +115,11 @@ def _location(func) -> tuple[str, int]:
     return code.co_filename, code.co_firstlineno
 
 
-def signature_of(func) -> tuple[tuple[str, ...], tuple, tuple]:
-    """The parameter names, lattice signature (unannotated parameters are Any) and default values of a def."""
+def signature_of(func, scope: dict | None = None) -> tuple[tuple[str, ...], tuple, tuple]:
+    """The parameter names, lattice signature (unannotated parameters are Any) and default values of a def;
+    ``scope`` binds names its string annotations use ahead of its module's (a class being defined)."""
     try:
-        sig = inspect.signature(func, eval_str=True)
+        sig = inspect.signature(func, locals=scope, eval_str=True)
     except NameError as exc:
         raise TypeError(f"cannot evaluate the annotations of {func.__qualname__}: {exc}") from None
     names, types_, defaults = [], [], []
@@ -150,12 +151,12 @@ def _fill_defaults(func, params: tuple, defaults: tuple, arity: int, full):
     return wrapper
 
 
-def methods_from(name: str, func, sig: tuple | None = None, full=None) -> list["Method"]:
+def methods_from(name: str, func, sig: tuple | None = None, full=None, scope: dict | None = None) -> list["Method"]:
     """The methods a def defines: one for its full arity and, for each trailing default, one for the arity
     without it, calling ``full`` (the generic function; the def itself for a context's overdub, whose
     default-arity methods run the def they come from). ``sig`` (for all parameters) overrides the
     annotations."""
-    params, annotated, defaults = signature_of(func)
+    params, annotated, defaults = signature_of(func, scope)
     if sig is not None:
         sig = tuple(as_type(t) for t in sig)
         if len(sig) != len(params):
@@ -237,6 +238,21 @@ class MethodMatch(world.Node):
         return f"{call} -> {'ambiguous' if self.ambiguous else 'no method'}"
 
 
+class EmptyTable(world.Node):
+    """The answer "this table has no methods": what a pass that skips work for tables with no methods
+    consults (the operator rewrite leaves ``a + b`` to numba while every table of ``+`` is empty); the
+    table's first method invalidates it."""
+
+    __slots__ = ("table",)
+
+    def __init__(self, table: "MethodTable"):
+        super().__init__()
+        self.table = table
+
+    def describe(self) -> str:
+        return f"{self.table.name} has no methods"
+
+
 def _method_of(owner, sig: tuple) -> "Method":
     table = owner.table if isinstance(owner, GenericFunction) else owner[0].table(owner[1])
     return next(m for m in table.methods if m.sig == sig)
@@ -251,6 +267,7 @@ class MethodTable:
         self.owner = owner
         self.methods: list[Method] = []
         self._cache: dict[tuple, MethodMatch] = {}     # argument types -> the answer for them
+        self._empty = EmptyTable(self)
 
     # -- dispatch --------------------------------------------------------------------------------------
     def resolve(self, argtypes: tuple) -> tuple[Method | None, tuple]:
@@ -280,6 +297,14 @@ class MethodTable:
             raise match.error()
         return match.method
 
+    def is_empty(self) -> bool:
+        """Whether the table has no methods; while it has none, the node being built gets an edge that its
+        first method invalidates."""
+        if self.methods:
+            return False
+        world.consult(self._empty)
+        return not self.methods      # a method added meanwhile has invalidated what was just consulted
+
     def cached(self) -> dict[tuple, MethodMatch]:
         return dict(self._cache)
 
@@ -302,6 +327,8 @@ class MethodTable:
             world.bump_world()
             stale = [match for argtypes, match in self._cache.items()
                      if method.applies_to(argtypes) and not match.same_answer(*self.resolve(argtypes))]
+            if len(self.methods) == 1:
+                stale.append(self._empty)
             world.invalidate(stale, f"{method.signature_repr()} {verb} at {method.location}")
             return old
 

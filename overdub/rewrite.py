@@ -23,6 +23,10 @@ from . import bindings
 from .runtime import runtime
 
 
+CHAIN_MARK = "__overdub_chain__"
+"""The global a rewritten function carries its chain in (so numba passes know overdub compiled it)."""
+
+
 class Overdubbed:
     """A callee as seen from a context chain: calling it inside a kernel asks the chain first -- its hooks
     observe the call, its overdubs may take it."""
@@ -144,7 +148,7 @@ def rewrite(func: pytypes.FunctionType, chain: tuple) -> pytypes.FunctionType:
     """
     bindings.read_function(func)
     namespace = func.__globals__
-    new_globals = {"__builtins__": builtins, "__name__": namespace.get("__name__")}
+    new_globals = {"__builtins__": builtins, "__name__": namespace.get("__name__"), CHAIN_MARK: chain}
     for name in dict.fromkeys(global_names(func.__code__)):
         if bindings.lookup(namespace, name) is bindings._MISSING:
             continue           # unbound (numba will say so)

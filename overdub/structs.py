@@ -32,6 +32,7 @@ import typing
 
 import numpy as np
 
+from . import dunders
 from . import types as lattice
 from . import world
 from .arguments import packed_slots
@@ -359,6 +360,7 @@ def struct(cls):
     new.__overdub_definition__ = StructDefinition(new)
     if not spec.params:
         new.__overdub_type__.definition = new.__overdub_definition__
+    dunders.register(new, new.__overdub_type__)      # its __add__, __radd__, __neg__...: methods of the operators
     _supersede(new)
     return new
 

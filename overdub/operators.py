@@ -1,0 +1,272 @@
+"""Operators in kernels are calls: ``a + b`` is ``operator.add(a, b)``, ``a[i] = v`` is
+``operator.setitem(a, i, v)``, ``-a`` is ``operator.neg(a)``, ``a += b`` is ``operator.iadd(a, b)``.
+
+numba types and lowers operators itself -- binop, unary, getitem and setitem nodes of its IR -- so neither a
+context's overdub of ``operator.getitem`` nor a method added to ``operator.add`` would ever see them. This
+pass, registered before type inference with numba's and numba-cuda's rewrite registries, turns each operator
+node of a function overdub compiled (the rewrite marks its clones: :data:`~overdub.rewrite.CHAIN_MARK` in
+their globals) into a call of an :class:`OperatorSite`: an Overdubbed callee, so numba's typing of the call
+is :func:`overdub.compiler.resolve_call` -- the chain's overdubs, then methods added with ``od.method``, then
+dunders, then numba's own typing of the operator, done as numba types that node (:func:`numba_signature`).
+
+Two things keep the code numba generates for built-in types exactly what it was:
+
+* an operator is rerouted only where some table could apply: while every table of the operator in the chain
+  is empty the node stays numba's (the emptiness is an edge: the first method or overdub of ``+``
+  recompiles what relied on it); an operation on two constants stays numba's too, so branch pruning on
+  ``if N == 2`` still happens;
+* a call that numba's own typing resolved is turned back, after type inference, into the very node it came
+  from (:class:`restore pass <_Restore>`), so numba lowers it as before: a heterogeneous tuple's ``t[0]``
+  through static_getitem, ``x ** 2`` through its static exponent, ``x += 1`` through ``+``.
+
+numba internals, all here: the IR node classes of numba's and numba-cuda's IR modules (each pipeline has its
+own), their rewrite registries -- the restore pass is put first in the after-inference list, ahead of
+numba's string-literal getitem rewrite -- and the typing context's ``resolve_static_getitem`` /
+``resolve_setitem`` / ``resolve_static_setitem``.
+"""
+from __future__ import annotations
+
+import operator
+import os
+
+import numba.core.errors
+import numba.core.ir
+import numba.core.rewrites
+import numba.cuda.core.errors
+import numba.cuda.core.ir
+import numba.cuda.core.rewrites
+from numba.core.typing.templates import signature
+
+from . import bridge, dunders
+from .methods import user_methods
+from .rewrite import CHAIN_MARK, Overdubbed
+
+__all__ = ["OperatorSite", "numba_signature", "tables", "INPLACE"]
+
+REROUTE = os.environ.get("OVERDUB_REROUTE", "when-extended")
+"""Which operator nodes become calls: ``"when-extended"`` (those of operators some table of the chain has a
+method for), ``"always"`` or ``"never"`` (then operators reach no method or overdub). The last two exist to
+measure what rerouting costs and to check that it changes no code (``OVERDUB_REROUTE=always`` runs the test
+suite through the rerouted path); they are not an API."""
+
+# Python's `is` cannot be overloaded; numba's branch pruning reads `x is None` nodes
+_NEVER_REROUTED = frozenset({operator.is_, operator.is_not})
+
+# a += b: the in-place operator, then (Python's fallback) the copying one
+INPLACE = {operator.iadd: operator.add, operator.isub: operator.sub, operator.imul: operator.mul,
+           operator.itruediv: operator.truediv, operator.ifloordiv: operator.floordiv, operator.imod: operator.mod,
+           operator.ipow: operator.pow, operator.imatmul: operator.matmul, operator.ilshift: operator.lshift,
+           operator.irshift: operator.rshift, operator.iand: operator.and_, operator.ior: operator.or_,
+           operator.ixor: operator.xor}
+
+
+class OperatorSite(Overdubbed):
+    """One operator node of a kernel, as a callee: ``callee`` is its operator function, ``kind`` the node
+    (binop, inplace_binop, unary, getitem, static_getitem, setitem, static_setitem), ``constants`` what the
+    node carries besides its operands (a static index, a static exponent). ``by_numba`` records the argument
+    types numba's own typing resolved, whose calls are turned back into the node after type inference."""
+
+    __slots__ = ("kind", "constants", "by_numba")
+    observed = False       # hooks observe calls written as calls; a prehook of od.Any would see every + and a[i]
+
+    def __init__(self, chain: tuple, callee, kind: str, constants: dict):
+        super().__init__(chain, callee)
+        self.kind, self.constants, self.by_numba = kind, constants, set()
+
+    @property
+    def operators(self) -> tuple:
+        """The operator functions a call dispatches on, in order: ``iadd`` then ``add`` for ``a += b``."""
+        fallback = INPLACE.get(self.callee)
+        return (self.callee,) if fallback is None else (self.callee, fallback)
+
+
+def tables(chain: tuple, op) -> list:
+    """Every table a call of ``op`` in ``chain`` asks: each context's overdubs, the methods added to ``op``,
+    and the struct dunders of ``op``."""
+    found = [ctx.table(op) for ctx in chain if ctx.overdubbable]
+    return found + [user_methods.table(op)] + dunders.tables(op)
+
+
+def _may_apply(chain: tuple, ops: tuple) -> bool:
+    """Could any table apply to a call of one of ``ops``? (While not, every table's emptiness is an edge.)"""
+    return not all(table.is_empty() for op in ops for table in tables(chain, op))
+
+
+def numba_signature(site: OperatorSite, context, args: tuple):
+    """The signature numba's own typing gives the node ``site`` came from, or None (as numba's typeinfer
+    types binop, unary, getitem, static_getitem, setitem and static_setitem nodes)."""
+    kind, constants = site.kind, site.constants
+    if kind == "static_getitem":
+        static = context.resolve_static_getitem(value=args[0], index=constants["index"])
+        if static is not None:
+            return signature(static.return_type, *args)
+        return bridge.delegate(context, operator.getitem, args, {})[0]
+    if kind == "setitem":
+        return context.resolve_setitem(*args)
+    if kind == "static_setitem":
+        return context.resolve_static_setitem(args[0], constants["index"], args[2]) or context.resolve_setitem(*args)
+    return bridge.delegate(context, site.callee, args, {})[0]
+
+
+# --- the rewrite before type inference --------------------------------------------------------------------
+
+# isinstance checks take the node classes of both IR modules (numba-cuda's tuples of them)
+_SETITEM, _STATIC_SETITEM = numba.cuda.core.ir.setitem_types, numba.cuda.core.ir.staticsetitem_types
+_ASSIGN, _EXPR, _GLOBAL = numba.cuda.core.ir.assign_types, numba.cuda.core.ir.expr_types, numba.cuda.core.ir.global_types
+
+
+def _operator_of(stmt):
+    """(kind, operator, operands, constants) of an operator statement, or None."""
+    if isinstance(stmt, _SETITEM):
+        return "setitem", operator.setitem, [stmt.target, stmt.index, stmt.value], {}
+    if isinstance(stmt, _STATIC_SETITEM):
+        return "static_setitem", operator.setitem, [stmt.target, stmt.index_var, stmt.value], {"index": stmt.index}
+    if not isinstance(stmt, _ASSIGN) or not isinstance(stmt.value, _EXPR):
+        return None
+    expr = stmt.value
+    if expr.op == "binop" and expr.fn not in _NEVER_REROUTED:
+        return "binop", expr.fn, [expr.lhs, expr.rhs], {"static_lhs": expr.static_lhs,
+                                                         "static_rhs": expr.static_rhs}
+    if expr.op == "inplace_binop":
+        return "inplace_binop", expr.fn, [expr.lhs, expr.rhs], {"immutable_fn": expr.immutable_fn}
+    if expr.op == "unary":
+        return "unary", expr.fn, [expr.value], {}
+    if expr.op == "getitem":
+        return "getitem", operator.getitem, [expr.value, expr.index], {}
+    if expr.op == "static_getitem" and expr.index_var is not None:
+        return "static_getitem", operator.getitem, [expr.value, expr.index_var], {"index": expr.index}
+    return None
+
+
+def _make_reroute(registry_module, ir, errors):
+    class RerouteOperators(registry_module.Rewrite):
+        """Operator nodes of a function overdub compiled become calls of OperatorSites (see the module)."""
+
+        def __init__(self, state):
+            super().__init__(state)
+            self.open: dict = {}            # operator -> whether some table could apply
+
+        def match(self, func_ir, block, typemap, calltypes):
+            # the function's identity is the IR's: numba also runs these rewrites on closures' IR with a
+            # pipeline state of its own (ir_utils.get_ir_of_code), whose globals are the enclosing function's
+            func = getattr(getattr(func_ir, "func_id", None), "func", None)
+            self.chain = getattr(func, "__globals__", {}).get(CHAIN_MARK)
+            if self.chain is None:
+                return False
+            self.block, self.func_ir = block, func_ir
+            self.found = {id(stmt): found for stmt in block.body
+                          if (found := _operator_of(stmt)) is not None and self._reroutes(*found)}
+            return bool(self.found)
+
+        def _reroutes(self, kind, op, operands, constants) -> bool:
+            if REROUTE == "never" or kind in ("binop", "unary") and all(self._constant(v) for v in operands):
+                return False
+            if REROUTE == "always":
+                return True
+            ops = (op, INPLACE[op]) if kind == "inplace_binop" and op in INPLACE else (op,)
+            if ops not in self.open:
+                self.open[ops] = _may_apply(self.chain, ops)
+            return self.open[ops]
+
+        def _constant(self, var) -> bool:
+            try:
+                self.func_ir.infer_constant(var)
+            except errors.ConstantInferenceError:
+                return False
+            return True
+
+        def apply(self):
+            new_block = self.block.copy()
+            new_block.clear()
+            for stmt in self.block.body:
+                found = self.found.get(id(stmt))
+                if found is None:
+                    new_block.append(stmt)
+                    continue
+                kind, op, operands, constants = found
+                scope, loc = self.block.scope, stmt.loc
+                function = scope.redefine("$overdub_operator", loc)
+                site = OperatorSite(self.chain, op, kind, constants)
+                new_block.append(ir.Assign(ir.Global(f"operator.{op.__name__}", site, loc), function, loc))
+                target = stmt.target if isinstance(stmt, _ASSIGN) else scope.redefine("$overdub_setitem", loc)
+                new_block.append(ir.Assign(ir.Expr.call(function, operands, (), loc), target, loc))
+            return new_block
+
+    RerouteOperators.__qualname__ = f"RerouteOperators[{registry_module.__name__}]"
+    return RerouteOperators
+
+
+# --- the restore pass after type inference ----------------------------------------------------------------
+
+def _restored(site: OperatorSite, call, ir):
+    """The node ``site`` came from, on the call's (possibly renamed) operands."""
+    c, args, loc = site.constants, call.args, call.loc
+    if site.kind == "binop":
+        expr = ir.Expr.binop(site.callee, args[0], args[1], loc)
+        expr.static_lhs, expr.static_rhs = c["static_lhs"], c["static_rhs"]
+        return expr
+    if site.kind == "inplace_binop":
+        return ir.Expr.inplace_binop(site.callee, c["immutable_fn"], args[0], args[1], loc)
+    if site.kind == "unary":
+        return ir.Expr.unary(site.callee, args[0], loc)
+    if site.kind == "getitem":
+        return ir.Expr.getitem(args[0], args[1], loc)
+    if site.kind == "static_getitem":
+        return ir.Expr.static_getitem(args[0], c["index"], args[1], loc)
+    if site.kind == "setitem":
+        return ir.SetItem(args[0], args[1], args[2], loc)
+    return ir.StaticSetItem(args[0], c["index"], args[1], args[2], loc)
+
+
+def _make_restore(registry_module, ir):
+    class RestoreOperators(registry_module.Rewrite):
+        """Calls of OperatorSites that numba's own typing resolved become the nodes they came from again."""
+
+        def match(self, func_ir, block, typemap, calltypes):
+            self.block, self.calltypes = block, calltypes
+            self.sites = {}
+            for stmt in block.body:
+                site = self._site(stmt, typemap)
+                if site is not None:
+                    self.sites[id(stmt)] = site
+            return bool(self.sites)
+
+        def _site(self, stmt, typemap):
+            if not isinstance(stmt, _ASSIGN) or not isinstance(stmt.value, _EXPR) or stmt.value.op != "call":
+                return None
+            site = getattr(typemap.get(stmt.value.func.name), "site", None)
+            sig = self.calltypes.get(stmt.value)
+            if isinstance(site, OperatorSite) and sig is not None and tuple(sig.args) in site.by_numba:
+                return site
+            return None
+
+        def apply(self):
+            restored = {id(site) for site in self.sites.values()}
+            new_block = self.block.copy()
+            new_block.clear()
+            for stmt in self.block.body:
+                if isinstance(stmt, _ASSIGN) and isinstance(stmt.value, _GLOBAL) and id(stmt.value.value) in restored:
+                    continue                # the site's global: nothing reads it any more
+                site = self.sites.get(id(stmt))
+                if site is None:
+                    new_block.append(stmt)
+                    continue
+                node = _restored(site, stmt.value, ir)
+                self.calltypes[node] = self.calltypes.pop(stmt.value)
+                new_block.append(ir.Assign(node, stmt.target, stmt.loc) if isinstance(node, _EXPR) else node)
+            return new_block
+
+    RestoreOperators.__qualname__ = f"RestoreOperators[{registry_module.__name__}]"
+    return RestoreOperators
+
+
+def _register(registry_module, ir, errors) -> None:
+    registry_module.register_rewrite("before-inference")(_make_reroute(registry_module, ir, errors))
+    restore = _make_restore(registry_module, ir)
+    registry_module.register_rewrite("after-inference")(restore)
+    after = registry_module.rewrite_registry.rewrites["after-inference"]
+    after.insert(0, after.pop(after.index(restore)))        # ahead of numba's own after-inference rewrites
+
+
+_register(numba.core.rewrites, numba.core.ir, numba.core.errors)
+_register(numba.cuda.core.rewrites, numba.cuda.core.ir, numba.cuda.core.errors)
