@@ -14,7 +14,14 @@ setup(
             py_limited_api=True,
             define_macros=[("Py_LIMITED_API", "0x030B0000")],
             optional=True,
-        )
+        ),
+        Extension(      # the CPU target's grid runner: parallel blocks, fibers for barriers
+            "overdub._cpugrid",
+            ["overdub/_cpugrid.c"],
+            py_limited_api=True,
+            define_macros=[("Py_LIMITED_API", "0x030B0000")],
+            optional=True,
+        ),
     ],
     options={"bdist_wheel": {"py_limited_api": "cp311"}},
 )
