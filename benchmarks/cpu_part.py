@@ -332,7 +332,12 @@ def _parallel(part: Part, cfg: dict, check_only: bool, od, cpu_target) -> None:
         finally:
             cpu_target.TARGET.workers = saved
         t_all = _best(run, cfg["repeats"])
+        cpu0, wall0 = time.process_time(), time.perf_counter()
+        run()
+        busy = (time.process_time() - cpu0) / (time.perf_counter() - wall0)
         part.measure("compute [od cpu, 1 worker]", t_one * 1e3, "ms", n=n)
+        part.measure("cores busy during a parallel run (process CPU time / wall time)", busy, "x",
+                     load_average=os.getloadavg()[0])
         part.measure(f"compute [od cpu, {workers} workers]", t_all * 1e3, "ms", n=n)
         part.measure("speed-up from parallel blocks", ratio(t_one, t_all), "x", workers=workers)
         part.target(f"parallel speed-up >= 0.7 x {workers} workers", ratio(t_one, t_all), ">=", 0.7 * workers)
