@@ -533,3 +533,32 @@ def test_a_launch_state_reaches_callees_of_a_kernel_run_as_fibers(make_module):
     np.testing.assert_array_equal(out, np.tile(np.arange(31, -1, -1) * 1.5, 2))
     od.cuda(m.kernel, out, blocks=2, threads=32, target="cpu", context=m.scaled, state=-2.0)
     np.testing.assert_array_equal(out, np.tile(np.arange(31, -1, -1) * -2.0, 2))
+
+
+def test_local_arrays_take_keyword_shapes_and_tuples_per_thread(make_module):
+    m = make_module("""
+        import numpy as np
+        from numba import cuda
+
+        def kernel(out):
+            t = cuda.grid(1)
+            tmp = cuda.local.array(shape=(2, 3), dtype=np.int32)
+            for j in range(3):
+                tmp[0, j] = t + j
+                tmp[1, j] = t * j
+            cuda.syncthreads()                       # other threads run meanwhile: their arrays are theirs
+            out[t] = tmp[0, 2] + tmp[1, 2]
+    """)
+    out = np.zeros(64, np.int64)
+    launch(m.kernel, out, blocks=2, threads=32)
+    t = np.arange(64)
+    np.testing.assert_array_equal(out, t + 2 + 2 * t)
+
+
+def test_od_jit_launch_with_dynamic_shared_memory_on_the_cpu():
+    kernel = od.jit(k.reverse_dynamic, target="cpu")
+    a = np.arange(64.0)
+    out = np.zeros_like(a)
+    kernel[2, 32, 0, 32 * 8](a, out)
+    expected = np.concatenate([block[::-1] for block in a.reshape(2, 32)]) + 32
+    np.testing.assert_array_equal(out, expected)
