@@ -30,8 +30,10 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#if !defined(__x86_64__)
-#include <ucontext.h>
+#if defined(__x86_64__) && !defined(OVERDUB_UCONTEXT)
+#define OVERDUB_ASM_SWITCH 1
+#else
+#include <ucontext.h>       /* other machines (and builds with -DOVERDUB_UCONTEXT): slower, portable */
 #endif
 
 typedef int32_t (*compiled_fn)(void *retptr, void **excinfo, void *args, int64_t a, int64_t b);
@@ -43,7 +45,7 @@ enum { OK = 0, KERNEL_ERROR = 1, RUNTIME_ERROR = 2 };
 
 /* --- context switching ------------------------------------------------------------------------------- */
 
-#if defined(__x86_64__)
+#if defined(OVERDUB_ASM_SWITCH)
 /* overdub_fiber_switch(&from->sp, to->sp): save the callee-saved registers on this stack, store the stack
  * pointer, load the other one, restore its registers and return into it (System V AMD64). The FP control
  * words (MXCSR, x87) are not switched: every fiber of a worker shares them, and compiled kernels never change
