@@ -42,6 +42,7 @@ enum { READY, WAIT_BLOCK, WAIT_WARP, WAIT_GRID, DONE };
 enum { OK = 0, KERNEL_ERROR = 1, RUNTIME_ERROR = 2 };
 #define STACK_SIZE (512 * 1024)     /* CUDA's limit on a thread's local memory */
 #define MAX_SITES 64
+#define MAX_RESIDENT_THREADS (1 << 20)  /* grid fibers: every thread of the grid at once, a stack each */
 
 /* --- context switching ------------------------------------------------------------------------------- */
 
@@ -652,6 +653,13 @@ static int32_t od_run(int64_t mode, int64_t nworkers, compiled_fn fn, void *args
     j.nblocks = gx * gy * gz;
     j.nthreads = tx * ty * tz;
     j.shmem = shmem;
+    if (mode == 2 && j.nblocks * j.nthreads > MAX_RESIDENT_THREADS) {
+        snprintf(last_message, sizeof last_message,
+                 "a grid sync needs every block of the grid resident, and %lld blocks of %lld threads exceed the "
+                 "CPU target's %d resident threads (a GPU refuses such a cooperative launch too)",
+                 (long long)j.nblocks, (long long)j.nthreads, MAX_RESIDENT_THREADS);
+        return RUNTIME_ERROR;
+    }
     pthread_mutex_init(&j.lock, NULL);
     pthread_cond_init(&j.rendezvous, NULL);
     if (nworkers > j.nblocks)

@@ -562,3 +562,13 @@ def test_od_jit_launch_with_dynamic_shared_memory_on_the_cpu():
     kernel[2, 32, 0, 32 * 8](a, out)
     expected = np.concatenate([block[::-1] for block in a.reshape(2, 32)]) + 32
     np.testing.assert_array_equal(out, expected)
+
+
+def test_a_grid_sync_over_more_threads_than_can_be_resident_is_refused():
+    n = 16385 * 64                                        # 2**20 resident threads at most
+    a, b = np.zeros(n, np.int64), np.zeros(n, np.int64)
+    with pytest.raises(cpu.CPUGridError, match=r"grid sync needs every block of the grid resident, and 16385 "
+                                               r"blocks of 64 threads"):
+        launch(k.two_phase, a, b, blocks=16385, threads=64)
+    launch(k.two_phase, a[:512], b[:512], blocks=8, threads=64)      # a grid that fits still runs
+    assert b[0] == 64 * 3
