@@ -19,11 +19,11 @@ from .. import world
 from . import cpu_sync
 from .cpu_sync import native_call
 
-# # The kernel is inlined (at numba IR level) into the grid loop, so the reads in its own body find the grid
-# loop's local copy of the state, which LLVM keeps in registers: thread indices are plain loop variables
-# there, and the loops vectorise. Callees compiled on their own read the state from twelve int64 slots at
-# an address baked into the code; a kernel that reaches such a callee "needs" the state in memory, and only
-# then does its grid loop store it there as well.
+# The kernel is inlined (at numba IR level) into its grid body, so the reads in its own body find the body's
+# local copy of the state, which LLVM keeps in registers: thread indices are plain loop variables there, and
+# the loops vectorise. Callees compiled on their own read the running thread's slots through the runner's
+# od_state (a fiber's own, or its worker's); a kernel that reaches such a callee "needs" the state in
+# memory, and only then does its grid loop store it there as well (a thread body's fibers have it there).
 
 _GRID_STATE = np.zeros(12, dtype=np.int64)
 _I64 = ir.IntType(64)
