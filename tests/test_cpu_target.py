@@ -1,12 +1,10 @@
 """The CUDA kernel idiom on the CPU target (overdub/targets/cpu.py): grid, block and thread indices in 1, 2
-and 3 dimensions (callees read the calling thread's), atomics, local arrays, ``print`` once per thread; what
-the CPU cannot do (``cuda.syncthreads``, shared arrays) rejected naming the construct and its line.
+and 3 dimensions (callees read the calling thread's), atomics, local arrays, ``print`` once per thread. Barriers, shared memory and
+warp operations: tests/test_cpu_sync.py.
 """
 import numpy as np
-import pytest
 
 import overdub as od
-from overdub.targets.cpu import UnsupportedOnCPU
 
 from helpers import run
 
@@ -142,36 +140,6 @@ def test_local_array_works_per_thread(make_module):
 
 
 # --- unsupported on the CPU -----------------------------------------------------------------------------
-
-def test_syncthreads_is_rejected_naming_the_construct_and_line(make_module):
-    m = make_module("""
-        from numba import cuda
-
-        def kernel(out):
-            cuda.syncthreads()
-            out[0] = 1
-    """)
-    with pytest.raises(UnsupportedOnCPU) as info:
-        run(m.kernel)
-    message = str(info.value)
-    assert "cuda.syncthreads" in message and "not supported on the CPU target" in message
-    assert f"{m.filename}:{m.line_of('cuda.syncthreads()')}" in message
-
-
-def test_shared_array_is_rejected_naming_the_construct(make_module):
-    m = make_module("""
-        import numba
-        from numba import cuda
-
-        def kernel(out):
-            tile = cuda.shared.array(4, numba.int64)
-            out[0] = tile[0]
-    """)
-    with pytest.raises(UnsupportedOnCPU, match=r"cuda\.shared\.array"):
-        run(m.kernel)
-
-
-# --- printing -------------------------------------------------------------------------------------------
 
 def test_print_in_a_kernel_writes_to_stdout_at_the_end_of_the_launch(make_module, capfd):
     m = make_module("""

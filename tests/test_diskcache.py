@@ -19,6 +19,7 @@ import pytest
 import overdub as od
 from overdub import diskcache
 from overdub.runtime import runtime
+from overdub.targets import cpu
 
 from helpers import unique_name
 
@@ -470,6 +471,184 @@ print(json.dumps({"out": out.get().tolist(), "stats": od.stats()}))
         results.append(json.loads(done.stdout.splitlines()[-1]))
     assert results[0]["out"] == results[1]["out"] == [10.0, 20.0, 30.0, 40.0]
     assert (results[1]["stats"]["disk_hits"], results[1]["stats"]["compiles"]) == (1, 0)
+
+
+# --- the CPU target's grid modes across processes ------------------------------------------------------
+
+SYNC_LIB = """
+import numba
+import overdub as od
+from numba import cuda
+
+
+@od.function
+def block_prefix(value):
+    s = cuda.shared.array(64, numba.int64)
+    t = cuda.threadIdx.x
+    s[t] = value
+    cuda.syncthreads()
+    k = 1
+    while k < cuda.blockDim.x:
+        v = s[t - k] if t >= k else 0
+        cuda.syncthreads()
+        s[t] += v
+        cuda.syncthreads()
+        k *= 2
+    return s[t]
+
+
+def lane():
+    return cuda.threadIdx.x + 100 * cuda.blockIdx.x
+"""
+
+SYNC_KERNELS = """
+import numba
+from numba import cuda
+from synclib import block_prefix, lane
+
+
+def tree_sum(a, out):
+    s = cuda.shared.array(64, numba.float64)
+    t = cuda.threadIdx.x
+    s[t] = a[cuda.grid(1)]
+    cuda.syncthreads()
+    step = cuda.blockDim.x // 2
+    while step > 0:
+        if t < step:
+            s[t] += s[t + step]
+        cuda.syncthreads()
+        step //= 2
+    everyone = cuda.syncthreads_count(numba.int32(1))
+    if t == 0:
+        out[cuda.blockIdx.x] = s[0] + everyone
+
+
+def scan_in_callee(a, out):
+    i = cuda.grid(1)
+    out[i] = block_prefix(a[i])
+
+
+def warp_sum(a, out):
+    v = a[cuda.grid(1)]
+    offset = 16
+    while offset > 0:
+        v += cuda.shfl_down_sync(0xFFFFFFFF, v, offset)
+        offset //= 2
+    if cuda.threadIdx.x % 32 == 0:
+        cuda.atomic.add(out, 0, v)
+
+
+def two_phase(a, b):
+    g = cuda.cg.this_grid()
+    i = cuda.grid(1)
+    a[i] = i * 3
+    g.sync()
+    b[i] = a[(i + cuda.blockDim.x) % cuda.gridsize(1)]
+
+
+def lanes(out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = lane()
+
+
+def checked_sqrt(a, out):
+    i = cuda.grid(1)
+    if a[i] < 0:
+        raise ValueError("a negative input")
+    out[i] = a[i] ** 0.5
+"""
+
+SYNC_LAUNCH = """
+import json, sys
+if sys.argv[1] == "serial":
+    sys.modules["overdub._cpugrid"] = None          # as where no C compiler built the runner
+import numpy as np
+import overdub as od
+import synckern as k
+
+cpu = dict(target="cpu")
+results = {}
+if sys.argv[1] == "runner":
+    a = np.arange(256.0)
+    out = np.zeros(4)
+    od.cuda(k.tree_sum, a, out, blocks=4, threads=64, **cpu)
+    results["tree_sum"] = out.tolist()
+    ai = np.arange(128, dtype=np.int64) % 7
+    scanned = np.zeros(128, dtype=np.int64)
+    od.cuda(k.scan_in_callee, ai, scanned, blocks=2, threads=64, **cpu)
+    results["scan_in_callee"] = scanned.tolist()
+    total = np.zeros(1, dtype=np.int64)
+    od.cuda(k.warp_sum, ai, total, blocks=2, threads=64, **cpu)
+    results["warp_sum"] = total.tolist()
+    first, second = np.zeros(64, dtype=np.int64), np.zeros(64, dtype=np.int64)
+    od.cuda(k.two_phase, first, second, blocks=8, threads=8, **cpu)
+    results["two_phase"] = second.tolist()
+out = np.zeros(8)
+od.cuda(k.lanes, out, blocks=2, threads=4, **cpu)
+results["lanes"] = out.tolist()
+x, roots = np.array([4.0, 9.0]), np.zeros(2)
+od.cuda(k.checked_sqrt, x, roots, blocks=1, threads=2, **cpu)
+results["checked_sqrt"] = roots.tolist()
+try:
+    od.cuda(k.checked_sqrt, np.array([1.0, -1.0]), roots, blocks=1, threads=2, **cpu)
+    results["raised"] = None
+except ValueError as error:
+    results["raised"] = str(error)
+print(json.dumps({"results": results, "stats": od.stats()}))
+"""
+
+
+def _expected_sync_results(mode: str) -> dict:
+    ai = np.arange(128) % 7
+    expected = {"lanes": [0.0, 1.0, 2.0, 3.0, 100.0, 101.0, 102.0, 103.0], "checked_sqrt": [2.0, 3.0],
+                "raised": "a negative input"}
+    if mode == "runner":
+        expected.update({
+            "tree_sum": (np.arange(256.0).reshape(4, 64).sum(axis=1) + 64).tolist(),
+            "scan_in_callee": np.concatenate([np.cumsum(ai[:64]), np.cumsum(ai[64:])]).tolist(),
+            "warp_sum": [int(ai.sum())],
+            "two_phase": [((i + 8) % 64) * 3 for i in range(64)]})
+    return expected
+
+
+def _sync_process(directory, cache, mode: str) -> dict:
+    done = subprocess.run([sys.executable, "-c", SYNC_LAUNCH, mode], capture_output=True, text=True, timeout=300,
+                          env=_environment(directory, cache))
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+@pytest.fixture
+def sync_program(tmp_path):
+    (tmp_path / "synclib.py").write_text(SYNC_LIB)
+    (tmp_path / "synckern.py").write_text(SYNC_KERNELS)
+    return tmp_path, tmp_path / "cache"
+
+
+@pytest.mark.skipif(cpu.cpu_sync.SYMBOLS is None, reason="overdub._cpugrid is not built (tests/test_cpu_sync.py "
+                                                           "fails for it)")
+def test_cpu_kernels_of_every_grid_mode_are_loaded_by_the_next_process_and_run_in_their_mode(sync_program):
+    """Barriers and shared memory (a kernel's own, a callee's), warp shuffles, a grid sync, a callee reading
+    the grid state, an exception: the second process compiles nothing, and each loaded kernel computes what
+    the compiled one did (a barrier kernel run in the grid loop's mode would abort the process)."""
+    first = _sync_process(*sync_program, "runner")
+    second = _sync_process(*sync_program, "runner")
+    assert first["results"] == second["results"] == _expected_sync_results("runner")
+    assert (first["stats"]["compiles"], first["stats"]["disk_hits"]) == (6, 0)
+    assert (second["stats"]["compiles"], second["stats"]["disk_hits"], second["stats"]["method_instances"]) == (0, 6, 0)
+
+
+def test_a_process_without_the_runner_neither_loads_nor_is_loaded_by_one_with_it(sync_program):
+    """Where the runner is not built, a kernel is the serial grid loop: stored under another key (the cache
+    tag names the runner), loaded by the next such process; a process with the runner compiles its own."""
+    serial = [_sync_process(*sync_program, "serial") for _ in range(2)]
+    assert serial[0]["results"] == serial[1]["results"] == _expected_sync_results("serial")
+    assert [(r["stats"]["compiles"], r["stats"]["disk_hits"]) for r in serial] == [(2, 0), (0, 2)]
+    if cpu.cpu_sync.SYMBOLS is not None:
+        runner = _sync_process(*sync_program, "runner")
+        assert runner["results"] == _expected_sync_results("runner")
+        assert (runner["stats"]["compiles"], runner["stats"]["disk_hits"]) == (6, 0)
 
 
 # --- what is and is not stored ---------------------------------------------------------------------------

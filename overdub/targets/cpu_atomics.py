@@ -1,0 +1,185 @@
+"""``cuda.atomic.*`` on the CPU target: LLVM atomic instructions, so they stay atomic while blocks run in
+parallel on several cores.
+
+Each is one ``atomicrmw`` (or ``cmpxchg``) on the element's address, relaxed ("monotonic") like CUDA's
+atomics, returning the old value. Integer max/min compare signed or unsigned as the array's dtype is;
+``inc``/``dec`` wrap as CUDA's do (``old >= val ? 0 : old + 1``; ``old == 0 or old > val ? val : old - 1``),
+which LLVM's ``uinc_wrap``/``udec_wrap`` are.
+
+Where the grid runs on one worker thread, no two threads touch memory at the same time (fibers switch only
+at barriers), and a locked instruction per atomic costs 20-100x a plain read-modify-write. So a grid body
+says in a flag whether its grid runs on several workers (:func:`set_parallel`), and each atomic inlined in
+it branches on that flag to a plain read-modify-write (LLVM unswitches the loops around it); an atomic in a
+callee compiled on its own, which sees no flag, is always the locked instruction.
+"""
+from __future__ import annotations
+
+from llvmlite import ir
+from numba.core import cgutils, types
+from numba.core.errors import TypingError
+from numba.core.extending import intrinsic
+
+from .cpu_sync import namespace
+
+_ORDER = "monotonic"
+_PARALLEL = "overdub.parallel"
+
+
+@intrinsic
+def set_parallel(typingctx, flag):
+    """In a grid body: whether its grid runs on more than one worker thread."""
+    def codegen(context, builder, sig, args):
+        slot = cgutils.alloca_once(builder, ir.IntType(1), name=_PARALLEL)
+        builder.store(context.cast(builder, args[0], sig.args[0], types.boolean), slot)
+        return context.get_dummy_value()
+    return types.none(flag), codegen
+
+
+def _parallel_flag(builder):
+    for instruction in builder.function.entry_basic_block.instructions:
+        if instruction.name == _PARALLEL:
+            return builder.load(instruction)
+    return None
+
+
+def _serial_rmw(builder, op: str, pointer, value):
+    """The read-modify-write of ``op`` as plain instructions (one worker: nothing runs concurrently)."""
+    old = builder.load(pointer)
+    if op in ("add", "sub", "and", "or", "xor", "fadd", "fsub"):
+        new = getattr(builder, {"and": "and_", "or": "or_"}.get(op, op))(old, value)
+    elif op == "xchg":
+        new = value
+    elif op in ("fmax", "fmin"):
+        new = builder.call(builder.module.declare_intrinsic(f"llvm.{op[1:]}num", [value.type]), [old, value])
+    elif op in ("max", "min", "umax", "umin"):
+        compare = builder.icmp_unsigned if op.startswith("u") else builder.icmp_signed
+        new = builder.select(compare(">" if op.endswith("max") else "<", old, value), old, value)
+    elif op == "uinc_wrap":         # old >= val ? 0 : old + 1
+        new = builder.select(builder.icmp_unsigned(">=", old, value), ir.Constant(old.type, 0),
+                             builder.add(old, ir.Constant(old.type, 1)))
+    else:                           # udec_wrap: old == 0 or old > val ? val : old - 1
+        wrap = builder.or_(builder.icmp_unsigned("==", old, ir.Constant(old.type, 0)),
+                           builder.icmp_unsigned(">", old, value))
+        new = builder.select(wrap, value, builder.sub(old, ir.Constant(old.type, 1)))
+    builder.store(new, pointer)
+    return old
+
+
+def _rmw_instruction(builder, op: str, pointer, value):
+    """The atomic read-modify-write, or, in a grid body running on one worker, the plain one."""
+    parallel = _parallel_flag(builder)
+    if parallel is None:
+        return builder.atomic_rmw(op, pointer, value, _ORDER)
+    with builder.if_else(parallel) as (atomic, serial):
+        with atomic:
+            atomic_old = builder.atomic_rmw(op, pointer, value, _ORDER)
+            atomic_block = builder.block
+        with serial:
+            serial_old = _serial_rmw(builder, op, pointer, value)
+            serial_block = builder.block
+    old = builder.phi(value.type)
+    old.add_incoming(atomic_old, atomic_block)
+    old.add_incoming(serial_old, serial_block)
+    return old
+
+# name: (signed int op, unsigned int op, float op); None where the dtype is not supported
+_OPERATIONS = {
+    "add": ("add", "add", "fadd"),
+    "sub": ("sub", "sub", "fsub"),
+    "max": ("max", "umax", "fmax"),
+    "min": ("min", "umin", "fmin"),
+    "exch": ("xchg", "xchg", "xchg"),
+    "and_": ("and", "and", None),
+    "or_": ("or", "or", None),
+    "xor": ("xor", "xor", None),
+    "inc": (None, "uinc_wrap", None),
+    "dec": (None, "udec_wrap", None),
+}
+
+
+def _index_types(ary, idx):
+    items = idx.types if isinstance(idx, types.BaseTuple) else (idx,)
+    if len(items) != ary.ndim or not all(isinstance(t, types.Integer) for t in items):
+        return None
+    return items
+
+
+def _element_pointer(context, builder, sig, args):
+    aryty, idxty = sig.args[0], sig.args[1]
+    ary = context.make_array(aryty)(context, builder, args[0])
+    if isinstance(idxty, types.BaseTuple):
+        items = cgutils.unpack_tuple(builder, args[1], len(idxty))
+        item_types = idxty.types
+    else:
+        items, item_types = [args[1]], [idxty]
+    indices = [context.cast(builder, i, t, types.intp) for i, t in zip(items, item_types)]
+    return cgutils.get_item_pointer(context, builder, aryty, ary, indices, wraparound=True)
+
+
+def _check(name: str, ary, idx, supported: bool):
+    if not isinstance(ary, types.Array) or _index_types(ary, idx) is None:
+        raise TypingError(f"cuda.atomic.{name}(ary, idx, val) takes an array and an integer index (a tuple of "
+                          f"{getattr(ary, 'ndim', 'N')} for an array of that rank), not ({ary}, {idx})")
+    if not supported:
+        raise TypingError(f"cuda.atomic.{name} does not support arrays of {ary.dtype}")
+
+
+def _rmw(name: str, ops):
+    def atomic(typingctx, ary, idx, val):
+        dtype = getattr(ary, "dtype", None)
+        op = None
+        if isinstance(dtype, types.Float):
+            op = ops[2]
+        elif isinstance(dtype, types.Integer):
+            op = ops[0] if dtype.signed else ops[1]
+        _check(name, ary, idx, op is not None)
+
+        def codegen(context, builder, sig, args):
+            pointer = _element_pointer(context, builder, sig, args)
+            value = context.cast(builder, args[2], sig.args[2], dtype)
+            return _rmw_instruction(builder, op, pointer, value)
+        return dtype(ary, idx, val), codegen
+    atomic.__name__ = name
+    atomic.__qualname__ = f"ATOMIC.{name}"       # how another process finds it (the disk cache)
+    return intrinsic(atomic)
+
+
+def _cas(builder, context, pointer, dtype, expected, value):
+    if isinstance(dtype, types.Float):         # cmpxchg compares bits: on the integer of the same width
+        bits = ir.IntType(dtype.bitwidth)
+        pointer = builder.bitcast(pointer, bits.as_pointer())
+        expected, value = builder.bitcast(expected, bits), builder.bitcast(value, bits)
+    previous = builder.extract_value(builder.cmpxchg(pointer, expected, value, _ORDER, _ORDER), 0)
+    return builder.bitcast(previous, context.get_value_type(dtype))
+
+
+@intrinsic
+def cas(typingctx, ary, idx, old, val):
+    """``cuda.atomic.cas(ary, idx, old, val)``: store ``val`` where the element equals ``old``; return what
+    the element was."""
+    dtype = getattr(ary, "dtype", None)
+    _check("cas", ary, idx, isinstance(dtype, (types.Integer, types.Float)))
+
+    def codegen(context, builder, sig, args):
+        pointer = _element_pointer(context, builder, sig, args)
+        return _cas(builder, context, pointer, dtype, context.cast(builder, args[2], sig.args[2], dtype),
+                    context.cast(builder, args[3], sig.args[3], dtype))
+    return dtype(ary, idx, old, val), codegen
+
+
+@intrinsic
+def compare_and_swap(typingctx, ary, old, val):
+    """``cuda.atomic.compare_and_swap(ary, old, val)``: ``cas`` on the first element of a 1-d array."""
+    dtype = getattr(ary, "dtype", None)
+    _check("compare_and_swap", ary, types.intp, isinstance(dtype, (types.Integer, types.Float)))
+
+    def codegen(context, builder, sig, args):
+        array = context.make_array(sig.args[0])(context, builder, args[0])
+        return _cas(builder, context, array.data, dtype, context.cast(builder, args[1], sig.args[1], dtype),
+                    context.cast(builder, args[2], sig.args[2], dtype))
+    return dtype(ary, old, val), codegen
+
+
+ATOMIC = namespace("atomic", cas=cas, compare_and_swap=compare_and_swap,
+                   **{name: _rmw(name, ops) for name, ops in _OPERATIONS.items()})
+"""``numba.cuda.atomic`` inside a CPU-target kernel."""

@@ -1,0 +1,251 @@
+"""Grid bodies on the CPU target: the compiled functions the native runner (``overdub/_cpugrid.c``) calls.
+
+A launch calls an *entry* function (compiled without the GIL, one per tuple of argument types): it packs
+(grid, block, kernel arguments) into one tuple on its stack and hands its address to the runner, with the
+address of the kernel's *grid body*; each worker calls the body with that address. A body is either the grid
+loop (the kernel inlined into a loop over a chunk of blocks and their threads) or a thread body (the kernel
+inlined once, run by each fiber). Bodies are called through numba's calling convention (status code,
+exception info; see _cpugrid.c), so an exception raised by a kernel reaches the launch and is re-raised
+there -- numba internals (the call convention's status), admitted here and in ``run_grid``.
+"""
+from __future__ import annotations
+
+import numba
+from llvmlite import ir
+from numba.core import cgutils, types
+from numba.core.extending import intrinsic
+
+from .cpu_atomics import set_parallel
+from ..rewrite import STATE_PARAMETER
+from .cpu_state import fiber_slot, set_slot
+from .cpu_sync import NEEDS_FIBERS, NEEDS_GRID_SYNC, SYNC_NAMES, native_call
+
+MODES = {"grid loop": 0, "block fibers": 1, "grid fibers": 2}
+
+
+def _packed(argtypes) -> types.Tuple:
+    """The launch tuple: grid and block extents, whether more than one worker runs the grid, the arguments."""
+    return types.Tuple((types.int64,) * 6 + (types.boolean,) + tuple(argtypes))
+
+
+def _args_loader(packed: types.Tuple):
+    """An intrinsic ``load(address)``: the packed launch tuple at ``address``."""
+    @intrinsic
+    def load_args(typingctx, address):
+        def codegen(context, builder, sig, args):
+            pointer = builder.bitcast(args[0], context.get_value_type(packed).as_pointer())
+            return builder.load(pointer)
+        return packed(address), codegen
+    return load_args
+
+
+# The loops of a grid body, after a header that binds the launch tuple's fields: the grid loop (every thread of
+# a chunk of blocks, one after another) and the thread body (one thread, its indices from its fiber's state).
+GRID_LOOP = """
+    set_parallel(parallel)
+    set_slot(6, bx); set_slot(7, by); set_slot(8, bz)
+    set_slot(9, gx); set_slot(10, gy); set_slot(11, gz)
+    i = first % gx          # the first block's coordinates; then counted, not divided, block by block
+    j = (first // gx) % gy
+    k = first // (gx * gy)
+    for _ in range(first, end):
+        set_slot(3, i); set_slot(4, j); set_slot(5, k)
+        for tz in range(bz):
+            set_slot(2, tz)
+            for ty in range(by):
+                set_slot(1, ty)
+                for tx in range(bx):
+                    set_slot(0, tx)
+                    kernel({args})
+        i += 1
+        if i == gx:
+            i = 0
+            j += 1
+            if j == gy:
+                j = 0
+                k += 1
+"""
+
+THREAD_BODY = """
+    set_parallel(parallel)
+{slots}
+    kernel({args})
+"""
+
+_FROM_ADDRESS = """
+def body(address, first, end):
+    gx, gy, gz, bx, by, bz, parallel{params} = load_args(address)
+"""
+
+# A kernel taking a launch's state as its hidden first parameter gets its callees' state from the first argument
+# of the function it is inlined into (bridge.hidden_argument): there the loops are a function of the arguments
+# first, which the body the runner calls passes on.
+_ARGUMENTS_FIRST = """
+def grid({args_first}gx, gy, gz, bx, by, bz, parallel, first, end):
+"""
+
+_TRAMPOLINE = """
+def body(address, first, end):
+    gx, gy, gz, bx, by, bz, parallel{params} = load_args(address)
+    grid({args_first}gx, gy, gz, bx, by, bz, parallel, first, end)
+"""
+
+
+def _source(header: str, loops: str, nargs: int) -> str:
+    args = ", ".join(f"a{i}" for i in range(nargs))
+    slots = "\n".join(f"    set_slot({k}, fiber_slot({k}))" for k in range(12))
+    return (header + loops.lstrip("\n")).format(params="".join(f", a{i}" for i in range(nargs)), args=args,
+                                                args_first="".join(f"a{i}, " for i in range(nargs)), slots=slots)
+
+
+def _takes_state(func) -> bool:
+    code = func.__code__
+    return code.co_argcount > 0 and code.co_varnames[0] == STATE_PARAMETER
+
+
+BODY_TYPES = (types.voidptr, types.int64, types.int64)
+
+
+def _stub(header: str, nargs: int):
+    """A def with the parameters of a grid body (or of the serial grid loop), for a dispatcher holding only
+    code loaded from the disk cache."""
+    namespace_: dict = {"load_args": None}
+    exec(compile(_source(header, "    pass\n", nargs), "<overdub grid body>", "exec"), namespace_)
+    return namespace_["grid" if header is _ARGUMENTS_FIRST else "body"]
+
+
+def _loops_function(func, argtypes, header: str, loops: str, options: dict, **njit):
+    """The loops with ``func`` inlined, under ``header``, as a numba dispatcher (not compiled yet)."""
+    kernel = numba.njit(func, inline="always", **options)
+    namespace_ = {"kernel": kernel, "set_slot": set_slot, "fiber_slot": fiber_slot, "set_parallel": set_parallel,
+                  "load_args": _args_loader(_packed(argtypes))}
+    exec(compile(_source(header, loops, len(argtypes)), "<overdub grid body>", "exec"), namespace_)
+    name = "grid" if header is _ARGUMENTS_FIRST else "body"
+    return numba.njit(namespace_[name], **options, **njit)
+
+
+def compile_body(func, argtypes, loops: str, options: dict):
+    """The grid body of ``func`` (its loops: GRID_LOOP or THREAD_BODY), compiled with numba's ``options``,
+    and its address. The body is called from C only: it has no CPython wrapper."""
+    if _takes_state(func):
+        grid = _loops_function(func, argtypes, _ARGUMENTS_FIRST, loops, options)
+        namespace_ = {"grid": grid, "load_args": _args_loader(_packed(argtypes))}
+        exec(compile(_source(_TRAMPOLINE, "", len(argtypes)), "<overdub grid body>", "exec"), namespace_)
+        body = numba.njit(namespace_["body"], no_cpython_wrapper=True, no_cfunc_wrapper=True, **options)
+    else:
+        body = _loops_function(func, argtypes, _FROM_ADDRESS, loops, options, no_cpython_wrapper=True,
+                               no_cfunc_wrapper=True)
+    body.compile(BODY_TYPES)
+    body.disable_compile()
+    return body, body_address(body)
+
+
+def body_address(body) -> int:
+    """The address of a grid body's compiled function, which the runner calls (numba internals: the
+    compiled function's native symbol, in the JIT of this process)."""
+    compiled = body.overloads[BODY_TYPES]
+    return compiled.library.get_pointer_to_function(compiled.fndesc.llvm_func_name)
+
+
+def loaded_body(cres, options: dict):
+    """A grid body of code loaded from the disk cache (``cres``, numba's rebuilt compile result), as a
+    dispatcher that owns it, and its address."""
+    body = numba.njit(_stub(_FROM_ADDRESS, 0), no_cpython_wrapper=True, no_cfunc_wrapper=True, **options)
+    body.add_overload(cres)
+    body.disable_compile()
+    return body, body_address(body)
+
+
+def loaded_serial(cres, nargs: int, options: dict):
+    """The serial grid loop of code loaded from the disk cache, as a dispatcher that owns it."""
+    grid_loop = numba.njit(_stub(_ARGUMENTS_FIRST, nargs), no_cfunc_wrapper=True, **options)
+    grid_loop.add_overload(cres)
+    grid_loop.disable_compile()
+    return grid_loop
+
+
+@intrinsic
+def run_grid(typingctx, mode, workers, body, gx, gy, gz, bx, by, bz, shmem, packed):
+    """Run the grid on the runner; re-raise the first exception a kernel thread raised, as this function's
+    own (numba internals: the call convention's status and its propagation)."""
+    def codegen(context, builder, sig, args):
+        from numba.core.callconv import excinfo_ptr_t
+        slot = cgutils.alloca_once(builder, context.get_value_type(sig.args[-1]))
+        builder.store(args[-1], slot)
+        code = cgutils.alloca_once(builder, ir.IntType(32))
+        excinfo = cgutils.alloca_once(builder, excinfo_ptr_t)
+        i8p = ir.IntType(8).as_pointer()
+        result = native_call(builder, "run", ir.IntType(32), [
+            args[0], args[1], builder.inttoptr(args[2], i8p), builder.bitcast(slot, i8p), *args[3:10],
+            code, builder.bitcast(excinfo, i8p.as_pointer())])
+        with builder.if_then(builder.icmp_signed("==", result, ir.Constant(ir.IntType(32), 1)), likely=False):
+            status = context.call_conv._get_return_status(builder, builder.load(code), builder.load(excinfo))
+            context.call_conv.return_status_propagate(builder, status)
+        return result
+    return types.int32(mode, workers, body, gx, gy, gz, bx, by, bz, shmem, packed), codegen
+
+
+_ENTRY = """
+def entry(mode, workers, body, gx, gy, gz, bx, by, bz, shmem{params}):
+    parallel = workers > 1 and gx * gy * gz > 1
+    return run_grid(mode, workers, body, gx, gy, gz, bx, by, bz, shmem, (gx, gy, gz, bx, by, bz, parallel{params}))
+"""
+_entries: dict = {}       # argument types -> entry: code of numba types only, kept for the process
+
+
+def entry_types(argtypes) -> tuple:
+    """The entry's parameters: mode, workers, body address, grid, block, shmem, then the kernel's."""
+    return (types.int64,) * 10 + tuple(argtypes)
+
+
+def serial_types(argtypes) -> tuple:
+    """The serial grid loop's parameters: the kernel's arguments, then the grid, the block, whether parallel
+    (False), the first block and the end."""
+    return tuple(argtypes) + (types.int64,) * 6 + (types.boolean, types.int64, types.int64)
+
+
+def entry(argtypes):
+    """The compiled function a launch calls (without the GIL): packs the arguments and runs the grid. One per
+    tuple of argument types, shared by every kernel taking them."""
+    compiled = _entries.get(argtypes)
+    if compiled is None:
+        namespace_ = {"run_grid": run_grid}
+        params = "".join(f", a{i}" for i in range(len(argtypes)))
+        exec(compile(_ENTRY.format(params=params), "<overdub grid entry>", "exec"), namespace_)
+        compiled = numba.njit(namespace_["entry"], _nrt=False, nogil=True)
+        compiled.compile(entry_types(argtypes))
+        compiled.disable_compile()
+        _entries[argtypes] = compiled
+    return compiled
+
+
+def uses_sync(func) -> bool:
+    """Does the kernel itself name a construct that needs fibers? (A first guess, read off its code; its
+    callees are known only once compiled.)"""
+    code = func.__code__
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if hasattr(const, "co_names"):
+            names.update(const.co_names)
+    return not names.isdisjoint(SYNC_NAMES + ("shared", "this_grid"))
+
+
+def compile_grid_body(func, argtypes: tuple, needs: set, options: dict):
+    """The grid body ``func`` needs, its address and the runner's mode for it. ``needs`` is what the kernel
+    being built needs, filled in while its code (and its callees') is generated: a kernel first compiled as a
+    grid loop is compiled again as a thread body when it turned out to need fibers."""
+    template = THREAD_BODY if uses_sync(func) else GRID_LOOP
+    body, address = compile_body(func, argtypes, template, options)
+    if template is GRID_LOOP and NEEDS_FIBERS in needs:
+        body, address = compile_body(func, argtypes, THREAD_BODY, options)
+    mode = "grid fibers" if NEEDS_GRID_SYNC in needs else "block fibers" if NEEDS_FIBERS in needs else "grid loop"
+    return body, address, mode
+
+
+def compile_serial(func, argtypes, options: dict):
+    """Where the runner is not built: the grid loop as a function of the arguments and the grid, called from
+    Python on the launching thread."""
+    grid_loop = _loops_function(func, argtypes, _ARGUMENTS_FIRST, GRID_LOOP, options, no_cfunc_wrapper=True)
+    grid_loop.compile(serial_types(argtypes))
+    grid_loop.disable_compile()
+    return grid_loop

@@ -1,0 +1,222 @@
+"""The grid state on the CPU target: what ``cuda.threadIdx``, ``cuda.blockIdx``, ``cuda.blockDim``,
+``cuda.gridDim``, ``cuda.grid``, ``cuda.gridsize`` and ``cuda.laneid`` read.
+
+Twelve int64 slots: threadIdx.xyz 0-2, blockIdx.xyz 3-5, blockDim.xyz 6-8, gridDim.xyz 9-11. A grid body
+(:mod:`.cpu_grid`) sets them (``set_slot``) in a local array that LLVM keeps in registers; callees compiled on
+their own read the running thread's slots in memory, through the runner's ``od_state``.
+"""
+from __future__ import annotations
+
+import numpy as np
+from llvmlite import binding as llvm
+from llvmlite import ir
+from numba.core import cgutils, types
+from numba.core.extending import intrinsic, models, register_model, typeof_impl
+from numba.core.imputils import lower_cast, lower_constant, lower_getattr
+from numba.core.typeconv import Conversion
+from numba.core.typing.templates import AttributeTemplate, infer_getattr
+
+from .. import world
+from . import cpu_sync
+from .cpu_sync import native_call
+
+# The kernel is inlined (at numba IR level) into its grid body, so the reads in its own body find the body's
+# local copy of the state, which LLVM keeps in registers: thread indices are plain loop variables there, and
+# the loops vectorise. Callees compiled on their own read the running thread's slots through the runner's
+# od_state (a fiber's own, or its worker's); a kernel that reaches such a callee "needs" the state in
+# memory, and only then does its grid loop store it there as well (a thread body's fibers have it there).
+
+_GRID_STATE = np.zeros(12, dtype=np.int64)
+_GRID_STATE_SYMBOL = "overdub_grid_state"
+llvm.add_symbol(_GRID_STATE_SYMBOL, _GRID_STATE.ctypes.data)
+_I64 = ir.IntType(64)
+_LOCAL_STATE = "overdub.grid_state"
+NEEDS_GRID_STATE = "grid state in memory"
+
+
+def _global_slot(builder, slot: int):
+    """The running thread's slot: the runner's state of the current fiber or worker (a fixed array where the
+    runner is not built, and blocks run on the calling thread only). Both are reached by external symbols,
+    which the JIT resolves in this process, so that code loaded from the disk cache finds this process's."""
+    if cpu_sync.SYMBOLS is None:
+        try:
+            state = builder.module.get_global(_GRID_STATE_SYMBOL)
+        except KeyError:
+            state = ir.GlobalVariable(builder.module, ir.ArrayType(_I64, 12), _GRID_STATE_SYMBOL)   # external
+        return _local_slot(builder, state, slot)
+    state = native_call(builder, "state", _I64.as_pointer(), [])
+    return builder.gep(state, [ir.Constant(_I64, slot)])
+
+
+def _local_state(builder):
+    """The grid loop's local copy of the state, when the code being generated is inlined in a grid loop."""
+    for instruction in builder.function.entry_basic_block.instructions:
+        if instruction.name == _LOCAL_STATE:
+            return instruction
+    return None
+
+
+def _local_slot(builder, state, slot: int):
+    return builder.gep(state, [ir.Constant(ir.IntType(32), 0), ir.Constant(ir.IntType(32), slot)])
+
+
+@intrinsic
+def set_slot(typingctx, slot, value):
+    if not isinstance(slot, types.IntegerLiteral):
+        return None
+    index = slot.literal_value
+
+    def codegen(context, builder, sig, args):
+        value = context.cast(builder, args[1], sig.args[1], types.int64)
+        # every index and extent is >= 0: said so, LLVM drops numba's negative-index handling and vectorises
+        builder.assume(builder.icmp_signed(">=", value, ir.Constant(_I64, 0)))
+        state = _local_state(builder) or cgutils.alloca_once(builder, ir.ArrayType(_I64, 12), name=_LOCAL_STATE)
+        builder.store(value, _local_slot(builder, state, index))
+        built = world.being_built()
+        if built is not None and NEEDS_GRID_STATE in built.needs:
+            builder.store(value, _global_slot(builder, index))
+        return context.get_dummy_value()
+    return types.void(slot, types.unliteral(value)), codegen
+
+
+def read_slot(builder, slot: int):
+    state = _local_state(builder)
+    if state is not None:
+        return builder.load(_local_slot(builder, state, slot))
+    built = world.being_built()
+    if built is not None:
+        built.needs.add(NEEDS_GRID_STATE)
+    return builder.load(_global_slot(builder, slot))
+
+
+class Dim3Type(types.Type):
+    """``threadIdx`` / ``blockIdx`` / ``blockDim`` / ``gridDim`` on the CPU: x, y, z read the grid state."""
+
+    def __init__(self, first_slot: int, name: str):
+        self.first_slot = first_slot
+        super().__init__(name=f"cpu.{name}")
+
+
+class Dim3:
+    def __init__(self, first_slot: int, name: str):
+        self.type = Dim3Type(first_slot, name)
+
+
+@typeof_impl.register(Dim3)
+def _typeof_dim3(value, c):
+    return value.type
+
+
+register_model(Dim3Type)(models.OpaqueModel)
+
+
+@lower_constant(Dim3Type)
+def _lower_dim3(context, builder, ty, pyval):
+    return context.get_dummy_value()
+
+
+@infer_getattr
+class _Dim3Attributes(AttributeTemplate):
+    key = Dim3Type
+
+    def generic_resolve(self, typ, attr):
+        if attr in ("x", "y", "z"):
+            return types.int32
+
+
+def _dim3_component(offset: int):
+    def lower(context, builder, typ, value):
+        return builder.trunc(read_slot(builder, typ.first_slot + offset), ir.IntType(32))
+    return lower
+
+
+for _offset, _attr in enumerate("xyz"):
+    lower_getattr(Dim3Type, _attr)(_dim3_component(_offset))
+
+
+def _grid_type(ndim):
+    if not isinstance(ndim, types.IntegerLiteral) or ndim.literal_value not in (1, 2, 3):
+        return None
+    n = ndim.literal_value
+    return types.int64 if n == 1 else types.UniTuple(types.int64, n)
+
+
+def _tuple_or_scalar(context, builder, restype, values):
+    if restype == types.int64:
+        return values[0]
+    return context.make_tuple(builder, restype, values)
+
+
+def _grid_intrinsic(name: str, per_dimension):
+    """An intrinsic ``name(ndim)`` (``ndim`` a constant 1, 2 or 3) returning ``per_dimension(builder, d)`` for
+    each dimension: an int64 for one dimension, a tuple for more, as ``cuda.grid`` and ``cuda.gridsize``."""
+    def grid_function(typingctx, ndim):
+        restype = _grid_type(ndim)
+        if restype is None:
+            return None
+
+        def codegen(context, builder, sig, args):
+            values = [per_dimension(builder, d) for d in range(ndim.literal_value)]
+            return _tuple_or_scalar(context, builder, sig.return_type, values)
+        return restype(ndim), codegen
+    grid_function.__name__ = grid_function.__qualname__ = name
+    return intrinsic(grid_function)
+
+
+class LaneIdType(types.Type):
+    """``cuda.laneid`` on the CPU: converts to an int32, the thread's lane (its linear index in the block,
+    modulo 32), wherever an integer is expected (numba's conversion rules; ``lower_cast`` computes it)."""
+
+    def __init__(self):
+        super().__init__(name="cpu.laneid")
+
+    def can_convert_to(self, typingctx, other):
+        if isinstance(other, types.Integer):
+            return Conversion.safe if other.bitwidth >= 32 and other.signed else Conversion.unsafe
+        if isinstance(other, types.Float):
+            return Conversion.safe
+        return None
+
+
+class LaneId:
+    type = LaneIdType()
+
+
+register_model(LaneIdType)(models.OpaqueModel)
+typeof_impl.register(LaneId)(lambda value, c: value.type)
+lower_constant(LaneIdType)(lambda context, builder, ty, pyval: context.get_dummy_value())
+
+
+@lower_cast(LaneIdType, types.Number)
+def _laneid_value(context, builder, fromty, toty, value):
+    x, y, z = (read_slot(builder, slot) for slot in range(3))
+    bx, by = read_slot(builder, 6), read_slot(builder, 7)
+    linear = builder.add(x, builder.mul(bx, builder.add(y, builder.mul(by, z))))
+    lane = builder.trunc(builder.and_(linear, ir.Constant(_I64, 31)), ir.IntType(32))
+    return context.cast(builder, lane, types.int32, toty)
+
+
+# no signed wrap: lets LLVM see indices are non-negative and drop numba's negative-index handling
+grid = _grid_intrinsic("grid", lambda builder, d: builder.add(
+    builder.mul(read_slot(builder, 3 + d), read_slot(builder, 6 + d), flags=["nsw"]),
+    read_slot(builder, d), flags=["nsw"]))
+gridsize = _grid_intrinsic("gridsize", lambda builder, d: builder.mul(
+    read_slot(builder, 6 + d), read_slot(builder, 9 + d), flags=["nsw"]))
+
+
+# module variables: another process finds them by these names (the disk cache)
+threadIdx, blockIdx = Dim3(0, "threadIdx"), Dim3(3, "blockIdx")
+blockDim, gridDim = Dim3(6, "blockDim"), Dim3(9, "gridDim")
+laneid = LaneId()
+
+
+@intrinsic
+def fiber_slot(typingctx, slot):
+    """Slot ``slot`` of the running fiber's state, as the runner set it (the thread body's indices)."""
+    if not isinstance(slot, types.IntegerLiteral):
+        return None
+    index = slot.literal_value
+
+    def codegen(context, builder, sig, args):
+        return builder.load(_global_slot(builder, index))
+    return types.int64(slot), codegen

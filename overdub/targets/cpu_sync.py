@@ -1,0 +1,385 @@
+"""What the CUDA constructs that make threads wait for each other mean on the CPU target.
+
+A kernel that uses a barrier (``cuda.syncthreads`` and its count/and/or forms), shared memory, a warp
+operation (``shfl_*_sync``, ``all/any/eq/ballot_sync``, ``syncwarp``, ``activemask``) or a grid group
+(``cuda.cg.this_grid().sync()``) runs each thread of a block as a fiber (``overdub/_cpugrid.c``): these
+constructs are calls into that runner, which switches to the next thread of the block when one has to wait.
+Their code generation records what the kernel being built needs (:data:`NEEDS_FIBERS`,
+:data:`NEEDS_GRID_SYNC`), and the target compiles the kernel's grid accordingly (:mod:`overdub.targets.cpu`).
+
+Shared memory belongs to the block: each ``cuda.shared.array`` call site gets a number when it is compiled,
+and the runner hands every thread of a block the same memory for it (static shared memory); the shape ``0``
+means the launch's dynamic shared memory (``shmem=`` bytes), which all such arrays alias, as on the GPU.
+"""
+from __future__ import annotations
+
+import hashlib
+import itertools
+import pathlib
+import secrets
+import sys
+import types as pytypes
+
+from llvmlite import binding as llvm
+from llvmlite import ir
+from numba.core import cgutils, types
+from numba.core.errors import TypingError
+from numba.core.extending import intrinsic, models, overload_method, register_model
+
+from .. import bridge, world
+
+try:
+    from .. import _cpugrid
+except ImportError:         # built without a C compiler: no fibers, blocks run one after another
+    _cpugrid = None
+
+SYMBOLS = _cpugrid.symbols() if _cpugrid is not None else None
+"""The addresses of the runner's functions, by name (None where the helper is not built)."""
+
+_SYMBOL_PREFIX = "overdub_cpugrid_"
+# Compiled code calls the runner's functions by these external symbols, which the JIT resolves to this
+# process's addresses: code loaded from the disk cache was generated in another process, where the runner
+# sat elsewhere (an address baked into the code would call into whatever is there now).
+for _name, _address in (SYMBOLS or {}).items():
+    llvm.add_symbol(_SYMBOL_PREFIX + _name, _address)
+
+SYNC_NAMES = ("syncthreads", "syncthreads_count", "syncthreads_and", "syncthreads_or", "shfl_sync", "shfl_up_sync",
+               "shfl_down_sync", "shfl_xor_sync", "all_sync", "any_sync", "eq_sync", "ballot_sync", "syncwarp",
+               "activemask")
+"""The names of numba.cuda that make a kernel run its threads as fibers (besides shared memory and grid groups)."""
+
+NEEDS_FIBERS = "block fibers"
+NEEDS_GRID_SYNC = "grid fibers"
+
+_I32, _I64 = ir.IntType(32), ir.IntType(64)
+_I8P = ir.IntType(8).as_pointer()
+
+
+class UnsupportedOnCPU(TypeError):
+    """A kernel uses a construct the CPU target cannot run here."""
+
+
+def runner_digest() -> str:
+    """Which build of the runner compiled code calls ("none" where it is not built): part of the disk cache's
+    key, since the code's calls follow the runner's conventions."""
+    global _runner_digest
+    if _runner_digest is None:
+        path = getattr(_cpugrid, "__file__", None)
+        _runner_digest = hashlib.sha256(pathlib.Path(path).read_bytes()).hexdigest()[:16] if path else "none"
+    return _runner_digest
+
+
+_runner_digest: str | None = None
+
+
+def last_error() -> str:
+    """The runner's message for this thread's last grid that failed (a deadlock, memory)."""
+    return _cpugrid.last_error()
+
+
+def native_call(builder, name: str, restype, args: list):
+    """Call the runner's function ``name``, by its external symbol (resolved by the JIT in this process)."""
+    function_type = ir.FunctionType(restype, [arg.type for arg in args])
+    function = cgutils.get_or_insert_function(builder.module, function_type, _SYMBOL_PREFIX + name)
+    return builder.call(function, args)
+
+
+def _require_runner(construct: str) -> None:
+    """At typing: a clear error where the runner is not built."""
+    if SYMBOLS is None:
+        sites = bridge.call_sites()
+        where = f" (at {sites[0]})" if sites else ""
+        raise UnsupportedOnCPU(f"{construct} needs overdub's native CPU grid runner (overdub/_cpugrid.c), which "
+                               f"is not built here{where}: reinstall overdub where a C compiler is available")
+
+
+def _need(*what: str) -> None:
+    """At code generation: the kernel being built needs fibers (and maybe a resident grid)."""
+    built = world.being_built()
+    if built is not None:
+        built.needs.update(what)
+
+
+def _i32(value: int):
+    return ir.Constant(_I32, value)
+
+
+def _i64(value: int):
+    return ir.Constant(_I64, value)
+
+
+# --- block barriers --------------------------------------------------------------------------------------
+
+@intrinsic
+def syncthreads(typingctx):
+    """``cuda.syncthreads()``: wait until every live thread of the block has arrived."""
+    _require_runner("cuda.syncthreads")
+
+    def codegen(context, builder, sig, args):
+        _need(NEEDS_FIBERS)
+        native_call(builder, "barrier", _I32, [_i32(0), _i32(0)])
+        return context.get_dummy_value()
+    return types.none(), codegen
+
+
+def _predicate_barrier(name: str, op: int):
+    def barrier(typingctx, predicate):
+        _require_runner(f"cuda.{name}")
+        if not isinstance(predicate, types.Integer):        # numba-cuda's rule: a bool does not convert
+            raise TypingError(f"cuda.{name} takes an integer predicate, not {predicate} (as on the GPU: write "
+                              f"numba.int32(condition))")
+
+        def codegen(context, builder, sig, args):
+            _need(NEEDS_FIBERS)
+            value = context.cast(builder, args[0], sig.args[0], types.int32)
+            return native_call(builder, "barrier", _I32, [_i32(op), value])
+        return types.int32(predicate), codegen
+    barrier.__name__ = barrier.__qualname__ = name
+    return intrinsic(barrier)
+
+
+syncthreads_count = _predicate_barrier("syncthreads_count", 1)
+syncthreads_and = _predicate_barrier("syncthreads_and", 2)
+syncthreads_or = _predicate_barrier("syncthreads_or", 3)
+
+
+# --- warp operations (warps of 32 threads, numbered by the thread's linear index in its block) ------------
+
+_SHUFFLED = (types.int32, types.int64, types.float32, types.float64)     # what numba-cuda shuffles
+
+
+def _to_bits(builder, value, ty):
+    if ty == types.float32:
+        return builder.zext(builder.bitcast(value, _I32), _I64)
+    if ty == types.float64:
+        return builder.bitcast(value, _I64)
+    if ty.bitwidth == 64:
+        return value
+    return builder.sext(value, _I64) if ty.signed else builder.zext(value, _I64)
+
+
+def _from_bits(builder, bits, ty):
+    if ty == types.float32:
+        return builder.bitcast(builder.trunc(bits, _I32), ir.FloatType())
+    if ty == types.float64:
+        return builder.bitcast(bits, ir.DoubleType())
+    return bits if ty.bitwidth == 64 else builder.trunc(bits, ir.IntType(ty.bitwidth))
+
+
+def _warp_op(builder, context, op: int, value, arg, mask, mask_type):
+    mask = context.cast(builder, mask, mask_type, types.int64)
+    return native_call(builder, "warp", _I64, [_i32(op), value, arg, mask])
+
+
+def _shuffle(name: str, op: int):
+    def shuffle(typingctx, mask, value, lane):
+        _require_runner(f"cuda.{name}")
+        if value not in _SHUFFLED or not isinstance(mask, types.Integer) or not isinstance(lane, types.Integer):
+            raise TypingError(f"cuda.{name}(mask, value, {'src_lane' if op == 0 else 'delta'}) takes an integer "
+                              f"mask and lane and a 32- or 64-bit int or float value, not ({mask}, {value}, {lane})")
+
+        def codegen(context, builder, sig, args):
+            _need(NEEDS_FIBERS)
+            lane_value = context.cast(builder, args[2], sig.args[2], types.int64)
+            bits = _warp_op(builder, context, op, _to_bits(builder, args[1], value), lane_value, args[0], mask)
+            return _from_bits(builder, bits, value)
+        return value(mask, value, lane), codegen
+    shuffle.__name__ = shuffle.__qualname__ = name
+    return intrinsic(shuffle)
+
+
+shfl_sync = _shuffle("shfl_sync", 0)
+shfl_up_sync = _shuffle("shfl_up_sync", 1)
+shfl_down_sync = _shuffle("shfl_down_sync", 2)
+shfl_xor_sync = _shuffle("shfl_xor_sync", 3)
+
+
+def _vote(name: str, op: int, restype):
+    def vote(typingctx, mask, predicate):
+        _require_runner(f"cuda.{name}")
+        if not isinstance(mask, types.Integer) or not isinstance(predicate, (types.Integer, types.Boolean)):
+            raise TypingError(f"cuda.{name}(mask, predicate) takes an integer mask and an integer or boolean "
+                              f"predicate, not ({mask}, {predicate})")
+
+        def codegen(context, builder, sig, args):
+            _need(NEEDS_FIBERS)
+            truth = context.cast(builder, args[1], sig.args[1], types.boolean)
+            result = _warp_op(builder, context, op, builder.zext(truth, _I64), _i64(0), args[0], mask)
+            if restype == types.boolean:
+                return builder.icmp_unsigned("!=", result, _i64(0))
+            return builder.trunc(result, _I32)
+        return restype(mask, predicate), codegen
+    vote.__name__ = vote.__qualname__ = name
+    return intrinsic(vote)
+
+
+all_sync = _vote("all_sync", 4, types.boolean)
+any_sync = _vote("any_sync", 5, types.boolean)
+eq_sync = _vote("eq_sync", 8, types.boolean)
+ballot_sync = _vote("ballot_sync", 6, types.uint32)
+
+
+@intrinsic
+def syncwarp(typingctx, mask=None):
+    """``cuda.syncwarp(mask=0xffffffff)``: wait for the live threads of the warp."""
+    _require_runner("cuda.syncwarp")
+    if mask is not None and not isinstance(mask, (types.Integer, types.Omitted)):
+        raise TypingError(f"cuda.syncwarp takes an integer mask, not {mask}")
+
+    def codegen(context, builder, sig, args):
+        _need(NEEDS_FIBERS)
+        native_call(builder, "warp", _I64, [_i32(7), _i64(0), _i64(0), _i64(0xFFFFFFFF)])
+        return context.get_dummy_value()
+    return types.none(types.Omitted(None) if mask is None else mask), codegen
+
+
+@intrinsic
+def activemask(typingctx):
+    """``cuda.activemask()``: the lanes of the calling warp whose threads have not exited."""
+    _require_runner("cuda.activemask")
+
+    def codegen(context, builder, sig, args):
+        _need(NEEDS_FIBERS)
+        return builder.trunc(native_call(builder, "activemask", _I64, []), _I32)
+    return types.uint32(), codegen
+
+
+# --- grid groups -----------------------------------------------------------------------------------------
+
+class GridGroupType(types.Type):
+    """``cuda.cg.this_grid()`` on the CPU: its ``sync()`` waits for every thread of the grid."""
+
+    def __init__(self):
+        super().__init__(name="cpu.grid_group")
+
+
+register_model(GridGroupType)(models.OpaqueModel)
+
+
+@intrinsic
+def this_grid(typingctx):
+    _require_runner("cuda.cg.this_grid")
+
+    def codegen(context, builder, sig, args):
+        _need(NEEDS_FIBERS, NEEDS_GRID_SYNC)
+        return context.get_dummy_value()
+    return GridGroupType()(), codegen
+
+
+@intrinsic
+def _grid_sync(typingctx, group):
+    def codegen(context, builder, sig, args):
+        _need(NEEDS_FIBERS, NEEDS_GRID_SYNC)
+        native_call(builder, "grid_sync", ir.VoidType(), [])
+        return context.get_dummy_value()
+    return types.none(group), codegen
+
+
+@overload_method(GridGroupType, "sync")
+def _grid_group_sync(group):
+    return lambda group: _grid_sync(group)
+
+
+# --- shared and local arrays -----------------------------------------------------------------------------
+
+def _literal_shape(shape) -> tuple[int, ...] | None:
+    items = shape.types if isinstance(shape, types.BaseTuple) else (shape,)
+    values = tuple(getattr(t, "literal_value", None) for t in items)
+    return values if values and all(isinstance(v, int) and v >= 0 for v in values) else None
+
+
+def _element(dtype):
+    element = getattr(dtype, "dtype", None)     # a numba type (NumberClass), np.float32, np.dtype(...)
+    return element if isinstance(element, (types.Number, types.Boolean)) else None
+
+
+def _array_type(construct: str, shape, dtype):
+    dims, element = _literal_shape(shape), _element(dtype)
+    if dims is None or element is None:
+        raise TypingError(f"{construct}(shape, dtype) takes a constant shape (an int or a tuple of ints) and a "
+                          f"number dtype (numba.float32, np.float32), not ({shape}, {dtype})")
+    return dims, types.Array(element, len(dims), "C")
+
+
+def _array_at(context, builder, array_type, data, extents: list):
+    """An array value over ``data`` with these (LLVM int64) extents, C-contiguous."""
+    intp = context.get_value_type(types.intp)
+    data_type = context.get_data_type(array_type.dtype)
+    itemsize = context.get_abi_sizeof(data_type)
+    strides, step = [], intp(itemsize)
+    for extent in reversed(extents):
+        strides.append(step)
+        step = builder.mul(step, extent)
+    array = context.make_array(array_type)(context, builder)
+    context.populate_array(array, data=builder.bitcast(data, data_type.as_pointer()), shape=extents,
+                           strides=list(reversed(strides)), itemsize=intp(itemsize), meminfo=None)
+    return array._getvalue()
+
+
+@intrinsic(prefer_literal=True)
+def local_array(typingctx, shape, dtype):
+    """``cuda.local.array(shape, dtype)`` on the CPU: per-thread storage on the stack, like the GPU's local
+    memory (kernels are compiled without numba's runtime, so nothing is heap-allocated)."""
+    dims, array_type = _array_type("cuda.local.array", shape, dtype)
+
+    def codegen(context, builder, sig, args):
+        count = 1
+        for extent in dims:
+            count *= extent
+        data = cgutils.alloca_once(builder, context.get_data_type(array_type.dtype), size=max(count, 1))
+        return _array_at(context, builder, array_type, data, [_i64(d) for d in dims])
+    return array_type(shape, dtype), codegen
+
+
+# A shared array's call site is a number in the code, and the runner keeps a block's memory by that number
+# between launches: numbered from a random start in each process, so that a kernel loaded from the disk cache
+# (numbered by another process) does not meet this process's kernels' numbers (the runner also matches the
+# size, see od_shared).
+_shared_sites = itertools.count(secrets.randbits(40) << 20)
+
+
+@intrinsic(prefer_literal=True)
+def shared_array(typingctx, shape, dtype):
+    """``cuda.shared.array(shape, dtype)``: the block's memory for this call site; shape 0 is the launch's
+    dynamic shared memory, as many elements as ``shmem`` bytes hold."""
+    _require_runner("cuda.shared.array")
+    dims, array_type = _array_type("cuda.shared.array", shape, dtype)
+    dynamic = dims == (0,)
+
+    def codegen(context, builder, sig, args):
+        _need(NEEDS_FIBERS)
+        itemsize = context.get_abi_sizeof(context.get_data_type(array_type.dtype))
+        if dynamic:
+            data = native_call(builder, "dynamic_shared", _I8P, [])
+            size = native_call(builder, "dynamic_shared_size", _I64, [])
+            return _array_at(context, builder, array_type, data, [builder.udiv(size, _i64(itemsize))])
+        count = 1
+        for extent in dims:
+            count *= extent
+        data = native_call(builder, "shared", _I8P, [_i64(next(_shared_sites)), _i64(count * itemsize)])
+        return _array_at(context, builder, array_type, data, [_i64(d) for d in dims])
+    return array_type(shape, dtype), codegen
+
+
+@intrinsic
+def const_array_like(typingctx, ary):
+    """``cuda.const.array_like(ary)``: the array itself (the CPU has no constant memory to copy it to)."""
+    if not isinstance(ary, types.Array):
+        raise TypingError(f"cuda.const.array_like takes an array, not {ary}")
+    return ary(ary), lambda context, builder, sig, args: args[0]
+
+
+def namespace(name: str, **members) -> pytypes.ModuleType:
+    """A module of the kernel idiom, importable by its name (the disk cache finds the globals a kernel read
+    through it by that name)."""
+    module = pytypes.ModuleType(f"overdub.targets.cpu.{name}")
+    vars(module).update(members)
+    sys.modules[module.__name__] = module
+    return module
+
+
+CG = namespace("cg", this_grid=this_grid)
+SHARED = namespace("shared", array=shared_array)
+LOCAL = namespace("local", array=local_array)
+CONST = namespace("const", array_like=const_array_like)
+
