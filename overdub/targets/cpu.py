@@ -35,7 +35,7 @@ from numba.core.compiler_lock import global_compiler_lock
 from numba.core.environment import Environment
 from numba.core.registry import cpu_target
 
-from .. import arguments, bridge, operators, world
+from .. import arguments, bridge, world
 from ..context import CPU, TargetRoot
 from ..intrinsics import cuprintln
 from ..types import typeof
@@ -171,10 +171,9 @@ class CPUTarget(Configurable):
     @property
     def cache_tag(self) -> str:
         """What the machine code depends on besides the kernel: the host's triple, CPU and its features, the
-        compile options, numba's settings that change code (``NUMBA_OPT``, ``NUMBA_BOUNDSCHECK``, ...), which
-        operators become calls (``OVERDUB_REROUTE``), and the grid runner the code calls (which build of it,
-        or none: then the code is the serial grid loop)."""
-        settings = (config.OPT, config.BOUNDSCHECK, config.DEBUGINFO_DEFAULT, operators.REROUTE)
+        compile options, numba's settings that change code (``NUMBA_OPT``, ``NUMBA_BOUNDSCHECK``, ...), and
+        the grid runner the code calls (which build of it, or none: then the code is the serial grid loop)."""
+        settings = (config.OPT, config.BOUNDSCHECK, config.DEBUGINFO_DEFAULT)
         return (f"cpu:{cpu_target.target_context.codegen().magic_tuple()}:{self.options!r}:{settings}:"
                 f"runner={cpu_sync.runner_digest()}")
 
