@@ -6,6 +6,7 @@ whose check fails is recorded as failed and not timed.
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -463,6 +464,36 @@ def part3(part: Part, gpu: GPU, cfg: dict, check_only: bool) -> None:
         _check_and_time(part, gpu, stream, "3iii stencil", "array expression", od_run, nb_run, b, expected,
                         runs, warmup, check_only, n, rtol=1e-5, atol=1e-5)
         del grid, b, expected, gv, bv
+
+    # -- (iv) forward-mode AD: a user's unchanged function called with Duals vs its derivative by hand ----
+    with part.guard("3iv forward-mode AD"):
+        n = cfg["saxpy_n"] // 4
+        m = fresh_module("autodiff", K.AUTODIFF, EXAMPLES=str(Path(__file__).resolve().parents[1] / "examples"))
+        with stream:
+            xs = cp.linspace(-2.0, 2.0, n)
+            d_dual, d_hand = cp.zeros_like(xs), cp.zeros_like(xs)
+            expected = (cp.cos(xs) + cp.sin(xs)) * cp.exp(xs) + 2 * xs
+        gpu.sync()
+        threads, blocks = 256, -(-n // 256)
+        variants = {
+            "dual": lambda: od.cuda(m.by_dual, d_dual, xs, threads=threads, blocks=blocks, stream=stream,
+                                    target="cuda"),
+            "hand": lambda: od.cuda(m.by_hand, d_hand, xs, threads=threads, blocks=blocks, stream=stream,
+                                    target="cuda")}
+        ok = True
+        for name, out in (("dual", d_dual), ("hand", d_hand)):
+            variants[name]()
+            gpu.sync()
+            ok &= part.check(f"3iv derivative [{name}] == analytic",
+                             lambda out=out: gpu_check_close(cp, "derivative", out, expected, rtol=1e-12,
+                                                             atol=1e-12))
+        if ok and not check_only:
+            ms = _event_series(gpu, stream, variants, runs, warmup)
+            part.measure("3iv derivative [Dual numbers]", ms["dual"], "ms", n=n)
+            part.measure("3iv derivative [by hand]", ms["hand"], "ms", n=n)
+            part.measure("3iv derivative ratio dual/hand", ratio(ms["dual"], ms["hand"]), "x")
+            part.target("3iv Dual derivative / hand-written", ratio(ms["dual"], ms["hand"]), "<=", 1.05)
+        del xs, d_dual, d_hand, expected
     cp.get_default_memory_pool().free_all_blocks()
 
 

@@ -245,3 +245,26 @@ def as_numba_device(source: str) -> str:
 def as_plain_python(source: str) -> str:
     """The library as plain Python functions (the reference for correctness checks)."""
     return source.replace("@od.function\n", "")
+
+
+# --- part 3 (iv): forward-mode AD with examples/forwarddiff.py against the derivative written by hand ------
+AUTODIFF = """
+import sys
+sys.path.insert(0, EXAMPLES)
+from forwarddiff import derivative
+
+def f(x):
+    return math.sin(x) * math.exp(x) + x ** 2
+
+def by_dual(out, xs):
+    i = cuda.grid(1)
+    if i < xs.size:
+        out[i] = derivative(f, xs[i])
+
+def by_hand(out, xs):
+    i = cuda.grid(1)
+    if i < xs.size:
+        x = xs[i]
+        e = math.exp(x)
+        out[i] = math.cos(x) * e + math.sin(x) * e + 2.0 * x
+"""

@@ -86,6 +86,13 @@ def _package_versions() -> str:
 
 
 _KEYED_FIELDS = ("func_ref", "name")      # the function is keyed by its code; its name is for messages
+_settings: dict = {}          # name -> what reads a process-wide setting that changes code (modules above add)
+
+
+def key_setting(name: str, read) -> None:
+    """Key every entry on ``read()`` too: a setting of a module above this one that changes what a compile
+    produces (``OVERDUB_REROUTE``: which operators become calls, so which edges a kernel records)."""
+    _settings[name] = read
 
 
 def _key(job) -> str:
@@ -94,7 +101,8 @@ def _key(job) -> str:
                if f.name not in _KEYED_FIELDS + ("argtypes", "chain", "kwtypes")]
     parts = [FORMAT, _package_versions(), job.target.cache_tag, function_digest(job.func),
              [type_digest(t) for t in job.argtypes], [(k, type_digest(t)) for k, t in job.kwtypes],
-             [context_digest(ctx) for ctx in job.chain], options]
+             [context_digest(ctx) for ctx in job.chain], options,
+             sorted((name, read()) for name, read in _settings.items())]
     return hashlib.sha256(repr(parts).encode()).hexdigest()
 
 

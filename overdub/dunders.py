@@ -17,7 +17,7 @@ from __future__ import annotations
 import operator
 
 from . import world
-from .registry import MethodTable, methods_from
+from .registry import MethodTable, methods_from, reference_to
 
 __all__ = ["register", "tables", "FORWARD", "REFLECTED", "UNARY"]
 
@@ -45,17 +45,28 @@ REFLECTED = {
 }
 UNARY = {"__neg__": operator.neg, "__pos__": operator.pos, "__invert__": operator.invert, "__abs__": abs}
 
-_forward: dict = {}      # operator -> table of the classes' forward dunders
-_reflected: dict = {}    # operator -> table of the classes' reflected dunders
+class DunderTables:
+    """One kind of dunder table per operator (forward or reflected): a variable of this module, so that its
+    tables -- each owned by (it, the operator) -- are found by name in another process (the disk cache)."""
+
+    def __init__(self, kind: str, variable: str):
+        self.kind, self._variable = kind, variable
+        self._tables: dict = {}          # operator -> its table
+
+    def __reduce__(self):
+        return reference_to(self, __name__, self._variable)
+
+    def table(self, op) -> MethodTable:
+        found = self._tables.get(op)
+        if found is None:
+            with world.lock:
+                name = getattr(op, "__name__", repr(op))
+                found = self._tables.setdefault(op, MethodTable(f"{name} ({self.kind} dunders)", owner=(self, op)))
+        return found
 
 
-def _table(tables: dict, op, kind: str) -> MethodTable:
-    found = tables.get(op)
-    if found is None:
-        with world.lock:
-            name = getattr(op, "__name__", repr(op))
-            found = tables.setdefault(op, MethodTable(f"{name} ({kind} dunders)"))
-    return found
+forward_dunders = DunderTables("forward", "forward_dunders")
+reflected_dunders = DunderTables("reflected", "reflected_dunders")
 
 
 _HAS_FORWARD = frozenset(FORWARD.values()) | frozenset(UNARY.values())
@@ -65,8 +76,8 @@ _HAS_REFLECTED = frozenset(REFLECTED.values())
 def tables(op) -> list[MethodTable]:
     """The dunder tables a call of ``op`` asks, in order: forward (and unary), then reflected; none for a
     callee no dunder names."""
-    return (([_table(_forward, op, "forward")] if op in _HAS_FORWARD else [])
-            + ([_table(_reflected, op, "reflected")] if op in _HAS_REFLECTED else []))
+    return (([forward_dunders.table(op)] if op in _HAS_FORWARD else [])
+            + ([reflected_dunders.table(op)] if op in _HAS_REFLECTED else []))
 
 
 def _swapped(func, name: str):
@@ -92,10 +103,10 @@ def register(cls: type, self_type) -> None:
         label = f"{cls.__qualname__}.{name}"
         if name in FORWARD or name in UNARY:
             arity = 1 if name in UNARY else 3 if name == "__setitem__" else 2
-            _add(_table(_forward, FORWARD.get(name) or UNARY.get(name), "forward"),
+            _add(forward_dunders.table(FORWARD.get(name) or UNARY.get(name)),
                  _method(label, func, self_type, scope, arity))
         if name in REFLECTED:
-            _add(_table(_reflected, REFLECTED[name], "reflected"),
+            _add(reflected_dunders.table(REFLECTED[name]),
                  _method(label, func, self_type, scope, 2, reflect=True))
 
 

@@ -30,8 +30,8 @@ import numpy as np
 
 from . import bindings, bridge, world
 from .bindings import Binding, CellBinding, FunctionState, Guarded
-from .context import POSTHOOK, PREHOOK, ContextShape, TargetRoot
-from .registry import GenericFunction, MethodMatch
+from .context import POSTHOOK, PREHOOK, Context, ContextShape, TargetRoot
+from .registry import EmptyTable, GenericFunction, MethodMatch
 from .types import StructType, type_name
 
 __all__ = ["Uncacheable", "record", "replay", "value_digest", "function_digest", "context_digest", "type_digest"]
@@ -246,13 +246,18 @@ def _table_ref(table) -> tuple:
         raise Uncacheable(f"it consulted {table.name}, a table no other process can find")
     if isinstance(owner, GenericFunction):
         return ("generic", *_ref(owner))
-    ctx, callee = owner
-    return ("overdub", _context_ref(ctx), _ref(callee))
+    registry, callee = owner
+    if isinstance(registry, Context):
+        return ("overdub", _context_ref(registry), _ref(callee))
+    # another registry of tables per callee, a variable of its module (od.method's, the dunders')
+    return ("registry", _ref(registry), _ref(callee))
 
 
 def _find_table(ref: tuple, job):
     if ref[0] == "generic":
         return resolve_imported(ref[1], ref[2]).table
+    if ref[0] == "registry":
+        return resolve_imported(*ref[1]).table(resolve_imported(*ref[2]))
     return _find_context(ref[1], job).table(resolve_imported(*ref[2]))
 
 
@@ -335,6 +340,8 @@ def record(job, kernel) -> list[tuple]:
             facts.append(("dispatch", table, _portable_types(node.argtypes), _answer_digest(node)))
             for method in ([node.method] if node.method is not None else []):
                 methods.setdefault(id(method.func), ("method", table, _signature_digest(method.sig)))
+        elif isinstance(node, EmptyTable):
+            facts.append(("empty", _table_ref(node.table)))
     for node in leaves:
         if isinstance(node, FunctionState):
             func = node.function()
@@ -357,7 +364,7 @@ def record(job, kernel) -> list[tuple]:
         elif _is_struct_definition(node):
             struct_type = node.cls.__overdub_type__
             facts.append(("struct", _ref(node.cls), _struct_digest(struct_type)))
-        elif not isinstance(node, (MethodMatch, FunctionState)):
+        elif not isinstance(node, (MethodMatch, FunctionState, EmptyTable)):
             raise Uncacheable(f"it depends on {node.describe()}")
     return facts
 
@@ -408,6 +415,9 @@ def _check(fact: tuple, job, functions: dict) -> str | None:
         _, table, argtypes, answer = fact
         match = _find_table(table, job).dispatch(argtypes)
         return None if _answer_digest(match) == answer else f"{match.describe()} is a new answer"
+    if kind == "empty":
+        table = _find_table(fact[1], job)
+        return None if table.is_empty() else f"{table.name} has methods now"
     if kind == "struct":
         _, ref, digest = fact
         cls = resolve_imported(*ref)

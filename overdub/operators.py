@@ -37,7 +37,7 @@ import numba.cuda.core.ir
 import numba.cuda.core.rewrites
 from numba.core.typing.templates import signature
 
-from . import bridge, dunders
+from . import bridge, diskcache, dunders
 from .methods import user_methods
 from .rewrite import CHAIN_MARK, Overdubbed
 
@@ -48,6 +48,7 @@ REROUTE = os.environ.get("OVERDUB_REROUTE", "when-extended")
 method for), ``"always"`` or ``"never"`` (then operators reach no method or overdub). The last two exist to
 measure what rerouting costs and to check that it changes no code (``OVERDUB_REROUTE=always`` runs the test
 suite through the rerouted path); they are not an API."""
+diskcache.key_setting("OVERDUB_REROUTE", lambda: REROUTE)     # it decides which edges a kernel records
 
 # Python's `is` cannot be overloaded; numba's branch pruning reads `x is None` nodes
 _NEVER_REROUTED = frozenset({operator.is_, operator.is_not})

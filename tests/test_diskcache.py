@@ -63,7 +63,8 @@ print(json.dumps({"out": results[0], "all": results, "stats": od.stats(),
 
 
 def _environment(directory, cache, **extra) -> dict:
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(WORKTREE), str(directory)]),
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(WORKTREE), str(directory),
+                                                                     os.environ.get("PYTHONPATH")])),
                OVERDUB_CACHE_DIR=str(cache), PYTHONDONTWRITEBYTECODE="1")    # an edit of the same size and second
     env.pop("OVERDUB_CACHE", None)
     env.update(extra)

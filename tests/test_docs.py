@@ -82,7 +82,8 @@ def test_blocks_are_found():
 
 @pytest.mark.parametrize("path, first, source", CASES)
 def test_block_runs(path, first, source, tmp_path):
-    env = dict(os.environ, OVERDUB_TARGET="cpu", PYTHONDONTWRITEBYTECODE="1")
+    env = dict(os.environ, OVERDUB_TARGET="cpu", PYTHONDONTWRITEBYTECODE="1",     # the example libraries import
+               PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT / "examples"), os.environ.get("PYTHONPATH")])))
     result = subprocess.run([sys.executable, "-c", _RUNNER, str(path), str(first)], input=source, cwd=tmp_path,
                             env=env, capture_output=True, text=True, timeout=600)
     if result.returncode != 0:
