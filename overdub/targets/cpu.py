@@ -149,6 +149,23 @@ def _compiled(dispatcher, argtypes: tuple):
     return dispatcher.overloads[argtypes]
 
 
+def _serialised(cres):
+    """numba internals: a compile result as numba's cache stores it (object code, the function's descriptor
+    without its typing state, the signature), or None where its code holds addresses of this process."""
+    if cres.library.has_dynamic_globals or cres.reload_init:
+        return None
+    fndesc = copy.copy(cres.fndesc)
+    fndesc.typemap = fndesc.calltypes = fndesc.global_dict = None     # typing state and exec namespace
+    return cres.library.serialize_using_object_code(), fndesc, cres.signature
+
+
+def _rebuilt(serialised):
+    """numba internals: the compile result of ``_serialised``'s answer, its code loaded into this process."""
+    libdata, fndesc, signature = serialised
+    return CompileResult._rebuild(cpu_target.target_context, libdata, fndesc, Environment({}), signature, False,
+                                  (), "", (), ())
+
+
 class CPUTarget(Configurable):
     name = "cpu"
     base = CPU
@@ -207,35 +224,33 @@ class CPUTarget(Configurable):
                                                              self._njit_options)
         return CPULauncher(body, address, mode, cpu_grid.entry(argtypes), argtypes, checked)
 
-    # -- the disk cache's view of a compiled kernel: the grid body's machine code (the serial grid loop's where
-    # the runner is not built) and the runner's mode for it, serialised as numba's own cache does
-    # (numba/core/caching.py, CompileResultCacheImpl: CompileResult._reduce / _rebuild). The entry a launch
-    # calls is not stored: it depends on the argument types only, and is compiled once per process. ----------
+    # -- the disk cache's view of a compiled kernel: the runner's mode for it, the grid body's machine code
+    # (the serial grid loop's where the runner is not built) and the entry's (shared by the kernels taking the
+    # same argument types, and most of a small kernel's compile), each serialised as numba's own cache does
+    # (numba/core/caching.py, CompileResultCacheImpl: CompileResult._reduce / _rebuild). ---------------------
     def launcher_payload(self, launcher):
-        """The mode, the grid body's object code and what rebuilds it, or None where the code holds addresses
-        of this process (numba's "dynamic globals"; a checked kernel's record of a failed check)."""
-        if isinstance(launcher, SerialLauncher):
-            mode, cres = "serial", _compiled(launcher.grid_loop, launcher.argtypes)
-        else:
-            mode, cres = launcher.mode, _compiled(launcher.body, cpu_grid.BODY_TYPES)
-        if self.options.debug or cres.library.has_dynamic_globals or cres.reload_init:
+        """The mode, the code of the grid body and of the entry, or None where the code holds addresses of
+        this process (numba's "dynamic globals"; a checked kernel's record of a failed check)."""
+        if self.options.debug:
             return None
-        fndesc = copy.copy(cres.fndesc)
-        fndesc.typemap = fndesc.calltypes = fndesc.global_dict = None     # typing state and exec namespace
-        return mode, cres.library.serialize_using_object_code(), fndesc, cres.signature
+        if isinstance(launcher, SerialLauncher):
+            body = _serialised(_compiled(launcher.grid_loop, launcher.argtypes))
+            return None if body is None else ("serial", body, None)
+        body = _serialised(_compiled(launcher.body, cpu_grid.BODY_TYPES))
+        entry = _serialised(_compiled(launcher.entry, tuple(launcher.entry.overloads)[0]))
+        return None if body is None or entry is None else (launcher.mode, body, entry)
 
     def launcher_from_payload(self, payload, argtypes):
-        mode, libdata, fndesc, signature = payload
+        mode, body, entry = payload
         if (mode == "serial") != (cpu_sync.SYMBOLS is None) or (mode != "serial" and mode not in cpu_grid.MODES):
             raise ValueError(f"a {mode!r} grid cannot run here")    # the cache tag keys by the runner: not reached
-        cres = CompileResult._rebuild(cpu_target.target_context, libdata, fndesc, Environment({}), signature,
-                                      False, (), "", (), ())
         argtypes = tuple(argtypes)
         if mode == "serial":
-            return SerialLauncher(cpu_grid.loaded_serial(cres, len(argtypes), self._njit_options), argtypes,
-                                  self.options.debug)
-        body, address = cpu_grid.loaded_body(cres, self._njit_options)
-        return CPULauncher(body, address, mode, cpu_grid.entry(argtypes), argtypes, self.options.debug)
+            return SerialLauncher(cpu_grid.loaded_serial(_rebuilt(body), len(argtypes), self._njit_options),
+                                  argtypes, self.options.debug)
+        body, address = cpu_grid.loaded_body(_rebuilt(body), self._njit_options)
+        return CPULauncher(body, address, mode, cpu_grid.loaded_entry(argtypes, lambda: _rebuilt(entry)), argtypes,
+                           self.options.debug)
 
     def synchronize(self):
         """Launches return when their grid is done: nothing is left to wait for but printf's buffer."""

@@ -219,6 +219,21 @@ def entry(argtypes):
     return compiled
 
 
+def loaded_entry(argtypes, rebuild):
+    """The entry of ``argtypes``: this process's (compiled or loaded before), else ``rebuild()``'s compile
+    result, code loaded from the disk cache."""
+    compiled = _entries.get(argtypes)
+    if compiled is None:
+        namespace_: dict = {"run_grid": None}
+        params = "".join(f", a{i}" for i in range(len(argtypes)))
+        exec(compile(_ENTRY.format(params=params), "<overdub grid entry>", "exec"), namespace_)
+        compiled = numba.njit(namespace_["entry"], _nrt=False, nogil=True)      # a stub holding the code
+        compiled.add_overload(rebuild())
+        compiled.disable_compile()
+        compiled = _entries.setdefault(argtypes, compiled)
+    return compiled
+
+
 def uses_sync(func) -> bool:
     """Does the kernel itself name a construct that needs fibers? (A first guess, read off its code; its
     callees are known only once compiled.)"""
