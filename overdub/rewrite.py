@@ -174,6 +174,7 @@ def rewrite(func: pytypes.FunctionType, chain: tuple) -> pytypes.FunctionType:
 
 STATE_PARAMETER = "__overdub_state__"
 _FAST_LOCAL_OPS = frozenset(dis.haslocal) | frozenset(dis.hasfree)     # opargs indexing the fast locals
+_TWO_LOCAL_OPS = frozenset({"LOAD_FAST_LOAD_FAST", "STORE_FAST_LOAD_FAST", "STORE_FAST_STORE_FAST"})
 
 
 def state_type(chain: tuple):
@@ -189,16 +190,22 @@ def takes_state(func) -> bool:
 def with_state_parameter(code: pytypes.CodeType, name: str) -> pytypes.CodeType:
     """``code`` taking one more, positional-only, first parameter -- the state -- that its body ignores.
 
-    CPython 3.11 internals: each local is an index into the frame's fast locals (parameters first, then the
+    CPython 3.11-3.13 internals: each local is an index into the frame's fast locals (parameters first, then the
     other locals, cells and free variables), so every instruction naming one moves up by one. An index of
     255 would need an EXTENDED_ARG prefix, which shifts jump targets; such functions are refused."""
     raw = bytearray(code.co_code)
     for instruction in dis.get_instructions(code):
-        if instruction.opcode in _FAST_LOCAL_OPS:
-            if instruction.arg >= 255:
-                raise NotImplementedError(f"{name} has too many local variables (255 or more) to be compiled in a "
-                                          f"context with state")
-            raw[instruction.offset + 1] = instruction.arg + 1
+        if instruction.opcode not in _FAST_LOCAL_OPS:
+            continue
+        if instruction.opname in _TWO_LOCAL_OPS:      # CPython 3.13: two 4-bit indices in one argument
+            high, low = (instruction.arg >> 4) + 1, (instruction.arg & 15) + 1
+            arg = (high << 4) | low if high < 16 and low < 16 else 256
+        else:
+            arg = instruction.arg + 1
+        if arg > 255:
+            raise NotImplementedError(f"{name} has too many local variables to be compiled in a context with state "
+                                      f"(its bytecode would need longer arguments)")
+        raw[instruction.offset + 1] = arg
     return code.replace(co_code=bytes(raw), co_argcount=code.co_argcount + 1,
                         co_posonlyargcount=code.co_posonlyargcount + 1, co_nlocals=code.co_nlocals + 1,
                         co_varnames=(STATE_PARAMETER,) + code.co_varnames)
