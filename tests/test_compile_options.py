@@ -250,3 +250,17 @@ def test_keyword_arguments_and_defaults_reach_callables_numba_implements():
     od.cuda(kernel, out, target="cpu")
     assert out.tolist() == [15.0, 6.0, 1.5]
     assert "ret;" in od.code_ptx(kernel, numba_types.float64[::1])
+
+
+def test_a_kernel_reshaping_an_array_links_numba_cudas_reshape_helpers():
+    from overdub.targets import cuda as cuda_target
+
+    def flat(out, a):
+        b = a.reshape(4)
+        out[0] = b[3]
+
+    target = cuda_target.target_for((9, 0))
+    two_d = numba_types.float64[:, ::1]
+    cres = target._kernel_code(flat, (numba_types.float64[::1], two_d))
+    assert cuda_target._RESHAPE_SOURCE in cres.library._linking_files
+    assert os.path.exists(cuda_target._RESHAPE_SOURCE)

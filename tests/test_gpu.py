@@ -640,3 +640,14 @@ def test_tuple_arguments_on_the_gpu(cp):
     od.cuda(area, out, (3, 4), (0.5, (np.float32(2),)), target="cuda")
     od.cuda(area, out, (3, 5), (0.25, (np.float32(1),)), target="cuda")
     assert out.get()[0] == 16.25
+
+
+def test_a_kernel_reshaping_an_array_links_and_runs_on_the_gpu(cp):
+    def flat(out, a):
+        b = a.reshape(6)
+        for i in range(6):
+            out[i] = b[i]
+    a = cp.arange(6.0).reshape(2, 3)
+    out = cp.zeros(6)
+    od.cuda(flat, out, a, target="cuda")
+    assert out.tolist() == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]

@@ -332,6 +332,18 @@ def _compiling_for(cc):
         numba_cuda_dispatcher.get_current_device = original
 
 
+# numba-cuda internals: array reshapes lower to calls of C functions that numba-cuda's own kernels link from a
+# CUDA source file shipped with it, when the kernel's code names them (dispatcher.py, reshape_funcs)
+_RESHAPE_FUNCTIONS = ("nocopy_empty_reshape", "numba_attempt_nocopy_reshape")
+_RESHAPE_SOURCE = os.path.join(os.path.dirname(os.path.abspath(numba_cuda_dispatcher.__file__)), "reshape_funcs.cu")
+
+
+def _helper_sources(library) -> tuple:
+    """The sources of numba-cuda's helper functions the kernel's code calls, to link with it."""
+    code = library.get_llvm_str()
+    return (_RESHAPE_SOURCE,) if any(name in code for name in _RESHAPE_FUNCTIONS) else ()
+
+
 class CUDATarget(Configurable):
     name = "cuda"
     base = CUDA
@@ -403,7 +415,7 @@ class CUDATarget(Configurable):
         library._entry_name = cres.fndesc.llvm_func_name
         kernel_fixup(entry, debug=self.options.debug)
         nvvm.set_launch_bounds(entry, self.options.launch_bounds)
-        for path in self.options.link:
+        for path in self.options.link + _helper_sources(library):
             library.add_linking_file(path)
         if library.use_cooperative:        # grid sync is implemented in the device runtime library
             library.needs_cudadevrt = True
