@@ -8,7 +8,7 @@ from .compiler import CompileError
 from .context import CPU, CUDA, Context, when_imported
 from .intrinsics import Pointer, cuprintln, pointer, state, unsafe_load, unsafe_store, vload, vstore
 from .dropin import jit
-from .methods import method
+from .extending import method
 from .launch import cuda, default_target, synchronize
 from .reflect import code_llvm, code_ptx, code_sass, code_typed, explain, stats
 from .structs import struct, struct_array

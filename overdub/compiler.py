@@ -25,7 +25,7 @@ from numba.core import types as nt
 
 from . import bridge, diskcache, dunders, hooks, world
 from .bindings import Guarded
-from .methods import user_methods
+from .extending import user_methods
 from .operators import OperatorSite, numba_signature
 from .registry import GenericFunction, MethodError
 from .rewrite import Overdubbed, Unobserved, interned, rewrite, state_type, substitute, takes_state

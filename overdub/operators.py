@@ -38,7 +38,7 @@ import numba.cuda.core.rewrites
 from numba.core.typing.templates import signature
 
 from . import bridge, diskcache, dunders
-from .methods import user_methods
+from .extending import user_methods
 from .rewrite import CHAIN_MARK, Overdubbed
 
 __all__ = ["OperatorSite", "numba_signature", "tables", "INPLACE"]
