@@ -30,7 +30,7 @@ from .runtime import runtime
 from .targets import cuda as cuda_target
 from .targets import CompileOptions, get_target
 
-__all__ = ["jit", "Kernel"]
+__all__ = ["jit", "Kernel", "Overload"]
 
 # numba-cuda's cuda.jit options: those that change the code are compile options (overdub.targets.options);
 # the rest are accepted for compatibility and explained in jit's docstring
@@ -129,7 +129,8 @@ class Kernel:
     @property
     def overloads(self) -> dict:
         """The compiled kernels of this function now cached, by argument types (as numba-cuda's dict)."""
-        return {node.job.argtypes: node for node in runtime.kernels.nodes() if node.job.func is self.py_func}
+        return {node.job.argtypes: Overload(node) for node in runtime.kernels.nodes()
+                if node.job.func is self.py_func}
 
     def in_context(self, context: Context) -> "Kernel":
         """The same kernel, launched in ``context``."""
@@ -168,6 +169,30 @@ class Kernel:
 
     def __repr__(self) -> str:
         return f"<overdub kernel {self.__qualname__}>"
+
+
+class Overload:
+    """One compiled kernel of an ``od.jit`` kernel, as numba-cuda lists it in ``overloads``: its argument types,
+    its typed IR (``inspect_types``; numba-cuda's ``_type_annotation``, where the target keeps it)."""
+
+    __slots__ = ("kernel",)
+
+    def __init__(self, kernel):
+        self.kernel = kernel            # the compiler's Kernel node
+
+    @property
+    def argument_types(self) -> tuple:
+        return self.kernel.job.argtypes
+
+    @property
+    def _type_annotation(self):
+        return getattr(self.kernel.launcher, "type_annotation", None)
+
+    def inspect_types(self, file=None) -> None:
+        print(self._type_annotation, file=file or sys.stdout)
+
+    def __repr__(self) -> str:
+        return f"<overload of {self.kernel.describe()}>"
 
 
 def _launch_config(config) -> tuple:

@@ -171,3 +171,17 @@ def test_a_callee_given_a_constant_it_needs_at_compile_time_compiles_with_its_va
     out = np.zeros(1, dtype=np.int64)
     kernel[1, 1](out)
     assert out[0] == 4
+
+
+def test_overloads_carry_the_typed_ir_as_numba_cudas_do():
+    from numba import types as numba_types
+
+    @od.jit("void(float64[::1])", target="cuda")
+    def fill(out):
+        local = cuda.local.array(2, numba_types.int32)
+        local[0] = 3
+        out[0] = local[0]
+
+    (overload,) = fill.overloads.values()
+    assert overload.argument_types == (numba_types.float64[::1],)
+    assert overload._type_annotation.typemap["local"].dtype == numba_types.int32
