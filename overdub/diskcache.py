@@ -15,7 +15,8 @@ Files: ``$OVERDUB_CACHE_DIR`` (default: the per-user cache directory, ``~/.cache
 entry, written to a temporary file and renamed into place (concurrent writers never expose half a file; the
 last one wins). A file that is truncated or corrupt is a miss with a warning, and is replaced. The directory
 is kept under ``$OVERDUB_CACHE_SIZE`` megabytes (default 1024) by removing the least recently used entries
-(a hit touches its file). ``OVERDUB_CACHE=0`` turns the cache off. Entries are pickles: the cache directory
+(a hit touches its file); a process measures the directory on its first store, when what it wrote since
+would pass the bound, and at least every ten seconds while it stores. ``OVERDUB_CACHE=0`` turns the cache off. Entries are pickles: the cache directory
 must be as trusted as the code (as numba's cache directory is).
 """
 from __future__ import annotations
@@ -30,6 +31,8 @@ import pickle
 import platform
 import sys
 import tempfile
+import threading
+import time
 import warnings
 
 from .fingerprint import Uncacheable, context_digest, function_digest, record, replay, type_digest
@@ -43,6 +46,9 @@ FORMAT = 1
 _MAGIC = b"ODKC"
 _SUFFIX = ".odk"
 _TRIMMED_TO = 0.8            # after trimming, the directory holds at most this fraction of the limit
+_RESCAN_SECONDS = 10.0       # a process scans the directory's size again at least this often while it stores
+_usage: dict = {}            # directory -> (bytes it holds by this process's last scan and writes, scan time)
+_usage_lock = threading.Lock()
 _versions: str | None = None
 
 
@@ -166,8 +172,9 @@ def store(job, kernel) -> None:
         log.warning("overdub: %s is not stored in the disk cache: %s: %s", job.call(), type(exc).__name__, exc)
         runtime.count("disk_uncacheable")
         return
-    _write(_path(root, key), _MAGIC + hashlib.sha256(body).digest() + body)
-    _trim(root, _limit())
+    data = _MAGIC + hashlib.sha256(body).digest() + body
+    _write(_path(root, key), data)
+    _bound(root, len(data), _limit())
 
 
 def _pickled(entry: dict) -> bytes:
@@ -243,9 +250,23 @@ def _entries(root: pathlib.Path) -> list[pathlib.Path]:
     return [path for path in root.glob(f"*/*{_SUFFIX}") if not path.name.startswith(".tmp-")]
 
 
-def _trim(root: pathlib.Path, limit: int) -> None:
+def _bound(root: pathlib.Path, written: int, limit: int) -> None:
+    """Keep the directory within ``limit`` bytes after this process wrote ``written`` more. A scan
+    (:func:`_trim`) stats every entry, so it is not made on every store: a process scans on its first store
+    to a directory, whenever the size its last scan found plus what it has written since passes the limit,
+    and when its last scan is more than :data:`_RESCAN_SECONDS` old (other processes write too)."""
+    with _usage_lock:
+        found = _usage.get(root)
+        now = time.monotonic()
+        if found is not None and found[0] + written <= limit and now - found[1] < _RESCAN_SECONDS:
+            _usage[root] = (found[0] + written, found[1])
+            return
+        _usage[root] = (_trim(root, limit), now)
+
+
+def _trim(root: pathlib.Path, limit: int) -> int:
     """Remove the least recently used entries (by modification time, which a hit refreshes) while the
-    directory holds more than ``limit`` bytes."""
+    directory holds more than ``limit`` bytes; the bytes it holds after."""
     sizes = []
     for path in _entries(root):
         try:
@@ -255,9 +276,10 @@ def _trim(root: pathlib.Path, limit: int) -> None:
         sizes.append((stat.st_mtime, stat.st_size, path))
     total = sum(size for _, size, _ in sizes)
     if total <= limit:
-        return
+        return total
     for _, size, path in sorted(sizes, key=lambda item: item[0]):
         _remove(path)
         total -= size
         if total <= limit * _TRIMMED_TO:
-            return
+            break
+    return total

@@ -17,6 +17,7 @@ are digested by their names: their code is covered by the package versions in th
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import pickle
@@ -61,7 +62,14 @@ def is_library_module(name) -> bool:
     if top in ("overdub", "builtins") or top in sys.builtin_module_names:
         return True
     file = getattr(sys.modules.get(name) or sys.modules.get(top), "__file__", None)
-    return file is not None and os.path.realpath(file).startswith(_LIBRARY_PATHS)
+    return isinstance(file, str) and _is_library_file(file)
+
+
+@functools.lru_cache(maxsize=4096)
+def _is_library_file(file: str) -> bool:
+    """Is ``file`` under an installed package's or the standard library's directory? (``realpath`` asks
+    the file system for every link on the path: once per file.)"""
+    return os.path.realpath(file).startswith(_LIBRARY_PATHS)
 
 
 def code_digest(code: pytypes.CodeType) -> str:
@@ -208,6 +216,9 @@ def _resolves_to(module, qualname, obj) -> bool:
 _NOWHERE = pytypes.ModuleType("<nowhere>")
 
 
+_found_variables: dict[int, tuple[str, str]] = {}     # id(obj) -> the variable _ref found it in (re-checked)
+
+
 def _ref(obj) -> tuple[str, str]:
     """(module, qualified name) that another process imports ``obj`` by: its own names, else a variable of
     its module or of a namespace module registered under it (``overdub.targets.cpu.cuda``)."""
@@ -216,6 +227,17 @@ def _ref(obj) -> tuple[str, str]:
     for candidate in (module, "numpy" if isinstance(obj, np.ufunc) else None):
         if _resolves_to(candidate, qualname, obj):
             return candidate, qualname
+    found = _found_variables.get(id(obj))
+    if found is not None and _resolves_to(*found, obj):
+        return found
+    found = _found_variables[id(obj)] = _variable_of(obj, module)
+    return found
+
+
+def _variable_of(obj, module) -> tuple[str, str]:
+    """The variable of ``module`` or of a module under it that holds ``obj`` (a search of every module's
+    namespace: :func:`_ref` remembers the answer -- the registries of od.method's and the dunders' tables are
+    found this way in every compile -- and checks it still holds before reusing it)."""
     if isinstance(module, str):
         for name in [module] + sorted(n for n in list(sys.modules) if n.startswith(module + ".")):
             variables = [k for k, v in vars(sys.modules.get(name, _NOWHERE)).items() if v is obj]

@@ -427,6 +427,50 @@ def test_the_cache_directory_is_bounded_by_dropping_the_least_recently_used(tmp_
     assert sorted(p.name for p in root.glob("*/*.odk")) == ["1.odk", "2.odk"]
 
 
+def _aged_entry(root, name: str, age: float, size: int = 100) -> None:
+    path = root / "ab" / f"{name}.odk"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"x" * size)
+    os.utime(path, (time.time() - age, time.time() - age))
+
+
+def test_the_bound_counts_this_processs_own_writes_between_scans(tmp_path):
+    root = tmp_path / "v1"
+    for i, age in enumerate([30, 20, 10]):
+        _aged_entry(root, str(i), age)
+        diskcache._bound(root, 100, 250)      # the third write passes the bound: the oldest entry goes
+    assert sorted(p.name for p in root.glob("*/*.odk")) == ["1.odk", "2.odk"]
+
+
+def test_the_bound_sees_other_processes_writes_at_the_next_scan(tmp_path, monkeypatch):
+    monkeypatch.setattr(diskcache, "_RESCAN_SECONDS", 0.0)
+    root = tmp_path / "v1"
+    _aged_entry(root, "mine", 10)
+    diskcache._bound(root, 100, 250)
+    _aged_entry(root, "theirs", 30, size=200)        # written by another process: this one did not count it
+    _aged_entry(root, "mine2", 0)
+    diskcache._bound(root, 100, 250)
+    assert sorted(p.name for p in root.glob("*/*.odk")) == ["mine.odk", "mine2.odk"]
+
+
+def test_an_object_known_by_a_variable_is_found_where_it_is_now():
+    from overdub.fingerprint import Uncacheable, _ref
+    name = unique_name("holder")
+    module = sys.modules[name] = type(sys)(name)
+    registry = type("Registry", (), {"__module__": name})()      # no name of its own: found by a variable
+    try:
+        module.tables = registry
+        assert _ref(registry) == (name, "tables")
+        del module.tables
+        module.renamed = registry
+        assert _ref(registry) == (name, "renamed")
+        del module.renamed
+        with pytest.raises(Uncacheable):
+            _ref(registry)
+    finally:
+        del sys.modules[name]
+
+
 def test_a_hit_refreshes_its_entry_for_the_lru(modules, monkeypatch):
     lib, kern = modules(LIB_SOURCE, KERNEL_SOURCE)
     _launch(kern)
