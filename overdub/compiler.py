@@ -212,6 +212,7 @@ class OverdubCallType(nt.Callable):
     def __init__(self, site: Overdubbed):
         self.site = site
         self._impl_keys: dict[tuple, object] = {}
+        self._answers: tuple = (None, {})     # (the node being built, weakly; its answers by argument types)
         name = getattr(site.callee, "__qualname__", None) or getattr(site.callee, "__name__", repr(site.callee))
         super().__init__(name=f"overdub({name})")
 
@@ -220,9 +221,25 @@ class OverdubCallType(nt.Callable):
         return self.site
 
     def get_call_type(self, context, args, kws):
-        sig, impl_key = resolve_call(self.site, context, tuple(args), dict(kws))
+        sig, impl_key = self._resolved(context, tuple(args), dict(kws))
         self._impl_keys[tuple(sig.args)] = impl_key
         return sig
+
+    def _resolved(self, context, args: tuple, kws: dict):
+        """:func:`resolve_call`, once per argument types for the node being built: numba's type inference
+        asks again each time it propagates, and the first answer's edges are already the node's (a
+        redefinition waits for the compile, which holds the world's lock)."""
+        builder, call = world.being_built(), (args, tuple(sorted(kws.items())))
+        ref, answers = self._answers
+        if builder is None or ref is None or ref() is not builder:
+            answers = {}
+            self._answers = (None if builder is None else weakref.ref(builder), answers)
+        answer = answers.get(call)
+        if answer is None:
+            answer = resolve_call(self.site, context, args, kws)
+            if builder is not None:
+                answers[call] = answer
+        return answer
 
     def get_call_signatures(self):
         return [], True

@@ -16,6 +16,7 @@ from __future__ import annotations
 import builtins
 import dis
 import types as pytypes
+import weakref
 
 from numba.core import types as nt
 
@@ -119,15 +120,25 @@ def interned(kind: type, chain: tuple, value):
 _GLOBAL_OPS = frozenset({"LOAD_GLOBAL", "LOAD_NAME", "STORE_GLOBAL", "DELETE_GLOBAL"})
 
 
-def global_names(code: pytypes.CodeType):
-    """The global names ``code`` (and the code it nests) reads or writes -- not attribute or method names,
-    which share ``co_names`` with them."""
+_global_names: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()     # code -> its global names
+
+
+def global_names(code: pytypes.CodeType) -> tuple[str, ...]:
+    """The global names ``code`` (and the code it nests) reads or writes, first use first -- not attribute
+    or method names, which share ``co_names`` with them. Decoded once per code object (code is immutable)."""
+    names = _global_names.get(code)
+    if names is None:
+        names = _global_names[code] = tuple(dict.fromkeys(_decoded_global_names(code)))
+    return names
+
+
+def _decoded_global_names(code: pytypes.CodeType):
     for instruction in dis.get_instructions(code):
         if instruction.opname in _GLOBAL_OPS:
             yield instruction.argval
     for const in code.co_consts:
         if isinstance(const, pytypes.CodeType):
-            yield from global_names(const)
+            yield from _decoded_global_names(const)
 
 
 def _rewrite_cell(func, index: int, cell, chain: tuple):
@@ -149,7 +160,7 @@ def rewrite(func: pytypes.FunctionType, chain: tuple) -> pytypes.FunctionType:
     bindings.read_function(func)
     namespace = func.__globals__
     new_globals = {"__builtins__": builtins, "__name__": namespace.get("__name__"), CHAIN_MARK: chain}
-    for name in dict.fromkeys(global_names(func.__code__)):
+    for name in global_names(func.__code__):
         if bindings.lookup(namespace, name) is bindings._MISSING:
             continue           # unbound (numba will say so)
         new_globals[name] = substitute(bindings.read(namespace, name), chain)
