@@ -498,6 +498,36 @@ def test_ptx_is_loaded_from_the_cache_and_missed_after_a_callee_edit(modules):
     assert (od.stats()["disk_hits"], od.stats()["compiles"]) == (0, 1)
 
 
+def test_with_a_gpu_the_entry_holds_the_cubin_and_nvvm_runs_once(modules, monkeypatch):
+    """With a usable GPU of the target's compute capability (faked here: numba-cuda's cubin, linked from the
+    PTX for the device's arch-specific target, stands in as that PTX), storing the entry compiles PTX once,
+    for the architecture the launch loads."""
+    from numba import float64
+    from numba.cuda.codegen import CUDACodeLibrary
+    from overdub.targets import cuda as cuda_target
+    compiled = []
+
+    def get_asm_strs(self, cc=None):
+        compiled.append(cc)
+        return [f"// PTX for {cc}"]
+
+    def get_cubin(self, cc=None):
+        cc = cc or (8, 0, "a")
+        self._cubin_cache[cc] = self.get_asm_str(cc=cc).encode()
+        return self._cubin_cache[cc]
+
+    monkeypatch.setattr(CUDACodeLibrary, "get_asm_strs", get_asm_strs)
+    monkeypatch.setattr(CUDACodeLibrary, "get_cubin", get_cubin)
+    monkeypatch.setattr(cuda_target, "gpu_usable", lambda: True)
+    monkeypatch.setattr(cuda_target, "device_cc", lambda: (8, 0))
+    lib, kern = modules(LIB_SOURCE, KERNEL_SOURCE)
+    od.code_llvm(kern.kernel, float64[::1], float64[::1], cc=(8, 0))
+    assert compiled == [(8, 0, "a")]
+    [entry] = _entries(os.environ["OVERDUB_CACHE_DIR"])
+    payload = diskcache._read(entry)["payload"]["library"]
+    assert payload["cubin_cache"] == {(8, 0, "a"): b"// PTX for (8, 0, 'a')"}
+
+
 @pytest.mark.gpu
 def test_a_cuda_kernel_compiled_in_one_process_is_launched_loaded_in_the_next(tmp_path):
     (tmp_path / "lib.py").write_text(LIB)

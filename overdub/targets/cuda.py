@@ -422,18 +422,24 @@ class CUDATarget(Configurable):
         return cres
 
     # -- the disk cache's view of a compiled kernel: numba-cuda's own serialisation of a code library (what
-    # its cache=True stores: CUDACodeLibrary._reduce_states / _rebuild), with the PTX for this target's compute
-    # capability made now and, where a GPU is usable, the cubin for the device's ------------------------------
+    # its cache=True stores: CUDACodeLibrary._reduce_states / _rebuild), with the code a launch loads made
+    # now: where a GPU of this target's compute capability is usable, the cubin for the device; elsewhere the
+    # PTX for this compute capability ---------------------------------------------------------------------
     def launcher_payload(self, launcher):
-        """The kernel library's NVVM IR, PTX and cubin and its typed IR as text, or None where it cannot be
+        """The kernel library's NVVM IR, PTX or cubin and its typed IR as text, or None where it cannot be
         serialised (it links files or refers to global device arrays) or needs this process (a debug kernel's
-        error codes)."""
+        error codes).
+
+        The cubin is linked from the PTX for the device's own architecture -- numba-cuda's ``get_cubin()``
+        compiles for the arch-specific target, sm_90a on a 9.0 device -- so the PTX for ``self.cc`` (sm_90)
+        would be a second NVVM run that no launch loads; ``od.code_ptx`` makes it when asked."""
         library = launcher.library
         if self.options.debug:
             return None
-        library.get_asm_str(cc=self.cc)
         if gpu_usable() and self.cc == device_cc():
             library.get_cubin()
+        else:
+            library.get_asm_str(cc=self.cc)
         try:
             states = library._reduce_states()
         except Exception:        # numba-cuda refuses (pickle.PicklingError, RuntimeError): not cacheable
