@@ -64,8 +64,11 @@ def run(part: Part, quick: bool, check_only: bool = False) -> None:
         return ptx
 
     def nb_ptx(label, pyfunc, sig):
+        t0 = time.perf_counter()
         ptx, _ = cuda.compile_ptx(pyfunc, sig, cc=CC)
-        part.measure(f"ptx {label} [numba-cuda]", _body_lines(ptx), "lines", calls=_calls(ptx))
+        seconds = time.perf_counter() - t0
+        part.measure(f"ptx {label} [numba-cuda]", _body_lines(ptx), "lines", calls=_calls(ptx),
+                     compile_s=round(seconds, 3))
         return ptx
 
     # part 1

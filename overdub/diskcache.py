@@ -16,8 +16,9 @@ entry, written to a temporary file and renamed into place (concurrent writers ne
 last one wins). A file that is truncated or corrupt is a miss with a warning, and is replaced. The directory
 is kept under ``$OVERDUB_CACHE_SIZE`` megabytes (default 1024) by removing the least recently used entries
 (a hit touches its file); a process measures the directory on its first store, when what it wrote since
-would pass the bound, and at least every ten seconds while it stores. ``OVERDUB_CACHE=0`` turns the cache off. Entries are pickles: the cache directory
-must be as trusted as the code (as numba's cache directory is).
+would pass the bound, and at least every ten seconds while it stores. ``OVERDUB_CACHE=0`` turns the cache
+off. Entries are pickles: the cache directory must be as trusted as the code (as numba's cache directory
+is).
 """
 from __future__ import annotations
 
