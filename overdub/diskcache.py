@@ -145,6 +145,10 @@ def load(job, kernel) -> bool:
         _corrupt(path, f"its code does not load ({type(exc).__name__}: {exc})")
         runtime.count("disk_misses")
         return False
+    if kernel.launcher is None:       # it lacks what this process needs (a CUDA launch: the cubin)
+        log.debug("the disk cache entry of %s is not used: it holds no code this use loads", job.call())
+        runtime.count("disk_misses")
+        return False
     kernel.needs |= entry["needs"]
     _touch(path)
     runtime.count("disk_hits")

@@ -31,9 +31,15 @@ def explain(kernel, *args, target: str | None = None, context: Context | None = 
     return compiler.explain(closures.kernel_job(*_kernel(kernel, args, get_target(target), context, state))[0])
 
 
-def _cuda_library(kernel, args, cc, context, state, options: dict):
+def _cuda_compiled(kernel, args, cc, context, state, options: dict):
+    """The compiled kernel on the CUDA target, compiled -- if it is not yet -- to be read, not launched."""
     target = cuda_target.target_for(tuple(cc)).configured(CompileOptions.of(**options))
-    compiled = closures.compiled_kernel(*_kernel(kernel, args, target, context, state))[0]
+    with cuda_target.reflecting():
+        return closures.compiled_kernel(*_kernel(kernel, args, target, context, state))[0], target
+
+
+def _cuda_library(kernel, args, cc, context, state, options: dict):
+    compiled, target = _cuda_compiled(kernel, args, cc, context, state, options)
     return compiled.launcher.library, target.cc
 
 
@@ -60,8 +66,7 @@ def code_sass(kernel, *args_or_types, cc=None, context: Context | None = None, s
 def code_typed(kernel, *args_or_types, cc=(9, 0), context: Context | None = None, state=None, **options) -> str:
     """The typed numba IR of ``kernel`` on the CUDA target, annotated on its source lines (numba's
     ``inspect_types``; Julia's ``@code_typed``): the type of every variable after dispatch. Needs no GPU."""
-    target = cuda_target.target_for(tuple(cc)).configured(CompileOptions.of(**options))
-    compiled = closures.compiled_kernel(*_kernel(kernel, args_or_types, target, context, state))[0]
+    compiled, _ = _cuda_compiled(kernel, args_or_types, cc, context, state, options)
     return str(compiled.launcher.type_annotation)
 
 

@@ -498,18 +498,20 @@ def test_ptx_is_loaded_from_the_cache_and_missed_after_a_callee_edit(modules):
     assert (od.stats()["disk_hits"], od.stats()["compiles"]) == (0, 1)
 
 
-def test_with_a_gpu_the_entry_holds_the_cubin_and_nvvm_runs_once(modules, monkeypatch):
-    """With a usable GPU of the target's compute capability (faked here: numba-cuda's cubin, linked from the
-    PTX for the device's arch-specific target, stands in as that PTX), storing the entry compiles PTX once,
-    for the architecture the launch loads."""
-    from numba import float64
+@pytest.fixture
+def fake_gpu(monkeypatch):
+    """A usable GPU of compute capability 8.0, as far as storing and loading entries goes: numba-cuda's
+    cubin -- linked from the PTX for the device's arch-specific target -- stands in as that PTX. Returns the
+    compute capabilities NVVM was asked to compile for."""
     from numba.cuda.codegen import CUDACodeLibrary
     from overdub.targets import cuda as cuda_target
     compiled = []
 
     def get_asm_strs(self, cc=None):
-        compiled.append(cc)
-        return [f"// PTX for {cc}"]
+        if cc not in self._ptx_cache:
+            compiled.append(cc)
+            self._ptx_cache[cc] = [f"// PTX for {cc}"]
+        return self._ptx_cache[cc]
 
     def get_cubin(self, cc=None):
         cc = cc or (8, 0, "a")
@@ -520,12 +522,44 @@ def test_with_a_gpu_the_entry_holds_the_cubin_and_nvvm_runs_once(modules, monkey
     monkeypatch.setattr(CUDACodeLibrary, "get_cubin", get_cubin)
     monkeypatch.setattr(cuda_target, "gpu_usable", lambda: True)
     monkeypatch.setattr(cuda_target, "device_cc", lambda: (8, 0))
+    return compiled
+
+
+def _compile_for_launch(kern):
+    """What a CUDA launch compiles (the launch itself needs the driver)."""
+    from numba import float64
+    from overdub import closures, reflect
+    from overdub.targets import cuda as cuda_target
+    args = (float64[::1], float64[::1])
+    return closures.compiled_kernel(*reflect._kernel(kern.kernel, args, cuda_target.target_for((8, 0)), None))[0]
+
+
+def _cubins(cache) -> list:
+    return [diskcache._read(entry)["payload"]["library"]["cubin_cache"] for entry in _entries(cache)]
+
+
+def test_with_a_gpu_a_launchs_entry_holds_the_cubin_and_nvvm_runs_once(modules, fake_gpu):
     lib, kern = modules(LIB_SOURCE, KERNEL_SOURCE)
-    od.code_llvm(kern.kernel, float64[::1], float64[::1], cc=(8, 0))
-    assert compiled == [(8, 0, "a")]
-    [entry] = _entries(os.environ["OVERDUB_CACHE_DIR"])
-    payload = diskcache._read(entry)["payload"]["library"]
-    assert payload["cubin_cache"] == {(8, 0, "a"): b"// PTX for (8, 0, 'a')"}
+    _compile_for_launch(kern)
+    assert fake_gpu == [(8, 0, "a")]
+    assert _cubins(os.environ["OVERDUB_CACHE_DIR"]) == [{(8, 0, "a"): b"// PTX for (8, 0, 'a')"}]
+
+
+def test_with_a_gpu_code_ptx_links_no_cubin_and_a_launch_does_not_load_its_entry(modules, fake_gpu):
+    from numba import float64
+    lib, kern = modules(LIB_SOURCE, KERNEL_SOURCE)
+    assert od.code_ptx(kern.kernel, float64[::1], float64[::1], cc=(8, 0)) == "// PTX for (8, 0)"
+    assert fake_gpu == [(8, 0)]
+    assert _cubins(os.environ["OVERDUB_CACHE_DIR"]) == [{}]
+    _as_new_process()
+    _compile_for_launch(kern)         # the entry has no cubin to load: compiled again, stored with it
+    assert (od.stats()["disk_hits"], od.stats()["compiles"]) == (0, 1)
+    assert _cubins(os.environ["OVERDUB_CACHE_DIR"]) == [{(8, 0, "a"): b"// PTX for (8, 0, 'a')"}]
+    for _ in range(2):
+        _as_new_process()
+        _compile_for_launch(kern)
+        od.code_llvm(kern.kernel, float64[::1], float64[::1], cc=(8, 0))
+        assert (od.stats()["disk_hits"], od.stats()["compiles"]) == (1, 0)
 
 
 @pytest.mark.gpu

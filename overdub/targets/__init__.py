@@ -75,8 +75,9 @@ class Target(Protocol):
         """What the disk cache stores of a compiled kernel (picklable: machine code, PTX, cubin), or None
         where it holds something of this process and cannot be stored."""
 
-    def launcher_from_payload(self, payload, argtypes: tuple) -> Launcher:
-        """The launcher of a kernel loaded from the disk cache (``payload`` as ``launcher_payload`` made it)."""
+    def launcher_from_payload(self, payload, argtypes: tuple) -> Launcher | None:
+        """The launcher of a kernel loaded from the disk cache (``payload`` as ``launcher_payload`` made it),
+        or None -- a miss -- where the entry lacks code this process's use needs."""
 
     def synchronize(self) -> None:
         """Wait for launched work to finish and flush device printf output."""

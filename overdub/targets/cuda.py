@@ -16,6 +16,7 @@ would hide two transfers in every launch.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import ctypes
 import functools
 import os
@@ -307,6 +308,20 @@ class Registration:
         weakref.finalize(self, cres.target_context.remove_user_function, impl_key)
 
 
+_reflecting = contextvars.ContextVar("overdub_reflecting", default=False)
+
+
+@contextlib.contextmanager
+def reflecting():
+    """While kernels are compiled to be read (``od.code_ptx`` and the other reflections), not launched: the
+    disk cache entries they make hold PTX, not a cubin linked for the device."""
+    token = _reflecting.set(True)
+    try:
+        yield
+    finally:
+        _reflecting.reset(token)
+
+
 class _CompileDevice:
     """What numba-cuda's dispatcher reads of "the current device" while compiling: its compute capability."""
 
@@ -422,9 +437,9 @@ class CUDATarget(Configurable):
         return cres
 
     # -- the disk cache's view of a compiled kernel: numba-cuda's own serialisation of a code library (what
-    # its cache=True stores: CUDACodeLibrary._reduce_states / _rebuild), with the code a launch loads made
-    # now: where a GPU of this target's compute capability is usable, the cubin for the device; elsewhere the
-    # PTX for this compute capability ---------------------------------------------------------------------
+    # its cache=True stores: CUDACodeLibrary._reduce_states / _rebuild), with the code its use needs made
+    # now: for a launch on a GPU of this target's compute capability, the cubin the launch loads; for a
+    # reflection (od.code_ptx, ...) or where no such GPU is, the PTX for this compute capability -------------
     def launcher_payload(self, launcher):
         """The kernel library's NVVM IR, PTX or cubin and its typed IR as text, or None where it cannot be
         serialised (it links files or refers to global device arrays) or needs this process (a debug kernel's
@@ -436,7 +451,7 @@ class CUDATarget(Configurable):
         library = launcher.library
         if self.options.debug:
             return None
-        if gpu_usable() and self.cc == device_cc():
+        if self._launches_load_cubins():
             library.get_cubin()
         else:
             library.get_asm_str(cc=self.cc)
@@ -447,9 +462,19 @@ class CUDATarget(Configurable):
         return {"library": states, "type_annotation": str(launcher.type_annotation)}
 
     def launcher_from_payload(self, payload, argtypes):
+        """The loaded kernel's launcher, or None -- a miss -- for a launch here from an entry that holds no
+        cubin (a reflection, or a process without this GPU, stored it): compiling again stores the cubin, so
+        later processes do not link one at every start."""
+        if self._launches_load_cubins() and not payload["library"].get("cubin_cache"):
+            return None
         codegen = cuda_target.target_context.codegen()
         library = CUDACodeLibrary._rebuild(**dict(payload["library"], codegen=codegen))
         return CUDALauncher(library, argtypes, None, payload["type_annotation"])
+
+    def _launches_load_cubins(self) -> bool:
+        """Is this compile one that a launch here loads (not a reflection, and a usable GPU of this
+        target's compute capability)?"""
+        return not _reflecting.get() and gpu_usable() and self.cc == device_cc()
 
     def synchronize(self):
         from cuda.core import Device
