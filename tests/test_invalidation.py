@@ -134,6 +134,31 @@ def test_more_specific_method_added_later_is_used_by_the_next_launch(make_module
     assert run(m.kernel, 5.0) == [1]
 
 
+def test_every_kernel_calling_a_generic_function_sees_a_method_added_later(make_module):
+    # the kernels share one call site type (same context chain, same callee), whose dispatch answers are
+    # kept per kernel being compiled: each kernel must hold the dispatch edge itself
+    m = make_module("""
+        import overdub as od
+
+        @od.function
+        def f(x: od.Number):
+            return 1
+
+        def first(out, x):
+            out[0] = f(x) + f(x)
+
+        def second(out, x):
+            out[0] = f(x)
+    """)
+    assert (run(m.first, 5), run(m.second, 5)) == ([2], [1])
+    m.run("""
+        @od.function
+        def f(x: od.Integer):
+            return 2
+    """)
+    assert (run(m.first, 5), run(m.second, 5)) == ([4], [2])
+
+
 # --- nothing else recompiles ----------------------------------------------------------------------------
 
 def test_redefining_a_function_leaves_a_kernel_that_does_not_use_it_cached(make_module):
