@@ -132,7 +132,8 @@ def one_run(variant: str, edited: bool) -> dict:
 # --- the part ---------------------------------------------------------------------------------------------
 
 def _run_variant(variant: str, directory: Path, edited: bool) -> dict:
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(directory)]),
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), str(directory),
+                                                                     os.environ.get("PYTHONPATH")])),
                OVERDUB_CACHE_DIR=str(directory / "od-cache"), NUMBA_CACHE_DIR=str(directory / "numba-cache"),
                PYTHONDONTWRITEBYTECODE="1")
     env.pop("OVERDUB_CACHE", None)
