@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import sys
+import warnings
 
 from . import bridge, closures, reflect
 from .context import Context
@@ -65,6 +66,12 @@ def jit(func_or_signature=None, device: bool = False, context: Context | None = 
 
 def _make(func, signatures, device, context, options, scope):
     if device:
+        given = CompileOptions.of(**{k: v for k, v in options.items() if k in _COMPILE_OPTIONS})
+        ignored = sorted(k for k in _COMPILE_OPTIONS if getattr(given, k) != getattr(CompileOptions(), k))
+        if ignored:
+            warnings.warn(f"od.jit(device=True) for {func.__qualname__}: compile options {ignored} apply to whole "
+                          f"kernels in overdub (a device function compiles with the options of the kernel calling "
+                          f"it): give them to the kernel's od.jit or od.cuda(..., debug=True)", stacklevel=3)
         gf = None
         for sig in signatures or [None]:
             gf = function(func, None if sig is None else bridge.signature_argtypes(sig), scope=scope)

@@ -264,3 +264,20 @@ def test_a_kernel_reshaping_an_array_links_numba_cudas_reshape_helpers():
     cres = target._kernel_code(flat, (numba_types.float64[::1], two_d))
     assert cuda_target._RESHAPE_SOURCE in cres.library._linking_files
     assert os.path.exists(cuda_target._RESHAPE_SOURCE)
+
+
+def test_compile_options_on_a_device_function_warn_that_they_apply_to_kernels():
+    with pytest.warns(UserWarning, match=r"compile options \['fastmath'\] apply to whole kernels"):
+        @od.jit(device=True, fastmath=True)
+        def helper(x):
+            return x + 1
+    assert helper(1) == 2
+
+
+def test_default_compile_options_on_a_device_function_do_not_warn():
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        @od.jit(device=True, opt=True, debug=False)
+        def helper(x):
+            return x + 1
