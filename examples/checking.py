@@ -33,6 +33,10 @@ def _zeros(n: int, target: str | None):
     return np.zeros(n, dtype=np.int64)
 
 
+def _on_host(array) -> np.ndarray:
+    return array.get() if hasattr(array, "get") else array
+
+
 # --- bounds checks ----------------------------------------------------------------------------------------
 
 @od.function
@@ -98,7 +102,7 @@ def run_checked(kernel, *args, blocks=1, threads=1, target: str | None = None, *
     od.cuda(kernel, *args, blocks=blocks, threads=threads, target=target, context=checked, state=record,
             **launch)
     od.synchronize(target)
-    flag, index, extent, axis, *position = (int(v) for v in (record.get() if hasattr(record, "get") else record))
+    flag, index, extent, axis, *position = (int(v) for v in _on_host(record))
     if flag:
         raise IndexError(f"index {index} is out of bounds for axis {axis} with size {extent}, in thread "
                          f"{tuple(position[:3])} of block {tuple(position[3:])} of kernel "
@@ -130,5 +134,5 @@ def profile(kernel, *args, functions=(), blocks=1, threads=1, target: str | None
     od.cuda(kernel, *args, blocks=blocks, threads=threads, target=target, context=profiled, state=counts,
             **launch)
     od.synchronize(target)
-    host = counts.get() if hasattr(counts, "get") else counts
+    host = _on_host(counts)
     return {getattr(f, "__name__", repr(f)): int(host[slot]) for f, slot in slots.items()}

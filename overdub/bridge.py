@@ -103,6 +103,17 @@ def _lower_module_proxy_getattr(context, builder, typ, value, attr):
     return cgutils.get_null_value(context.get_value_type(attr_type))     # functions, submodules: opaque
 
 
+def fold_call(pyfunc, argtypes: tuple, kws: dict) -> tuple[tuple, object]:
+    """Positional argument types for a call of ``pyfunc`` with keywords and defaults resolved (numba's
+    ``Omitted`` for a default), and the Python signature lowering folds the call's arguments with."""
+    pysig = pysignature(pyfunc)
+    folded = fold_arguments(pysig, argtypes, kws,
+                            lambda index, param, value: value,
+                            lambda index, param, default: types.Omitted(default),
+                            lambda index, param, values: types.StarArgTuple(tuple(values)))
+    return tuple(folded), pysig
+
+
 def delegate(context, callee, args: tuple, kws: dict):
     """Type a call of something numba itself knows (a builtin, a numba intrinsic): (signature, impl key).
 
@@ -111,10 +122,7 @@ def delegate(context, callee, args: tuple, kws: dict):
     signature, with which lowering folds the call's own keyword arguments the same way."""
     pysig = None
     if kws and isinstance(callee, pytypes.FunctionType):
-        pysig = pysignature(callee)
-        args = tuple(fold_arguments(pysig, args, kws, lambda index, param, value: value,
-                                    lambda index, param, default: types.Omitted(default),
-                                    lambda index, param, values: types.StarArgTuple(tuple(values))))
+        args, pysig = fold_call(callee, args, kws)
         kws = {}
     fnty = context.resolve_value_type(callee)
     sig = context.resolve_function_type(fnty, args, kws)

@@ -145,7 +145,7 @@ class Kernel:
 
     # -- inspection, as numba-cuda's dispatcher offers it -----------------------------------------------
     def _inspect(self, code, signature):
-        options = {f.name: getattr(self.options, f.name) for f in dataclasses.fields(self.options)}
+        options = dataclasses.asdict(self.options)
         if signature is not None:
             return code(self.py_func, *bridge.signature_argtypes(signature), context=self.context, **options)
         return {argtypes: code(self.py_func, *argtypes, context=self.context, **options)

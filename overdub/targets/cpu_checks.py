@@ -60,16 +60,21 @@ def _do_boundscheck(context, builder, ind, dimlen, axis=None):
     if not getattr(_state, "enabled", False):
         return _numba_boundscheck(context, builder, ind, dimlen, axis)
     site = _site_id()
-    ind = builder.sext(ind, _I64) if ind.type.width < 64 else ind
-    dimlen = builder.sext(dimlen, _I64) if dimlen.type.width < 64 else dimlen
+    ind, dimlen = _as_i64(builder, ind), _as_i64(builder, dimlen)
     outside = builder.or_(builder.icmp_signed(">=", ind, dimlen), builder.icmp_signed("<", ind, ind.type(0)))
     with cgutils.if_unlikely(builder, outside):
-        axis_value = _I64(-1 if axis is None else axis) if isinstance(axis, int) or axis is None else \
-            builder.sext(axis, _I64) if axis.type.width < 64 else axis
+        axis_value = _as_i64(builder, -1 if axis is None else axis)
         values = [_I64(site + 1), ind, dimlen, axis_value] + [_read_slot(builder, slot) for slot in range(6)]
         for index, value in enumerate(values):
             builder.store(value, _record_slot(index))
         context.call_conv.return_user_exc(builder, IndexError, ("index is out of bounds",))
+
+
+def _as_i64(builder, value):
+    """A Python int or an LLVM integer as an i64 (sign-extended)."""
+    if isinstance(value, int):
+        return _I64(value)
+    return builder.sext(value, _I64) if value.type.width < 64 else value
 
 
 def _site_id() -> int:

@@ -29,8 +29,7 @@ import numpy as np
 from numba import cuda as numba_cuda
 from numba.core import types
 from numba.core.compiler_lock import global_compiler_lock
-from numba.core.typing.templates import fold_arguments, signature
-from numba.core.utils import pysignature
+from numba.core.typing.templates import signature
 from numba.cuda import dispatcher as numba_cuda_dispatcher
 from numba.cuda.codegen import CUDACodeLibrary
 from numba.cuda.descriptor import cuda_target
@@ -51,17 +50,6 @@ except ImportError:          # built without a C compiler: the generated Python 
     _fastlaunch = None
 
 DEFAULT_CC = (9, 0)
-
-
-def _fold(pyfunc, argtypes: tuple, kws: dict) -> tuple[tuple, object]:
-    """Positional argument types for a call of ``pyfunc`` with keywords and defaults resolved (numba's
-    ``Omitted`` for a default), and the Python signature lowering folds the call's arguments with."""
-    pysig = pysignature(pyfunc)
-    folded = fold_arguments(pysig, argtypes, kws,
-                            lambda index, param, value: value,
-                            lambda index, param, default: types.Omitted(default),
-                            lambda index, param, values: types.StarArgTuple(tuple(values)))
-    return tuple(folded), pysig
 
 
 # --- streams --------------------------------------------------------------------------------------------
@@ -405,7 +393,7 @@ class CUDATarget(Configurable):
         return kind.typeof(value)
 
     def compile_method(self, func, typing_context, argtypes, kws):
-        folded, pysig = _fold(func, argtypes, kws)
+        folded, pysig = bridge.fold_call(func, argtypes, kws)
         cres = self._compile(func, None, folded)
         impl_key = ("overdub", cres.fndesc.mangled_name)
         sig = signature(cres.signature.return_type, *folded).replace(pysig=pysig)
