@@ -15,7 +15,7 @@ from ..runtime import runtime
 
 
 def _extent(d) -> int | None:
-    if isinstance(d, bool) or not isinstance(d, numbers.Integral) or not 1 <= d < 2**31:
+    if isinstance(d, bool) or not isinstance(d, numbers.Integral) or not 1 <= d <= MAX_GRID[0]:
         return None
     return int(d)
 
@@ -59,10 +59,10 @@ def generate(kernel, args: tuple, argtypes: tuple, body: list[str], namespace: d
              "        return False"]
     if conditions:
         lines += [f"    if not ({' and '.join(conditions)}):", "        return False"]
-    lines += ["    gx, gy, gz = (blocks, 1, 1) if type(blocks) is int and 0 < blocks < 2147483648 else "
+    lines += [f"    gx, gy, gz = (blocks, 1, 1) if type(blocks) is int and 0 < blocks <= {MAX_GRID[0]} else "
               "dims(blocks, 'blocks')",
-              "    tx, ty, tz = (threads, 1, 1) if type(threads) is int and 0 < threads <= 1024 else "
-              "dims(threads, 'threads')"]
+              f"    tx, ty, tz = (threads, 1, 1) if type(threads) is int and 0 < threads <= {MAX_THREADS_PER_BLOCK} "
+              "else dims(threads, 'threads')"]
     lines += [f"    {statement}" for statement in body]
     lines += ["    count_launch()", "    return True"]
     scope = dict(namespace, **consts, kernel=kernel, guard=kernel.guard, dims=dims,
