@@ -17,7 +17,8 @@ from numba.core.extending import intrinsic
 
 from .cpu_atomics import set_parallel
 from ..rewrite import STATE_PARAMETER
-from .cpu_state import fiber_slot, set_slot
+from .cpu_guard import x_bounds
+from .cpu_state import fiber_slot, set_slot, set_x
 from .cpu_sync import NEEDS_FIBERS, NEEDS_GRID_SYNC, SYNC_NAMES, native_call
 
 MODES = {"grid loop": 0, "block fibers": 1, "grid fibers": 2}
@@ -39,31 +40,85 @@ def _args_loader(packed: types.Tuple):
     return load_args
 
 
+def _bound_value(context, builder, ty, value):
+    """A bound compared with a thread's x index (an int64) as numba compares them -- widened to an int64 --
+    or None where that is not exact: not an integer, or a uint64 (numba compares those as floats)."""
+    if not isinstance(ty, types.Integer) or (not ty.signed and ty.bitwidth >= 64):
+        return None
+    return context.cast(builder, value, ty, types.int64)
+
+
+@intrinsic
+def narrow(typingctx, op, bound, lo, hi):
+    """``(lo, hi)``, the range of x indices a grid loop runs, narrowed to those with ``x op bound``; unchanged
+    where the bound is no exact integer (the kernel's own comparison then decides, thread by thread)."""
+    if not isinstance(op, types.StringLiteral):
+        return None
+    relation = op.literal_value
+
+    def codegen(context, builder, sig, args):
+        low, high = args[2], args[3]
+        value = _bound_value(context, builder, sig.args[1], args[1])
+        if value is not None:
+            top = ir.Constant(value.type, 2**63 - 1)
+            at_top = builder.icmp_signed("==", value, top)
+            successor = builder.add(value, ir.Constant(value.type, 1))       # not taken at the top
+            smin = lambda a, b: builder.select(builder.icmp_signed("<", a, b), a, b)
+            smax = lambda a, b: builder.select(builder.icmp_signed(">", a, b), a, b)
+            if relation == "<":
+                high = smin(high, value)
+            elif relation == "<=":      # x <= top holds for every x
+                high = builder.select(at_top, high, smin(high, successor))
+            elif relation == ">":       # x > top holds for none
+                low = builder.select(at_top, high, smax(low, successor))
+            else:
+                low = smax(low, value)
+        return context.make_tuple(builder, sig.return_type, (low, high))
+    return types.UniTuple(types.int64, 2)(op, bound, types.int64, types.int64), codegen
+
+
+@intrinsic
+def assume_x(typingctx, op, x, bound):
+    """Tell LLVM that ``x op bound`` holds -- in the grid loop, for the x indices ``narrow`` kept -- as the
+    very comparison the kernel makes, so that LLVM folds the kernel's guard away."""
+    if not isinstance(op, types.StringLiteral):
+        return None
+    relation = op.literal_value
+
+    def codegen(context, builder, sig, args):
+        value = _bound_value(context, builder, sig.args[2], args[2])
+        if value is not None:
+            builder.assume(builder.icmp_signed(relation, args[1], value))
+        return context.get_dummy_value()
+    return types.void(op, types.int64, bound), codegen
+
+
 # The loops of a grid body, after a header that binds the launch tuple's fields: the grid loop (every thread of
-# a chunk of blocks, one after another) and the thread body (one thread, its indices from its fiber's state).
+# a chunk of blocks) and the thread body (one thread, its indices from its fiber's state). The grid loop runs
+# the blocks of a chunk sharing a y and z block index together, row of threads by row of threads: one loop over
+# the row's global x index, as long as the data (LLVM vectorises it as it would njit's loop), over the threads
+# the kernel's bounds guard admits (cpu_guard), where it says the guard holds.
 GRID_LOOP = """
     set_parallel(parallel)
     set_slot(6, bx); set_slot(7, by); set_slot(8, bz)
     set_slot(9, gx); set_slot(10, gy); set_slot(11, gz)
-    i = first % gx          # the first block's coordinates; then counted, not divided, block by block
-    j = (first // gx) % gy
-    k = first // (gx * gy)
-    for _ in range(first, end):
-        set_slot(3, i); set_slot(4, j); set_slot(5, k)
-        for tz in range(bz):
-            set_slot(2, tz)
-            for ty in range(by):
-                set_slot(1, ty)
-                for tx in range(bx):
-                    set_slot(0, tx)
-                    kernel({args})
-        i += 1
-        if i == gx:
-            i = 0
-            j += 1
-            if j == gy:
-                j = 0
-                k += 1
+    rows = by * bz
+    b = first
+    while b < end:
+        i = b % gx
+        jk = b // gx
+        run = min(gx - i, end - b)
+        set_slot(4, jk % gy); set_slot(5, jk // gy)
+        lo = i * bx
+        hi = (i + run) * bx
+{narrow}
+        for r in range(rows):
+            set_slot(1, r % by); set_slot(2, r // by)
+            for x in range(lo, hi):
+                set_x(x, bx)
+{assume}
+                kernel({args})
+        b += run
 """
 
 THREAD_BODY = """
@@ -91,11 +146,14 @@ def body(address, first, end):
 """
 
 
-def _source(header: str, loops: str, nargs: int) -> str:
+def _source(header: str, loops: str, nargs: int, bounds: tuple = ()) -> str:
     args = ", ".join(f"a{i}" for i in range(nargs))
     slots = "\n".join(f"    set_slot({k}, fiber_slot({k}))" for k in range(12))
+    narrow = "\n".join(f"        lo, hi = narrow({op!r}, {source}, lo, hi)" for op, source in bounds)
+    assume = "\n".join(f"                assume_x({op!r}, x, {source})" for op, source in bounds)
     return (header + loops.lstrip("\n")).format(params="".join(f", a{i}" for i in range(nargs)), args=args,
-                                                args_first="".join(f"a{i}, " for i in range(nargs)), slots=slots)
+                                                args_first="".join(f"a{i}, " for i in range(nargs)), slots=slots,
+                                                narrow=narrow, assume=assume)
 
 
 def _takes_state(func) -> bool:
@@ -117,9 +175,12 @@ def _stub(header: str, nargs: int):
 def _loops_function(func, argtypes, header: str, loops: str, options: dict, **njit):
     """The loops with ``func`` inlined, under ``header``, as a numba dispatcher (not compiled yet)."""
     kernel = numba.njit(func, inline="always", **options)
-    namespace_ = {"kernel": kernel, "set_slot": set_slot, "fiber_slot": fiber_slot, "set_parallel": set_parallel,
+    # a checked kernel runs every thread: one the guard rejects may still index out of range before it
+    bounds = x_bounds(func) if loops is GRID_LOOP and not options["boundscheck"] else ()
+    namespace_ = {"kernel": kernel, "set_slot": set_slot, "set_x": set_x, "fiber_slot": fiber_slot,
+                  "set_parallel": set_parallel, "narrow": narrow, "assume_x": assume_x,
                   "load_args": _args_loader(_packed(argtypes))}
-    exec(compile(_source(header, loops, len(argtypes)), "<overdub grid body>", "exec"), namespace_)
+    exec(compile(_source(header, loops, len(argtypes), bounds), "<overdub grid body>", "exec"), namespace_)
     name = "grid" if header is _ARGUMENTS_FIRST else "body"
     return numba.njit(namespace_[name], **options, **njit)
 

@@ -67,16 +67,34 @@ def set_slot(typingctx, slot, value):
     index = slot.literal_value
 
     def codegen(context, builder, sig, args):
-        value = context.cast(builder, args[1], sig.args[1], types.int64)
-        # every index and extent is >= 0: said so, LLVM drops numba's negative-index handling and vectorises
-        builder.assume(builder.icmp_signed(">=", value, ir.Constant(_I64, 0)))
-        state = _local_state(builder) or cgutils.alloca_once(builder, ir.ArrayType(_I64, 12), name=_LOCAL_STATE)
-        builder.store(value, _local_slot(builder, state, index))
-        built = world.being_built()
-        if built is not None and NEEDS_GRID_STATE in built.needs:
-            builder.store(value, _global_slot(builder, index))
+        _store_slot(builder, index, context.cast(builder, args[1], sig.args[1], types.int64))
         return context.get_dummy_value()
     return types.void(slot, types.unliteral(value)), codegen
+
+
+@intrinsic
+def set_x(typingctx, x, bx):
+    """In a grid loop running the threads of a row of blocks by their global x index ``x``: set the block's
+    and the thread's x index from it (``x // bx``, ``x % bx``). ``cuda.grid`` recombines them to ``x``, and
+    LLVM folds the division away in a kernel that reads no thread or block index on its own."""
+    def codegen(context, builder, sig, args):
+        value, width = (context.cast(builder, arg, ty, types.int64) for arg, ty in zip(args, sig.args))
+        block = builder.udiv(value, width)
+        _store_slot(builder, 3, block)
+        _store_slot(builder, 0, builder.sub(value, builder.mul(block, width, flags=["nsw", "nuw"]),
+                                            flags=["nsw", "nuw"]))
+        return context.get_dummy_value()
+    return types.void(types.int64, types.int64), codegen
+
+
+def _store_slot(builder, index: int, value):
+    # every index and extent is >= 0: said so, LLVM drops numba's negative-index handling and vectorises
+    builder.assume(builder.icmp_signed(">=", value, ir.Constant(_I64, 0)))
+    state = _local_state(builder) or cgutils.alloca_once(builder, ir.ArrayType(_I64, 12), name=_LOCAL_STATE)
+    builder.store(value, _local_slot(builder, state, index))
+    built = world.being_built()
+    if built is not None and NEEDS_GRID_STATE in built.needs:
+        builder.store(value, _global_slot(builder, index))
 
 
 def read_slot(builder, slot: int):

@@ -1,0 +1,280 @@
+"""The CPU grid loop runs only the threads a kernel's bounds guard admits (overdub/targets/cpu_guard.py): every
+kernel here compares its result with what running every thread gives -- the threads skipped must be exactly
+those that would have done nothing."""
+import operator
+
+import numpy as np
+import pytest
+from numba import cuda
+
+import overdub as od
+from overdub import rewrite
+from overdub.targets import cpu, cpu_guard
+
+
+def run(kernel, *args, blocks, threads, **kw):
+    od.cuda(kernel, *args, blocks=blocks, threads=threads, target="cpu", **kw)
+
+
+def bounds(kernel, context=None):
+    chain = (context or od.Context("plain")).chain(cpu.TARGET)
+    return cpu_guard.x_bounds(rewrite.rewrite(kernel, chain))
+
+
+@pytest.fixture(params=[1, 3], ids=["1 worker", "3 workers"])
+def workers(request):
+    saved = cpu.TARGET.workers
+    cpu.TARGET.workers = request.param
+    yield request.param
+    cpu.TARGET.workers = saved
+
+
+# --- what the walk finds ---------------------------------------------------------------------------------
+
+def saxpy(a, x, y):
+    i = cuda.grid(1)
+    if i < x.size:
+        y[i] = a * x[i] + y[i]
+
+
+def early_exit(a, n, lo):
+    i = cuda.threadIdx.x + cuda.blockIdx.x * cuda.blockDim.x
+    if i >= n or lo > i:
+        return
+    a[i] += 1
+
+
+def stencil(a, b):
+    x, y = cuda.grid(2)
+    if x >= 1 and y >= 1 and y < a.shape[0] - 1 and x < a.shape[1] - 1:
+        b[y, x] = a[y, x - 1] + a[y, x + 1] - 2 * a[y, x]
+
+
+def test_the_walk_reads_the_bounds_of_the_usual_guards():
+    assert bounds(saxpy) == (("<", "a1.size"),)
+    assert bounds(early_exit) == (("<", "a1"), (">=", "a2"))
+    assert bounds(stencil) == ((">=", "1"), ("<", "(a0.shape[1] - 1)"))
+
+
+def count_first(a, count, n):
+    cuda.atomic.add(count, 0, 1)         # every thread does this: none may be skipped
+    i = cuda.grid(1)
+    if i < n:
+        a[i] += 1
+
+
+def count_after(a, count, n):
+    i = cuda.grid(1)
+    if i < n:
+        a[i] += 1
+    cuda.atomic.add(count, 0, 1)
+
+
+def else_branch(a, count, n):
+    i = cuda.grid(1)
+    if i < n:
+        a[i] += 1
+    else:
+        cuda.atomic.add(count, 0, 1)
+
+
+def y_only(a, n):
+    x, y = cuda.grid(2)
+    if y < n:
+        a[y, x] = 1
+
+
+def test_a_guard_with_anything_before_beside_or_after_it_bounds_nothing():
+    assert bounds(count_first) == ()
+    assert bounds(count_after) == ()
+    assert bounds(else_branch) == ()
+    assert bounds(y_only) == ()
+
+
+@pytest.mark.parametrize("kernel", [count_first, count_after, else_branch])
+def test_threads_with_something_to_do_past_the_guard_all_run(kernel, workers):
+    a, count = np.zeros(100, np.int64), np.zeros(1, np.int64)
+    run(kernel, a, count, 70, blocks=4, threads=32)
+    assert (a[:70] == 1).all() and (a[70:] == 0).all()
+    expected = {count_first: 128, count_after: 128, else_branch: 128 - 70}[kernel]
+    assert count[0] == expected
+
+
+# --- the threads that run are exactly the admitted ones -------------------------------------------------
+
+def test_saxpy_and_the_early_exit_form_touch_exactly_the_admitted_elements(workers):
+    x = np.arange(1000, dtype=np.float32)
+    y = np.ones(1000, np.float32)
+    run(saxpy, np.float32(2), x, y, blocks=5, threads=256)            # 1280 threads for 1000 elements
+    np.testing.assert_array_equal(y, 2 * np.arange(1000, dtype=np.float32) + 1)
+    a = np.zeros(300, np.int64)
+    run(early_exit, a, 250, 17, blocks=3, threads=128)
+    assert (a[17:250] == 1).all() and (a[:17] == 0).all() and (a[250:] == 0).all()
+
+
+def compare_with(a, n, op):
+    i = cuda.grid(1)
+    if op == 0 and i <= n:
+        a[i] += 1
+    elif op == 1 and n > i:
+        a[i] += 1
+    elif op == 2 and i > n:
+        a[i] += 1
+
+
+@pytest.mark.parametrize("n", [-5, 0, 63, 64, 999, 10**6], ids=lambda n: f"n={n}")
+@pytest.mark.parametrize("dtype", [np.int64, np.int32, np.uint32, np.uint64, np.float64])
+def test_every_comparison_and_type_of_bound_admits_the_threads_numba_s_comparison_admits(n, dtype):
+    if n < 0 and np.dtype(dtype).kind == "u":
+        pytest.skip("no negative unsigned bound")
+
+    def kernel(a, bound):
+        i = cuda.grid(1)
+        if i <= bound and bound - 1 < i + 3:      # x <= bound, and a term that is no bound of x
+            a[i] += 1
+        if i > bound:
+            a[i] += 2
+
+    bound = dtype(n)
+    a = np.zeros(256, np.int64)
+    run(kernel, a, bound, blocks=2, threads=128)
+    i = np.arange(256)
+    expected = ((i <= n) & (n - 1 < i + 3)).astype(np.int64) + 2 * (i > n)
+    np.testing.assert_array_equal(a, expected)
+
+
+def test_a_fractional_bound_and_the_top_of_the_integers_are_exact():
+    def below(a, bound):
+        i = cuda.grid(1)
+        if i < bound:
+            a[i] = 1
+
+    def at_most(a, bound):
+        i = cuda.grid(1)
+        if i <= bound:
+            a[i] = 1
+
+    def above(a, bound):
+        i = cuda.grid(1)
+        if i > bound:
+            a[i] = 1
+
+    for kernel, bound, expected in ((below, 10.5, 11), (at_most, np.int64(2**63 - 1), 64),
+                                    (above, np.int64(2**63 - 1), 0), (at_most, np.uint64(2**64 - 1), 64)):
+        a = np.zeros(64, np.int64)
+        run(kernel, a, bound, blocks=2, threads=32)
+        assert a.sum() == expected, (kernel.__name__, bound)
+
+
+def test_two_dimensional_grids_whose_chunks_cross_rows_of_blocks_run_every_admitted_thread(workers):
+    def indices(out, n, m):
+        x, y = cuda.grid(2)
+        if x < n and y < m:
+            out[y, x, 0] = cuda.threadIdx.x
+            out[y, x, 1] = cuda.threadIdx.y
+            out[y, x, 2] = cuda.blockIdx.x
+            out[y, x, 3] = cuda.blockIdx.y
+
+    n, m = 103, 45
+    out = np.full((m, n, 4), -1, np.int64)
+    run(indices, out, n, m, blocks=(7, 5), threads=(16, 10))
+    y, x = np.mgrid[:m, :n]
+    np.testing.assert_array_equal(out, np.stack([x % 16, y % 10, x // 16, y // 10], axis=-1))
+    np.testing.assert_array_equal(bounds(indices), (("<", "a1"),))
+
+
+def test_three_dimensional_blocks_and_grids_see_their_own_indices(workers):
+    def everything(out):
+        tx, ty, tz = cuda.threadIdx.x, cuda.threadIdx.y, cuda.threadIdx.z
+        bx, by, bz = cuda.blockIdx.x, cuda.blockIdx.y, cuda.blockIdx.z
+        x, y, z = cuda.grid(3)
+        out[z, y, x] = tx + 10 * ty + 100 * tz + 1000 * bx + 10000 * by + 100000 * bz
+
+    out = np.zeros((6, 8, 9), np.int64)
+    run(everything, out, blocks=(3, 2, 3), threads=(3, 4, 2))
+    z, y, x = np.mgrid[:6, :8, :9]
+    expected = x % 3 + 10 * (y % 4) + 100 * (z % 2) + 1000 * (x // 3) + 10000 * (y // 4) + 100000 * (z // 2)
+    np.testing.assert_array_equal(out, expected)
+
+
+# --- what the walk must not trust -----------------------------------------------------------------------
+
+def test_a_context_overdubbing_cuda_grid_or_a_comparison_is_obeyed():
+    shifted = od.Context("shifted")
+
+    @shifted.overdub(cuda.grid)
+    def _grid(n: od.Integer):
+        return cuda.threadIdx.x + cuda.blockIdx.x * cuda.blockDim.x + 10
+
+    def kernel(a, n):
+        i = cuda.grid(1)
+        if i < n:
+            a[i - 10] = 1
+
+    assert bounds(kernel, shifted) == ()
+    a = np.zeros(64, np.int64)
+    run(kernel, a, 40, blocks=2, threads=32, context=shifted)
+    assert a.sum() == 30
+
+    flipped = od.Context("flipped")
+
+    @flipped.overdub(operator.lt)
+    def _lt(a: od.Integer, b: od.Integer):
+        return a >= b
+
+    assert bounds(kernel, flipped) == ()
+    a = np.zeros(64, np.int64)
+    run(kernel, a, 40, blocks=2, threads=32, context=flipped)
+    assert a[30:54].sum() == 24 and a.sum() == 24
+
+
+def test_a_hook_observing_calls_sees_every_thread():
+    counted = od.Context("counted", state=od.Array[od.int64, 1])
+
+    @counted.prehook(cuda.grid)
+    def _count(n):
+        cuda.atomic.add(od.state(), 0, 1)
+
+    def kernel(a, n):
+        i = cuda.grid(1)
+        if i < n:
+            a[i] = 1
+
+    a, calls = np.zeros(64, np.int64), np.zeros(1, np.int64)
+    run(kernel, a, 40, blocks=2, threads=32, context=counted, state=calls)
+    assert a.sum() == 40 and calls[0] == 64       # cuda.grid's call, in every one of the 64 threads
+
+
+N = 50
+
+
+def global_bound(a):
+    i = cuda.grid(1)
+    if i < N:
+        a[i] = 1
+
+
+def test_rebinding_the_global_a_bound_reads_moves_the_bound():
+    global N
+    a = np.zeros(128, np.int64)
+    run(global_bound, a, blocks=2, threads=64)
+    assert a.sum() == 50
+    N = 100
+    try:
+        a[:] = 0
+        run(global_bound, a, blocks=2, threads=64)
+        assert a.sum() == 100
+    finally:
+        N = 50
+
+
+def test_a_checked_kernel_still_runs_every_thread_and_names_the_bad_index():
+    def reads_first(a, n):
+        i = cuda.grid(1)
+        v = a[i]                     # out of range for the threads past the data, before the guard
+        if i < n:
+            a[i] = v + 1
+
+    a = np.zeros(40, np.int64)
+    with pytest.raises(IndexError, match="index 40"):
+        run(reads_first, a, 40, blocks=2, threads=32, debug=True)
