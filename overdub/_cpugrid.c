@@ -6,8 +6,9 @@
  * without the GIL. The runner calls compiled grid bodies by the address the launch passes.
  *
  * od_run(mode, ...) runs one grid on a pool of worker threads (the calling thread is one of them):
- *   mode 0, the grid loop: workers take chunks of blocks and call the compiled grid loop on each chunk (the
- *           kernel inlined into a loop over the chunk's blocks and their threads);
+ *   mode 0, the grid loop: workers take chunks of blocks; for each row of threads of the chunk's blocks (the
+ *           blocks sharing a y and z block index, and a thread y and z index) they call the compiled row loop
+ *           (the kernel inlined into a loop over the row's global x indices);
  *   mode 1, block fibers: workers take blocks one at a time and run each thread of the block as a fiber (its
  *           own stack, switched to in user mode); a barrier saves the fiber and switches to the next one, and
  *           when every live thread of the block has arrived, the block continues;
@@ -19,8 +20,9 @@
  * against __syncthreads) are a deadlock, reported as an error instead of a hang.
  *
  * The compiled functions called here use numba's calling convention (an admitted dependency on numba's
- * internals, the same one cpu_sync.py states): int32 f(void *retptr, void **excinfo, void *args, int64, int64),
- * returning 0 or -2 on success, else an error code whose exception info the launch re-raises.
+ * internals, the same one cpu_sync.py states): int32 f(void *retptr, void **excinfo, void *args, int64 first,
+ * int64 end, int64 row) -- a row loop runs the x indices [first, end) of row `row`; a thread body ignores
+ * them -- returning 0 or -2 on success, else an error code whose exception info the launch re-raises.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -38,7 +40,7 @@
 #include <ucontext.h>       /* other machines (and builds with -DOVERDUB_UCONTEXT): slower, portable */
 #endif
 
-typedef int32_t (*compiled_fn)(void *retptr, void **excinfo, void *args, int64_t a, int64_t b);
+typedef int32_t (*compiled_fn)(void *retptr, void **excinfo, void *args, int64_t first, int64_t end, int64_t row);
 
 enum { READY, WAIT_BLOCK, WAIT_WARP, WAIT_GRID, DONE };
 enum { OK = 0, KERNEL_ERROR = 1, RUNTIME_ERROR = 2 };
@@ -302,7 +304,7 @@ static void fiber_start(void) {
     fiber *f = w->current;
     char retval[64];
     void *excinfo = NULL;
-    int32_t code = w->job->fn(retval, &excinfo, w->job->args, 0, 0);
+    int32_t code = w->job->fn(retval, &excinfo, w->job->args, 0, 0, 0);
     if (code != 0 && code != -2)
         fail(w->job, KERNEL_ERROR, code, excinfo, NULL);
     fiber_exit(f);
@@ -589,20 +591,35 @@ static __thread char last_message[512];     /* the RUNTIME_ERROR of this thread'
 
 /* --- the pool ------------------------------------------------------------------------------------------ */
 
+/* The blocks [first, end) in rows: a run of blocks sharing a y and z block index at a time (g = their y and z
+ * index, j + gy * k), and in it each thread y and z index (r = ty + by * tz): the row loop's x range is the
+ * run's threads, its row number g * by * bz + r. Stops at the first error. */
+static void run_rows(job *j, int64_t first, int64_t end) {
+    char retval[64];
+    int64_t gx = j->grid[0], bx = j->threads[0], rows = j->threads[1] * j->threads[2];
+    for (int64_t b = first; b < end && !j->abort;) {
+        int64_t i = b % gx, g = b / gx;
+        int64_t run = gx - i < end - b ? gx - i : end - b;
+        for (int64_t r = 0; r < rows; r++) {
+            void *excinfo = NULL;
+            int32_t code = j->fn(retval, &excinfo, j->args, i * bx, (i + run) * bx, g * rows + r);
+            if (code != 0 && code != -2) {
+                fail(j, KERNEL_ERROR, code, excinfo, NULL);
+                return;
+            }
+        }
+        b += run;
+    }
+}
+
 static void run_job(job *j) {
     worker *w = this_worker();
     w->job = j;
     w->state = w->own_state;
     if (j->mode == 0) {
-        char retval[64];
         int64_t first;
-        while (!j->abort && (first = __atomic_fetch_add(&j->next, j->chunk, __ATOMIC_RELAXED)) < j->nblocks) {
-            int64_t end = first + j->chunk < j->nblocks ? first + j->chunk : j->nblocks;
-            void *excinfo = NULL;
-            int32_t code = j->fn(retval, &excinfo, j->args, first, end);
-            if (code != 0 && code != -2)
-                fail(j, KERNEL_ERROR, code, excinfo, NULL);
-        }
+        while (!j->abort && (first = __atomic_fetch_add(&j->next, j->chunk, __ATOMIC_RELAXED)) < j->nblocks)
+            run_rows(j, first, first + j->chunk < j->nblocks ? first + j->chunk : j->nblocks);
     } else if (j->mode == 1) {
         int64_t b;
         while (!j->abort && (b = __atomic_fetch_add(&j->next, 1, __ATOMIC_RELAXED)) < j->nblocks)

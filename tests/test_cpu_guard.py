@@ -278,3 +278,27 @@ def test_a_checked_kernel_still_runs_every_thread_and_names_the_bad_index():
     a = np.zeros(40, np.int64)
     with pytest.raises(IndexError, match="index 40"):
         run(reads_first, a, 40, blocks=2, threads=32, debug=True)
+
+
+@od.struct
+class Version:
+    major: od.int64
+
+
+@od.method(operator.lt)
+def _older(a: Version, b: Version):
+    return a.major < b.major
+
+
+def test_a_comparison_method_for_a_user_type_leaves_the_guards_on_integers_alone():
+    def kernel(out, versions, n):
+        i = cuda.grid(1)
+        if i < n:
+            out[i] = versions[i] < versions[0]
+
+    assert bounds(kernel) == (("<", "a2"),)
+    versions = od.struct_array(Version, 5)
+    versions["major"] = [3, 1, 4, 1, 5]
+    out = np.full(8, 7, np.int64)
+    run(kernel, out, versions, 5, blocks=1, threads=8)
+    assert out.tolist() == [0, 1, 0, 1, 0, 7, 7, 7]

@@ -121,7 +121,7 @@ class SerialLauncher:
 
     def launch_function(self, kernel, args, argtypes):
         arguments = "".join(f"{name}, " for name in launchfn.argument_names(len(args)))
-        run = f"grid_loop({arguments}gx, gy, gz, tx, ty, tz, False, 0, gx * gy * gz)"
+        run = f"grid_loop({arguments}gx, gy, gz, tx, ty, tz, False, 0, gx * gy * gz, 0)"
         body = (_checked(run, kernel) if self.checked else [run]) + ["fflush(None)"]
         return launchfn.generate(kernel, args, argtypes, body, {
             "grid_loop": self.entry_point, "fflush": _libc.fflush, "raise_recorded": cpu_checks.raise_recorded})

@@ -10,6 +10,8 @@ there -- numba internals (the call convention's status), admitted here and in ``
 """
 from __future__ import annotations
 
+import re
+
 import numba
 from llvmlite import ir
 from numba.core import cgutils, types
@@ -18,7 +20,7 @@ from numba.core.extending import intrinsic
 from .cpu_atomics import set_parallel
 from ..rewrite import STATE_PARAMETER
 from .cpu_guard import x_bounds
-from .cpu_state import fiber_slot, set_slot, set_x
+from .cpu_state import fiber_slot, set_row, set_slot, set_x
 from .cpu_sync import NEEDS_FIBERS, NEEDS_GRID_SYNC, SYNC_NAMES, native_call
 
 MODES = {"grid loop": 0, "block fibers": 1, "grid fibers": 2}
@@ -93,30 +95,44 @@ def assume_x(typingctx, op, x, bound):
     return types.void(op, types.int64, bound), codegen
 
 
-# The loops of a grid body, after a header that binds the launch tuple's fields: the grid loop (every thread of
-# a chunk of blocks) and the thread body (one thread, its indices from its fiber's state). The grid loop runs
-# the blocks of a chunk sharing a y and z block index together, row of threads by row of threads: one loop over
-# the row's global x index, as long as the data (LLVM vectorises it as it would njit's loop), over the threads
-# the kernel's bounds guard admits (cpu_guard), where it says the guard holds.
-GRID_LOOP = """
+# The loops of a grid body, after a header that binds the launch tuple's fields: the row loop (one row of threads
+# of a run of blocks, which the runner hands out: every thread sharing a y and z index with the blocks', one
+# after another by global x index -- one loop as long as the data, which LLVM vectorises as it would njit's);
+# the serial grid loop (every row of a chunk of blocks, where the runner is not built); the thread body (one
+# thread, its indices from its fiber's state). Each loop over x runs only the threads the kernel's bounds guard
+# admits (cpu_guard), where it says the guard holds.
+_GRID_SLOTS = """
     set_parallel(parallel)
     set_slot(6, bx); set_slot(7, by); set_slot(8, bz)
     set_slot(9, gx); set_slot(10, gy); set_slot(11, gz)
+"""
+
+ROW_LOOP = _GRID_SLOTS + """
+    set_row(row, by, bz, gy)
+    lo = first
+    hi = end
+    {narrow}
+    for x in range(lo, hi):
+        set_x(x, bx)
+        {assume}
+        kernel({args})
+"""
+
+SERIAL_LOOP = _GRID_SLOTS + """
     rows = by * bz
     b = first
     while b < end:
         i = b % gx
-        jk = b // gx
+        g = b // gx
         run = min(gx - i, end - b)
-        set_slot(4, jk % gy); set_slot(5, jk // gy)
-        lo = i * bx
-        hi = (i + run) * bx
-{narrow}
         for r in range(rows):
-            set_slot(1, r % by); set_slot(2, r // by)
+            set_row(g * rows + r, by, bz, gy)
+            lo = i * bx
+            hi = (i + run) * bx
+            {narrow}
             for x in range(lo, hi):
                 set_x(x, bx)
-{assume}
+                {assume}
                 kernel({args})
         b += run
 """
@@ -128,7 +144,7 @@ THREAD_BODY = """
 """
 
 _FROM_ADDRESS = """
-def body(address, first, end):
+def body(address, first, end, row):
     gx, gy, gz, bx, by, bz, parallel{params} = load_args(address)
 """
 
@@ -136,24 +152,30 @@ def body(address, first, end):
 # of the function it is inlined into (bridge.hidden_argument): there the loops are a function of the arguments
 # first, which the body the runner calls passes on.
 _ARGUMENTS_FIRST = """
-def grid({args_first}gx, gy, gz, bx, by, bz, parallel, first, end):
+def grid({args_first}gx, gy, gz, bx, by, bz, parallel, first, end, row):
 """
 
 _TRAMPOLINE = """
-def body(address, first, end):
+def body(address, first, end, row):
     gx, gy, gz, bx, by, bz, parallel{params} = load_args(address)
-    grid({args_first}gx, gy, gz, bx, by, bz, parallel, first, end)
+    grid({args_first}gx, gy, gz, bx, by, bz, parallel, first, end, row)
 """
 
 
 def _source(header: str, loops: str, nargs: int, bounds: tuple = ()) -> str:
     args = ", ".join(f"a{i}" for i in range(nargs))
     slots = "\n".join(f"    set_slot({k}, fiber_slot({k}))" for k in range(12))
-    narrow = "\n".join(f"        lo, hi = narrow({op!r}, {source}, lo, hi)" for op, source in bounds)
-    assume = "\n".join(f"                assume_x({op!r}, x, {source})" for op, source in bounds)
-    return (header + loops.lstrip("\n")).format(params="".join(f", a{i}" for i in range(nargs)), args=args,
-                                                args_first="".join(f"a{i}, " for i in range(nargs)), slots=slots,
-                                                narrow=narrow, assume=assume)
+    source = (header + loops.lstrip("\n")).format(
+        params="".join(f", a{i}" for i in range(nargs)), args=args, args_first="".join(f"a{i}, " for i in range(nargs)),
+        slots=slots, narrow="{narrow}", assume="{assume}")
+    source = _lines(source, "{narrow}", [f"lo, hi = narrow({op!r}, {bound}, lo, hi)" for op, bound in bounds])
+    return _lines(source, "{assume}", [f"assume_x({op!r}, x, {bound})" for op, bound in bounds])
+
+
+def _lines(source: str, placeholder: str, lines: list[str]) -> str:
+    """``source`` with the line holding ``placeholder`` replaced by ``lines``, at its indentation."""
+    return re.sub(rf"^( *){re.escape(placeholder)}\n",
+                  lambda found: "".join(f"{found.group(1)}{line}\n" for line in lines), source, flags=re.M)
 
 
 def _takes_state(func) -> bool:
@@ -161,7 +183,7 @@ def _takes_state(func) -> bool:
     return code.co_argcount > 0 and code.co_varnames[0] == STATE_PARAMETER
 
 
-BODY_TYPES = (types.voidptr, types.int64, types.int64)
+BODY_TYPES = (types.voidptr, types.int64, types.int64, types.int64)
 
 
 def _stub(header: str, nargs: int):
@@ -176,8 +198,8 @@ def _loops_function(func, argtypes, header: str, loops: str, options: dict, **nj
     """The loops with ``func`` inlined, under ``header``, as a numba dispatcher (not compiled yet)."""
     kernel = numba.njit(func, inline="always", **options)
     # a checked kernel runs every thread: one the guard rejects may still index out of range before it
-    bounds = x_bounds(func) if loops is GRID_LOOP and not options["boundscheck"] else ()
-    namespace_ = {"kernel": kernel, "set_slot": set_slot, "set_x": set_x, "fiber_slot": fiber_slot,
+    bounds = x_bounds(func) if loops is not THREAD_BODY and not options["boundscheck"] else ()
+    namespace_ = {"kernel": kernel, "set_slot": set_slot, "set_x": set_x, "set_row": set_row, "fiber_slot": fiber_slot,
                   "set_parallel": set_parallel, "narrow": narrow, "assume_x": assume_x,
                   "load_args": _args_loader(_packed(argtypes))}
     exec(compile(_source(header, loops, len(argtypes), bounds), "<overdub grid body>", "exec"), namespace_)
@@ -186,7 +208,7 @@ def _loops_function(func, argtypes, header: str, loops: str, options: dict, **nj
 
 
 def compile_body(func, argtypes, loops: str, options: dict):
-    """The grid body of ``func`` (its loops: GRID_LOOP or THREAD_BODY), compiled with numba's ``options``,
+    """The grid body of ``func`` (its loops: ROW_LOOP or THREAD_BODY), compiled with numba's ``options``,
     and its address. The body is called from C only: it has no CPython wrapper."""
     if _takes_state(func):
         grid = _loops_function(func, argtypes, _ARGUMENTS_FIRST, loops, options)
@@ -261,8 +283,8 @@ def entry_types(argtypes) -> tuple:
 
 def serial_types(argtypes) -> tuple:
     """The serial grid loop's parameters: the kernel's arguments, then the grid, the block, whether parallel
-    (False), the first block and the end."""
-    return tuple(argtypes) + (types.int64,) * 6 + (types.boolean, types.int64, types.int64)
+    (False), the first block, the end and a row number (unused)."""
+    return tuple(argtypes) + (types.int64,) * 6 + (types.boolean, types.int64, types.int64, types.int64)
 
 
 def entry(argtypes):
@@ -310,9 +332,9 @@ def compile_grid_body(func, argtypes: tuple, needs: set, options: dict):
     """The grid body ``func`` needs, its address and the runner's mode for it. ``needs`` is what the kernel
     being built needs, filled in while its code (and its callees') is generated: a kernel first compiled as a
     grid loop is compiled again as a thread body when it turned out to need fibers."""
-    template = THREAD_BODY if uses_sync(func) else GRID_LOOP
+    template = THREAD_BODY if uses_sync(func) else ROW_LOOP
     body, address = compile_body(func, argtypes, template, options)
-    if template is GRID_LOOP and NEEDS_FIBERS in needs:
+    if template is ROW_LOOP and NEEDS_FIBERS in needs:
         body, address = compile_body(func, argtypes, THREAD_BODY, options)
     mode = "grid fibers" if NEEDS_GRID_SYNC in needs else "block fibers" if NEEDS_FIBERS in needs else "grid loop"
     return body, address, mode
@@ -321,7 +343,7 @@ def compile_grid_body(func, argtypes: tuple, needs: set, options: dict):
 def compile_serial(func, argtypes, options: dict):
     """Where the runner is not built: the grid loop as a function of the arguments and the grid, called from
     Python on the launching thread."""
-    grid_loop = _loops_function(func, argtypes, _ARGUMENTS_FIRST, GRID_LOOP, options, no_cfunc_wrapper=True)
+    grid_loop = _loops_function(func, argtypes, _ARGUMENTS_FIRST, SERIAL_LOOP, options, no_cfunc_wrapper=True)
     grid_loop.compile(serial_types(argtypes))
     grid_loop.disable_compile()
     return grid_loop

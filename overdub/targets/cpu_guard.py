@@ -26,6 +26,7 @@ import operator
 import numba
 from numba import cuda as numba_cuda
 from numba.core import ir
+from numba.core import types as nt
 from numba.core.compiler import run_frontend
 
 from ..context import POSTHOOK, PREHOOK, TargetRoot
@@ -67,7 +68,26 @@ def _idiom_is_plain(chain: tuple) -> bool:
             continue
         if any(ctx.forwarded(f) is not None for f in _IDIOM) or any(ctx.replacement(f) is not None for f in _IDIOM):
             return False
-    return all(table.is_empty() for f in (numba_cuda.grid, *_COMPARISONS) for table in tables(chain, f))
+    if not all(table.is_empty() for table in tables(chain, numba_cuda.grid)):
+        return False
+    return not any(_takes_integers(table) for op in _COMPARISONS for table in tables(chain, op))
+
+
+_INTEGERS = tuple(sorted(nt.integer_domain, key=str))
+
+
+def _takes_integers(table) -> bool:
+    """Could a method of ``table`` (of a comparison) take an index and an integer bound, either way round?
+    (A method for a user's type leaves the comparisons of integers numba's.)"""
+    if table.is_empty():
+        return False
+    for index in (nt.int32, nt.int64):
+        for bound in _INTEGERS:
+            for argtypes in ((index, bound), (bound, index)):
+                match = table.dispatch(argtypes)
+                if match.method is not None or match.ambiguous:
+                    return True
+    return False
 
 
 def _resolved(value):

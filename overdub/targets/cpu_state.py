@@ -79,12 +79,28 @@ def set_x(typingctx, x, bx):
     LLVM folds the division away in a kernel that reads no thread or block index on its own."""
     def codegen(context, builder, sig, args):
         value, width = (context.cast(builder, arg, ty, types.int64) for arg, ty in zip(args, sig.args))
+        builder.assume(builder.icmp_signed(">=", value, ir.Constant(_I64, 0)))
         block = builder.udiv(value, width)
         _store_slot(builder, 3, block)
         _store_slot(builder, 0, builder.sub(value, builder.mul(block, width, flags=["nsw", "nuw"]),
                                             flags=["nsw", "nuw"]))
         return context.get_dummy_value()
     return types.void(types.int64, types.int64), codegen
+
+
+@intrinsic
+def set_row(typingctx, row, by, bz, gy):
+    """In a row loop: set the thread's and the block's y and z indices from the row's number,
+    ``(j + gy * k) * by * bz + ty + by * tz`` (the runner's numbering)."""
+    def codegen(context, builder, sig, args):
+        row, by, bz, gy = (context.cast(builder, arg, ty, types.int64) for arg, ty in zip(args, sig.args))
+        rows = builder.mul(by, bz, flags=["nsw", "nuw"])
+        run, thread = builder.udiv(row, rows), builder.urem(row, rows)
+        for slot, value in ((1, builder.urem(thread, by)), (2, builder.udiv(thread, by)),
+                            (4, builder.urem(run, gy)), (5, builder.udiv(run, gy))):
+            _store_slot(builder, slot, value)
+        return context.get_dummy_value()
+    return types.void(types.int64, types.int64, types.int64, types.int64), codegen
 
 
 def _store_slot(builder, index: int, value):
