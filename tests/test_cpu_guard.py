@@ -297,7 +297,7 @@ def test_a_comparison_method_for_a_user_type_leaves_the_guards_on_integers_alone
             out[i] = versions[i] < versions[0]
 
     assert bounds(kernel) == (("<", "a2"),)
-    versions = od.struct_array(Version, 5)
+    versions = od.struct_array(Version, 5, target="cpu")
     versions["major"] = [3, 1, 4, 1, 5]
     out = np.full(8, 7, np.int64)
     run(kernel, out, versions, 5, blocks=1, threads=8)

@@ -6,7 +6,12 @@ import numpy as np
 
 import overdub as od
 
-from helpers import run
+import helpers
+
+
+def run(kernel, *args, **launch):
+    """helpers.run on the CPU target, whatever the machine's default."""
+    return helpers.run(kernel, *args, target="cpu", **launch)
 
 
 # --- grid indexing --------------------------------------------------------------------------------------
@@ -76,7 +81,7 @@ def test_grid_2d_covers_a_2d_array(make_module):
                 out[x, y] = x * 100 + y
     """)
     out = np.full((4, 6), -1, dtype=np.int64)
-    od.cuda(m.kernel, out, blocks=(2, 3), threads=(2, 2))
+    od.cuda(m.kernel, out, blocks=(2, 3), threads=(2, 2), target="cpu")
     assert out.tolist() == [[x * 100 + y for y in range(6)] for x in range(4)]
 
 
@@ -147,7 +152,7 @@ def test_print_in_a_kernel_writes_to_stdout_at_the_end_of_the_launch(make_module
             print(x, y, flag, "done")
     """)
     capfd.readouterr()
-    od.cuda(m.kernel, 3, 2.5, True)
+    od.cuda(m.kernel, 3, 2.5, True, target="cpu")
     assert capfd.readouterr().out == "3 2.5 True done\n"
 
 
@@ -159,7 +164,7 @@ def test_print_runs_once_per_thread(make_module, capfd):
             print(cuda.grid(1))
     """)
     capfd.readouterr()
-    od.cuda(m.kernel, blocks=2, threads=2)
+    od.cuda(m.kernel, blocks=2, threads=2, target="cpu")
     assert capfd.readouterr().out == "0\n1\n2\n3\n"
 
 
