@@ -135,7 +135,7 @@ typedef struct {
     int mode;
     compiled_fn fn;
     void *args;
-    int64_t grid[3], threads[3], nblocks, nthreads, shmem, chunk;
+    int64_t grid[3], threads[3], nblocks, nthreads, shmem;
     int64_t next;                           /* next block to take (atomic) */
     int64_t launch;                         /* this grid's number, counted by od_run */
     int status;                             /* OK, KERNEL_ERROR, RUNTIME_ERROR: the first error wins */
@@ -612,14 +612,33 @@ static void run_rows(job *j, int64_t first, int64_t end) {
     }
 }
 
+/* The next chunk of blocks, [*first, *end), for a worker of the grid loop; 0 when none is left. Guided, as
+ * OpenMP's schedule: a chunk is the blocks left over twice the workers, so early chunks are long (few calls)
+ * and the last ones short (no worker finishes long after the others). */
+static int take_chunk(job *j, int64_t *first, int64_t *end) {
+    int64_t next = __atomic_load_n(&j->next, __ATOMIC_RELAXED), size;
+    do {
+        if (next >= j->nblocks || j->abort)
+            return 0;
+        size = (j->nblocks - next) / (2 * j->nworkers);
+        if (size < 1)
+            size = 1;
+        if (size > j->nblocks - next)
+            size = j->nblocks - next;
+    } while (!__atomic_compare_exchange_n(&j->next, &next, next + size, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
+    *first = next;
+    *end = next + size;
+    return 1;
+}
+
 static void run_job(job *j) {
     worker *w = this_worker();
     w->job = j;
     w->state = w->own_state;
     if (j->mode == 0) {
-        int64_t first;
-        while (!j->abort && (first = __atomic_fetch_add(&j->next, j->chunk, __ATOMIC_RELAXED)) < j->nblocks)
-            run_rows(j, first, first + j->chunk < j->nblocks ? first + j->chunk : j->nblocks);
+        int64_t first, end;
+        while (take_chunk(j, &first, &end))
+            run_rows(j, first, end);
     } else if (j->mode == 1) {
         int64_t b;
         while (!j->abort && (b = __atomic_fetch_add(&j->next, 1, __ATOMIC_RELAXED)) < j->nblocks)
@@ -708,9 +727,6 @@ static int32_t od_run(int64_t mode, int64_t nworkers, compiled_fn fn, void *args
         nworkers = j.nblocks;
     if (nworkers < 1)
         nworkers = 1;
-    j.chunk = j.nblocks / (nworkers * 8);
-    if (j.chunk < 1)
-        j.chunk = 1;
     pthread_mutex_lock(&pool.lock);
     j.launch = ++pool.launches;
     int helpers = nworkers > 1 ? grow_pool((int)nworkers - 1) : 0;
