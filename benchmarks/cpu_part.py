@@ -299,7 +299,7 @@ def _compile(part: Part, od, numba) -> None:
     same loop. Both compilers are warmed up by compiling another module's copy first."""
     x, y = np.ones(64, np.float32), np.ones(64, np.float32)
     times = {"od": [], "njit": []}
-    for round_ in range(4):
+    for round_ in range(10):
         m = fresh_module("cpu_small", SMALL)
         t0 = time.perf_counter()
         od.cuda(m.small, np.float32(2), x, y, blocks=1, threads=64, target="cpu")
