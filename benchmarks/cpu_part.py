@@ -67,6 +67,13 @@ def compute(x, y):
         for k in range(64):
             s += math.sin(x[i] * k)
         y[i] = s
+
+def compute_loop(x, y):                 # numba's own parallel loop: njit(parallel=True), and njit for one core
+    for i in numba.prange(x.size):
+        s = 0.0
+        for k in range(64):
+            s += math.sin(x[i] * k)
+        y[i] = s
 """
 
 SMALL = """
@@ -318,7 +325,9 @@ def _compile(part: Part, od, numba) -> None:
 
 
 def _parallel(part: Part, cfg: dict, check_only: bool, od, cpu_target) -> None:
-    """A compute-bound kernel on one worker and on every worker: the speed-up from parallel blocks."""
+    """A compute-bound kernel on one worker and on every worker: the speed-up from parallel blocks, next to
+    numba's njit(parallel=True) of the same loop."""
+    import numba
     with part.guard("parallel blocks"):
         n = cfg["compute_n"]
         m = fresh_module("cpu_compute", COMPUTE)
@@ -352,3 +361,12 @@ def _parallel(part: Part, cfg: dict, check_only: bool, od, cpu_target) -> None:
         part.measure(f"compute [od cpu, {workers} workers]", t_all * 1e3, "ms", n=n)
         part.measure("speed-up from parallel blocks", ratio(t_one, t_all), "x", workers=workers)
         part.target(f"parallel speed-up >= 0.7 x {workers} workers", ratio(t_one, t_all), ">=", 0.7 * workers)
+        # what this machine gives any parallel loop: numba's prange on every core against its serial loop
+        serial, parallel = numba.njit(m.compute_loop), numba.njit(m.compute_loop, parallel=True)
+        serial(x, y), parallel(x, y)
+        t_serial = _best(lambda: serial(x, y), cfg["repeats"])
+        t_parallel = _best(lambda: parallel(x, y), cfg["repeats"])
+        part.measure("compute [njit]", t_serial * 1e3, "ms", n=n)
+        part.measure(f"compute [njit(parallel=True), {numba.get_num_threads()} threads]", t_parallel * 1e3, "ms", n=n)
+        part.measure("speed-up of njit(parallel=True) over njit (the machine's)", ratio(t_serial, t_parallel), "x")
+        part.measure("overdub on every worker / njit(parallel=True)", ratio(t_all, t_parallel), "x")
