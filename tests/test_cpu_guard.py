@@ -302,3 +302,22 @@ def test_a_comparison_method_for_a_user_type_leaves_the_guards_on_integers_alone
     out = np.full(8, 7, np.int64)
     run(kernel, out, versions, 5, blocks=1, threads=8)
     assert out.tolist() == [0, 1, 0, 1, 0, 7, 7, 7]
+
+
+def test_a_read_a_context_overdubs_before_the_guard_runs_in_every_thread():
+    counting = od.Context("counting", state=od.Array[od.int64, 1])
+
+    @counting.overdub(operator.getitem)
+    def _counted(a: od.Array[od.int64, 1], i: od.Integer):
+        cuda.atomic.add(od.state(), 0, 1)
+        return a[i]
+
+    def kernel(a, out, n):
+        i = cuda.grid(1)
+        v = a[i % n]                # read by every thread, the skipped ones too
+        if i < n:
+            out[i] = v
+
+    a, out, reads = np.arange(40, dtype=np.int64), np.zeros(40, np.int64), np.zeros(1, np.int64)
+    run(kernel, a, out, 40, blocks=2, threads=32, context=counting, state=reads)
+    assert out.tolist() == list(range(40)) and reads[0] == 64

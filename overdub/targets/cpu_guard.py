@@ -30,7 +30,7 @@ from numba.core import types as nt
 from numba.core.compiler import run_frontend
 
 from ..context import POSTHOOK, PREHOOK, TargetRoot
-from ..operators import tables
+from ..operators import INPLACE, tables
 from ..rewrite import CHAIN_MARK, ModuleProxy, Overdubbed
 
 __all__ = ["x_bounds", "FLIPPED"]
@@ -55,12 +55,12 @@ def x_bounds(func) -> tuple[tuple[str, str], ...]:
         function_ir = run_frontend(func)
     except Exception:       # numba's compile of the kernel says what is wrong with it
         return ()
-    return tuple(_Walk(function_ir).bounds())
+    return tuple(_Walk(function_ir, chain).bounds())
 
 
 def _idiom_is_plain(chain: tuple) -> bool:
-    """Do ``cuda.grid``, the thread indices and the comparisons mean what numba's do, and does no hook observe
-    calls? (Each lookup is an edge of the kernel being built: an overdub or hook defined later recompiles it.)"""
+    """Do ``cuda.grid`` and the thread indices mean what numba's do, and does no hook observe calls? (Each
+    lookup is an edge of the kernel being built: an overdub or hook defined later recompiles it.)"""
     if any(ctx.observes(PREHOOK) or ctx.observes(POSTHOOK) for ctx in chain):
         return False
     for ctx in chain:
@@ -68,26 +68,23 @@ def _idiom_is_plain(chain: tuple) -> bool:
             continue
         if any(ctx.forwarded(f) is not None for f in _IDIOM) or any(ctx.replacement(f) is not None for f in _IDIOM):
             return False
-    if not all(table.is_empty() for table in tables(chain, numba_cuda.grid)):
-        return False
-    return not any(_takes_integers(table) for op in _COMPARISONS for table in tables(chain, op))
+    return all(table.is_empty() for table in tables(chain, numba_cuda.grid))
 
 
-_INTEGERS = tuple(sorted(nt.integer_domain, key=str))
+_NUMBERS = tuple(sorted(nt.integer_domain, key=str)) + (nt.float32, nt.float64)
 
 
-def _takes_integers(table) -> bool:
-    """Could a method of ``table`` (of a comparison) take an index and an integer bound, either way round?
-    (A method for a user's type leaves the comparisons of integers numba's.)"""
-    if table.is_empty():
-        return False
-    for index in (nt.int32, nt.int64):
-        for bound in _INTEGERS:
-            for argtypes in ((index, bound), (bound, index)):
-                match = table.dispatch(argtypes)
-                if match.method is not None or match.ambiguous:
-                    return True
-    return False
+def _numba_s_on_numbers(chain: tuple, op, arity: int) -> bool:
+    """Is ``op`` on numbers numba's own operation in ``chain``: does no method of its tables (overdubs, methods
+    added to it, dunders) take numbers? A method for a user's type leaves them numba's. (The kernel's own
+    typing of each such operation consults its table for the actual types: a method that takes numbers added
+    later recompiles it.)"""
+    pairs = [(t,) for t in _NUMBERS] if arity == 1 else [(a, b) for a in _NUMBERS for b in _NUMBERS]
+    for each in (op, INPLACE.get(op)):
+        for table in tables(chain, each) if each is not None else ():
+            if not table.is_empty() and any(m.applies_to(types) for m in table.methods for types in pairs):
+                return False
+    return True
 
 
 def _resolved(value):
@@ -108,7 +105,8 @@ class _Walk:
     ("getitem", e, e), ("call", e, (e, ...)), ("binop", op, e, e), ("neg", e), ("tuple", (e, ...)) -- or
     _UNKNOWN."""
 
-    def __init__(self, function_ir):
+    def __init__(self, function_ir, chain: tuple):
+        self.chain, self.numba_s = chain, {}
         self.blocks = function_ir.blocks
         self.entry = min(function_ir.blocks)
         self.env: dict = {}
@@ -139,14 +137,32 @@ class _Walk:
 
     def _assign(self, stmt) -> bool:
         value = stmt.value
-        if isinstance(value, ir.Expr) and value.op == "call" and _resolved(self._value_of(value.func)) not in _PURE_CALLS:
-            return False
-        if isinstance(value, ir.Expr) and value.op not in (
-                "call", "binop", "inplace_binop", "unary", "getattr", "getitem", "static_getitem", "exhaust_iter",
-                "build_tuple", "cast"):
-            return False
+        if isinstance(value, ir.Expr):
+            if value.op == "call" and _resolved(self._value_of(value.func)) not in _PURE_CALLS:
+                return False
+            if value.op not in ("call", "binop", "inplace_binop", "unary", "getattr", "getitem", "static_getitem",
+                                "exhaust_iter", "build_tuple", "cast"):
+                return False
+            if not self._numba_s(value):
+                return False            # an operation a method may take: that method may do anything
         self.env[stmt.target.name] = self._node(value)
         return True
+
+    def _numba_s(self, expr) -> bool:
+        """Is the operation ``expr`` numba's own, as far as it is one on numbers? (Array reads are operations
+        of ``operator.getitem``: an overdub of it -- a checking context -- is a side effect.)"""
+        if expr.op in ("binop", "inplace_binop", "unary"):
+            key = (expr.fn, 1 if expr.op == "unary" else 2)
+        elif expr.op == "getitem" or expr.op == "static_getitem" and expr.index_var is not None:
+            key = (operator.getitem, 0)
+        else:
+            return True
+        known = self.numba_s.get(key)
+        if known is None:
+            op, arity = key
+            known = self.numba_s[key] = (all(table.is_empty() for table in tables(self.chain, op)) if arity == 0
+                                         else _numba_s_on_numbers(self.chain, op, arity))
+        return known
 
     def _value_of(self, var):
         node = self.env.get(var.name, _UNKNOWN)
