@@ -321,3 +321,50 @@ def test_a_read_a_context_overdubs_before_the_guard_runs_in_every_thread():
     a, out, reads = np.arange(40, dtype=np.int64), np.zeros(40, np.int64), np.zeros(1, np.int64)
     run(kernel, a, out, 40, blocks=2, threads=32, context=counting, state=reads)
     assert out.tolist() == list(range(40)) and reads[0] == 64
+
+
+def grid_stride(a, n):
+    i = cuda.grid(1)
+    step = cuda.gridsize(1)
+    while i < n:
+        a[i] += 1
+        i += step
+
+
+@pytest.mark.parametrize("n", [50, 1000])
+def test_a_grid_stride_loop_covers_every_element_whether_the_grid_is_larger_or_smaller(n, workers):
+    assert bounds(grid_stride) == (("<", "a1"),)
+    a = np.zeros(1000, np.int64)
+    run(grid_stride, a, n, blocks=3, threads=32)
+    assert (a[:n] == 1).all() and (a[n:] == 0).all()
+
+
+def make_kernel(scale):
+    def kernel(out, n):
+        i = cuda.grid(1)
+        if i < n - scale:
+            out[i] = scale
+    return kernel
+
+
+def test_closures_made_by_a_factory_each_bound_by_their_own_captured_value():
+    for scale in (3, 10, 3):
+        out = np.zeros(64, np.int64)
+        run(make_kernel(scale), out, 40, blocks=2, threads=32)
+        assert out.tolist() == [scale] * (40 - scale) + [0] * (24 + scale), scale
+
+
+def test_a_kernel_with_launch_state_is_bounded_by_its_own_arguments():
+    scaled = od.Context("scaled_guard", state=od.float64)
+
+    def kernel(out, n):
+        i = cuda.grid(1)
+        if i < n:
+            out[i] = od.state() * i
+
+    out = np.zeros(64)
+    run(kernel, out, 40, blocks=2, threads=32, context=scaled, state=0.5)
+    np.testing.assert_array_equal(out, np.where(np.arange(64) < 40, 0.5 * np.arange(64), 0))
+    out[:] = 0
+    run(kernel, out, 20, blocks=2, threads=32, context=scaled, state=2.0)
+    np.testing.assert_array_equal(out, np.where(np.arange(64) < 20, 2.0 * np.arange(64), 0))
