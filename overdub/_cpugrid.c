@@ -9,6 +9,8 @@
  *   mode 0, the grid loop: workers take chunks of blocks; for each row of threads of the chunk's blocks (the
  *           blocks sharing a y and z block index, and a thread y and z index) they call the compiled row loop
  *           (the kernel inlined into a loop over the row's global x indices);
+ *   mode 3, block rows: as mode 0, a row of each block at a time (for kernels reading threadIdx.x or
+ *           blockIdx.x on their own, which the row loop sets exactly only within one block);
  *   mode 1, block fibers: workers take blocks one at a time and run each thread of the block as a fiber (its
  *           own stack, switched to in user mode); a barrier saves the fiber and switches to the next one, and
  *           when every live thread of the block has arrived, the block continues;
@@ -592,20 +594,24 @@ static __thread char last_message[512];     /* the RUNTIME_ERROR of this thread'
 /* --- the pool ------------------------------------------------------------------------------------------ */
 
 /* The blocks [first, end) in rows: a run of blocks sharing a y and z block index at a time (g = their y and z
- * index, j + gy * k), and in it each thread y and z index (r = ty + by * tz): the row loop's x range is the
- * run's threads, its row number g * by * bz + r. Stops at the first error. */
+ * index, j + gy * k) -- in mode 3 one block at a time -- and in it each thread y and z index (r = ty + by *
+ * tz): the row loop's x range is the run's threads, its row number g * by * bz + r. Stops at the first
+ * error. */
 static void run_rows(job *j, int64_t first, int64_t end) {
     char retval[64];
     int64_t gx = j->grid[0], bx = j->threads[0], rows = j->threads[1] * j->threads[2];
     for (int64_t b = first; b < end && !j->abort;) {
         int64_t i = b % gx, g = b / gx;
         int64_t run = gx - i < end - b ? gx - i : end - b;
-        for (int64_t r = 0; r < rows; r++) {
-            void *excinfo = NULL;
-            int32_t code = j->fn(retval, &excinfo, j->args, i * bx, (i + run) * bx, g * rows + r);
-            if (code != 0 && code != -2) {
-                fail(j, KERNEL_ERROR, code, excinfo, NULL);
-                return;
+        int64_t step = j->mode == 3 ? 1 : run;
+        for (int64_t k = i; k < i + run; k += step) {
+            for (int64_t r = 0; r < rows; r++) {
+                void *excinfo = NULL;
+                int32_t code = j->fn(retval, &excinfo, j->args, k * bx, (k + step) * bx, g * rows + r);
+                if (code != 0 && code != -2) {
+                    fail(j, KERNEL_ERROR, code, excinfo, NULL);
+                    return;
+                }
             }
         }
         b += run;
@@ -635,7 +641,7 @@ static void run_job(job *j) {
     worker *w = this_worker();
     w->job = j;
     w->state = w->own_state;
-    if (j->mode == 0) {
+    if (j->mode == 0 || j->mode == 3) {
         int64_t first, end;
         while (take_chunk(j, &first, &end))
             run_rows(j, first, end);

@@ -368,3 +368,23 @@ def test_a_kernel_with_launch_state_is_bounded_by_its_own_arguments():
     out[:] = 0
     run(kernel, out, 20, blocks=2, threads=32, context=scaled, state=2.0)
     np.testing.assert_array_equal(out, np.where(np.arange(64) < 20, 2.0 * np.arange(64), 0))
+
+
+@od.function
+def where_am_i(scale: od.Integer):
+    return cuda.threadIdx.x + scale * cuda.blockIdx.x
+
+
+def test_kernels_and_callees_reading_the_thread_and_block_x_index_apart_see_their_own(workers):
+    def kernel(out, n):
+        i = cuda.grid(1)
+        if i < n:
+            out[i, 0] = where_am_i(1000)
+            out[i, 1] = cuda.laneid
+            out[i, 2] = i
+
+    n = 64 * 32 - 5
+    out = np.zeros((n, 3), np.int64)
+    run(kernel, out, n, blocks=64, threads=32)
+    i = np.arange(n)
+    np.testing.assert_array_equal(out, np.stack([i % 32 + 1000 * (i // 32), i % 32, i], axis=1))

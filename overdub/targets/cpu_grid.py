@@ -20,10 +20,10 @@ from numba.core.extending import intrinsic
 from .cpu_atomics import set_parallel
 from ..rewrite import STATE_PARAMETER
 from .cpu_guard import x_bounds
-from .cpu_state import fiber_slot, set_row, set_slot, set_x
+from .cpu_state import NEEDS_BLOCK_ROWS, fiber_slot, set_row, set_slot, set_x
 from .cpu_sync import NEEDS_FIBERS, NEEDS_GRID_SYNC, SYNC_NAMES, native_call
 
-MODES = {"grid loop": 0, "block fibers": 1, "grid fibers": 2}
+MODES = {"grid loop": 0, "block fibers": 1, "grid fibers": 2, "block rows": 3}
 
 
 def _packed(argtypes) -> types.Tuple:
@@ -113,28 +113,25 @@ ROW_LOOP = _GRID_SLOTS + """
     hi = end
     {narrow}
     for x in range(lo, hi):
-        set_x(x, bx)
+        set_x(x, first, bx)
         {assume}
         kernel({args})
 """
 
 SERIAL_LOOP = _GRID_SLOTS + """
     rows = by * bz
-    b = first
-    while b < end:
-        i = b % gx
+    for b in range(first, end):
         g = b // gx
-        run = min(gx - i, end - b)
         for r in range(rows):
             set_row(g * rows + r, by, bz, gy)
-            lo = i * bx
-            hi = (i + run) * bx
+            start = (b % gx) * bx
+            lo = start
+            hi = start + bx
             {narrow}
             for x in range(lo, hi):
-                set_x(x, bx)
+                set_x(x, start, bx)
                 {assume}
                 kernel({args})
-        b += run
 """
 
 THREAD_BODY = """
@@ -336,7 +333,8 @@ def compile_grid_body(func, argtypes: tuple, needs: set, options: dict):
     body, address = compile_body(func, argtypes, template, options)
     if template is ROW_LOOP and NEEDS_FIBERS in needs:
         body, address = compile_body(func, argtypes, THREAD_BODY, options)
-    mode = "grid fibers" if NEEDS_GRID_SYNC in needs else "block fibers" if NEEDS_FIBERS in needs else "grid loop"
+    mode = ("grid fibers" if NEEDS_GRID_SYNC in needs else "block fibers" if NEEDS_FIBERS in needs
+            else "block rows" if NEEDS_BLOCK_ROWS in needs else "grid loop")
     return body, address, mode
 
 

@@ -32,6 +32,10 @@ llvm.add_symbol(_GRID_STATE_SYMBOL, _GRID_STATE.ctypes.data)
 _I64 = ir.IntType(64)
 _LOCAL_STATE = "overdub.grid_state"
 NEEDS_GRID_STATE = "grid state in memory"
+NEEDS_BLOCK_ROWS = "thread and block x indices apart"
+"""A row loop sets the thread's and the block's x index as ``x - q * bx`` and ``q``, ``q`` the first block of
+the row: exact where the row is one block's, and always exact in their sum, ``cuda.grid``'s (so that a row can
+span blocks with no division per thread). A kernel reading either on its own needs rows of one block."""
 
 
 def _global_slot(builder, slot: int):
@@ -73,19 +77,18 @@ def set_slot(typingctx, slot, value):
 
 
 @intrinsic
-def set_x(typingctx, x, bx):
-    """In a grid loop running the threads of a row of blocks by their global x index ``x``: set the block's
-    and the thread's x index from it (``x // bx``, ``x % bx``). ``cuda.grid`` recombines them to ``x``, and
-    LLVM folds the division away in a kernel that reads no thread or block index on its own."""
+def set_x(typingctx, x, first, bx):
+    """In a row loop running the threads of a row by their global x index ``x`` from ``first``: set the
+    block's x index to ``first // bx`` (one division a row, LLVM hoists it) and the thread's to what makes
+    their sum ``x`` (see :data:`NEEDS_BLOCK_ROWS`)."""
     def codegen(context, builder, sig, args):
-        value, width = (context.cast(builder, arg, ty, types.int64) for arg, ty in zip(args, sig.args))
+        value, start, width = (context.cast(builder, arg, ty, types.int64) for arg, ty in zip(args, sig.args))
         builder.assume(builder.icmp_signed(">=", value, ir.Constant(_I64, 0)))
-        block = builder.udiv(value, width)
+        block = builder.udiv(start, width)
         _store_slot(builder, 3, block)
-        _store_slot(builder, 0, builder.sub(value, builder.mul(block, width, flags=["nsw", "nuw"]),
-                                            flags=["nsw", "nuw"]))
+        _store_slot(builder, 0, builder.sub(value, builder.mul(block, width, flags=["nsw", "nuw"]), flags=["nsw"]))
         return context.get_dummy_value()
-    return types.void(types.int64, types.int64), codegen
+    return types.void(types.int64, types.int64, types.int64), codegen
 
 
 @intrinsic
@@ -113,11 +116,16 @@ def _store_slot(builder, index: int, value):
         builder.store(value, _global_slot(builder, index))
 
 
-def read_slot(builder, slot: int):
+def read_slot(builder, slot: int, apart: bool = True):
+    """The value of ``slot`` for the running thread. A read of the thread's or the block's x index on its own
+    (``apart``; not ``cuda.grid``'s, which only needs their sum) makes the kernel need the runner's
+    :data:`NEEDS_BLOCK_ROWS`."""
+    built = world.being_built()
+    if apart and slot in (0, 3) and built is not None:
+        built.needs.add(NEEDS_BLOCK_ROWS)
     state = _local_state(builder)
     if state is not None:
         return builder.load(_local_slot(builder, state, slot))
-    built = world.being_built()
     if built is not None:
         built.needs.add(NEEDS_GRID_STATE)
     return builder.load(_global_slot(builder, slot))
@@ -232,8 +240,8 @@ def _laneid_value(context, builder, fromty, toty, value):
 
 # no signed wrap: lets LLVM see indices are non-negative and drop numba's negative-index handling
 grid = _grid_intrinsic("grid", lambda builder, d: builder.add(
-    builder.mul(read_slot(builder, 3 + d), read_slot(builder, 6 + d), flags=["nsw"]),
-    read_slot(builder, d), flags=["nsw"]))
+    builder.mul(read_slot(builder, 3 + d, apart=False), read_slot(builder, 6 + d), flags=["nsw"]),
+    read_slot(builder, d, apart=False), flags=["nsw"]))
 gridsize = _grid_intrinsic("gridsize", lambda builder, d: builder.mul(
     read_slot(builder, 6 + d), read_slot(builder, 9 + d), flags=["nsw"]))
 
