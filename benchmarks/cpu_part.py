@@ -345,13 +345,14 @@ def _parallel(part: Part, cfg: dict, check_only: bool, od, cpu_target) -> None:
         if check_only:
             return
         workers = cpu_target.TARGET.workers
-        saved = workers
-        try:
-            cpu_target.TARGET.workers = 1
-            t_one = _best(run, cfg["repeats"])
-        finally:
-            cpu_target.TARGET.workers = saved
-        t_all = _best(run, cfg["repeats"])
+
+        def run_on(count):
+            cpu_target.TARGET.workers = count
+            try:
+                run()
+            finally:
+                cpu_target.TARGET.workers = workers
+        t_one, t_all = _best_interleaved(lambda: run_on(1), lambda: run_on(workers), cfg["repeats"])
         cpu0, wall0 = time.process_time(), time.perf_counter()
         run()
         busy = (time.process_time() - cpu0) / (time.perf_counter() - wall0)
@@ -364,8 +365,7 @@ def _parallel(part: Part, cfg: dict, check_only: bool, od, cpu_target) -> None:
         # what this machine gives any parallel loop: numba's prange on every core against its serial loop
         serial, parallel = numba.njit(m.compute_loop), numba.njit(m.compute_loop, parallel=True)
         serial(x, y), parallel(x, y)
-        t_serial = _best(lambda: serial(x, y), cfg["repeats"])
-        t_parallel = _best(lambda: parallel(x, y), cfg["repeats"])
+        t_serial, t_parallel = _best_interleaved(lambda: serial(x, y), lambda: parallel(x, y), cfg["repeats"])
         part.measure("compute [njit]", t_serial * 1e3, "ms", n=n)
         part.measure(f"compute [njit(parallel=True), {numba.get_num_threads()} threads]", t_parallel * 1e3, "ms", n=n)
         part.measure("speed-up of njit(parallel=True) over njit (the machine's)", ratio(t_serial, t_parallel), "x")
