@@ -4,18 +4,20 @@ as fibers where they synchronize.
 A kernel is compiled into a *grid body* that the native runner (``overdub/_cpugrid.c``) calls from a pool of
 worker threads, without the GIL:
 
-* a kernel with no barrier is inlined into a loop over a chunk of blocks and, within each, every thread one
-  after another (so LLVM vectorises across threads); workers take chunks of blocks;
+* a kernel with no barrier is inlined into a *row loop*: workers take chunks of blocks and cut them into rows
+  of threads sharing their y and z indices, and the row loop runs a row's threads one after another by
+  global x index (so LLVM vectorises across threads), only those the kernel's bounds guard admits
+  (:mod:`.cpu_guard`);
 * a kernel that uses barriers, shared memory or warp operations (:mod:`.cpu_sync`) is inlined into a
   *thread body*, and each thread of a block runs it as a fiber; a barrier switches to the next fiber;
 * a kernel that synchronizes its grid runs as fibers too, every block of the grid resident at once.
 
 Which one a kernel needs is known only once its code (and its callees') is generated, so a kernel is first
-compiled as a grid loop, and compiled again as a thread body when its code turned out to need fibers (the
+compiled as a row loop, and compiled again as a thread body when its code turned out to need fibers (the
 kernel's own names are read first, so that a kernel naming ``syncthreads`` is compiled once).
 
 The CUDA kernel idiom -- ``cuda.grid``, ``cuda.threadIdx`` and friends -- reads the grid state: registers of
-the grid loop or thread body, and for callees compiled on their own, the twelve int64 slots of the running
+the row loop or thread body, and for callees compiled on their own, the twelve int64 slots of the running
 thread (the runner's ``od_state``). Launches run one at a time, in order, as on one CUDA stream, and return
 when the grid is done.
 """

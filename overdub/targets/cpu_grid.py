@@ -2,9 +2,9 @@
 
 A launch calls an *entry* function (compiled without the GIL, one per tuple of argument types): it packs
 (grid, block, kernel arguments) into one tuple on its stack and hands its address to the runner, with the
-address of the kernel's *grid body*; each worker calls the body with that address. A body is either the grid
-loop (the kernel inlined into a loop over a chunk of blocks and their threads) or a thread body (the kernel
-inlined once, run by each fiber). Bodies are called through numba's calling convention (status code,
+address of the kernel's *grid body*; each worker calls the body with that address. A body is either the row
+loop (the kernel inlined into a loop over a row of threads the runner hands out, by global x index) or a
+thread body (the kernel inlined once, run by each fiber). Bodies are called through numba's calling convention (status code,
 exception info; see _cpugrid.c), so an exception raised by a kernel reaches the launch and is re-raised
 there -- numba internals (the call convention's status), admitted here and in ``run_grid``.
 """
@@ -122,9 +122,9 @@ SERIAL_LOOP = _GRID_SLOTS + """
     rows = by * bz
     for b in range(first, end):
         g = b // gx
+        start = (b % gx) * bx
         for r in range(rows):
             set_row(g * rows + r, by, bz, gy)
-            start = (b % gx) * bx
             lo = start
             hi = start + bx
             {narrow}
