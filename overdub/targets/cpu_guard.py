@@ -68,15 +68,15 @@ def _idiom_is_plain(chain: tuple) -> bool:
             continue
         if any(ctx.forwarded(f) is not None for f in _IDIOM) or any(ctx.replacement(f) is not None for f in _IDIOM):
             return False
-    return all(table.is_empty() for table in tables(chain, numba_cuda.grid))
+    return all(table.is_empty() for f in (numba_cuda.grid, numba_cuda.gridsize) for table in tables(chain, f))
 
 
-_NUMBERS = tuple(sorted(nt.integer_domain, key=str)) + (nt.float32, nt.float64)
+_NUMBERS = tuple(sorted(nt.integer_domain, key=str)) + (nt.float32, nt.float64, nt.boolean)
 
 
 def _numba_s_on_numbers(chain: tuple, op, arity: int) -> bool:
-    """Is ``op`` on numbers numba's own operation in ``chain``: does no method of its tables (overdubs, methods
-    added to it, dunders) take numbers? A method for a user's type leaves them numba's. (The kernel's own
+    """Is ``op`` on numbers (and booleans) numba's own operation in ``chain``: does no method of its tables
+    (overdubs, methods added to it, dunders) take them? A method for a user's type leaves them numba's. (The kernel's own
     typing of each such operation consults its table for the actual types: a method that takes numbers added
     later recompiles it.)"""
     pairs = [(t,) for t in _NUMBERS] if arity == 1 else [(a, b) for a in _NUMBERS for b in _NUMBERS]
@@ -150,18 +150,21 @@ class _Walk:
 
     def _numba_s(self, expr) -> bool:
         """Is the operation ``expr`` numba's own, as far as it is one on numbers? (Array reads are operations
-        of ``operator.getitem``: an overdub of it -- a checking context -- is a side effect.)"""
+        of ``operator.getitem``: an overdub of it -- a checking context -- is a side effect; ``bool``, ``abs``,
+        ``min`` and ``max`` may have methods too.)"""
         if expr.op in ("binop", "inplace_binop", "unary"):
             key = (expr.fn, 1 if expr.op == "unary" else 2)
         elif expr.op == "getitem" or expr.op == "static_getitem" and expr.index_var is not None:
-            key = (operator.getitem, 0)
+            key = (operator.getitem, 0)        # on arrays: any method or overdub counts
+        elif expr.op == "call" and _resolved(self._value_of(expr.func)) in (bool, abs, min, max):
+            key = (_resolved(self._value_of(expr.func)), len(expr.args))
         else:
             return True
         known = self.numba_s.get(key)
         if known is None:
             op, arity = key
-            known = self.numba_s[key] = (all(table.is_empty() for table in tables(self.chain, op)) if arity == 0
-                                         else _numba_s_on_numbers(self.chain, op, arity))
+            known = self.numba_s[key] = (_numba_s_on_numbers(self.chain, op, arity) if arity in (1, 2)
+                                         else all(table.is_empty() for table in tables(self.chain, op)))
         return known
 
     def _value_of(self, var):
