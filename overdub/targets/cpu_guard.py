@@ -1,21 +1,22 @@
-"""The threads of a grid loop that can do anything: a kernel's bounds guard, read off its code.
+"""The threads of a row loop that can do anything: a kernel's bounds guard, read off its code.
 
 Most kernels start by computing their global x index and returning at once for the threads outside the
-data (``i = cuda.grid(1); if i < x.size: ...``, ``if x >= n or y >= m: return``). In the grid loop each
-such guard is a branch per thread: LLVM vectorises the loop only with masked loads and stores, which cost
-2-3x a plain loop on some CPUs (AMD's Zen 4), and cannot drop it (LLVM's inductive range check
-elimination is not available through llvmlite). So, as that pass would, the grid loop runs only the threads
-the guard admits: it narrows its x range to them, and tells LLVM that the guard holds there (``llvm.assume``
-of the very comparison the kernel makes, which LLVM then folds away).
+data (``i = cuda.grid(1); if i < x.size: ...``, ``if x >= n or y >= m: return``). In the row loop each such
+guard is a branch per thread: LLVM vectorises the loop only with masked loads and stores, which cost 2-3x a
+plain loop on some CPUs (AMD's Zen 4 and 5), and cannot drop it (LLVM's inductive range check elimination
+is not available through llvmlite). So, as that pass would, the row loop runs only the threads the guard
+admits: it narrows its x range to them, and tells LLVM that the guard holds there (``llvm.assume`` of the
+very comparison the kernel makes, which LLVM then folds away).
 
 That is sound where a thread the guard rejects does nothing observable. :func:`x_bounds` reads the kernel's
 numba IR from its entry: blocks of side-effect-free assignments (index arithmetic, attribute and element
 reads, ``cuda.grid``), each ending in a branch one of whose targets returns at once. Each such branch's
 condition must hold for the thread to do anything; those comparing the thread's global x index
 (``cuda.grid(1)``, ``cuda.grid(2)[0]``, ``threadIdx.x + blockIdx.x * blockDim.x``) with an expression of the
-kernel's arguments alone become the bounds, as source the grid loop evaluates once per launch. Anything
-else -- a store, a print, a call, a loop before the guard, a context that overdubs ``cuda.grid`` or the
-comparisons, a hook that observes calls -- ends the walk, and the grid loop runs every thread.
+kernel's arguments alone become the bounds, as source the row loop evaluates once per row. Anything else --
+a store, a print, a call, a loop before the guard; an operation on numbers, an element read or
+``cuda.grid`` that a method or a context's overdub may take; a hook that observes calls -- ends the walk,
+and the row loop runs every thread.
 
 numba internals: the untyped IR of ``numba.core.compiler.run_frontend`` and its node classes.
 """
@@ -23,7 +24,6 @@ from __future__ import annotations
 
 import operator
 
-import numba
 from numba import cuda as numba_cuda
 from numba.core import ir
 from numba.core import types as nt
@@ -33,11 +33,10 @@ from ..context import POSTHOOK, PREHOOK, TargetRoot
 from ..operators import INPLACE, tables
 from ..rewrite import CHAIN_MARK, ModuleProxy, Overdubbed
 
-__all__ = ["x_bounds", "FLIPPED"]
+__all__ = ["x_bounds"]
 
 _COMPARISONS = {operator.lt: "<", operator.le: "<=", operator.gt: ">", operator.ge: ">="}
-FLIPPED = {"<": ">", "<=": ">=", ">": "<", ">=": "<="}
-"""``a op b`` is ``b FLIPPED[op] a``."""
+_FLIPPED = {"<": ">", "<=": ">=", ">": "<", ">=": "<="}       # a op b is b _FLIPPED[op] a
 _NEGATED = {"<": ">=", "<=": ">", ">": "<=", ">=": "<"}
 _ARITHMETIC = {operator.add: "+", operator.sub: "-", operator.mul: "*", operator.floordiv: "//"}
 _PURE_CALLS = (numba_cuda.grid, numba_cuda.gridsize, bool, len, min, max, abs)
@@ -76,9 +75,9 @@ _NUMBERS = tuple(sorted(nt.integer_domain, key=str)) + (nt.float32, nt.float64, 
 
 def _numba_s_on_numbers(chain: tuple, op, arity: int) -> bool:
     """Is ``op`` on numbers (and booleans) numba's own operation in ``chain``: does no method of its tables
-    (overdubs, methods added to it, dunders) take them? A method for a user's type leaves them numba's. (The kernel's own
-    typing of each such operation consults its table for the actual types: a method that takes numbers added
-    later recompiles it.)"""
+    (overdubs, methods added to it, dunders) take them? A method for a user's type leaves them numba's. (The
+    kernel's own typing of each such operation consults its table for the actual types: a method that takes
+    numbers, added later, recompiles it.)"""
     pairs = [(t,) for t in _NUMBERS] if arity == 1 else [(a, b) for a in _NUMBERS for b in _NUMBERS]
     for each in (op, INPLACE.get(op)):
         for table in tables(chain, each) if each is not None else ():
@@ -240,7 +239,7 @@ class _Walk:
         if not self._is_x(lhs):
             if not self._is_x(rhs):
                 return None
-            op, lhs, rhs = FLIPPED[op], rhs, lhs
+            op, lhs, rhs = _FLIPPED[op], rhs, lhs
         source = self._source(rhs)
         if source is None:
             return None
