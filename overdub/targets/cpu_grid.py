@@ -31,15 +31,22 @@ def _packed(argtypes) -> types.Tuple:
     return types.Tuple((types.int64,) * 6 + (types.boolean,) + tuple(argtypes))
 
 
+_loaders: dict = {}       # launch tuple type -> its loader: numba's typing keeps every intrinsic's template
+
+
 def _args_loader(packed: types.Tuple):
-    """An intrinsic ``load(address)``: the packed launch tuple at ``address``."""
-    @intrinsic
-    def load_args(typingctx, address):
-        def codegen(context, builder, sig, args):
-            pointer = builder.bitcast(args[0], context.get_value_type(packed).as_pointer())
-            return builder.load(pointer)
-        return packed(address), codegen
-    return load_args
+    """An intrinsic ``load(address)``: the packed launch tuple at ``address`` (one per tuple type, kept for the
+    process as the entries are: a new one per compile would add a typing template per compile)."""
+    loader = _loaders.get(packed)
+    if loader is None:
+        @intrinsic
+        def load_args(typingctx, address):
+            def codegen(context, builder, sig, args):
+                pointer = builder.bitcast(args[0], context.get_value_type(packed).as_pointer())
+                return builder.load(pointer)
+            return packed(address), codegen
+        loader = _loaders.setdefault(packed, load_args)
+    return loader
 
 
 def _bound_value(context, builder, ty, value):
