@@ -388,3 +388,33 @@ def test_kernels_and_callees_reading_the_thread_and_block_x_index_apart_see_thei
     run(kernel, out, n, blocks=64, threads=32)
     i = np.arange(n)
     np.testing.assert_array_equal(out, np.stack([i % 32 + 1000 * (i // 32), i % 32, i], axis=1))
+
+
+def global_index(out, n):
+    x, y, z = cuda.grid(3)
+    if x < n:
+        out[z, y, x] = x + 1
+
+
+def every_index(out):
+    x, y, z = cuda.grid(3)
+    if x < out.shape[2] and y < out.shape[1] and z < out.shape[0]:
+        out[z, y, x] = (cuda.threadIdx.x + 7 * cuda.blockIdx.x + 100 * cuda.threadIdx.y + 1000 * cuda.blockIdx.y
+                        + 10000 * cuda.threadIdx.z + 100000 * cuda.blockIdx.z)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_launch_shapes_drawn_at_random_run_each_thread_once_with_its_own_indices(seed, workers):
+    rng = np.random.default_rng(seed)
+    threads = tuple(int(t) for t in rng.integers(1, [40, 6, 4]))
+    blocks = tuple(int(b) for b in rng.integers(1, [9, 5, 3]))
+    shape = (blocks[2] * threads[2], blocks[1] * threads[1], blocks[0] * threads[0])
+    n = int(rng.integers(0, shape[2] + 3))
+    out = np.zeros(shape, np.int64)
+    run(global_index, out, n, blocks=blocks, threads=threads)
+    z, y, x = np.indices(shape)
+    np.testing.assert_array_equal(out, np.where(x < n, x + 1, 0))
+    out[:] = -1
+    run(every_index, out, blocks=blocks, threads=threads)
+    (tx, bx), (ty, by), (tz, bz) = ((axis % t, axis // t) for axis, t in zip((x, y, z), threads))
+    np.testing.assert_array_equal(out, tx + 7 * bx + 100 * ty + 1000 * by + 10000 * tz + 100000 * bz)
