@@ -299,7 +299,7 @@ def entry(argtypes):
         namespace_ = {"run_grid": run_grid}
         params = "".join(f", a{i}" for i in range(len(argtypes)))
         exec(compile(_ENTRY.format(params=params), "<overdub grid entry>", "exec"), namespace_)
-        compiled = numba.njit(namespace_["entry"], _nrt=False, nogil=True)
+        compiled = numba.njit(namespace_["entry"], _nrt=False, nogil=True, no_cfunc_wrapper=True)
         compiled.compile(entry_types(argtypes))
         compiled.disable_compile()
         _entries[argtypes] = compiled
