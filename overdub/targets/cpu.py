@@ -88,7 +88,8 @@ class CPULauncher:
         self.entry_point = entry.overloads[cpu_grid.entry_types(argtypes)].entry_point
 
     def suggested_block_size(self, shmem: int = 0) -> int:
-        """Threads of a block run one after another in the grid loop: this keeps its inner loop long."""
+        """Threads run one after another in the row loop: a block this size keeps its rows long even where
+        they hold one block (block rows)."""
         return 256
 
     def launch_function(self, kernel, args, argtypes):

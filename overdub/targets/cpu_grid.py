@@ -59,7 +59,7 @@ def _bound_value(context, builder, ty, value):
 
 @intrinsic
 def narrow(typingctx, op, bound, lo, hi):
-    """``(lo, hi)``, the range of x indices a grid loop runs, narrowed to those with ``x op bound``; unchanged
+    """``(lo, hi)``, the range of x indices a row loop runs, narrowed to those with ``x op bound``; unchanged
     where the bound is no exact integer (the kernel's own comparison then decides, thread by thread)."""
     if not isinstance(op, types.StringLiteral):
         return None
@@ -88,7 +88,7 @@ def narrow(typingctx, op, bound, lo, hi):
 
 @intrinsic
 def assume_x(typingctx, op, x, bound):
-    """Tell LLVM that ``x op bound`` holds -- in the grid loop, for the x indices ``narrow`` kept -- as the
+    """Tell LLVM that ``x op bound`` holds -- in the row loop, for the x indices ``narrow`` kept -- as the
     very comparison the kernel makes, so that LLVM folds the kernel's guard away."""
     if not isinstance(op, types.StringLiteral):
         return None
