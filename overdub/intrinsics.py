@@ -15,6 +15,7 @@ from numba.core.extending import intrinsic, typeof_impl
 from numba.cuda import nvvmutils
 import numba
 
+from . import world
 from .bridge import load_element, store_element
 from .types import PtrType
 
@@ -285,6 +286,13 @@ def _emit_printf(context, builder, fmt: str, values: list) -> None:
     printf = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.IntType(32), [_I8P], var_arg=True),
                                             "printf")
     builder.call(printf, [_c_string(context, builder, fmt)] + values)
+    built = world.being_built()
+    if built is not None:
+        built.needs.add(PRINTS)
+
+
+PRINTS = "printf on the host"
+"""What a kernel whose code (or a callee's) calls C's printf needs: its launch flushes stdout when it ends."""
 
 
 @intrinsic(prefer_literal=True)

@@ -993,3 +993,34 @@ def test_a_default_value_edited_between_processes_is_a_miss(modules):
     """, "k=2.0", "k=3.0")
     assert (before[1], after[1]) == (2.0, 3.0)
     assert (stats["disk_hits"], stats["compiles"]) == (0, 1)
+
+
+PRINTING = """
+import os, sys
+import numpy as np
+import overdub as od
+
+@od.function
+def say(x: od.Integer):
+    print("callee says", x)
+
+def kernel(out):
+    say(7)
+    out[0] = 1
+
+od.cuda(kernel, np.zeros(1), target="cpu")
+os.write(1, b"after the launch\\n")          # unbuffered: it follows what the launch flushed
+print(od.stats()["disk_hits"])
+"""
+
+
+def test_a_kernel_whose_callee_prints_flushes_at_the_end_of_its_launch_compiled_or_loaded(tmp_path):
+    env = _environment(tmp_path, tmp_path / "cache")
+    env.pop("PYTHONUNBUFFERED", None)          # C's stdout buffered, as into a pipe it is by default
+    outputs = []
+    for _ in range(2):
+        done = subprocess.run([sys.executable, "-c", PRINTING], capture_output=True, text=True, timeout=300, env=env)
+        assert done.returncode == 0, done.stderr
+        outputs.append(done.stdout.splitlines())
+    assert outputs[0] == ["callee says 7", "after the launch", "0"]
+    assert outputs[1] == ["callee says 7", "after the launch", "1"]        # loaded from the disk cache

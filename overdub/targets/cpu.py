@@ -39,7 +39,7 @@ from numba.core.registry import cpu_target
 
 from .. import arguments, bridge, world
 from ..context import CPU, TargetRoot
-from ..intrinsics import cuprintln
+from ..intrinsics import PRINTS, cuprintln
 from ..types import typeof
 from . import cpu_checks, cpu_grid, cpu_state, cpu_sync, launchfn
 from .cpu_atomics import ATOMIC
@@ -96,13 +96,18 @@ class CPULauncher:
         names = "".join(f", {name}" for name in launchfn.argument_names(len(args)))
         mode = cpu_grid.MODES[self.mode]
         run = f"failed = entry({mode}, TARGET.workers, address, gx, gy, gz, tx, ty, tz, shmem{names})"
-        body = _checked(run, kernel) if self.checked else [run]
-        body += ["fflush(None)    # device printf reaches the console at the end of each launch",
-                 "if failed:",
+        body = (_checked(run, kernel) if self.checked else [run]) + _flush(kernel)
+        body += ["if failed:",
                  "    raise_grid_error(kernel)"]
         return launchfn.generate(kernel, args, argtypes, body, {
             "entry": self.entry_point, "address": self.address, "TARGET": TARGET, "fflush": _libc.fflush,
             "raise_grid_error": _raise_grid_error, "raise_recorded": cpu_checks.raise_recorded})
+
+
+def _flush(kernel) -> list[str]:
+    """Device printf reaches the console at the end of each launch of a kernel that prints (and only then: a
+    flush is a sixth of an empty launch)."""
+    return ["fflush(None)"] if PRINTS in kernel.needs else []
 
 
 def _checked(run: str, kernel) -> list[str]:
@@ -125,7 +130,7 @@ class SerialLauncher:
     def launch_function(self, kernel, args, argtypes):
         arguments = "".join(f"{name}, " for name in launchfn.argument_names(len(args)))
         run = f"grid_loop({arguments}gx, gy, gz, tx, ty, tz, False, 0, gx * gy * gz, 0)"
-        body = (_checked(run, kernel) if self.checked else [run]) + ["fflush(None)"]
+        body = (_checked(run, kernel) if self.checked else [run]) + _flush(kernel)
         return launchfn.generate(kernel, args, argtypes, body, {
             "grid_loop": self.entry_point, "fflush": _libc.fflush, "raise_recorded": cpu_checks.raise_recorded})
 
