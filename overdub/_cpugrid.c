@@ -312,23 +312,23 @@ static void fiber_start(void) {
     fiber_exit(f);
 }
 
+/* Grow *items (*capacity elements of `size` bytes) to hold `wanted`, the new ones zeroed; 0 when out of memory. */
+static int grow(void **items, int *capacity, int64_t wanted, size_t size) {
+    if (wanted <= *capacity)
+        return 1;
+    char *grown = realloc(*items, wanted * size);
+    if (!grown)
+        return 0;
+    memset(grown + *capacity * size, 0, (wanted - *capacity) * size);
+    *items = grown;
+    *capacity = (int)wanted;
+    return 1;
+}
+
 static int reserve(worker *w, int64_t nfibers, int64_t nblocks, int64_t nwarps) {
-    if (nfibers > w->fiber_capacity) {
-        fiber *grown = realloc(w->fibers, nfibers * sizeof(fiber));
-        if (!grown)
-            return 0;
-        memset(grown + w->fiber_capacity, 0, (nfibers - w->fiber_capacity) * sizeof(fiber));
-        w->fibers = grown;
-        w->fiber_capacity = (int)nfibers;
-    }
-    if (nblocks > w->block_capacity) {
-        block *grown = realloc(w->blocks, nblocks * sizeof(block));
-        if (!grown)
-            return 0;
-        memset(grown + w->block_capacity, 0, (nblocks - w->block_capacity) * sizeof(block));
-        w->blocks = grown;
-        w->block_capacity = (int)nblocks;
-    }
+    if (!grow((void **)&w->fibers, &w->fiber_capacity, nfibers, sizeof(fiber))
+            || !grow((void **)&w->blocks, &w->block_capacity, nblocks, sizeof(block)))
+        return 0;
     for (int64_t i = 0; i < nblocks; i++) {
         block *b = &w->blocks[i];
         if (b->nwarps < nwarps) {
