@@ -69,3 +69,18 @@ def run(kernel, *args, n=1, dtype=np.int64, **launch):
 def fresh(name="f"):
     """A new, empty generic function."""
     return od.GenericFunction(name)
+
+
+SCALED = """
+import overdub as od
+
+scaled = od.Context("scaled", state=od.Float)
+
+def h(x):
+    return x
+
+@scaled.overdub(h)
+def _(x):
+    return x * od.state()
+"""
+"""Module source of a context whose launch state scales what ``h`` returns: ``make_module(SCALED + kernel)``."""

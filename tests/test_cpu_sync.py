@@ -17,6 +17,7 @@ import pytest
 
 import overdub as od
 import sync_kernels as k
+from helpers import SCALED
 from overdub.targets import cpu, cpu_sync
 
 
@@ -530,19 +531,9 @@ def test_atomics_in_a_callee_compiled_on_its_own_are_exact(make_module):
 
 
 def test_a_launch_state_reaches_callees_of_a_kernel_run_as_fibers(make_module):
-    m = make_module("""
+    m = make_module(SCALED + textwrap.dedent("""
         import numba
-        import overdub as od
         from numba import cuda
-
-        scaled = od.Context("scaled", state=od.Float)
-
-        def h(x):
-            return x
-
-        @scaled.overdub(h)
-        def _(x):
-            return x * od.state()
 
         def kernel(out):
             s = cuda.shared.array(32, numba.float64)
@@ -550,7 +541,7 @@ def test_a_launch_state_reaches_callees_of_a_kernel_run_as_fibers(make_module):
             s[t] = h(float(t))
             cuda.syncthreads()
             out[cuda.grid(1)] = s[31 - t]
-    """)
+    """))
     out = np.zeros(64)
     od.cuda(m.kernel, out, blocks=2, threads=32, target="cpu", context=m.scaled, state=1.5)
     np.testing.assert_array_equal(out, np.tile(np.arange(31, -1, -1) * 1.5, 2))

@@ -4,6 +4,7 @@ Cross-process behaviour runs real subprocesses on module files in a temporary di
 this process, where ``runtime.reset()`` forgets every compiled kernel as a new process would.
 """
 import importlib
+import inspect
 import json
 import os
 import pathlib
@@ -21,6 +22,7 @@ from overdub import diskcache
 from overdub.runtime import runtime
 from overdub.targets import cpu
 
+import sync_kernels
 from helpers import unique_name
 
 WORKTREE = pathlib.Path(od.__file__).resolve().parent.parent
@@ -590,21 +592,7 @@ import overdub as od
 from numba import cuda
 
 
-@od.function
-def block_prefix(value):
-    s = cuda.shared.array(64, numba.int64)
-    t = cuda.threadIdx.x
-    s[t] = value
-    cuda.syncthreads()
-    k = 1
-    while k < cuda.blockDim.x:
-        v = s[t - k] if t >= k else 0
-        cuda.syncthreads()
-        s[t] += v
-        cuda.syncthreads()
-        k *= 2
-    return s[t]
-
+""" + inspect.getsource(sync_kernels.block_prefix.methods[0].func) + """
 
 def lane():
     return cuda.threadIdx.x + 100 * cuda.blockIdx.x

@@ -18,7 +18,7 @@ import overdub as od
 from overdub import launch as od_launch
 from overdub.runtime import STATE_MARK, launch_key, runtime
 
-from helpers import compiles
+from helpers import SCALED, compiles
 
 COUNTING = """
 import math
@@ -82,21 +82,7 @@ def test_each_launch_passes_its_own_state_to_the_same_compiled_kernel(make_modul
 
 
 def test_a_scalar_state_is_read_by_an_overdub(make_module):
-    m = make_module("""
-        import overdub as od
-
-        scaled = od.Context("scaled", state=od.Float)
-
-        def h(x):
-            return x
-
-        @scaled.overdub(h)
-        def _(x):
-            return x * od.state()
-
-        def kernel(out):
-            out[0] = h(2.0)
-    """)
+    m = make_module(SCALED + "def kernel(out):\n    out[0] = h(2.0)\n")
     out = np.zeros(1)
     cpu(m.kernel, out, context=m.scaled, state=1.5)
     assert out[0] == 3.0
@@ -714,21 +700,7 @@ def test_a_stateful_kernel_takes_the_state_as_its_first_parameter_in_ptx(make_mo
 
 
 def test_the_cuda_target_compiles_a_state_for_a_scalar_context(make_module):
-    m = make_module("""
-        import overdub as od
-
-        scaled = od.Context("scaled", state=od.Float)
-
-        def h(x):
-            return x
-
-        @scaled.overdub(h)
-        def _(x):
-            return x * od.state()
-
-        def kernel(out):
-            out[0] = h(3.0)
-    """)
+    m = make_module(SCALED + "def kernel(out):\n    out[0] = h(3.0)\n")
     ptx = od.code_ptx(m.kernel, numba.float64[::1], context=m.scaled, state=numba.float32)
     assert "cvt.f64.f32" in ptx and re.search(r"mul(\.rn)?\.f64", ptx)     # the float32 state, times 3.0
     with pytest.raises(TypeError, match="declares state of type Float, not int64"):
@@ -814,21 +786,7 @@ def test_gpu_posthook_sees_results(make_module):
 @pytest.mark.gpu
 def test_gpu_a_scalar_state_is_launch_data(make_module):
     cp = pytest.importorskip("cupy")
-    m = make_module("""
-        import overdub as od
-
-        scaled = od.Context("scaled", state=od.Float)
-
-        def h(x):
-            return x
-
-        @scaled.overdub(h)
-        def _(x):
-            return x * od.state()
-
-        def kernel(out):
-            out[0] = h(2.0)
-    """)
+    m = make_module(SCALED + "def kernel(out):\n    out[0] = h(2.0)\n")
     out = cp.zeros(1)
     results = []
     for value in (1.5, -4.0, 0.25):
