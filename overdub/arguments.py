@@ -28,7 +28,7 @@ from numba.np import numpy_support
 from .intrinsics import Pointer, contiguity, interface_dtype
 from .types import STRUCT_METADATA, PtrType, StructType, dtype_of, element_type, typeof
 
-__all__ = ["ArgumentKind", "kind_of", "signature_guards", "SLOT_CODES", "MAX_NATIVE_SLOTS"]
+__all__ = ["ArgumentKind", "kind_of", "signature_guards", "refuse_container", "SLOT_CODES", "MAX_NATIVE_SLOTS"]
 
 # the struct code of each scalar's 8-byte parameter slot, padding included
 SLOT_CODES = {"int8": "b7x", "int16": "h6x", "int32": "i4x", "int64": "q", "uint8": "B7x", "uint16": "H6x",
@@ -495,6 +495,14 @@ _PYTHON_INT, _SCALAR, _NUMPY, _DEVICE, _POINTER = PythonInt(), Scalar(), NumpyAr
 _HOST_RECORD, _RECORD, _TUPLE = HostRecord(), RecordArgument(), TupleArgument()
 _STRUCT, _NAMEDTUPLE = StructArgument(), NamedTupleArgument()
 _by_class: dict[type, ArgumentKind | None] = {}
+
+
+def refuse_container(value, ty) -> None:
+    """Raise where ``ty``, numba's type of the launch argument ``value``, is a Python container (list, set, dict):
+    kernels are compiled without numba's runtime, which those need, and a GPU cannot read them."""
+    if isinstance(ty, (nt.List, nt.Set, nt.DictType, nt.ListType)):
+        raise TypeError(f"a {type(value).__name__} ({value!r:.60}) cannot be a kernel argument: pass a numpy (or "
+                        f"cupy) array -- np.asarray(...) -- or a tuple")
 
 
 def kind_of(value) -> ArgumentKind | None:

@@ -133,8 +133,20 @@ def kernel_job(kernel, args: tuple, typeof, chain: tuple, hidden: tuple = ()) ->
     lifted = lift(kernel)
     function, launched = (kernel, hidden + tuple(args)) if lifted is None else \
         (lifted.function, hidden + lifted.captured_values() + tuple(args))
-    argtypes = tuple(map(typeof, launched))
+    argtypes = tuple(_argument_type(typeof, function, i - len(hidden), value) for i, value in enumerate(launched))
     return compiler.CompileJob.of(function, argtypes, chain), launched, argtypes, lifted
+
+
+def _argument_type(typeof, function, position: int, value):
+    """``typeof(value)``; an argument the target refuses is named by the kernel's parameter it was passed to."""
+    try:
+        return typeof(value)
+    except (TypeError, ValueError) as error:      # overdub's refusals; numba's "cannot determine the type"
+        code = function.__code__
+        params = code.co_varnames[:code.co_argcount]
+        where = f"parameter {params[position]!r}" if 0 <= position < len(params) else f"argument {position}"
+        error.args = (f"{function.__qualname__}, {where}: {error}",)
+        raise
 
 
 def compiled_kernel(kernel, args: tuple, typeof, chain: tuple, hidden: tuple = ()) -> tuple:

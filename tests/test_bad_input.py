@@ -3,6 +3,7 @@ import functools
 
 import numpy as np
 import pytest
+from numba import cuda
 
 import overdub as od
 from overdub import targets
@@ -110,3 +111,26 @@ def test_a_kernel_with_keyword_only_or_variadic_parameters_is_refused_before_com
     for bad in (keyword_only, variadic):
         with pytest.raises(TypeError, match="positional parameters only"):
             od.cuda(bad, np.zeros(1))
+
+
+def increments(out, n):
+    i = cuda.grid(1)
+    if i < n:
+        out[i] += 1
+
+
+@pytest.mark.parametrize("bad, message", [([1, 2, 3], "a list .* cannot be a kernel argument: pass a numpy"),
+                                          ({1, 2}, "a set .* cannot be a kernel argument"),
+                                          (object(), "Cannot determine Numba type")])
+def test_an_argument_no_kernel_can_take_is_refused_naming_the_kernel_and_its_parameter(bad, message):
+    with pytest.raises((TypeError, ValueError), match=f"increments, parameter 'out': {message}"):
+        od.cuda(increments, bad, 3, blocks=1, threads=4, target="cpu")
+    out = np.zeros(4)                              # and nothing is left broken
+    od.cuda(increments, out, 3, blocks=1, threads=4, target="cpu")
+    assert out.tolist() == [1, 1, 1, 0]
+
+
+def test_the_cuda_target_refuses_python_containers_as_arguments_too():
+    from overdub.targets import cuda as cuda_target
+    with pytest.raises(TypeError, match="a list .* cannot be a kernel argument"):
+        cuda_target.target_for((9, 0)).typeof([1.0, 2.0])

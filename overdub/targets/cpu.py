@@ -205,7 +205,9 @@ class CPUTarget(Configurable):
     def typeof(self, value):
         kind = arguments.kind_of(value)
         if kind is None:
-            return typeof(value)
+            ty = typeof(value)
+            arguments.refuse_container(value, ty)
+            return ty
         if kind.memory(value) == "device":
             raise TypeError(f"a {type(value).__name__} ({value!r:.60}) lives in GPU memory: the CPU target takes "
                             f"host memory (a numpy array, od.pointer of one)")

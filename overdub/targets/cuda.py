@@ -384,7 +384,9 @@ class CUDATarget(Configurable):
     def typeof(self, value):
         kind = arguments.kind_of(value)
         if kind is None:
-            return cuda_typeof(value, Purpose.argument)
+            ty = cuda_typeof(value, Purpose.argument)
+            arguments.refuse_container(value, ty)
+            return ty
         if kind.memory(value) == "host":
             raise HostMemoryError(f"a {kind.name.replace('_', ' ')} ({value!r:.60}) lives in host memory: pass a cupy "
                                   f"array, a numba device array (numba.cuda.to_device), any __cuda_array_interface__ "
