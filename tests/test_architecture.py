@@ -136,5 +136,5 @@ def test_each_launcher_provides_the_launcher_interface():
     from overdub import targets
     from overdub.targets import cpu, cuda
     members = [name for name in vars(targets.Launcher) if not name.startswith("_")]
-    for launcher in (cpu.CPULauncher, cuda.CUDALauncher):
+    for launcher in (cpu.target.CPULauncher, cuda.CUDALauncher):
         assert [m for m in members if not hasattr(launcher, m)] == []

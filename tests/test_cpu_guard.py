@@ -9,7 +9,8 @@ from numba import cuda
 
 import overdub as od
 from overdub import rewrite
-from overdub.targets import cpu, cpu_guard
+from overdub.targets import cpu
+from overdub.targets.cpu import guard as cpu_guard
 
 
 def run(kernel, *args, blocks, threads, **kw):

@@ -18,7 +18,8 @@ import pytest
 import overdub as od
 import sync_kernels as k
 from helpers import SCALED
-from overdub.targets import cpu, cpu_sync
+from overdub.targets import cpu
+from overdub.targets.cpu import runner as cpu_runner
 
 
 def _can_build_extensions() -> bool:
@@ -33,7 +34,7 @@ def native_runner(request):
     """Every test here but those marked ``no_runner`` needs the native runner, and FAILS without it: CI
     installs overdub with ``pip install -e .``, which builds it, and a build that silently lost it must not
     pass. OVERDUB_ALLOW_NO_CPUGRID=1 skips them instead (a machine without a C compiler)."""
-    if cpu_sync.SYMBOLS is not None or request.node.get_closest_marker("no_runner"):
+    if cpu_runner.SYMBOLS is not None or request.node.get_closest_marker("no_runner"):
         return
     if os.environ.get("OVERDUB_ALLOW_NO_CPUGRID") == "1":
         pytest.skip("overdub._cpugrid is not built (OVERDUB_ALLOW_NO_CPUGRID=1)")
@@ -342,9 +343,9 @@ def test_bad_shared_array_arguments_name_the_construct(make_module):
 def test_overdub_cpu_threads_must_be_a_positive_number(monkeypatch):
     monkeypatch.setenv("OVERDUB_CPU_THREADS", "0")
     with pytest.raises(ValueError, match="OVERDUB_CPU_THREADS is '0'"):
-        cpu._workers_from_environment()
+        cpu.target._workers_from_environment()
     monkeypatch.setenv("OVERDUB_CPU_THREADS", "3")
-    assert cpu._workers_from_environment() == 3
+    assert cpu.target._workers_from_environment() == 3
 
 
 # --- parallel blocks -------------------------------------------------------------------------------------
@@ -483,7 +484,7 @@ def test_without_the_native_runner_blocks_run_serially_and_barriers_are_refused(
         import numpy as np
         import overdub as od
         from numba import cuda
-        from overdub.targets.cpu_sync import UnsupportedOnCPU
+        from overdub.targets.cpu import UnsupportedOnCPU
 
         def saxpy(a, x, y):
             i = cuda.grid(1)

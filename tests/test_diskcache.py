@@ -723,7 +723,7 @@ def sync_program(tmp_path):
     return tmp_path, tmp_path / "cache"
 
 
-@pytest.mark.skipif(cpu.cpu_sync.SYMBOLS is None, reason="overdub._cpugrid is not built (tests/test_cpu_sync.py "
+@pytest.mark.skipif(cpu.runner.SYMBOLS is None, reason="overdub._cpugrid is not built (tests/test_cpu_sync.py "
                                                            "fails for it)")
 def test_cpu_kernels_of_every_grid_mode_are_loaded_by_the_next_process_and_run_in_their_mode(sync_program):
     """Barriers and shared memory (a kernel's own, a callee's), warp shuffles, a grid sync, a callee reading
@@ -742,7 +742,7 @@ def test_a_process_without_the_runner_neither_loads_nor_is_loaded_by_one_with_it
     serial = [_sync_process(*sync_program, "serial") for _ in range(2)]
     assert serial[0]["results"] == serial[1]["results"] == _expected_sync_results("serial")
     assert [(r["stats"]["compiles"], r["stats"]["disk_hits"]) for r in serial] == [(2, 0), (0, 2)]
-    if cpu.cpu_sync.SYMBOLS is not None:
+    if cpu.runner.SYMBOLS is not None:
         runner = _sync_process(*sync_program, "runner")
         assert runner["results"] == _expected_sync_results("runner")
         assert (runner["stats"]["compiles"], runner["stats"]["disk_hits"]) == (6, 0)

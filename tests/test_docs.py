@@ -85,8 +85,8 @@ _NEEDS_RUNNER = ("syncthreads", "shared.array", "_sync(", "this_grid")
 
 @pytest.mark.parametrize("path, first, source", CASES)
 def test_block_runs(path, first, source, tmp_path):
-    from overdub.targets import cpu_sync
-    if cpu_sync.SYMBOLS is None and any(word in source for word in _NEEDS_RUNNER):
+    from overdub.targets.cpu import runner
+    if runner.SYMBOLS is None and any(word in source for word in _NEEDS_RUNNER):
         pytest.skip("the CPU grid runner (overdub._cpugrid) is not built here: barriers run only with it")
     env = dict(os.environ, OVERDUB_TARGET="cpu", PYTHONDONTWRITEBYTECODE="1",     # the example libraries import
                PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT / "examples"), os.environ.get("PYTHONPATH")])))

@@ -13,9 +13,7 @@ means the launch's dynamic shared memory (``shmem=`` bytes), which all such arra
 """
 from __future__ import annotations
 
-import hashlib
 import itertools
-import pathlib
 import secrets
 import sys
 import types as pytypes
@@ -26,78 +24,16 @@ from numba.core import cgutils, types
 from numba.core.errors import TypingError
 from numba.core.extending import intrinsic, models, overload_method, register_model
 
-from .. import bridge, world
-
-try:
-    from .. import _cpugrid
-except ImportError:         # built without a C compiler: no fibers, blocks run one after another
-    _cpugrid = None
-
-SYMBOLS = _cpugrid.symbols() if _cpugrid is not None else None
-"""The addresses of the runner's functions, by name (None where the helper is not built)."""
-
-_SYMBOL_PREFIX = "overdub_cpugrid_"
-# Compiled code calls the runner's functions by these external symbols, which the JIT resolves to this
-# process's addresses: code loaded from the disk cache was generated in another process, where the runner
-# sat elsewhere (an address baked into the code would call into whatever is there now).
-for _name, _address in (SYMBOLS or {}).items():
-    llvm.add_symbol(_SYMBOL_PREFIX + _name, _address)
+from ... import bridge
+from .runner import NEEDS_FIBERS, NEEDS_GRID_SYNC, native_call, need, require_runner
 
 SYNC_NAMES = ("syncthreads", "syncthreads_count", "syncthreads_and", "syncthreads_or", "shfl_sync", "shfl_up_sync",
                "shfl_down_sync", "shfl_xor_sync", "all_sync", "any_sync", "eq_sync", "ballot_sync", "syncwarp",
                "activemask")
 """The names of numba.cuda that make a kernel run its threads as fibers (besides shared memory and grid groups)."""
 
-NEEDS_FIBERS = "block fibers"
-NEEDS_GRID_SYNC = "grid fibers"
-
 _I32, _I64 = ir.IntType(32), ir.IntType(64)
 _I8P = ir.IntType(8).as_pointer()
-
-
-class UnsupportedOnCPU(TypeError):
-    """A kernel uses a construct the CPU target cannot run here."""
-
-
-def runner_digest() -> str:
-    """Which build of the runner compiled code calls ("none" where it is not built): part of the disk cache's
-    key, since the code's calls follow the runner's conventions."""
-    global _runner_digest
-    if _runner_digest is None:
-        path = getattr(_cpugrid, "__file__", None)
-        _runner_digest = hashlib.sha256(pathlib.Path(path).read_bytes()).hexdigest()[:16] if path else "none"
-    return _runner_digest
-
-
-_runner_digest: str | None = None
-
-
-def last_error() -> str:
-    """The runner's message for this thread's last grid that failed (a deadlock, memory)."""
-    return _cpugrid.last_error()
-
-
-def native_call(builder, name: str, restype, args: list):
-    """Call the runner's function ``name``, by its external symbol (resolved by the JIT in this process)."""
-    function_type = ir.FunctionType(restype, [arg.type for arg in args])
-    function = cgutils.get_or_insert_function(builder.module, function_type, _SYMBOL_PREFIX + name)
-    return builder.call(function, args)
-
-
-def _require_runner(construct: str) -> None:
-    """At typing: a clear error where the runner is not built."""
-    if SYMBOLS is None:
-        sites = bridge.call_sites()
-        where = f" (at {sites[0]})" if sites else ""
-        raise UnsupportedOnCPU(f"{construct} needs overdub's native CPU grid runner (overdub/_cpugrid.c), which "
-                               f"is not built here{where}: reinstall overdub where a C compiler is available")
-
-
-def _need(*what: str) -> None:
-    """At code generation: the kernel being built needs fibers (and maybe a resident grid)."""
-    built = world.being_built()
-    if built is not None:
-        built.needs.update(what)
 
 
 def _i32(value: int):
@@ -113,10 +49,10 @@ def _i64(value: int):
 @intrinsic
 def syncthreads(typingctx):
     """``cuda.syncthreads()``: wait until every live thread of the block has arrived."""
-    _require_runner("cuda.syncthreads")
+    require_runner("cuda.syncthreads")
 
     def codegen(context, builder, sig, args):
-        _need(NEEDS_FIBERS)
+        need(NEEDS_FIBERS)
         native_call(builder, "barrier", _I32, [_i32(0), _i32(0)])
         return context.get_dummy_value()
     return types.none(), codegen
@@ -124,13 +60,13 @@ def syncthreads(typingctx):
 
 def _predicate_barrier(name: str, op: int):
     def barrier(typingctx, predicate):
-        _require_runner(f"cuda.{name}")
+        require_runner(f"cuda.{name}")
         if not isinstance(predicate, types.Integer):        # numba-cuda's rule: a bool does not convert
             raise TypingError(f"cuda.{name} takes an integer predicate, not {predicate} (as on the GPU: write "
                               f"numba.int32(condition))")
 
         def codegen(context, builder, sig, args):
-            _need(NEEDS_FIBERS)
+            need(NEEDS_FIBERS)
             value = context.cast(builder, args[0], sig.args[0], types.int32)
             return native_call(builder, "barrier", _I32, [_i32(op), value])
         return types.int32(predicate), codegen
@@ -173,13 +109,13 @@ def _warp_op(builder, context, op: int, value, arg, mask, mask_type):
 
 def _shuffle(name: str, op: int):
     def shuffle(typingctx, mask, value, lane):
-        _require_runner(f"cuda.{name}")
+        require_runner(f"cuda.{name}")
         if value not in _SHUFFLED or not isinstance(mask, types.Integer) or not isinstance(lane, types.Integer):
             raise TypingError(f"cuda.{name}(mask, value, {'src_lane' if op == 0 else 'delta'}) takes an integer "
                               f"mask and lane and a 32- or 64-bit int or float value, not ({mask}, {value}, {lane})")
 
         def codegen(context, builder, sig, args):
-            _need(NEEDS_FIBERS)
+            need(NEEDS_FIBERS)
             lane_value = context.cast(builder, args[2], sig.args[2], types.int64)
             bits = _warp_op(builder, context, op, _to_bits(builder, args[1], value), lane_value, args[0], mask)
             return _from_bits(builder, bits, value)
@@ -196,13 +132,13 @@ shfl_xor_sync = _shuffle("shfl_xor_sync", 3)
 
 def _vote(name: str, op: int, restype):
     def vote(typingctx, mask, predicate):
-        _require_runner(f"cuda.{name}")
+        require_runner(f"cuda.{name}")
         if not isinstance(mask, types.Integer) or not isinstance(predicate, (types.Integer, types.Boolean)):
             raise TypingError(f"cuda.{name}(mask, predicate) takes an integer mask and an integer or boolean "
                               f"predicate, not ({mask}, {predicate})")
 
         def codegen(context, builder, sig, args):
-            _need(NEEDS_FIBERS)
+            need(NEEDS_FIBERS)
             truth = context.cast(builder, args[1], sig.args[1], types.boolean)
             result = _warp_op(builder, context, op, builder.zext(truth, _I64), _i64(0), args[0], mask)
             if restype == types.boolean:
@@ -222,12 +158,12 @@ ballot_sync = _vote("ballot_sync", 6, types.uint32)
 @intrinsic
 def syncwarp(typingctx, mask=None):
     """``cuda.syncwarp(mask=0xffffffff)``: wait for the live threads of the warp."""
-    _require_runner("cuda.syncwarp")
+    require_runner("cuda.syncwarp")
     if mask is not None and not isinstance(mask, (types.Integer, types.Omitted)):
         raise TypingError(f"cuda.syncwarp takes an integer mask, not {mask}")
 
     def codegen(context, builder, sig, args):
-        _need(NEEDS_FIBERS)
+        need(NEEDS_FIBERS)
         native_call(builder, "warp", _I64, [_i32(7), _i64(0), _i64(0), _i64(0xFFFFFFFF)])
         return context.get_dummy_value()
     return types.none(types.Omitted(None) if mask is None else mask), codegen
@@ -236,10 +172,10 @@ def syncwarp(typingctx, mask=None):
 @intrinsic
 def activemask(typingctx):
     """``cuda.activemask()``: the lanes of the calling warp whose threads have not exited."""
-    _require_runner("cuda.activemask")
+    require_runner("cuda.activemask")
 
     def codegen(context, builder, sig, args):
-        _need(NEEDS_FIBERS)
+        need(NEEDS_FIBERS)
         return builder.trunc(native_call(builder, "activemask", _I64, []), _I32)
     return types.uint32(), codegen
 
@@ -258,10 +194,10 @@ register_model(GridGroupType)(models.OpaqueModel)
 
 @intrinsic
 def this_grid(typingctx):
-    _require_runner("cuda.cg.this_grid")
+    require_runner("cuda.cg.this_grid")
 
     def codegen(context, builder, sig, args):
-        _need(NEEDS_FIBERS, NEEDS_GRID_SYNC)
+        need(NEEDS_FIBERS, NEEDS_GRID_SYNC)
         return context.get_dummy_value()
     return GridGroupType()(), codegen
 
@@ -269,7 +205,7 @@ def this_grid(typingctx):
 @intrinsic
 def _grid_sync(typingctx, group):
     def codegen(context, builder, sig, args):
-        _need(NEEDS_FIBERS, NEEDS_GRID_SYNC)
+        need(NEEDS_FIBERS, NEEDS_GRID_SYNC)
         native_call(builder, "grid_sync", ir.VoidType(), [])
         return context.get_dummy_value()
     return types.none(group), codegen
@@ -342,12 +278,12 @@ _shared_sites = itertools.count(secrets.randbits(40) << 20)
 def shared_array(typingctx, shape, dtype):
     """``cuda.shared.array(shape, dtype)``: the block's memory for this call site; shape 0 is the launch's
     dynamic shared memory, as many elements as ``shmem`` bytes hold."""
-    _require_runner("cuda.shared.array")
+    require_runner("cuda.shared.array")
     dims, array_type = _array_type("cuda.shared.array", shape, dtype)
     dynamic = dims == (0,)
 
     def codegen(context, builder, sig, args):
-        _need(NEEDS_FIBERS)
+        need(NEEDS_FIBERS)
         itemsize = context.get_abi_sizeof(context.get_data_type(array_type.dtype))
         if dynamic:
             data = native_call(builder, "dynamic_shared", _I8P, [])

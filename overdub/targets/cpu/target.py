@@ -37,14 +37,16 @@ from numba.core.compiler_lock import global_compiler_lock
 from numba.core.environment import Environment
 from numba.core.registry import cpu_target
 
-from .. import arguments, bridge, world
-from ..context import CPU, TargetRoot
-from ..intrinsics import PRINTS, cuprintln
-from ..types import typeof
-from . import cpu_checks, cpu_grid, cpu_state, cpu_sync, launchfn
-from .cpu_atomics import ATOMIC
-from .cpu_sync import SYNC_NAMES, UnsupportedOnCPU, namespace
-from .options import CompileOptions, Configurable
+from ... import arguments, bridge, world
+from ...context import CPU, TargetRoot
+from ...intrinsics import PRINTS, cuprintln
+from ...types import typeof
+from .. import launchfn
+from . import checks as cpu_checks, grid as cpu_grid, runner, state as cpu_state, sync as cpu_sync
+from .atomics import ATOMIC
+from .runner import UnsupportedOnCPU
+from .sync import SYNC_NAMES, namespace
+from ..options import CompileOptions, Configurable
 
 __all__ = ["TARGET", "CPUTarget", "CPUGridError", "UnsupportedOnCPU", "CUDA_IDIOM"]
 
@@ -69,7 +71,7 @@ class CPUGridError(RuntimeError):
 
 
 def _raise_grid_error(kernel):
-    raise CPUGridError(f"{kernel.describe()}: {cpu_sync.last_error()}")
+    raise CPUGridError(f"{kernel.describe()}: {runner.last_error()}")
 
 
 class CPULauncher:
@@ -200,7 +202,7 @@ class CPUTarget(Configurable):
         the grid runner the code calls (which build of it, or none: then the code is the serial grid loop)."""
         settings = (config.OPT, config.BOUNDSCHECK, config.DEBUGINFO_DEFAULT)
         return (f"cpu:{cpu_target.target_context.codegen().magic_tuple()}:{self.options!r}:{settings}:"
-                f"runner={cpu_sync.runner_digest()}")
+                f"runner={runner.runner_digest()}")
 
     def typeof(self, value):
         kind = arguments.kind_of(value)
@@ -227,7 +229,7 @@ class CPUTarget(Configurable):
     def compile_kernel(self, func, argtypes):
         argtypes, checked = tuple(argtypes), self.options.debug
         with cpu_checks.checking(checked):
-            if cpu_sync.SYMBOLS is None:
+            if runner.SYMBOLS is None:
                 grid_loop = cpu_grid.compile_serial(func, argtypes, self._njit_options)
                 return SerialLauncher(grid_loop, argtypes, checked)
             body, address, mode = cpu_grid.compile_grid_body(func, argtypes, world.being_built().needs,
@@ -252,7 +254,7 @@ class CPUTarget(Configurable):
 
     def launcher_from_payload(self, payload, argtypes):
         mode, body, entry = payload
-        if (mode == "serial") != (cpu_sync.SYMBOLS is None) or (mode != "serial" and mode not in cpu_grid.MODES):
+        if (mode == "serial") != (runner.SYMBOLS is None) or (mode != "serial" and mode not in cpu_grid.MODES):
             raise ValueError(f"a {mode!r} grid cannot run here")    # the cache tag keys by the runner: not reached
         argtypes = tuple(argtypes)
         if mode == "serial":

@@ -19,7 +19,7 @@ from numba.core import cgutils, types
 from numba.core.errors import TypingError
 from numba.core.extending import intrinsic
 
-from .cpu_sync import namespace
+from .sync import namespace
 
 _ORDER = "monotonic"
 _PARALLEL = "overdub.parallel"

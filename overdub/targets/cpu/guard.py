@@ -29,9 +29,9 @@ from numba.core import ir
 from numba.core import types as nt
 from numba.core.compiler import run_frontend
 
-from ..context import POSTHOOK, PREHOOK, TargetRoot
-from ..operators import INPLACE, tables
-from ..rewrite import CHAIN_MARK, ModuleProxy, Overdubbed
+from ...context import POSTHOOK, PREHOOK, TargetRoot
+from ...operators import INPLACE, tables
+from ...rewrite import CHAIN_MARK, ModuleProxy, Overdubbed
 
 __all__ = ["x_bounds"]
 

@@ -17,11 +17,12 @@ from llvmlite import ir
 from numba.core import cgutils, types
 from numba.core.extending import intrinsic
 
-from .cpu_atomics import set_parallel
-from ..rewrite import STATE_PARAMETER
-from .cpu_guard import x_bounds
-from .cpu_state import NEEDS_BLOCK_ROWS, fiber_slot, set_row, set_slot, set_x
-from .cpu_sync import NEEDS_FIBERS, NEEDS_GRID_SYNC, SYNC_NAMES, native_call
+from .atomics import set_parallel
+from ...rewrite import STATE_PARAMETER
+from .guard import x_bounds
+from .state import NEEDS_BLOCK_ROWS, fiber_slot, set_row, set_slot, set_x
+from .runner import NEEDS_FIBERS, NEEDS_GRID_SYNC, native_call
+from .sync import SYNC_NAMES
 
 MODES = {"grid loop": 0, "block fibers": 1, "grid fibers": 2, "block rows": 3}
 

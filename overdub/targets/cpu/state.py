@@ -16,9 +16,9 @@ from numba.core.imputils import lower_cast, lower_constant, lower_getattr
 from numba.core.typeconv import Conversion
 from numba.core.typing.templates import AttributeTemplate, infer_getattr
 
-from .. import world
-from . import cpu_sync
-from .cpu_sync import native_call
+from ... import world
+from . import runner
+from .runner import native_call
 
 # The kernel is inlined (at numba IR level) into its grid body, so the reads in its own body find the body's
 # local copy of the state, which LLVM keeps in registers: thread indices are plain loop variables there, and
@@ -42,7 +42,7 @@ def _global_slot(builder, slot: int):
     """The running thread's slot: the runner's state of the current fiber or worker (a fixed array where the
     runner is not built, and blocks run on the calling thread only). Both are reached by external symbols,
     which the JIT resolves in this process, so that code loaded from the disk cache finds this process's."""
-    if cpu_sync.SYMBOLS is None:
+    if runner.SYMBOLS is None:
         try:
             state = builder.module.get_global(_GRID_STATE_SYMBOL)
         except KeyError:

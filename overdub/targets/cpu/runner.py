@@ -1,0 +1,80 @@
+"""The CPU target's interface to the native grid runner (``overdub/_cpugrid.c``): its functions' addresses,
+how compiled code calls them, the build compiled code was made for, and what a kernel needs of it.
+
+Compiled code never holds a runner address: it calls external symbols that the JIT resolves to this process's
+runner, so code loaded from the disk cache calls the runner of the process that loads it.
+"""
+from __future__ import annotations
+
+import hashlib
+import pathlib
+
+from llvmlite import binding as llvm
+from llvmlite import ir
+from numba.core import cgutils
+
+from ... import bridge, world
+
+try:
+    from ... import _cpugrid
+except ImportError:         # built without a C compiler: no fibers, blocks run one after another
+    _cpugrid = None
+
+SYMBOLS = _cpugrid.symbols() if _cpugrid is not None else None
+"""The addresses of the runner's functions, by name (None where the helper is not built)."""
+
+_SYMBOL_PREFIX = "overdub_cpugrid_"
+# Compiled code calls the runner's functions by these external symbols, which the JIT resolves to this
+# process's addresses: code loaded from the disk cache was generated in another process, where the runner
+# sat elsewhere (an address baked into the code would call into whatever is there now).
+for _name, _address in (SYMBOLS or {}).items():
+    llvm.add_symbol(_SYMBOL_PREFIX + _name, _address)
+
+NEEDS_FIBERS = "block fibers"
+NEEDS_GRID_SYNC = "grid fibers"
+
+class UnsupportedOnCPU(TypeError):
+    """A kernel uses a construct the CPU target cannot run here."""
+
+
+def runner_digest() -> str:
+    """Which build of the runner compiled code calls ("none" where it is not built): part of the disk cache's
+    key, since the code's calls follow the runner's conventions."""
+    global _runner_digest
+    if _runner_digest is None:
+        path = getattr(_cpugrid, "__file__", None)
+        _runner_digest = hashlib.sha256(pathlib.Path(path).read_bytes()).hexdigest()[:16] if path else "none"
+    return _runner_digest
+
+
+_runner_digest: str | None = None
+
+
+def last_error() -> str:
+    """The runner's message for this thread's last grid that failed (a deadlock, memory)."""
+    return _cpugrid.last_error()
+
+
+def native_call(builder, name: str, restype, args: list):
+    """Call the runner's function ``name``, by its external symbol (resolved by the JIT in this process)."""
+    function_type = ir.FunctionType(restype, [arg.type for arg in args])
+    function = cgutils.get_or_insert_function(builder.module, function_type, _SYMBOL_PREFIX + name)
+    return builder.call(function, args)
+
+
+def require_runner(construct: str) -> None:
+    """At typing: a clear error where the runner is not built."""
+    if SYMBOLS is None:
+        sites = bridge.call_sites()
+        where = f" (at {sites[0]})" if sites else ""
+        raise UnsupportedOnCPU(f"{construct} needs overdub's native CPU grid runner (overdub/_cpugrid.c), which "
+                               f"is not built here{where}: reinstall overdub where a C compiler is available")
+
+
+def need(*what: str) -> None:
+    """At code generation: the kernel being built needs fibers (and maybe a resident grid)."""
+    built = world.being_built()
+    if built is not None:
+        built.needs.update(what)
+
+
