@@ -6,6 +6,7 @@ the wheel is tagged ``cp311-abi3-<platform>`` so that pip installs it into any o
 C compiler is available the build is skipped and overdub launches through its pure-Python path (and the CPU
 target runs blocks one after another, without barriers).
 """
+
 from setuptools import Extension, setup
 
 setup(
@@ -17,13 +18,13 @@ setup(
             define_macros=[("Py_LIMITED_API", "0x030B0000")],
             optional=True,
         ),
-        Extension(      # the CPU target's grid runner: parallel blocks, fibers for barriers
+        Extension(  # the CPU target's grid runner: parallel blocks, fibers for barriers
             "overdub._cpugrid",
             ["overdub/_cpugrid.c"],
             py_limited_api=True,
             define_macros=[("Py_LIMITED_API", "0x030B0000")],
             libraries=["pthread"],
-            optional=True,      # without it blocks run one after another and barriers are refused
+            optional=True,  # without it blocks run one after another and barriers are refused
         ),
     ],
     options={"bdist_wheel": {"py_limited_api": "cp311"}},

@@ -3,6 +3,7 @@
 Usage: python .ci/check_api_docs.py SITE_DIR. mkdocstrings documents what griffe can see statically; a name
 it cannot (e.g. bound by tuple unpacking) must be covered by hand in docs/api.md, and this check says so.
 """
+
 import re
 import sys
 from pathlib import Path

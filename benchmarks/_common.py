@@ -1,4 +1,5 @@
 """Shared helpers for the benchmark suite: result records, timing, generated modules."""
+
 from __future__ import annotations
 
 import itertools
@@ -23,6 +24,7 @@ def fresh_module(prefix: str, source: str, **extra) -> pytypes.ModuleType:
     from numba import cuda
 
     import overdub as od
+
     name = f"odbench_{prefix}_{next(_counter)}"
     mod = pytypes.ModuleType(name)
     mod.__dict__.update(od=od, cuda=cuda, numba=numba, math=math, np=np)
@@ -53,8 +55,10 @@ def check_close(name: str, got, expected, rtol=1e-5, atol=1e-6) -> None:
     if not np.allclose(got, expected, rtol=rtol, atol=atol):
         bad = np.argwhere(~np.isclose(got, expected, rtol=rtol, atol=atol))
         first = tuple(int(i) for i in bad[0])
-        raise CheckFailed(f"{name}: {len(bad)} of {got.size} elements wrong; first at {first}: "
-                          f"got {got[first]!r}, expected {expected[first]!r}")
+        raise CheckFailed(
+            f"{name}: {len(bad)} of {got.size} elements wrong; first at {first}: "
+            f"got {got[first]!r}, expected {expected[first]!r}"
+        )
 
 
 class Part:
@@ -92,7 +96,7 @@ class Part:
         """Run a correctness check; a failure (or error) is recorded and returns False."""
         try:
             fn()
-        except Exception as exc:   # noqa: BLE001 -- recorded, the suite goes on
+        except Exception as exc:  # noqa: BLE001 -- recorded, the suite goes on
             self.checks.append({"name": name, "ok": False, "detail": error_text(exc)})
             self.errors.append(f"check {name} failed: {error_text(exc)}")
             return False
@@ -114,14 +118,24 @@ class Part:
                     return False
                 part.errors.append(f"{what}: {error_text(exc)}")
                 return True
+
         return _Guard()
 
     def as_dict(self) -> dict:
         if self.status == "ok" and self.errors:
             self.status = "partial"
-        return {"key": self.key, "title": self.title, "status": self.status, "seconds": round(self.seconds, 2),
-                "config": self.config, "measurements": self.measurements, "targets": self.targets,
-                "checks": self.checks, "errors": self.errors, "notes": self.notes}
+        return {
+            "key": self.key,
+            "title": self.title,
+            "status": self.status,
+            "seconds": round(self.seconds, 2),
+            "config": self.config,
+            "measurements": self.measurements,
+            "targets": self.targets,
+            "checks": self.checks,
+            "errors": self.errors,
+            "notes": self.notes,
+        }
 
 
 def best_of(fn, repeats: int) -> float:

@@ -19,6 +19,7 @@ against plum and multipledispatch (where importable) and a plain Python function
 
     python benchmarks/cache_part.py --variant od-cpu --dir DIR      # one run, prints one JSON line
 """
+
 from __future__ import annotations
 
 import argparse
@@ -42,8 +43,10 @@ N = 256
 def _device_module(prefix: str, name: str, offset: int, decorator: str, header: str) -> str:
     defs = [header]
     for j in range(KERNELS):
-        defs.append(f"\n{decorator}\ndef {name}{j}(v{': od.Float' if decorator == '@od.function' else ''}):\n"
-                    f"    return v * {j + offset + 1}.0 + {prefix}\n")
+        defs.append(
+            f"\n{decorator}\ndef {name}{j}(v{': od.Float' if decorator == '@od.function' else ''}):\n"
+            f"    return v * {j + offset + 1}.0 + {prefix}\n"
+        )
     return "\n".join(defs)
 
 
@@ -55,17 +58,22 @@ def program(variant: str) -> dict[str, str]:
         header, decorator = "import numba\n", "@numba.njit(cache=True)"
     else:
         header, decorator = "from numba import cuda\n", "@cuda.jit(device=True, cache=True)"
-    sources = {"dev1": _device_module("1.0", "d", 0, decorator, header),
-               "dev2": _device_module("2.0", "e", KERNELS, decorator, header)}
+    sources = {
+        "dev1": _device_module("1.0", "d", 0, decorator, header),
+        "dev2": _device_module("2.0", "e", KERNELS, decorator, header),
+    }
     lines = [header, "from numba import cuda", "import dev1, dev2\n"]
     for j in range(KERNELS):
         call = f"dev1.d{j}(x[i]) + dev2.e{j}(x[i])"
         if variant == "numba-cpu":
-            lines.append(f"@numba.njit(cache=True)\ndef k{j}(out, x):\n    for i in range(out.size):\n"
-                         f"        out[i] = {call}\n")
+            lines.append(
+                f"@numba.njit(cache=True)\ndef k{j}(out, x):\n    for i in range(out.size):\n        out[i] = {call}\n"
+            )
         else:
-            lines.append(f"{'@cuda.jit(cache=True)' if variant == 'numba-cuda' else ''}\ndef k{j}(out, x):\n"
-                         f"    i = cuda.grid(1)\n    if i < out.size:\n        out[i] = {call}\n")
+            lines.append(
+                f"{'@cuda.jit(cache=True)' if variant == 'numba-cuda' else ''}\ndef k{j}(out, x):\n"
+                f"    i = cuda.grid(1)\n    if i < out.size:\n        out[i] = {call}\n"
+            )
     sources["app"] = "\n".join(lines)
     return sources
 
@@ -76,17 +84,20 @@ def expected(j: int, edited: bool) -> np.ndarray:
     return d + x * (j + KERNELS + 1) + 2.0
 
 
-EDIT = ("return v * 1.0 + 1.0", "return v * 1.0 + 2.0")     # dev1.d0's body: k0 adds 1 more
+EDIT = ("return v * 1.0 + 1.0", "return v * 1.0 + 2.0")  # dev1.d0's body: k0 adds 1 more
 
 
 # --- one run (in its own process) ------------------------------------------------------------------------
 
+
 def _launch_all(variant: str):
     import app as kernels
+
     x = np.arange(N, dtype=np.float64)
     outs = []
     if variant == "od-cpu":
         import overdub as od
+
         for j in range(KERNELS):
             out = np.zeros(N)
             od.cuda(getattr(kernels, f"k{j}"), out, x, blocks=(N + 127) // 128, threads=128, target="cpu")
@@ -101,6 +112,7 @@ def _launch_all(variant: str):
     if variant == "od-cuda":
         import cupy
         import overdub as od
+
         dx = cupy.asarray(x)
         for j in range(KERNELS):
             out = cupy.zeros(N)
@@ -108,6 +120,7 @@ def _launch_all(variant: str):
             outs.append(out)
         return [o.get() for o in outs], od.stats()["compiles"]
     from numba import cuda
+
     dx = cuda.to_device(x)
     for j in range(KERNELS):
         out = cuda.device_array(N)
@@ -120,6 +133,7 @@ def one_run(variant: str, edited: bool) -> dict:
     """Launch every kernel once: the seconds from importing the program (its libraries are imported
     before) to the last result, the kernels compiled, the kernels whose result is not numpy's."""
     import numba  # noqa: F401 -- the libraries' own import time is not the program's start
+
     if variant.startswith("od"):
         import overdub  # noqa: F401
     t0 = time.perf_counter()
@@ -131,16 +145,25 @@ def one_run(variant: str, edited: bool) -> dict:
 
 # --- the part ---------------------------------------------------------------------------------------------
 
+
 def _run_variant(variant: str, directory: Path, edited: bool) -> dict:
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), str(directory),
-                                                                     os.environ.get("PYTHONPATH")])),
-               OVERDUB_CACHE_DIR=str(directory / "od-cache"), NUMBA_CACHE_DIR=str(directory / "numba-cache"),
-               PYTHONDONTWRITEBYTECODE="1")
+    env = dict(
+        os.environ,
+        PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), str(directory), os.environ.get("PYTHONPATH")])),
+        OVERDUB_CACHE_DIR=str(directory / "od-cache"),
+        NUMBA_CACHE_DIR=str(directory / "numba-cache"),
+        PYTHONDONTWRITEBYTECODE="1",
+    )
     env.pop("OVERDUB_CACHE", None)
     t0 = time.perf_counter()
-    done = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--variant", variant, "--dir",
-                           str(directory)] + (["--edited"] if edited else []),
-                          capture_output=True, text=True, env=env, timeout=1800)
+    done = subprocess.run(
+        [sys.executable, str(Path(__file__).resolve()), "--variant", variant, "--dir", str(directory)]
+        + (["--edited"] if edited else []),
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=1800,
+    )
     if done.returncode != 0:
         raise RuntimeError(f"{variant} run failed: {done.stderr[-2000:]}")
     result = json.loads(done.stdout.strip().splitlines()[-1])
@@ -158,13 +181,22 @@ def _program_runs(part, variant: str) -> None:
         dev1.write_text(dev1.read_text().replace(*EDIT))
         runs["edited"] = _run_variant(variant, directory, True)
     for phase, run in runs.items():
-        part.measure(f"{variant} {phase}: program import to last result", run["seconds"] * 1e3, "ms",
-                     process_ms=round(run["process_seconds"] * 1e3, 1), compiles=run["compiles"],
-                     wrong=run["wrong"])
+        part.measure(
+            f"{variant} {phase}: program import to last result",
+            run["seconds"] * 1e3,
+            "ms",
+            process_ms=round(run["process_seconds"] * 1e3, 1),
+            compiles=run["compiles"],
+            wrong=run["wrong"],
+        )
     part.measure(f"{variant} cold/warm", runs["cold"]["seconds"] / runs["warm"]["seconds"], "x")
     if variant.startswith("od"):
-        part.target(f"{variant} warm start at least 5x faster than cold",
-                    runs["cold"]["seconds"] / runs["warm"]["seconds"], ">=", 5.0)
+        part.target(
+            f"{variant} warm start at least 5x faster than cold",
+            runs["cold"]["seconds"] / runs["warm"]["seconds"],
+            ">=",
+            5.0,
+        )
         part.target(f"{variant} after the edit only k0 recompiles", runs["edited"]["compiles"], "==", 1)
         part.target(f"{variant} results after the edit are fresh", len(runs["edited"]["wrong"]), "==", 0)
     else:
@@ -177,6 +209,7 @@ def host_calls(part, quick: bool) -> None:
 
     def multiply(x, y):
         return x * y
+
     area = od.GenericFunction("area")
     area.define(multiply, sig=(od.Float, od.Float))
     area.define(multiply, sig=(od.Integer, od.Integer))
@@ -187,6 +220,7 @@ def host_calls(part, quick: bool) -> None:
     candidates = {"overdub": area, "plain Python function": plain}
     try:
         import plum
+
         dispatch = plum.Dispatcher()
 
         @dispatch
@@ -194,8 +228,9 @@ def host_calls(part, quick: bool) -> None:
             return x * y
 
         @dispatch
-        def p_area(x: int, y: int):                # noqa: F811
+        def p_area(x: int, y: int):  # noqa: F811
             return x * y
+
         candidates["plum"] = p_area
     except ImportError:
         part.notes.append("plum is not installed: no plum figure")
@@ -207,8 +242,9 @@ def host_calls(part, quick: bool) -> None:
             return x * y
 
         @md_dispatch(int, int)
-        def m_area(x, y):                          # noqa: F811
+        def m_area(x, y):  # noqa: F811
             return x * y
+
         candidates["multipledispatch"] = m_area
     except ImportError:
         part.notes.append("multipledispatch is not installed: no multipledispatch figure")
@@ -226,8 +262,9 @@ def run(part, quick: bool, gpu: bool, check_only: bool = False) -> None:
     part.config = {"kernels": KERNELS, "device_methods": 2 * KERNELS, "n": N}
     variants = ["od-cpu", "numba-cpu"] + (["od-cuda", "numba-cuda"] if gpu else [])
     if not gpu:
-        part.notes.append("no usable GPU: the CUDA variants (od.cuda on cupy arrays, numba-cuda cache=True) "
-                          "were not run")
+        part.notes.append(
+            "no usable GPU: the CUDA variants (od.cuda on cupy arrays, numba-cuda cache=True) were not run"
+        )
     for variant in variants:
         with part.guard(variant):
             _program_runs(part, variant)
@@ -244,5 +281,6 @@ if __name__ == "__main__":
     args = ap.parse_args()
     sys.path.insert(0, args.dir)
     import warnings
+
     warnings.filterwarnings("ignore", module="numba")
     print(json.dumps(one_run(args.variant, args.edited)))

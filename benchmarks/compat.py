@@ -36,6 +36,7 @@ recorded; tests that pass in both runs without calling od.jit are reported (they
 Without a GPU the shipped tests fail with CudaSupportError (or skip); NUMBA_ENABLE_CUDASIM=1 exercises the
 harness only.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -55,9 +56,23 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 PLUGIN_DIR = HERE / "compat"
 
-FILES = ["test_math", "test_intrinsics", "test_atomics", "test_sync", "test_warp_ops", "test_record_dtype",
-         "test_complex", "test_libdevice", "test_operator", "test_cooperative_groups", "test_random",
-         "test_array", "test_sm", "test_localmem", "test_constmem"]
+FILES = [
+    "test_math",
+    "test_intrinsics",
+    "test_atomics",
+    "test_sync",
+    "test_warp_ops",
+    "test_record_dtype",
+    "test_complex",
+    "test_libdevice",
+    "test_operator",
+    "test_cooperative_groups",
+    "test_random",
+    "test_array",
+    "test_sm",
+    "test_localmem",
+    "test_constmem",
+]
 QUICK = ["test_localmem", "test_constmem", "test_random"]
 DESELECT = {"test_libdevice": "not TestLibdeviceCompilation"}
 CLASSES = ("api", "wrong", "crash", "other")
@@ -65,7 +80,9 @@ CLASSES = ("api", "wrong", "crash", "other")
 _API_TYPEERROR = re.compile(
     r"lives in host memory|has no attribute|unexpected (keyword|option)|got an unexpected|not subscriptable|"
     r"is not callable|launch the kernel|positional argument|not supported|unsupported|does not support|"
-    r"invalid signature", re.I)
+    r"invalid signature",
+    re.I,
+)
 
 
 def tests_dir() -> Path:
@@ -80,16 +97,32 @@ def run_file(name: str, patch: bool, timeout: float, workdir: Path) -> dict:
     env = dict(os.environ, OVERDUB_COMPAT_RECORD=str(record), OVERDUB_COMPAT_PATCH="1" if patch else "0")
     paths = [str(PLUGIN_DIR), str(ROOT)]
     if importlib.util.find_spec("filecheck") is None:
-        paths.append(str(PLUGIN_DIR / "stubs"))            # numba.cuda.testing imports it at module level
+        paths.append(str(PLUGIN_DIR / "stubs"))  # numba.cuda.testing imports it at module level
     env["PYTHONPATH"] = os.pathsep.join(paths + [p for p in [os.environ.get("PYTHONPATH")] if p])
-    cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "overdub_compat_plugin",
-           "-c", str(workdir / "pytest.ini"), "--rootdir", str(workdir), "-q", "-p", "no:randomly",
-           "--pyargs", f"numba.cuda.tests.cudapy.{name}"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-p",
+        "no:cacheprovider",
+        "-p",
+        "overdub_compat_plugin",
+        "-c",
+        str(workdir / "pytest.ini"),
+        "--rootdir",
+        str(workdir),
+        "-q",
+        "-p",
+        "no:randomly",
+        "--pyargs",
+        f"numba.cuda.tests.cudapy.{name}",
+    ]
     if name in DESELECT:
         cmd += ["-k", DESELECT[name]]
     start = time.perf_counter()
-    proc = subprocess.Popen(cmd, cwd=workdir, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        cmd, cwd=workdir, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True
+    )
     timed_out = False
     try:
         out, _ = proc.communicate(timeout=timeout)
@@ -103,9 +136,14 @@ def run_file(name: str, patch: bool, timeout: float, workdir: Path) -> dict:
             try:
                 events.append(json.loads(line))
             except json.JSONDecodeError:
-                pass                                        # a line cut short by a crash
-    return {"returncode": proc.returncode, "timed_out": timed_out, "seconds": time.perf_counter() - start,
-            "events": events, "tail": out.decode(errors="replace")[-2000:]}
+                pass  # a line cut short by a crash
+    return {
+        "returncode": proc.returncode,
+        "timed_out": timed_out,
+        "seconds": time.perf_counter() - start,
+        "events": events,
+        "tail": out.decode(errors="replace")[-2000:],
+    }
 
 
 def outcomes(run: dict) -> dict:
@@ -127,11 +165,17 @@ def outcomes(run: dict) -> dict:
                 t["outcome"] = "passed"
     finished = any(ev["event"] == "finish" for ev in run["events"])
     died = run["timed_out"] or not finished or run["returncode"] not in (0, 1, 2, 3, 4, 5)
-    why = ("timeout" if run["timed_out"] else f"exit status {run['returncode']}"
-           + (f" (signal {-run['returncode']})" if (run["returncode"] or 0) < 0 else ""))
+    why = (
+        "timeout"
+        if run["timed_out"]
+        else f"exit status {run['returncode']}"
+        + (f" (signal {-run['returncode']})" if (run["returncode"] or 0) < 0 else "")
+    )
     for t in tests.values():
-        if t["outcome"] is None:            # started, never finished: the process died in it
-            t.update(outcome="crash" if died else "passed", exc_type="crash" if died else "", message=why if died else "")
+        if t["outcome"] is None:  # started, never finished: the process died in it
+            t.update(
+                outcome="crash" if died else "passed", exc_type="crash" if died else "", message=why if died else ""
+            )
     run["died"], run["why"] = died, why
     run["collect_errors"] = [ev for ev in run["events"] if ev["event"] == "collect_error"]
     run["patch_failed"] = next((ev for ev in run["events"] if ev["event"] == "patch_failed"), None)
@@ -140,10 +184,10 @@ def outcomes(run: dict) -> dict:
 
 def classify(t: dict | None, run: dict) -> tuple[str, str, str]:
     """(class, exception type, message) of a test that did not pass with overdub."""
-    if t is None and run.get("patch_failed"):    # overdub (or the patch) did not even import: not a crash
+    if t is None and run.get("patch_failed"):  # overdub (or the patch) did not even import: not a crash
         ev = run["patch_failed"]
         return "other", f"overdub import: {ev['exc_type']}", ev["message"]
-    if t is None:                           # never ran: a collection error, or the process died before it
+    if t is None:  # never ran: a collection error, or the process died before it
         if run["collect_errors"]:
             ev = run["collect_errors"][0]
             return _by_exception(ev.get("exc_type", ""), ev.get("message", "")) + (ev.get("message", ""),)
@@ -173,12 +217,13 @@ def count(tests: dict) -> dict:
 def measure(names: list[str], timeout: float, log=print) -> dict:
     try:
         available = {p.stem for p in tests_dir().glob("test_*.py")}
-    except Exception as exc:       # numba-cuda's tests not importable at all
+    except Exception as exc:  # numba-cuda's tests not importable at all
         available = set()
         log(f"cannot find numba.cuda.tests.cudapy: {exc!r}")
     result = {"python": sys.version.split()[0], "timeout_s": timeout, "files": {}, "missing": []}
     try:
         from importlib.metadata import version
+
         result["numba_cuda"] = version("numba-cuda")
     except Exception:
         result["numba_cuda"] = "?"
@@ -205,25 +250,46 @@ def measure(names: list[str], timeout: float, log=print) -> dict:
                     continue
                 cls, etype, message = classify(o, od)
                 failures.append({"test": name + nodeid, "class": cls, "exc_type": etype, "message": message[:500]})
-            no_jit = sum(1 for nodeid, o in od["tests"].items() if o["outcome"] == "passed" and o["od_calls"] == 0
-                         and nb["tests"].get(nodeid, {}).get("outcome") == "passed")
+            no_jit = sum(
+                1
+                for nodeid, o in od["tests"].items()
+                if o["outcome"] == "passed"
+                and o["od_calls"] == 0
+                and nb["tests"].get(nodeid, {}).get("outcome") == "passed"
+            )
             result["files"][name] = {
-                mode: {"counts": count(r["tests"]), "returncode": r["returncode"], "timed_out": r["timed_out"],
-                       "died": r["died"], "seconds": round(r["seconds"], 1),
-                       "collect_errors": r["collect_errors"], "patch_failed": r["patch_failed"], "patched": any(ev["event"] == "patched" for ev in r["events"]),
-                       "tail": r["tail"] if r["died"] or r["collect_errors"] else ""}
-                for mode, r in runs.items()}
+                mode: {
+                    "counts": count(r["tests"]),
+                    "returncode": r["returncode"],
+                    "timed_out": r["timed_out"],
+                    "died": r["died"],
+                    "seconds": round(r["seconds"], 1),
+                    "collect_errors": r["collect_errors"],
+                    "patch_failed": r["patch_failed"],
+                    "patched": any(ev["event"] == "patched" for ev in r["events"]),
+                    "tail": r["tail"] if r["died"] or r["collect_errors"] else "",
+                }
+                for mode, r in runs.items()
+            }
             result["files"][name]["overdub_only_failures"] = failures
             result["files"][name]["passed_without_od_jit"] = no_jit
             c = collections.Counter(f["class"] for f in failures)
-            log(f"{name}: numba-cuda {count(nb['tests'])['passed']} passed, overdub {count(od['tests'])['passed']}"
-                f" passed; overdub-only failures {dict(c)} ({nb['seconds']:.0f}s + {od['seconds']:.0f}s)")
+            log(
+                f"{name}: numba-cuda {count(nb['tests'])['passed']} passed, overdub {count(od['tests'])['passed']}"
+                f" passed; overdub-only failures {dict(c)} ({nb['seconds']:.0f}s + {od['seconds']:.0f}s)"
+            )
     return result
 
 
 def totals(result: dict) -> dict:
-    tot = {"numba": collections.Counter(), "overdub": collections.Counter(), "classes": collections.Counter(),
-           "both_passed": 0, "numba_passed": 0, "passed_without_od_jit": 0}
+    tot = {
+        "numba": collections.Counter(),
+        "overdub": collections.Counter(),
+        "classes": collections.Counter(),
+        "both_passed": 0,
+        "numba_passed": 0,
+        "passed_without_od_jit": 0,
+    }
     for f in result["files"].values():
         for mode in ("numba", "overdub"):
             tot[mode].update(f[mode]["counts"])
@@ -237,23 +303,35 @@ def totals(result: dict) -> dict:
 
 def markdown(result: dict) -> str:
     def pfe(c):
-        return f"{c['passed']}/{c['failed']}/{c['error']}" + (f" ({c['skipped']} skip)" if c["skipped"] else "") \
+        return (
+            f"{c['passed']}/{c['failed']}/{c['error']}"
+            + (f" ({c['skipped']} skip)" if c["skipped"] else "")
             + (f" ({c['crash']} crash)" if c["crash"] else "")
-    lines = [f"# overdub vs numba-cuda's kernel-language tests",
-             "", f"numba-cuda {result['numba_cuda']}, Python {result['python']}, per-file timeout "
-             f"{result['timeout_s']:.0f} s. Counts are passed/failed/errored. Overdub-only failures: tests "
-             f"numba-cuda passes and overdub does not -- api (API surface overdub does not provide), wrong "
-             f"(wrong result), crash, other (by exception type).", "",
-             "| file | numba-cuda p/f/e | overdub p/f/e | api | wrong | crash | other |",
-             "|---|---|---|---|---|---|---|"]
+        )
+
+    lines = [
+        f"# overdub vs numba-cuda's kernel-language tests",
+        "",
+        f"numba-cuda {result['numba_cuda']}, Python {result['python']}, per-file timeout "
+        f"{result['timeout_s']:.0f} s. Counts are passed/failed/errored. Overdub-only failures: tests "
+        f"numba-cuda passes and overdub does not -- api (API surface overdub does not provide), wrong "
+        f"(wrong result), crash, other (by exception type).",
+        "",
+        "| file | numba-cuda p/f/e | overdub p/f/e | api | wrong | crash | other |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for name, f in result["files"].items():
         c = collections.Counter(x["class"] for x in f["overdub_only_failures"])
         others = collections.Counter(x["exc_type"] for x in f["overdub_only_failures"] if x["class"] == "other")
-        other = f"{c['other']}" + (" (" + ", ".join(f"{k} {v}" for k, v in others.most_common()) + ")" if others else "")
+        other = f"{c['other']}" + (
+            " (" + ", ".join(f"{k} {v}" for k, v in others.most_common()) + ")" if others else ""
+        )
         notes = []
         for mode in ("numba", "overdub"):
             if f[mode]["died"] and not f[mode].get("patch_failed"):
-                notes.append(f"{mode} run died: " + ("timeout" if f[mode]["timed_out"] else f"rc {f[mode]['returncode']}"))
+                notes.append(
+                    f"{mode} run died: " + ("timeout" if f[mode]["timed_out"] else f"rc {f[mode]['returncode']}")
+                )
             if f[mode]["collect_errors"]:
                 ev = f[mode]["collect_errors"][0]
                 notes.append(f"{mode} collection error: {ev.get('exc_type')}: {ev.get('message', '')[:80]}")
@@ -263,18 +341,25 @@ def markdown(result: dict) -> str:
         elif f["overdub"].get("patched") is False:
             notes.append("jit NOT patched")
         label = name + (" (" + "; ".join(notes) + ")" if notes else "")
-        lines.append(f"| {label} | {pfe(f['numba']['counts'])} | {pfe(f['overdub']['counts'])} | {c['api']} | "
-                     f"{c['wrong']} | {c['crash']} | {other} |")
+        lines.append(
+            f"| {label} | {pfe(f['numba']['counts'])} | {pfe(f['overdub']['counts'])} | {c['api']} | "
+            f"{c['wrong']} | {c['crash']} | {other} |"
+        )
     tot = totals(result)
     nb, od, cl = tot["numba"], tot["overdub"], tot["classes"]
     g = lambda d, k: d.get(k, 0)  # noqa: E731
-    lines.append(f"| **total** | {g(nb, 'passed')}/{g(nb, 'failed')}/{g(nb, 'error')} | "
-                 f"{g(od, 'passed')}/{g(od, 'failed')}/{g(od, 'error')} | {g(cl, 'api')} | {g(cl, 'wrong')} | "
-                 f"{g(cl, 'crash')} | {g(cl, 'other')} |")
+    lines.append(
+        f"| **total** | {g(nb, 'passed')}/{g(nb, 'failed')}/{g(nb, 'error')} | "
+        f"{g(od, 'passed')}/{g(od, 'failed')}/{g(od, 'error')} | {g(cl, 'api')} | {g(cl, 'wrong')} | "
+        f"{g(cl, 'crash')} | {g(cl, 'other')} |"
+    )
     ratio = "n/a (numba-cuda passed nothing)" if tot["ratio"] is None else f"{tot['ratio']:.3f}"
-    lines += ["", f"**Ratio** (overdub passes / numba-cuda passes, on the {tot['numba_passed']} tests numba-cuda "
-              f"passes): {tot['both_passed']}/{tot['numba_passed']} = {ratio}. "
-              f"Of the tests both pass, {tot['passed_without_od_jit']} never called od.jit."]
+    lines += [
+        "",
+        f"**Ratio** (overdub passes / numba-cuda passes, on the {tot['numba_passed']} tests numba-cuda "
+        f"passes): {tot['both_passed']}/{tot['numba_passed']} = {ratio}. "
+        f"Of the tests both pass, {tot['passed_without_od_jit']} never called od.jit.",
+    ]
     if result["missing"]:
         lines.append(f"\nNot in this numba-cuda: {', '.join(result['missing'])}.")
     fails = [x for f in result["files"].values() for x in f["overdub_only_failures"]]

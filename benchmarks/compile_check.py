@@ -4,6 +4,7 @@ cuda.compile_ptx, the CUDA C sources via NVRTC) and check part 4's recompile sel
 This is what can be verified on a machine with no GPU; it also records how many ``call`` instructions each
 overdub kernel's PTX keeps (a generic method that was not inlined would show up there).
 """
+
 from __future__ import annotations
 
 import re
@@ -31,6 +32,7 @@ def _body_lines(ptx: str) -> int:
 
 def _nvrtc(source: str, name: str, arch: str = "sm_90") -> None:
     from cuda.bindings import nvrtc
+
     err, prog = nvrtc.nvrtcCreateProgram(source.encode(), f"{name}.cu".encode(), 0, [], [])
     if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
         raise RuntimeError(f"nvrtcCreateProgram: {err}")
@@ -57,8 +59,9 @@ def run(part: Part, quick: bool, check_only: bool = False) -> None:
         t0 = time.perf_counter()
         ptx = od.code_ptx(kernel, *argtypes, cc=CC, context=context)
         seconds = time.perf_counter() - t0
-        part.measure(f"ptx {label} [overdub]", _body_lines(ptx), "lines", calls=_calls(ptx),
-                     compile_s=round(seconds, 3))
+        part.measure(
+            f"ptx {label} [overdub]", _body_lines(ptx), "lines", calls=_calls(ptx), compile_s=round(seconds, 3)
+        )
         if ".entry" not in ptx:
             raise AssertionError(f"{label}: no .entry in the PTX")
         return ptx
@@ -67,8 +70,9 @@ def run(part: Part, quick: bool, check_only: bool = False) -> None:
         t0 = time.perf_counter()
         ptx, _ = cuda.compile_ptx(pyfunc, sig, cc=CC)
         seconds = time.perf_counter() - t0
-        part.measure(f"ptx {label} [numba-cuda]", _body_lines(ptx), "lines", calls=_calls(ptx),
-                     compile_s=round(seconds, 3))
+        part.measure(
+            f"ptx {label} [numba-cuda]", _body_lines(ptx), "lines", calls=_calls(ptx), compile_s=round(seconds, 3)
+        )
         return ptx
 
     # part 1
@@ -84,7 +88,7 @@ def run(part: Part, quick: bool, check_only: bool = False) -> None:
 
     # part 2
     with part.guard("part 2 kernels"):
-        for k in ([1, 10, 100] if quick else [1, 10, 100, 1000]):
+        for k in [1, 10, 100] if quick else [1, 10, 100, 1000]:
             source, _ = K.edges_source(k)
             mod = fresh_module(f"cc_edges{k}", source)
             od_ptx(f"2 K={k}", mod.kernel, arr1, f32)
@@ -129,11 +133,13 @@ def run(part: Part, quick: bool, check_only: bool = False) -> None:
         nbm = fresh_module("cc_library_nb", K.as_numba_device(K.LIBRARY) + "\n" + K.library_kernels_source())
         try:
             nb_ptx("4 k3", getattr(nbm, f"k{K.L_USERS[0]}"), (arr1, f32))
-        except Exception as exc:      # numba-cuda device functions ask the (absent) device for its cc
+        except Exception as exc:  # numba-cuda device functions ask the (absent) device for its cc
             if "CudaSupportError" not in type(exc).__name__ and "driver" not in str(exc).lower():
                 raise
-            part.notes.append("numba-cuda cannot compile part 4's kernel (it calls cuda.jit(device=True) "
-                              "functions) to PTX without a GPU: skipped here.")
+            part.notes.append(
+                "numba-cuda cannot compile part 4's kernel (it calls cuda.jit(device=True) "
+                "functions) to PTX without a GPU: skipped here."
+            )
 
 
 def _differs(a: str, b: str) -> None:

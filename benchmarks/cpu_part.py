@@ -7,6 +7,7 @@ reduction and tiled matmul run against numba's CUDA simulator (``NUMBA_ENABLE_CU
 with a small size and a time limit; the first compile of a small kernel is compared with ``njit``'s of the
 same loop, both warmed up by an earlier compile.
 """
+
 from __future__ import annotations
 
 import json
@@ -110,10 +111,16 @@ print(json.dumps(times))
 
 
 def settings(quick: bool) -> dict:
-    return {"saxpy_n": 2**20 if quick else 2**24, "stencil_n": 512 if quick else 2048,
-            "atomic_n": 2**20 if quick else 2**24, "compute_n": 2**18 if quick else 2**21,
-            "sim_reduce_n": 4 * REDUCE_THREADS, "sim_matmul_n": 2 * TPB, "sim_timeout_s": 300,
-            "repeats": 5 if quick else 20}
+    return {
+        "saxpy_n": 2**20 if quick else 2**24,
+        "stencil_n": 512 if quick else 2048,
+        "atomic_n": 2**20 if quick else 2**24,
+        "compute_n": 2**18 if quick else 2**21,
+        "sim_reduce_n": 4 * REDUCE_THREADS,
+        "sim_matmul_n": 2 * TPB,
+        "sim_timeout_s": 300,
+        "repeats": 5 if quick else 20,
+    }
 
 
 def _best(fn, repeats: int) -> float:
@@ -137,8 +144,19 @@ def _best_interleaved(first, second, repeats: int) -> tuple[float, float]:
     return best[0], best[1]
 
 
-def _compare(part: Part, name: str, run_od, run_nb, fresh_out, expected, cfg: dict, check_only: bool,
-             n: int, target: float = 1.10, **tolerance):
+def _compare(
+    part: Part,
+    name: str,
+    run_od,
+    run_nb,
+    fresh_out,
+    expected,
+    cfg: dict,
+    check_only: bool,
+    n: int,
+    target: float = 1.10,
+    **tolerance,
+):
     """Each side's first (compiling) call, timed and checked against ``expected``; then, when both are right
     and timing is wanted, the best-of times, their ratio and its target. Returns njit's time, or None."""
     ok = True
@@ -170,7 +188,7 @@ def run(part: Part, quick: bool, check_only: bool = False) -> None:
     if check_only:
         cfg.update(saxpy_n=4099, stencil_n=67, atomic_n=4099, compute_n=4099, repeats=1)
     all_workers = cpu_target.TARGET.workers
-    cpu_target.TARGET.workers = 1       # single-core comparisons first
+    cpu_target.TARGET.workers = 1  # single-core comparisons first
     try:
         _single_core(part, cfg, check_only, od, numba)
         with part.guard("simulator"):
@@ -184,12 +202,19 @@ def run(part: Part, quick: bool, check_only: bool = False) -> None:
 
 
 def _single_core(part: Part, cfg: dict, check_only: bool, od, numba) -> None:
-    part.config.update(cfg, saxpy_threads=SAXPY_THREADS, stencil_threads=STENCIL_THREADS,
-                       numba_threads=numba.get_num_threads(), cpu_count=os.cpu_count())
-    part.notes.append("saxpy, stencil and the sum by atomics: both sides single-threaded compiled loops "
-                      "(OVERDUB_CPU_THREADS=1 for overdub; no parallel=True); best-of-N wall time, the two sides "
-                      "run alternately; the overdub kernel is launched over blocks x threads covering the data, "
-                      "each thread bounds-checked, the numba side is a plain njit loop.")
+    part.config.update(
+        cfg,
+        saxpy_threads=SAXPY_THREADS,
+        stencil_threads=STENCIL_THREADS,
+        numba_threads=numba.get_num_threads(),
+        cpu_count=os.cpu_count(),
+    )
+    part.notes.append(
+        "saxpy, stencil and the sum by atomics: both sides single-threaded compiled loops "
+        "(OVERDUB_CPU_THREADS=1 for overdub; no parallel=True); best-of-N wall time, the two sides "
+        "run alternately; the overdub kernel is launched over blocks x threads covering the data, "
+        "each thread bounds-checked, the numba side is a plain njit loop."
+    )
 
     # --- saxpy -------------------------------------------------------------------------------------------
     with part.guard("saxpy"):
@@ -213,8 +238,8 @@ def _single_core(part: Part, cfg: dict, check_only: bool, od, numba) -> None:
         if t_nb is not None and n % SAXPY_THREADS == 0:
             # what the per-thread bounds check costs: the same kernel without it
             def od_exact(y):
-                od.cuda(odm.saxpy_exact, a, x, y, threads=SAXPY_THREADS, blocks=blocks, target="cpu",
-                        context=odm.bench)
+                od.cuda(odm.saxpy_exact, a, x, y, threads=SAXPY_THREADS, blocks=blocks, target="cpu", context=odm.bench)
+
             y = y0.copy()
             od_exact(y)
             t_exact = _best(lambda: od_exact(y), cfg["repeats"])
@@ -236,8 +261,19 @@ def _single_core(part: Part, cfg: dict, check_only: bool, od, numba) -> None:
         def nb_stencil(b):
             loop(a, b)
 
-        _compare(part, "stencil", od_stencil, nb_stencil, lambda: np.zeros_like(a), stencil_reference(a, np), cfg,
-                 check_only, n, rtol=1e-5, atol=1e-5)
+        _compare(
+            part,
+            "stencil",
+            od_stencil,
+            nb_stencil,
+            lambda: np.zeros_like(a),
+            stencil_reference(a, np),
+            cfg,
+            check_only,
+            n,
+            rtol=1e-5,
+            atol=1e-5,
+        )
 
     # --- a sum by atomics --------------------------------------------------------------------------------
     with part.guard("atomic sum"):
@@ -254,8 +290,18 @@ def _single_core(part: Part, cfg: dict, check_only: bool, od, numba) -> None:
         def nb_sum(out):
             out[0] = serial(x)
 
-        _compare(part, "sum by atomics", od_sum, nb_sum, lambda: np.zeros(1, np.int64), np.array([x.sum()]), cfg,
-                 check_only, n, target=1.5)
+        _compare(
+            part,
+            "sum by atomics",
+            od_sum,
+            nb_sum,
+            lambda: np.zeros(1, np.int64),
+            np.array([x.sum()]),
+            cfg,
+            check_only,
+            n,
+            target=1.5,
+        )
 
 
 def _simulator(part: Part, cfg: dict, check_only: bool, od) -> None:
@@ -268,14 +314,20 @@ def _simulator(part: Part, cfg: dict, check_only: bool, od) -> None:
     out = np.zeros(n // REDUCE_THREADS, np.float32)
     A, B = np.ones((mm, mm), np.float32), np.ones((mm, mm), np.float32)
     C = np.zeros((mm, mm), np.float32)
-    runs = {"reduce": lambda: od.cuda(reduce_module.reduce, a, out, blocks=n // REDUCE_THREADS,
-                                      threads=REDUCE_THREADS, target="cpu"),
-            "matmul": lambda: od.cuda(matmul_module.matmul, A, B, C, blocks=(mm // TPB, mm // TPB),
-                                      threads=(TPB, TPB), target="cpu")}
+    runs = {
+        "reduce": lambda: od.cuda(
+            reduce_module.reduce, a, out, blocks=n // REDUCE_THREADS, threads=REDUCE_THREADS, target="cpu"
+        ),
+        "matmul": lambda: od.cuda(
+            matmul_module.matmul, A, B, C, blocks=(mm // TPB, mm // TPB), threads=(TPB, TPB), target="cpu"
+        ),
+    }
     for run in runs.values():
         run()
-    part.check("shared-memory reduction [od cpu] == numpy", lambda: check_close(
-        "reduce", out, a.reshape(-1, REDUCE_THREADS).sum(axis=1), rtol=1e-5, atol=1e-5))
+    part.check(
+        "shared-memory reduction [od cpu] == numpy",
+        lambda: check_close("reduce", out, a.reshape(-1, REDUCE_THREADS).sum(axis=1), rtol=1e-5, atol=1e-5),
+    )
     part.check("tiled matmul [od cpu] == numpy", lambda: check_close("matmul", C, A @ B))
     if check_only:
         return
@@ -290,12 +342,19 @@ def _simulator(part: Part, cfg: dict, check_only: bool, od) -> None:
 
 
 def _simulator_times(cfg: dict) -> dict:
-    script = _SIMULATOR_SCRIPT.format(tpb=TPB, reduce=REDUCE_NUMBA, matmul=MATMUL, reduce_n=cfg["sim_reduce_n"],
-                                      matmul_n=cfg["sim_matmul_n"], threads=REDUCE_THREADS)
+    script = _SIMULATOR_SCRIPT.format(
+        tpb=TPB,
+        reduce=REDUCE_NUMBA,
+        matmul=MATMUL,
+        reduce_n=cfg["sim_reduce_n"],
+        matmul_n=cfg["sim_matmul_n"],
+        threads=REDUCE_THREADS,
+    )
     env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1")
     try:
-        done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env,
-                              timeout=cfg["sim_timeout_s"])
+        done = subprocess.run(
+            [sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=cfg["sim_timeout_s"]
+        )
         return json.loads(done.stdout.strip().splitlines()[-1])
     except (subprocess.TimeoutExpired, IndexError, json.JSONDecodeError):
         return {}
@@ -314,7 +373,7 @@ def _compile(part: Part, od, numba) -> None:
         t0 = time.perf_counter()
         numba.njit(m.small_loop)(np.float32(2), x, y)
         t_nb = time.perf_counter() - t0
-        if round_:                              # round 0 warms both compilers up
+        if round_:  # round 0 warms both compilers up
             times["od"].append(t_od)
             times["njit"].append(t_nb)
     t_od, t_nb = min(times["od"]), min(times["njit"])
@@ -328,6 +387,7 @@ def _parallel(part: Part, cfg: dict, check_only: bool, od, cpu_target) -> None:
     """A compute-bound kernel on one worker and on every worker: the speed-up from parallel blocks, next to
     numba's njit(parallel=True) of the same loop."""
     import numba
+
     with part.guard("parallel blocks"):
         n = cfg["compute_n"]
         m = fresh_module("cpu_compute", COMPUTE)
@@ -352,13 +412,18 @@ def _parallel(part: Part, cfg: dict, check_only: bool, od, cpu_target) -> None:
                 run()
             finally:
                 cpu_target.TARGET.workers = workers
+
         t_one, t_all = _best_interleaved(lambda: run_on(1), lambda: run_on(workers), cfg["repeats"])
         cpu0, wall0 = time.process_time(), time.perf_counter()
         run()
         busy = (time.process_time() - cpu0) / (time.perf_counter() - wall0)
         part.measure("compute [od cpu, 1 worker]", t_one * 1e3, "ms", n=n)
-        part.measure("cores busy during a parallel run (process CPU time / wall time)", busy, "x",
-                     load_average=os.getloadavg()[0])
+        part.measure(
+            "cores busy during a parallel run (process CPU time / wall time)",
+            busy,
+            "x",
+            load_average=os.getloadavg()[0],
+        )
         part.measure(f"compute [od cpu, {workers} workers]", t_all * 1e3, "ms", n=n)
         part.measure("speed-up from parallel blocks", ratio(t_one, t_all), "x", workers=workers)
         part.target(f"parallel speed-up >= 0.7 x {workers} workers", ratio(t_one, t_all), ">=", 0.7 * workers)

@@ -3,16 +3,17 @@
 The overdub and numba versions of a kernel are the same code except where overdub's version calls a generic
 function for a step the numba version writes inline.
 """
+
 from __future__ import annotations
 
 # --- part 1: empty kernels ------------------------------------------------------------------------------
 
-LAUNCH_ARRAYS = {"k0": 0, "k1": 1, "k8": 8}      # kernel -> float32 array parameters
-LAUNCH_SCALARS = {"k0": 0, "k1": 1, "k8": 4}     # kernel -> float32 scalar parameters
+LAUNCH_ARRAYS = {"k0": 0, "k1": 1, "k8": 8}  # kernel -> float32 array parameters
+LAUNCH_SCALARS = {"k0": 0, "k1": 1, "k8": 4}  # kernel -> float32 scalar parameters
 
 
 def _params(name: str) -> list[str]:
-    return ([f"a{i}" for i in range(LAUNCH_ARRAYS[name])] + [f"x{i}" for i in range(LAUNCH_SCALARS[name])])
+    return [f"a{i}" for i in range(LAUNCH_ARRAYS[name])] + [f"x{i}" for i in range(LAUNCH_SCALARS[name])]
 
 
 def launch_py_source() -> str:
@@ -24,8 +25,9 @@ def launch_c_source() -> str:
     """The same empty kernels in CUDA C (for cupy.RawKernel and cuda.core)."""
     out = []
     for name in LAUNCH_ARRAYS:
-        params = ([f"float* a{i}" for i in range(LAUNCH_ARRAYS[name])]
-                  + [f"float x{i}" for i in range(LAUNCH_SCALARS[name])])
+        params = [f"float* a{i}" for i in range(LAUNCH_ARRAYS[name])] + [
+            f"float x{i}" for i in range(LAUNCH_SCALARS[name])
+        ]
         out.append(f'extern "C" __global__ void {name}({", ".join(params)}) {{}}')
     return "\n".join(out) + "\n"
 
@@ -45,10 +47,11 @@ the event-timed interval)."""
 
 # --- part 2: kernels with K module-global constants and a chain of generic functions --------------------
 
+
 def edges_source(k: int, chunk: int = 50) -> tuple[str, float]:
     """A module whose ``kernel(a, x)`` reads ``k`` module constants and calls a chain of min(k, 20) generic
     functions; returns the source and a function of x giving the expected ``a[0]``."""
-    values = [(i % 13) * 0.125 for i in range(k)]       # exact in binary: the sum is exact
+    values = [(i % 13) * 0.125 for i in range(k)]  # exact in binary: the sum is exact
     lines = [f"C{i} = {v!r}" for i, v in enumerate(values)]
     m = min(k, 20)
     for j in range(m):
@@ -60,7 +63,7 @@ def edges_source(k: int, chunk: int = 50) -> tuple[str, float]:
     kernel.append("    a[0] = s + f0(x)")
     source = "\n".join(lines) + "\n" + "\n".join(kernel) + "\n"
     constant = sum(values) + (m - 1) * 1.0
-    return source, constant        # expected a[0] = constant + 2 * x
+    return source, constant  # expected a[0] = constant + 2 * x
 
 
 # --- part 3 (and 5): saxpy, block reduction, 5-point stencil ---------------------------------------------
@@ -143,7 +146,8 @@ def reduce(a, out):
 
 REDUCE_OD = REDUCE_TEMPLATE.format(
     prelude="@od.function\ndef combine(x: od.Float, y: od.Float):\n    return x + y\n",
-    combine="combine(sm[t], sm[t + s])")
+    combine="combine(sm[t], sm[t + s])",
+)
 REDUCE_NUMBA = REDUCE_TEMPLATE.format(prelude="", combine="sm[t] + sm[t + s]")
 REDUCE_THREADS = 256
 
@@ -212,8 +216,8 @@ def mid2(x: od.Float):
 def mid3(x: od.Float):
     return mid0(x) + leaf3(x)
 """
-LIBRARY_POOL = ["leaf1", "leaf2", "leaf3", "leaf4", "leaf5", "mid0", "mid1", "mid2", "mid3"]   # all but L
-L_USERS = (3, 11)          # the two kernels that call L
+LIBRARY_POOL = ["leaf1", "leaf2", "leaf3", "leaf4", "leaf5", "mid0", "mid1", "mid2", "mid3"]  # all but L
+L_USERS = (3, 11)  # the two kernels that call L
 N_KERNELS = 20
 
 

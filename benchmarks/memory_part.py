@@ -14,6 +14,7 @@ and prints one JSON line: the change in RSS (/proc/self/statm; sees LLVM's nativ
 per re-run and, with --tracemalloc, the change in the size traced by tracemalloc (Python objects only; it slows
 every allocation, so it is measured in a separate, shorter pass) with the allocation sites that grew most.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -73,6 +74,7 @@ def settings(quick: bool, check_only: bool = False) -> dict:
 
 # --- the child: one variant in its own process -------------------------------------------------------------
 
+
 def _rss() -> int:
     with open("/proc/self/statm") as fh:
         return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
@@ -82,8 +84,10 @@ def _no_gpu_device_stub() -> None:
     """numba-cuda compiles a ``cuda.jit(device=True)`` callee for the current device's compute capability,
     which needs the driver. Without a GPU, report cc 9.0 (the PTX target) instead; the rest is numba-cuda's."""
     from numba import cuda
+
     if not cuda.is_available():
         from numba.cuda import dispatcher
+
         dispatcher.get_current_device = lambda: pytypes.SimpleNamespace(compute_capability=CC)
 
 
@@ -95,6 +99,7 @@ def make_cell(variant: str):
     from numba import cuda
 
     import overdub as od
+
     _, source, action, _ = VARIANTS[variant]
     if action == "compile_ptx":
         _no_gpu_device_stub()
@@ -122,6 +127,7 @@ def make_cell(variant: str):
             assert arr[0] == runs, f"out[0] is {arr[0]} after {runs} runs"
         else:
             assert "add.s64" in last["ptx"] and ".entry" in last["ptx"], "PTX has no add.s64 or no .entry"
+
     return rerun, check
 
 
@@ -135,10 +141,12 @@ def _short(filename: str) -> str:
 
 def child(variant: str, warmup: int, reruns: int, trace: bool) -> dict:
     import warnings
+
     warnings.filterwarnings("ignore", module="numba")
     rerun, check = make_cell(variant)
     if trace:
         import tracemalloc
+
         tracemalloc.start()
     for _ in range(warmup):
         rerun()
@@ -153,24 +161,42 @@ def child(variant: str, warmup: int, reruns: int, trace: bool) -> dict:
         times.append(time.perf_counter() - t0)
     gc.collect()
     tenth = max(1, reruns // 10)
-    out = {"variant": variant, "warmup": warmup, "reruns": reruns, "seconds_per_rerun": sum(times) / reruns,
-           "seconds_first_tenth": sum(times[:tenth]) / tenth, "seconds_last_tenth": sum(times[-tenth:]) / tenth,
-           "rss_per_rerun": (_rss() - rss0) / reruns, "rss_end": _rss()}
+    out = {
+        "variant": variant,
+        "warmup": warmup,
+        "reruns": reruns,
+        "seconds_per_rerun": sum(times) / reruns,
+        "seconds_first_tenth": sum(times[:tenth]) / tenth,
+        "seconds_last_tenth": sum(times[-tenth:]) / tenth,
+        "rss_per_rerun": (_rss() - rss0) / reruns,
+        "rss_end": _rss(),
+    }
     if trace:
         out["traced_per_rerun"] = (tracemalloc.get_traced_memory()[0] - traced0) / reruns
         top = tracemalloc.take_snapshot().compare_to(snap0, "lineno")[:3]
-        out["top_sites"] = [f"{_short(s.traceback[0].filename)}:{s.traceback[0].lineno} "
-                            f"{s.size_diff / reruns / KiB:+.1f} KiB" for s in top]
+        out["top_sites"] = [
+            f"{_short(s.traceback[0].filename)}:{s.traceback[0].lineno} {s.size_diff / reruns / KiB:+.1f} KiB"
+            for s in top
+        ]
     check(warmup + reruns)
     return out
 
 
 # --- the parent: the part ----------------------------------------------------------------------------------
 
+
 def measure(variant: str, warmup: int, reruns: int, trace: bool = False, timeout: float = 3600) -> dict:
     """Run one variant in a fresh interpreter; its JSON result (raises on failure)."""
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--variant", variant, "--warmup", str(warmup),
-           "--reruns", str(reruns)] + (["--tracemalloc"] if trace else [])
+    cmd = [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--variant",
+        variant,
+        "--warmup",
+        str(warmup),
+        "--reruns",
+        str(reruns),
+    ] + (["--tracemalloc"] if trace else [])
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
     if proc.returncode != 0:
         raise RuntimeError(f"{variant} exited {proc.returncode}: {proc.stderr.strip()[-1500:]}")
@@ -179,30 +205,52 @@ def measure(variant: str, warmup: int, reruns: int, trace: bool = False, timeout
 
 def run(part, quick: bool, check_only: bool = False) -> None:
     from _common import ratio
+
     cfg = settings(quick, check_only)
     part.config.update(cfg, cc=CC, variants={k: v[0] for k, v in VARIANTS.items()})
-    part.notes.append("Each variant in a fresh process: warm-up re-runs, gc.collect(), N re-runs, gc.collect(). "
-                      "RSS and wall time from one pass of N re-runs; tracemalloc (Python objects only) from a "
-                      "separate, shorter pass, since tracing slows every allocation. KiB = 1024 bytes.")
-    part.notes.append("(d) without a GPU: numba-cuda's device-function dispatcher asks the driver for the "
-                      "current device's compute capability; the child replaces that one lookup with cc 9.0, "
-                      "the rest is numba-cuda's own path.")
+    part.notes.append(
+        "Each variant in a fresh process: warm-up re-runs, gc.collect(), N re-runs, gc.collect(). "
+        "RSS and wall time from one pass of N re-runs; tracemalloc (Python objects only) from a "
+        "separate, shorter pass, since tracing slows every allocation. KiB = 1024 bytes."
+    )
+    part.notes.append(
+        "(d) without a GPU: numba-cuda's device-function dispatcher asks the driver for the "
+        "current device's compute capability; the child replaces that one lookup with cc 9.0, "
+        "the rest is numba-cuda's own path."
+    )
     got = {}
     for key, (label, *_rest) in VARIANTS.items():
         with part.guard(label):
             if check_only:
-                part.check(f"{label} re-run {cfg['reruns']}x", lambda key=key: measure(key, cfg["warmup"], cfg["reruns"]))
+                part.check(
+                    f"{label} re-run {cfg['reruns']}x", lambda key=key: measure(key, cfg["warmup"], cfg["reruns"])
+                )
                 continue
             r = measure(key, cfg["warmup"], cfg["reruns"])
             t = measure(key, cfg["warmup"], cfg["tracemalloc_reruns"], trace=True)
             part.checks.append({"name": f"{label} result after every re-run", "ok": True})
             got[key] = {"rss": r["rss_per_rerun"] / KiB, "traced": t["traced_per_rerun"] / KiB}
-            part.measure(f"{label} RSS growth", got[key]["rss"], "KiB/re-run", reruns=cfg["reruns"],
-                         rss_end_mib=round(r["rss_end"] / 2**20, 1))
-            part.measure(f"{label} Python objects kept (tracemalloc)", got[key]["traced"], "KiB/re-run",
-                         reruns=cfg["tracemalloc_reruns"], top=" ; ".join(t["top_sites"]))
-            part.measure(f"{label} wall time", r["seconds_per_rerun"] * 1e3, "ms/re-run",
-                         first_tenth_ms=r["seconds_first_tenth"] * 1e3, last_tenth_ms=r["seconds_last_tenth"] * 1e3)
+            part.measure(
+                f"{label} RSS growth",
+                got[key]["rss"],
+                "KiB/re-run",
+                reruns=cfg["reruns"],
+                rss_end_mib=round(r["rss_end"] / 2**20, 1),
+            )
+            part.measure(
+                f"{label} Python objects kept (tracemalloc)",
+                got[key]["traced"],
+                "KiB/re-run",
+                reruns=cfg["tracemalloc_reruns"],
+                top=" ; ".join(t["top_sites"]),
+            )
+            part.measure(
+                f"{label} wall time",
+                r["seconds_per_rerun"] * 1e3,
+                "ms/re-run",
+                first_tenth_ms=r["seconds_first_tenth"] * 1e3,
+                last_tenth_ms=r["seconds_last_tenth"] * 1e3,
+            )
     for od_key, (label, _, _, nb_key) in VARIANTS.items():
         if nb_key is None or od_key not in got or nb_key not in got:
             continue
@@ -210,11 +258,11 @@ def run(part, quick: bool, check_only: bool = False) -> None:
         for what, name in (("rss", "RSS growth"), ("traced", "Python objects kept")):
             added = got[od_key][what] - got[nb_key][what]
             part.measure(f"{pair} {name}, overdub - numba", added, "KiB/re-run")
-            part.measure(f"{pair} {name} per re-run, overdub/numba", ratio(got[od_key][what], got[nb_key][what]),
-                         "x")
+            part.measure(f"{pair} {name} per re-run, overdub/numba", ratio(got[od_key][what], got[nb_key][what]), "x")
             # the issue's goal: overdub adds no more than numba itself keeps
-            part.target(f"{pair} {name}: what overdub adds / what numba keeps", ratio(added, got[nb_key][what]),
-                        "<=", 1.0)
+            part.target(
+                f"{pair} {name}: what overdub adds / what numba keeps", ratio(added, got[nb_key][what]), "<=", 1.0
+            )
 
 
 def main(argv=None) -> int:
@@ -225,7 +273,7 @@ def main(argv=None) -> int:
     ap.add_argument("--tracemalloc", action="store_true", help="also measure the Python objects kept (slower)")
     args = ap.parse_args(argv)
     if str(ROOT) not in sys.path:
-        sys.path.insert(0, str(ROOT))   # the checkout's overdub, when it is not installed
+        sys.path.insert(0, str(ROOT))  # the checkout's overdub, when it is not installed
     print(json.dumps(child(args.variant, args.warmup, args.reruns, args.tracemalloc)))
     return 0
 

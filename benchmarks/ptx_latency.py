@@ -17,6 +17,7 @@ digest -- are not counted), then times the compile of ``saxpy`` through a scalar
 
 ``--overdub PATH`` (repeatable) measures the overdub found at PATH (a checkout) as well, to compare versions.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -58,7 +59,7 @@ KERNELS = {
     """,
 }
 
-WARM_UP = {      # another kernel of the same shape, compiled first by the same tool
+WARM_UP = {  # another kernel of the same shape, compiled first by the same tool
     "overdub": """
         import overdub as od
 
@@ -126,7 +127,7 @@ print(1000 * (time.process_time() - start))
 assert ".entry" in ptx
 """
 
-VARIANTS = [      # label, tool, kernel, disk cache
+VARIANTS = [  # label, tool, kernel, disk cache
     ("overdub, cache off", "overdub", "overdub", "0"),
     ("overdub, cache on (entry written)", "overdub", "overdub", "1"),
     ("overdub, no callee, cache off", "overdub", "pasted", "0"),
@@ -136,10 +137,20 @@ VARIANTS = [      # label, tool, kernel, disk cache
 
 
 def _one(directory: str, overdub_path: str, tool: str, kernel: str, cache: str) -> float:
-    env = dict(os.environ, OVERDUB_CACHE=cache, OVERDUB_CACHE_DIR=tempfile.mkdtemp(dir=directory),
-               PYTHONPATH=os.pathsep.join(filter(None, [overdub_path, os.environ.get("PYTHONPATH")])))
-    done = subprocess.run([sys.executable, "-c", RUN, tool, kernel, directory], capture_output=True, text=True,
-                          env=env, timeout=600, cwd=directory)
+    env = dict(
+        os.environ,
+        OVERDUB_CACHE=cache,
+        OVERDUB_CACHE_DIR=tempfile.mkdtemp(dir=directory),
+        PYTHONPATH=os.pathsep.join(filter(None, [overdub_path, os.environ.get("PYTHONPATH")])),
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", RUN, tool, kernel, directory],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+        cwd=directory,
+    )
     if done.returncode:
         raise RuntimeError(done.stderr)
     return float(done.stdout.split()[-1])
@@ -157,11 +168,13 @@ def main() -> None:
             for prefix, sources in (("kernel_", KERNELS), ("warm_", WARM_UP)):
                 with open(os.path.join(directory, f"{prefix}{kernel}.py"), "w") as file:
                     file.write("from numba import cuda\n" + textwrap.dedent(sources[kernel]))
-        jobs = [(label if path == here else f"{label} [{path}]", path, tool, kernel, cache)
-                for label, tool, kernel, cache in VARIANTS
-                for path in (checkouts if tool == "overdub" else [here])]
+        jobs = [
+            (label if path == here else f"{label} [{path}]", path, tool, kernel, cache)
+            for label, tool, kernel, cache in VARIANTS
+            for path in (checkouts if tool == "overdub" else [here])
+        ]
         times: dict[str, list[float]] = {job[0]: [] for job in jobs}
-        for _ in range(args.runs):               # interleaved: the machine's load falls on every variant alike
+        for _ in range(args.runs):  # interleaved: the machine's load falls on every variant alike
             for label, path, tool, kernel, cache in jobs:
                 times[label].append(_one(directory, path, tool, kernel, cache))
     pasted = statistics.median(times["numba-cuda, callee pasted"])

@@ -1,4 +1,5 @@
 """results.md (markdown tables) and the PNG plots from the results dict."""
+
 from __future__ import annotations
 
 import math
@@ -37,10 +38,12 @@ def markdown(results: dict) -> str:
     env = results["environment"]
     lines = [f"# overdub benchmark results ({results['mode']})", ""]
     lines.append(f"- when: {results['started']} ({results['seconds']:.0f} s)")
-    lines.append(f"- machine: {env.get('gpu') or 'no usable GPU'}; {env.get('cpu_count')} CPUs; "
-                 f"python {env.get('python')}; numba {env.get('numba')}; numba-cuda {env.get('numba_cuda')}; "
-                 f"cupy {env.get('cupy')}; cuda.core {env.get('cuda_core')}; overdub {env.get('overdub')} "
-                 f"({env.get('git', '?')})")
+    lines.append(
+        f"- machine: {env.get('gpu') or 'no usable GPU'}; {env.get('cpu_count')} CPUs; "
+        f"python {env.get('python')}; numba {env.get('numba')}; numba-cuda {env.get('numba_cuda')}; "
+        f"cupy {env.get('cupy')}; cuda.core {env.get('cuda_core')}; overdub {env.get('overdub')} "
+        f"({env.get('git', '?')})"
+    )
     if results.get("skipped"):
         lines.append(f"- skipped: {', '.join(results['skipped'])}")
     lines.append("")
@@ -49,8 +52,10 @@ def markdown(results: dict) -> str:
     if targets:
         lines += ["## Targets", "", "| Part | Target | Value | Threshold | Holds |", "|---|---|---:|---|---|"]
         for p, t in targets:
-            lines.append(f"| {p['key']} | {_cell(t['name'])} | {fmt(t['value'])} | {t['op']} {fmt(t['threshold'])} "
-                         f"| {_holds(t['holds'])} |")
+            lines.append(
+                f"| {p['key']} | {_cell(t['name'])} | {fmt(t['value'])} | {t['op']} {fmt(t['threshold'])} "
+                f"| {_holds(t['holds'])} |"
+            )
         lines.append("")
 
     for p in results["parts"]:
@@ -62,8 +67,11 @@ def markdown(results: dict) -> str:
         if p["measurements"]:
             lines += ["| Measurement | Value | Unit | Detail |", "|---|---:|---|---|"]
             for m in p["measurements"]:
-                detail = ", ".join(f"{k}={fmt(v) if isinstance(v, float) else v}" for k, v in m.items()
-                                   if k not in ("name", "value", "unit", "case", "impl"))
+                detail = ", ".join(
+                    f"{k}={fmt(v) if isinstance(v, float) else v}"
+                    for k, v in m.items()
+                    if k not in ("name", "value", "unit", "case", "impl")
+                )
                 lines.append(f"| {_cell(m['name'])} | {fmt(m['value'])} | {m['unit']} | {_cell(detail)} |")
             lines.append("")
         failed = [c for c in p["checks"] if not c["ok"]]
@@ -82,10 +90,12 @@ def markdown(results: dict) -> str:
 
 # --- plots ----------------------------------------------------------------------------------------------
 
+
 def plots(results: dict, out: Path) -> list[str]:
     """Write one PNG per part that has something to plot; returns the file names (raises ImportError
     when matplotlib is missing)."""
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
@@ -144,9 +154,14 @@ def plots(results: dict, out: Path) -> list[str]:
             fig, axes = plt.subplots(1, len(groups), figsize=(4 * len(groups), 3.8), squeeze=False)
             for ax, (key, ms) in zip(axes[0], groups.items()):
                 labels = [m["name"].split("[", 1)[1].rstrip("]") for m in ms]
-                bars = ax.bar(labels, [m["value"] for m in ms],
-                              color=["tab:blue" if l == "overdub" else "tab:orange" if l == "numba-cuda"
-                                     else "tab:gray" for l in labels])
+                bars = ax.bar(
+                    labels,
+                    [m["value"] for m in ms],
+                    color=[
+                        "tab:blue" if l == "overdub" else "tab:orange" if l == "numba-cuda" else "tab:gray"
+                        for l in labels
+                    ],
+                )
                 ax.bar_label(bars, fmt="%.3f", fontsize=7)
                 ax.set_title(ms[0]["name"].split("[", 1)[0].strip(), fontsize=9)
                 ax.set_ylabel("device ms (median, CUDA events)")
@@ -159,8 +174,11 @@ def plots(results: dict, out: Path) -> list[str]:
         rows = [m for m in p["measurements"] if m["unit"] == "s" and ("overdub" in m["name"] or "numba" in m["name"])]
         if rows:
             fig, ax = plt.subplots(figsize=(7, 3))
-            bars = ax.barh([re.sub(r"^4 ", "", m["name"]) for m in rows], [m["value"] for m in rows],
-                           color=["tab:blue", "tab:orange"][:len(rows)])
+            bars = ax.barh(
+                [re.sub(r"^4 ", "", m["name"]) for m in rows],
+                [m["value"] for m in rows],
+                color=["tab:blue", "tab:orange"][: len(rows)],
+            )
             ax.bar_label(bars, fmt="%.3f s", fontsize=8)
             ax.set_xlabel("seconds (best of repeats)")
             ax.set_title("Part 4: recompile after redefining a leaf")
@@ -171,8 +189,11 @@ def plots(results: dict, out: Path) -> list[str]:
         rows = [m for m in p["measurements"] if m["unit"] == "ms"]
         if rows:
             fig, ax = plt.subplots(figsize=(7, 3.5))
-            bars = ax.barh([m["name"] for m in rows], [m["value"] for m in rows],
-                           color=["tab:blue" if "od" in m["name"] else "tab:orange" for m in rows])
+            bars = ax.barh(
+                [m["name"] for m in rows],
+                [m["value"] for m in rows],
+                color=["tab:blue" if "od" in m["name"] else "tab:orange" for m in rows],
+            )
             ax.bar_label(bars, fmt="%.2f ms", fontsize=8)
             ax.set_xscale("log")
             ax.invert_yaxis()

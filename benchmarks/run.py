@@ -7,6 +7,7 @@ numba.njit), part 6 (memory kept per re-run of a notebook cell) and part 7 (disk
 against numba's cache=True, host calls against plum; its CUDA half only with a GPU) run anywhere. Writes DIR/results.json, DIR/results.md and DIR/*.png (when matplotlib is
 importable) and prints the markdown at the end. See docs/benchmarks.md.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -24,7 +25,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 if str(ROOT) not in sys.path:
-    sys.path.insert(1, str(ROOT))        # the checkout's overdub, when it is not installed
+    sys.path.insert(1, str(ROOT))  # the checkout's overdub, when it is not installed
 
 from _common import Part, error_text  # noqa: E402
 
@@ -33,16 +34,22 @@ from _common import Part, error_text  # noqa: E402
 os.environ["OVERDUB_CACHE"] = "0"
 
 ALL_PARTS = ["1", "2", "3", "4", "5", "6", "7"]
-TITLES = {"1": "Launch overhead", "2": "Validity-check scaling", "3": "Generated-code quality",
-          "4": "Recompile selectivity and cost", "5": "CPU target vs numba.njit",
-          "6": "Memory kept per re-run of a notebook cell",
-          "7": "Starting fast: the disk cache and host calls",
-          "ptx": "PTX compile check (no GPU needed)"}
+TITLES = {
+    "1": "Launch overhead",
+    "2": "Validity-check scaling",
+    "3": "Generated-code quality",
+    "4": "Recompile selectivity and cost",
+    "5": "CPU target vs numba.njit",
+    "6": "Memory kept per re-run of a notebook cell",
+    "7": "Starting fast: the disk cache and host calls",
+    "ptx": "PTX compile check (no GPU needed)",
+}
 
 
 def _version(module: str):
     try:
         from importlib.metadata import version
+
         return version(module)
     except Exception:
         return None
@@ -51,6 +58,7 @@ def _version(module: str):
 def _overdub_version() -> str | None:
     try:
         import overdub
+
         return overdub.__version__
     except Exception:
         return None
@@ -58,18 +66,21 @@ def _overdub_version() -> str | None:
 
 def _git() -> str | None:
     try:
-        rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
-                             timeout=10).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", "overdub"], cwd=ROOT, capture_output=True,
-                               text=True, timeout=10).stdout.strip()
+        rev = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, timeout=10
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--", "overdub"], cwd=ROOT, capture_output=True, text=True, timeout=10
+        ).stdout.strip()
         return rev + ("+dirty" if dirty else "") if rev else os.environ.get("OVERDUB_COMMIT")
     except Exception:
-        return os.environ.get("OVERDUB_COMMIT")     # a copy of the tree without its git history
+        return os.environ.get("OVERDUB_COMMIT")  # a copy of the tree without its git history
 
 
 def gpu_usable() -> tuple[bool, str]:
     try:
         from numba import cuda
+
         if not cuda.is_available():
             return False, "numba.cuda.is_available() is False"
         return True, ""
@@ -78,14 +89,24 @@ def gpu_usable() -> tuple[bool, str]:
 
 
 def environment(has_gpu: bool) -> dict:
-    env = {"python": platform.python_version(), "platform": platform.platform(), "cpu_count": os.cpu_count(),
-           "numba": _version("numba"), "numba_cuda": _version("numba-cuda"), "cuda_core": _version("cuda-core"),
-           "cupy": _version("cupy-cuda13x") or _version("cupy-cuda12x") or _version("cupy"),
-           "torch": _version("torch"), "numpy": _version("numpy"), "overdub": _version("overdub") or _overdub_version(),
-           "git": _git(), "gpu": None}
+    env = {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "cpu_count": os.cpu_count(),
+        "numba": _version("numba"),
+        "numba_cuda": _version("numba-cuda"),
+        "cuda_core": _version("cuda-core"),
+        "cupy": _version("cupy-cuda13x") or _version("cupy-cuda12x") or _version("cupy"),
+        "torch": _version("torch"),
+        "numpy": _version("numpy"),
+        "overdub": _version("overdub") or _overdub_version(),
+        "git": _git(),
+        "gpu": None,
+    }
     if has_gpu:
         try:
             from numba import cuda
+
             dev = cuda.get_current_device()
             name = dev.name.decode() if isinstance(dev.name, bytes) else dev.name
             env["gpu"] = f"{name} (cc {dev.compute_capability[0]}.{dev.compute_capability[1]})"
@@ -99,10 +120,16 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true", help="smaller sizes and fewer iterations")
     ap.add_argument("--out", default=str(HERE / "results"), help="output directory (default benchmarks/results)")
     ap.add_argument("--parts", default=",".join(ALL_PARTS), help="comma-separated parts to run (default all)")
-    ap.add_argument("--check", action="store_true",
-                    help="correctness only: run every kernel at tiny sizes, compare with numpy/cupy, time nothing")
-    ap.add_argument("--compile-only", action="store_true",
-                    help="compile the GPU parts' kernels to PTX (no GPU needed) instead of running them")
+    ap.add_argument(
+        "--check",
+        action="store_true",
+        help="correctness only: run every kernel at tiny sizes, compare with numpy/cupy, time nothing",
+    )
+    ap.add_argument(
+        "--compile-only",
+        action="store_true",
+        help="compile the GPU parts' kernels to PTX (no GPU needed) instead of running them",
+    )
     args = ap.parse_args(argv)
 
     warnings.filterwarnings("ignore", module="numba")
@@ -119,15 +146,25 @@ def main(argv=None) -> int:
     mode = "check" if args.check else ("quick" if args.quick else "full")
     if args.compile_only:
         mode = "compile-only"
-    results = {"started": started, "mode": mode, "argv": sys.argv[1:], "gpu_usable": has_gpu,
-               "environment": environment(has_gpu), "parts": [], "skipped": []}
-    print(f"overdub benchmarks: mode {mode}; GPU {'usable: ' + str(results['environment']['gpu']) if has_gpu else 'not usable (' + why + ')'}",
-          flush=True)
+    results = {
+        "started": started,
+        "mode": mode,
+        "argv": sys.argv[1:],
+        "gpu_usable": has_gpu,
+        "environment": environment(has_gpu),
+        "parts": [],
+        "skipped": [],
+    }
+    print(
+        f"overdub benchmarks: mode {mode}; GPU {'usable: ' + str(results['environment']['gpu']) if has_gpu else 'not usable (' + why + ')'}",
+        flush=True,
+    )
 
     import gpu_parts
     import cpu_part
     import memory_part
     import cache_part
+
     cfg = gpu_parts.check_settings() if args.check else gpu_parts.settings(args.quick)
 
     def run_part(key: str, fn):
@@ -138,21 +175,25 @@ def main(argv=None) -> int:
             fn(part)
         except KeyboardInterrupt:
             raise
-        except BaseException as exc:        # noqa: BLE001 -- the suite goes on
+        except BaseException as exc:  # noqa: BLE001 -- the suite goes on
             part.status = "error"
             part.errors.append(error_text(exc))
         part.seconds = time.perf_counter() - t0
         d = part.as_dict()
         results["parts"].append(d)
         failed = [c["name"] for c in d["checks"] if not c["ok"]]
-        print(f"   {d['status']} in {part.seconds:.1f} s; {len(d['measurements'])} measurements; "
-              f"{len(d['checks']) - len(failed)}/{len(d['checks'])} checks passed", flush=True)
+        print(
+            f"   {d['status']} in {part.seconds:.1f} s; {len(d['measurements'])} measurements; "
+            f"{len(d['checks']) - len(failed)}/{len(d['checks'])} checks passed",
+            flush=True,
+        )
         for e in d["errors"]:
             print(f"   ! {e}", flush=True)
-        _write(results, out, t_start, plots=False)     # keep what we have if a later part hangs
+        _write(results, out, t_start, plots=False)  # keep what we have if a later part hangs
 
     if args.compile_only:
         import compile_check
+
         run_part("ptx", lambda part: compile_check.run(part, args.quick))
 
     gpu = None
@@ -183,7 +224,7 @@ def main(argv=None) -> int:
         if gpu is None and gpu_error is None:
             try:
                 gpu = gpu_parts.GPU()
-            except Exception as exc:     # cupy / cuda.core missing or broken
+            except Exception as exc:  # cupy / cuda.core missing or broken
                 gpu_error = exc
         title, fn = gpu_parts.PARTS[key]
 
@@ -191,19 +232,23 @@ def main(argv=None) -> int:
             if gpu_error is not None:
                 raise RuntimeError(f"GPU setup failed: {error_text(gpu_error)}")
             fn(part, gpu, cfg, args.check)
+
         run_part(key, body)
 
     if results["skipped"]:
         print(f"\nskipped (no usable GPU): {', '.join(results['skipped'])}", flush=True)
     md = _write(results, out, t_start, plots=True)
     print("\n" + md)
-    print(f"\nwrote {out / 'results.json'}, {out / 'results.md'}"
-          + (f", {', '.join(results.get('plots', []))}" if results.get("plots") else ""))
+    print(
+        f"\nwrote {out / 'results.json'}, {out / 'results.md'}"
+        + (f", {', '.join(results.get('plots', []))}" if results.get("plots") else "")
+    )
     return 0
 
 
 def _write(results: dict, out: Path, t_start: float, plots: bool) -> str:
     import report
+
     results["seconds"] = time.perf_counter() - t_start
     if plots:
         try:
@@ -212,7 +257,7 @@ def _write(results: dict, out: Path, t_start: float, plots: bool) -> str:
             results["plots"] = []
             results["plot_note"] = f"no plots: matplotlib is not importable ({exc})"
             print(f"\n{results['plot_note']}", flush=True)
-        except Exception as exc:        # a broken plot must not lose the results
+        except Exception as exc:  # a broken plot must not lose the results
             results["plots"] = []
             results["plot_note"] = f"plotting failed: {error_text(exc)}"
             print(f"\n{results['plot_note']}", flush=True)
@@ -227,6 +272,7 @@ def _write(results: dict, out: Path, t_start: float, plots: bool) -> str:
 def _json_default(value):
     try:
         import numpy as np
+
         if isinstance(value, np.generic):
             return value.item()
     except Exception:

@@ -21,7 +21,7 @@ import overdub as od
 
 __all__ = ["checked", "run_checked", "profiled", "profile"]
 
-_RECORD = 10        # [flag, index, extent, axis, thread x, y, z, block x, y, z]
+_RECORD = 10  # [flag, index, extent, axis, thread x, y, z, block x, y, z]
 
 checked = od.Context("checked", state=od.Array[od.int64, 1])
 
@@ -29,6 +29,7 @@ checked = od.Context("checked", state=od.Array[od.int64, 1])
 def _zeros(n: int, target: str | None):
     if (target or od.default_target()) == "cuda":
         import cupy
+
         return cupy.zeros(n, dtype=np.int64)
     return np.zeros(n, dtype=np.int64)
 
@@ -39,9 +40,10 @@ def _on_host(array) -> np.ndarray:
 
 # --- bounds checks ----------------------------------------------------------------------------------------
 
+
 @od.function
 def _inside(index, extent) -> bool:
-    return -extent <= index < extent          # Python's negative indices count from the end
+    return -extent <= index < extent  # Python's negative indices count from the end
 
 
 @od.function
@@ -99,20 +101,21 @@ for _ndim in (2, 3):
 def run_checked(kernel, *args, blocks=1, threads=1, target: str | None = None, **launch):
     """Launch ``kernel`` with every array access checked; raise IndexError for the first one out of range."""
     record = _zeros(_RECORD, target)
-    od.cuda(kernel, *args, blocks=blocks, threads=threads, target=target, context=checked, state=record,
-            **launch)
+    od.cuda(kernel, *args, blocks=blocks, threads=threads, target=target, context=checked, state=record, **launch)
     od.synchronize(target)
     flag, index, extent, axis, *position = (int(v) for v in _on_host(record))
     if flag:
-        raise IndexError(f"index {index} is out of bounds for axis {axis} with size {extent}, in thread "
-                         f"{tuple(position[:3])} of block {tuple(position[3:])} of kernel "
-                         f"{getattr(kernel, '__qualname__', kernel)}")
+        raise IndexError(
+            f"index {index} is out of bounds for axis {axis} with size {extent}, in thread "
+            f"{tuple(position[:3])} of block {tuple(position[3:])} of kernel "
+            f"{getattr(kernel, '__qualname__', kernel)}"
+        )
 
 
 # --- call counts ------------------------------------------------------------------------------------------
 
 profiled = od.Context("profiled", state=od.Array[od.int64, 1])
-_counters: dict = {}          # function -> its counter's index in the state
+_counters: dict = {}  # function -> its counter's index in the state
 
 
 def _counter(function) -> int:
@@ -124,6 +127,7 @@ def _counter(function) -> int:
         @profiled.prehook(function)
         def count(*args):
             cuda.atomic.add(od.state(), slot, 1)
+
     return slot
 
 
@@ -131,8 +135,7 @@ def profile(kernel, *args, functions=(), blocks=1, threads=1, target: str | None
     """Launch ``kernel`` and return how many times it called each of ``functions`` (counted on the device)."""
     slots = {function: _counter(function) for function in functions}
     counts = _zeros(max(len(_counters), 1), target)
-    od.cuda(kernel, *args, blocks=blocks, threads=threads, target=target, context=profiled, state=counts,
-            **launch)
+    od.cuda(kernel, *args, blocks=blocks, threads=threads, target=target, context=profiled, state=counts, **launch)
     od.synchronize(target)
     host = _on_host(counts)
     return {getattr(f, "__name__", repr(f)): int(host[slot]) for f, slot in slots.items()}

@@ -16,6 +16,7 @@ Dispatch happens at compile time: a call with floats is the float operation, a c
 method, inlined -- the kernel is what a hand-written derivative kernel would be. Julia's ForwardDiff.jl works
 the same way (``Dual{T}`` and methods of ``+``, ``sin``, ...).
 """
+
 from __future__ import annotations
 
 import math
@@ -38,6 +39,7 @@ class Dual(Generic[T]):
 
 
 # --- arithmetic -------------------------------------------------------------------------------------------
+
 
 @od.method(operator.add)
 def _add(a: Dual, b: Dual):
@@ -112,18 +114,18 @@ def _number_div(a: od.Number, b: Dual):
 @od.method(operator.pow)
 def _pow_integer(a: Dual, n: od.Integer):
     # d(a^n) = n a^(n-1) da; a ** n of a float is the float power
-    return Dual(a.value ** n, n * a.value ** (n - 1) * a.partial)
+    return Dual(a.value**n, n * a.value ** (n - 1) * a.partial)
 
 
 @od.method(operator.pow)
 def _pow_float(a: Dual, p: od.Float):
-    return Dual(a.value ** p, p * a.value ** (p - 1) * a.partial)
+    return Dual(a.value**p, p * a.value ** (p - 1) * a.partial)
 
 
 @od.method(operator.pow)
 def _pow(a: Dual, b: Dual):
     # d(a^b) = a^b (b' log a + b a'/a)
-    value = a.value ** b.value
+    value = a.value**b.value
     return Dual(value, value * (b.partial * math.log(a.value) + b.value * a.partial / a.value))
 
 
@@ -133,6 +135,7 @@ def _abs(a: Dual):
 
 
 # --- comparisons: on the values ---------------------------------------------------------------------------
+
 
 @od.method(operator.lt)
 def _lt(a: Dual, b: Dual):
@@ -175,6 +178,7 @@ def _number_gt(a: od.Number, b: Dual):
 
 
 # --- math functions: the chain rule -----------------------------------------------------------------------
+
 
 @od.method(math.sin)
 def _sin(x: Dual):
@@ -222,6 +226,7 @@ def _atan(x: Dual):
 
 # --- the entry point --------------------------------------------------------------------------------------
 
+
 @od.function
 def derivative(f, x: od.float64):
     """``f'(x)``: ``f`` called with the Dual ``x + ε``, its partial."""
@@ -229,5 +234,5 @@ def derivative(f, x: od.float64):
 
 
 @od.function
-def derivative(f, x: od.float32):          # noqa: F811 -- a second method: Dual[float32] all the way
+def derivative(f, x: od.float32):  # noqa: F811 -- a second method: Dual[float32] all the way
     return f(Dual(x, od.float32(1))).partial

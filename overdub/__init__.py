@@ -4,6 +4,7 @@ Device functions are generic functions with multiple dispatch; kernels compile i
 substitute any call; a compiled kernel keeps the edges it consulted, so redefining anything it used makes
 the next launch recompile.
 """
+
 from .compiler import CompileError
 from .context import CPU, CUDA, Context, when_imported
 from .intrinsics import Pointer, cuprintln, pointer, state, unsafe_load, unsafe_store, vload, vstore
@@ -13,25 +14,101 @@ from .launch import cuda, default_target, synchronize
 from .reflect import code_llvm, code_ptx, code_sass, code_typed, explain, stats
 from .structs import struct, struct_array
 from .registry import AmbiguityError, GenericFunction, Method, MethodError, function, methods, which
-from .types import (AbstractType, Any, Array, Boolean, Complex, Float, Integer, Number, Ptr, PtrType, bool_, complex64,
-                    complex128, float16, float32, float64, int8, int16, int32, int64, issubtype, uint8, uint16,
-                    uint32, uint64)
+from .types import (
+    AbstractType,
+    Any,
+    Array,
+    Boolean,
+    Complex,
+    Float,
+    Integer,
+    Number,
+    Ptr,
+    PtrType,
+    bool_,
+    complex64,
+    complex128,
+    float16,
+    float32,
+    float64,
+    int8,
+    int16,
+    int32,
+    int64,
+    issubtype,
+    uint8,
+    uint16,
+    uint32,
+    uint64,
+)
 from .world import current_world, invalidation_log
 
 __version__ = "0.1.0"
 
 __all__ = [
     # generic functions and dispatch
-    "function", "method", "GenericFunction", "Method", "methods", "which", "MethodError", "AmbiguityError",
+    "function",
+    "method",
+    "GenericFunction",
+    "Method",
+    "methods",
+    "which",
+    "MethodError",
+    "AmbiguityError",
     # the type lattice
-    "Any", "Number", "Integer", "Float", "Complex", "Boolean", "Ptr", "PtrType", "Array", "issubtype",
-    "AbstractType", "struct", "struct_array",
-    "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float16", "float32", "float64",
-    "complex64", "complex128", "bool_",
+    "Any",
+    "Number",
+    "Integer",
+    "Float",
+    "Complex",
+    "Boolean",
+    "Ptr",
+    "PtrType",
+    "Array",
+    "issubtype",
+    "AbstractType",
+    "struct",
+    "struct_array",
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "uint8",
+    "uint16",
+    "uint32",
+    "uint64",
+    "float16",
+    "float32",
+    "float64",
+    "complex64",
+    "complex128",
+    "bool_",
     # contexts
-    "Context", "CPU", "CUDA", "when_imported", "state",
+    "Context",
+    "CPU",
+    "CUDA",
+    "when_imported",
+    "state",
     # launching and intrinsics
-    "cuda", "jit", "synchronize", "default_target", "pointer", "Pointer", "unsafe_load", "unsafe_store", "vload", "vstore", "cuprintln",
+    "cuda",
+    "jit",
+    "synchronize",
+    "default_target",
+    "pointer",
+    "Pointer",
+    "unsafe_load",
+    "unsafe_store",
+    "vload",
+    "vstore",
+    "cuprintln",
     # introspection and errors
-    "stats", "explain", "invalidation_log", "current_world", "code_ptx", "code_llvm", "code_sass", "code_typed", "CompileError",
+    "stats",
+    "explain",
+    "invalidation_log",
+    "current_world",
+    "code_ptx",
+    "code_llvm",
+    "code_sass",
+    "code_typed",
+    "CompileError",
 ]

@@ -15,6 +15,7 @@ here plus, for the native path, one entry in the C table.
 
 A value of no kind is typed by the target's numba typeof; its launches always take the slow path.
 """
+
 from __future__ import annotations
 
 import struct
@@ -31,9 +32,21 @@ from .types import STRUCT_METADATA, PtrType, StructType, dtype_of, element_type,
 __all__ = ["ArgumentKind", "kind_of", "signature_guards", "refuse_container", "SLOT_CODES", "MAX_NATIVE_SLOTS"]
 
 # the struct code of each scalar's 8-byte parameter slot, padding included
-SLOT_CODES = {"int8": "b7x", "int16": "h6x", "int32": "i4x", "int64": "q", "uint8": "B7x", "uint16": "H6x",
-              "uint32": "I4x", "uint64": "Q", "float16": "e6x", "float32": "f4x", "float64": "d", "bool": "?7x"}
-MAX_NATIVE_SLOTS = 1024      # _fastlaunch.c's parameter buffer; a kernel with more goes through Python
+SLOT_CODES = {
+    "int8": "b7x",
+    "int16": "h6x",
+    "int32": "i4x",
+    "int64": "q",
+    "uint8": "B7x",
+    "uint16": "H6x",
+    "uint32": "I4x",
+    "uint64": "Q",
+    "float16": "e6x",
+    "float32": "f4x",
+    "float64": "d",
+    "bool": "?7x",
+}
+MAX_NATIVE_SLOTS = 1024  # _fastlaunch.c's parameter buffer; a kernel with more goes through Python
 
 
 def _scalar_slot(ty) -> str:
@@ -97,7 +110,7 @@ class PythonInt(ArgumentKind):
         return type(value) is int
 
     def signature(self, value):
-        return "int64" if -2**63 <= value < 2**63 else "uint64"
+        return "int64" if -(2**63) <= value < 2**63 else "uint64"
 
     def numba_type(self, signature):
         return nt.int64 if signature == "int64" else nt.uint64
@@ -119,8 +132,9 @@ class Scalar(ArgumentKind):
     _python = {float: nt.float64, bool: nt.boolean, complex: nt.complex128}
 
     def accepts(self, value) -> bool:
-        return type(value) in self._python or (isinstance(value, (np.number, np.bool_))
-                                               and not isinstance(value, np.timedelta64))   # unit in the type
+        return type(value) in self._python or (
+            isinstance(value, (np.number, np.bool_)) and not isinstance(value, np.timedelta64)
+        )  # unit in the type
 
     def signature(self, value):
         return type(value)
@@ -192,9 +206,12 @@ class NumpyArray(ArgumentKind):
         dtype, ndim, layout, readonly = signature
         consts[f"{name}_dtype"] = dtype
         c, f = f"{name}.flags.c_contiguous", f"{name}.flags.f_contiguous"
-        return [f"({name}.dtype is {name}_dtype or {name}.dtype == {name}_dtype)", f"{name}.ndim == {ndim}",
-                f"{name}.flags.writeable is {not readonly}",
-                {"C": c, "F": f"(not {c} and {f})", "A": f"not ({c} or {f})"}[layout]] + _struct_guard(name, dtype, consts)
+        return [
+            f"({name}.dtype is {name}_dtype or {name}.dtype == {name}_dtype)",
+            f"{name}.ndim == {ndim}",
+            f"{name}.flags.writeable is {not readonly}",
+            {"C": c, "F": f"(not {c} and {f})", "A": f"not ({c} or {f})"}[layout],
+        ] + _struct_guard(name, dtype, consts)
 
 
 class CupyArray(ArgumentKind):
@@ -222,8 +239,11 @@ class CupyArray(ArgumentKind):
         dtype, ndim, layout = signature
         consts[f"{name}_dtype"] = dtype
         c, f = f"{name}._c_contiguous", f"{name}._f_contiguous"
-        return [f"({name}.dtype is {name}_dtype or {name}.dtype == {name}_dtype)", f"{name}.ndim == {ndim}",
-                {"C": c, "F": f"(not {c} and {f})", "A": f"not ({c} or {f})"}[layout]] + _struct_guard(name, dtype, consts)
+        return [
+            f"({name}.dtype is {name}_dtype or {name}.dtype == {name}_dtype)",
+            f"{name}.ndim == {ndim}",
+            {"C": c, "F": f"(not {c} and {f})", "A": f"not ({c} or {f})"}[layout],
+        ] + _struct_guard(name, dtype, consts)
 
     def cuda_slots(self, ty):
         fmt, itemsize = _array_slots(ty)
@@ -232,7 +252,7 @@ class CupyArray(ArgumentKind):
     def native_spec(self, signature, ty):
         dtype, ndim, layout = signature
         if dtype.fields is not None:
-            return None        # _fastlaunch.c compares dtypes with ==, blind to which struct: the Python path
+            return None  # _fastlaunch.c compares dtypes with ==, blind to which struct: the Python path
         return ("a", dtype, ndim, dtype.itemsize, layout)
 
 
@@ -397,7 +417,7 @@ class StructArgument(ArgumentKind):
 
     def guards(self, name, signature, consts):
         consts[f"{name}_definition"] = signature.definition
-        return [f"{name}_definition.valid"]         # false once the class is redefined: the slow path refuses it
+        return [f"{name}_definition.valid"]  # false once the class is redefined: the slow path refuses it
 
     def cuda_slots(self, ty):
         formats, values = _value_slots(ty, "{v}")
@@ -415,7 +435,7 @@ def packed_slots(value) -> bytes:
     if packer is None:
         formats, values = _value_slots(struct_type, "v")
         layout = struct.Struct("<" + "".join(formats))
-        fields = eval(f"lambda v: ({', '.join(values)},)")        # the field paths, read in slot order
+        fields = eval(f"lambda v: ({', '.join(values)},)")  # the field paths, read in slot order
         packer = _packers[struct_type] = lambda v: layout.pack(*fields(v))
     return packer(value)
 
@@ -465,8 +485,10 @@ class TupleArgument(ArgumentKind):
     def signature(self, value):
         """The elements' kinds and signatures (a None where an element has no kind: no launch function
         made for tuples of kinds then applies)."""
-        return tuple((kind, kind.signature(element)) if kind is not None else None
-                     for kind, element in zip(map(kind_of, value), value))
+        return tuple(
+            (kind, kind.signature(element)) if kind is not None else None
+            for kind, element in zip(map(kind_of, value), value)
+        )
 
     def numba_type(self, signature):
         return nt.BaseTuple.from_types([kind.numba_type(element) for kind, element in signature])
@@ -486,7 +508,7 @@ class TupleArgument(ArgumentKind):
 def _cupy_ndarray():
     try:
         import cupy
-    except Exception:          # cupy is optional; without it no value is a cupy array
+    except Exception:  # cupy is optional; without it no value is a cupy array
         return None
     return cupy.ndarray
 
@@ -501,14 +523,16 @@ def refuse_container(value, ty) -> None:
     """Raise where ``ty``, numba's type of the launch argument ``value``, is a Python container (list, set, dict):
     kernels are compiled without numba's runtime, which those need, and a GPU cannot read them."""
     if isinstance(ty, (nt.List, nt.Set, nt.DictType, nt.ListType)):
-        raise TypeError(f"a {type(value).__name__} ({value!r:.60}) cannot be a kernel argument: pass a numpy (or "
-                        f"cupy) array -- np.asarray(...) -- or a tuple")
+        raise TypeError(
+            f"a {type(value).__name__} ({value!r:.60}) cannot be a kernel argument: pass a numpy (or "
+            f"cupy) array -- np.asarray(...) -- or a tuple"
+        )
 
 
 def kind_of(value) -> ArgumentKind | None:
     """The kind of a launch argument, or None when overdub has none for it (cached by class)."""
     cls = type(value)
-    if cls is tuple:          # a tuple's kind depends on its elements, not its class
+    if cls is tuple:  # a tuple's kind depends on its elements, not its class
         return _TUPLE if _TUPLE.accepts(value) else None
     try:
         return _by_class[cls]
@@ -533,7 +557,7 @@ def signature_guards(names, values, argtypes) -> tuple[list[str], dict] | None:
             return None
         signature = kind.signature(value)
         if kind.numba_type(signature) != ty:
-            return None           # typed otherwise (by a context's typeof, say): no guard can pin it
+            return None  # typed otherwise (by a context's typeof, say): no guard can pin it
         conditions += kind.guards(name, signature, consts)
         consts[f"{name}_signature"] = signature
         consts[f"signature_{kind.name}"] = kind.signature

@@ -25,6 +25,7 @@ Each edge holds the objects whose address it recorded, so an address cannot be r
 it holds a function only weakly (a kernel's cache entry must die with its function), which is safe because
 a compiled thing is only ever checked while the functions it read are alive.
 """
+
 from __future__ import annotations
 
 import builtins
@@ -44,7 +45,7 @@ _WORD = ctypes.sizeof(ctypes.c_void_p)
 # PyDictObject: PyObject_HEAD (refcount, type), Py_ssize_t ma_used, uint64_t ma_version_tag.
 _VERSION_OFFSET = 3 * _WORD
 _HAS_VERSION_TAG = sys.version_info < (3, 14)
-_UNSEEN = 2**64 - 1        # a word value no pointer or version tag takes
+_UNSEEN = 2**64 - 1  # a word value no pointer or version tag takes
 
 
 def _probe(obj, value) -> int | None:
@@ -57,15 +58,18 @@ def _probe(obj, value) -> int | None:
 
 def _function_offsets() -> tuple[int, int, int] | None:
     """Offsets of a function's code, defaults and kwdefaults pointers, checked by assigning each."""
+
     def probe(a=1, *, b=2):
         return a + b
+
     fields = ("__code__", "__defaults__", "__kwdefaults__")
     offsets = tuple(_probe(probe, getattr(probe, name)) for name in fields)
     if None in offsets or len(set(offsets)) != 3:
         return None
     probe.__code__, probe.__defaults__, probe.__kwdefaults__ = (lambda a=3, *, b=4: a).__code__, (5,), {"b": 6}
-    moved = all(ctypes.c_size_t.from_address(id(probe) + o).value == id(getattr(probe, n))
-                for o, n in zip(offsets, fields))
+    moved = all(
+        ctypes.c_size_t.from_address(id(probe) + o).value == id(getattr(probe, n)) for o, n in zip(offsets, fields)
+    )
     return offsets if moved else None
 
 
@@ -131,6 +135,7 @@ def lookup(namespace: dict, name: str, with_builtins: bool = True):
 
 # --- the edges ------------------------------------------------------------------------------------------
 
+
 class Edge(world.Node):
     """A node recording a piece of Python state: ``changed()`` says whether it still holds, ``words()`` the
     machine words (view, value when read) that move whenever it may have changed."""
@@ -155,7 +160,7 @@ class Binding(Edge):
     def __init__(self, namespace: dict, name: str, value, seen_version: int, with_builtins: bool):
         super().__init__()
         self.namespace, self.name, self.value = namespace, name, value
-        self.seen_version = seen_version     # the dict's version tag just before the value was read
+        self.seen_version = seen_version  # the dict's version tag just before the value was read
         self.with_builtins = with_builtins
 
     def changed(self) -> bool:
@@ -188,7 +193,7 @@ class CellBinding(Edge):
     def changed(self) -> bool:
         try:
             return not same_value(self.value, self.cell.cell_contents)
-        except ValueError:         # emptied (del of the captured variable)
+        except ValueError:  # emptied (del of the captured variable)
             return True
 
     def words(self) -> list:
@@ -219,8 +224,9 @@ class FunctionState(Edge):
 
     def changed(self) -> bool:
         func = self.function()
-        return func is None or not all(map(same_value, self.state, (func.__code__, func.__defaults__,
-                                                                   func.__kwdefaults__)))
+        return func is None or not all(
+            map(same_value, self.state, (func.__code__, func.__defaults__, func.__kwdefaults__))
+        )
 
     def words(self) -> list:
         func = self.function()
@@ -271,8 +277,11 @@ def read(namespace: dict, name: str, with_builtins: bool = True):
     ``_MISSING``, and makes it an edge of the node being built."""
     seen_version = dict_version(namespace)
     value = lookup(namespace, name, with_builtins)
-    return _consult(runtime.bindings, (id(namespace), name, with_builtins),
-                    lambda: Binding(namespace, name, value, seen_version, with_builtins)).value
+    return _consult(
+        runtime.bindings,
+        (id(namespace), name, with_builtins),
+        lambda: Binding(namespace, name, value, seen_version, with_builtins),
+    ).value
 
 
 def read_cell(cell, label: str):
@@ -288,6 +297,7 @@ def read_function(func) -> None:
 
 # --- the check ------------------------------------------------------------------------------------------
 
+
 class Guard:
     """The state a compiled thing read (directly or through what it calls), checked cheaply before use.
 
@@ -297,8 +307,8 @@ class Guard:
     __slots__ = ("_checks", "_edges")
 
     def __init__(self):
-        self._checks: dict[int, list] = {}          # word address -> [view, expected value (c_uint64)]
-        self._edges: dict[int, list[Edge]] = {}     # word address -> the edges that word watches
+        self._checks: dict[int, list] = {}  # word address -> [view, expected value (c_uint64)]
+        self._edges: dict[int, list[Edge]] = {}  # word address -> the edges that word watches
 
     def add(self, edge: Edge) -> None:
         for view, value in edge.words():
@@ -311,7 +321,7 @@ class Guard:
             if check is None:
                 self._checks[address] = [view, ctypes.c_uint64(value if view is not None else _UNSEEN)]
             elif check[1].value != value:
-                check[1].value = _UNSEEN    # read at different moments: the first check is the slow one
+                check[1].value = _UNSEEN  # read at different moments: the first check is the slow one
 
     def include(self, other: "Guard") -> None:
         """Also guard what ``other`` guards (a callee's state is its callers' edges too)."""

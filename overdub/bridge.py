@@ -16,6 +16,7 @@ numba-cuda touches only these places. It gives numba:
 numba-cuda reads the registrations of numba's core registries made outside numba itself, so each
 registration here serves both targets.
 """
+
 from __future__ import annotations
 
 import operator
@@ -28,8 +29,14 @@ import numpy as np
 from numba.core import cgutils, sigutils, types
 from numba.core.extending import NativeValue, models, register_model, typeof_impl, unbox
 from numba.core.imputils import lower_builtin, lower_constant, lower_getattr_generic
-from numba.core.typing.templates import (AbstractTemplate, AttributeTemplate, fold_arguments, infer_getattr,
-                                         infer_global, signature)
+from numba.core.typing.templates import (
+    AbstractTemplate,
+    AttributeTemplate,
+    fold_arguments,
+    infer_getattr,
+    infer_global,
+    signature,
+)
 from numba.core.utils import pysignature
 from numba.np import numpy_support
 
@@ -44,6 +51,7 @@ def unliteral(t):
 
 
 # --- opaque compile-time objects -----------------------------------------------------------------------
+
 
 def register_opaque(python_class: type, numba_type: type) -> None:
     """Let each value of ``python_class`` appear in compiled code as a compile-time constant of the numba type
@@ -93,24 +101,28 @@ class _ModuleProxyAttributes(AttributeTemplate):
 @lower_getattr_generic(ModuleProxyType)
 def _lower_module_proxy_getattr(context, builder, typ, value, attr):
     seen, own = _seen_attribute(typ.proxy, attr)
-    if not own:                             # Overdubbed, a proxy, or a target's replacement: a constant
+    if not own:  # Overdubbed, a proxy, or a target's replacement: a constant
         return context.get_constant_generic(builder, typeof(seen), seen)
     module_type = types.Module(typ.proxy.module)
     impl = context.get_getattr(module_type, attr)
-    if impl is not None:     # the target's own lowering: module constants, special registers
+    if impl is not None:  # the target's own lowering: module constants, special registers
         return impl(context, builder, module_type, context.get_dummy_value(), attr)
     attr_type = context.typing_context.resolve_getattr(module_type, attr)
-    return cgutils.get_null_value(context.get_value_type(attr_type))     # functions, submodules: opaque
+    return cgutils.get_null_value(context.get_value_type(attr_type))  # functions, submodules: opaque
 
 
 def fold_call(pyfunc, argtypes: tuple, kws: dict) -> tuple[tuple, object]:
     """Positional argument types for a call of ``pyfunc`` with keywords and defaults resolved (numba's
     ``Omitted`` for a default), and the Python signature lowering folds the call's arguments with."""
     pysig = pysignature(pyfunc)
-    folded = fold_arguments(pysig, argtypes, kws,
-                            lambda index, param, value: value,
-                            lambda index, param, default: types.Omitted(default),
-                            lambda index, param, values: types.StarArgTuple(tuple(values)))
+    folded = fold_arguments(
+        pysig,
+        argtypes,
+        kws,
+        lambda index, param, value: value,
+        lambda index, param, default: types.Omitted(default),
+        lambda index, param, values: types.StarArgTuple(tuple(values)),
+    )
     return tuple(folded), pysig
 
 
@@ -145,7 +157,11 @@ def _note_typing_modules(fnty) -> None:
     if needs is None:
         return
     for template in getattr(fnty, "templates", ()):
-        for source in (template, getattr(template, "_overload_func", None), getattr(template, "_definition_func", None)):
+        for source in (
+            template,
+            getattr(template, "_overload_func", None),
+            getattr(template, "_definition_func", None),
+        ):
             module = getattr(source, "__module__", None)
             if isinstance(module, str) and not module.startswith(("numba", "overdub")):
                 needs.add(f"{TYPED_IN} {module}")
@@ -204,16 +220,17 @@ def array_fits(value, ty) -> bool:
     dtype = getattr(value, "dtype", None)
     try:
         return getattr(value, "ndim", None) == ty.ndim and numpy_support.from_dtype(dtype) == ty.dtype
-    except Exception:          # a dtype numba does not know: no
+    except Exception:  # a dtype numba does not know: no
         return False
 
 
 def as_scalar_of(value, ty):
     """``value`` as a numpy scalar of the scalar type ``ty`` (as numba-cuda converts a launch's arguments to an
     explicit signature); other values unchanged."""
-    if isinstance(ty, (types.Integer, types.Float, types.Complex, types.Boolean)) and \
-            isinstance(value, (int, float, complex, bool, np.generic)):
-        return np.asarray(value).astype(numpy_support.as_dtype(ty))[()]      # wraps, as a C cast does
+    if isinstance(ty, (types.Integer, types.Float, types.Complex, types.Boolean)) and isinstance(
+        value, (int, float, complex, bool, np.generic)
+    ):
+        return np.asarray(value).astype(numpy_support.as_dtype(ty))[()]  # wraps, as a C cast does
     return value
 
 
@@ -310,6 +327,7 @@ def numba_error_class(exc: BaseException) -> type | None:
 
 # --- the hidden state argument --------------------------------------------------------------------------
 
+
 def hidden_argument(context, builder, hidden_type):
     """The hidden first argument (of numba type ``hidden_type``) of the function being lowered.
 
@@ -320,7 +338,7 @@ def hidden_argument(context, builder, hidden_type):
     # numba-cuda keeps the calling convention on the descriptor of the function being lowered
     call_conv = getattr(context.fndesc, "call_conv", None) or context.call_conv
     packer = context.get_arg_packer([hidden_type])
-    raw = call_conv.get_arguments(builder.function)[:len(packer.argument_types)]
+    raw = call_conv.get_arguments(builder.function)[: len(packer.argument_types)]
     return packer.from_arguments(builder, raw)[0]
 
 
@@ -340,10 +358,12 @@ class HiddenArgumentCall:
         hidden_type = sig.args[0]
         self.impl_key = ("overdub.hidden_argument", impl_key)
         self.sig = signature(sig.return_type, *sig.args[1:]).replace(
-            pysig=_without_first_parameter(getattr(sig, "pysig", None)))
+            pysig=_without_first_parameter(getattr(sig, "pysig", None))
+        )
 
         def call(context, builder, outer_sig, args, loc=None):
             hidden = hidden_argument(context, builder, hidden_type)
             return context.get_function(impl_key, sig)(builder, [hidden, *args], loc=loc)
+
         target_context.insert_func_defn([(call, self.impl_key, self.sig.args)])
         weakref.finalize(self, target_context.remove_user_function, self.impl_key)

@@ -13,6 +13,7 @@ data, not its code.
 A closure capturing anything else (a helper function, a module) is compiled as it is, its cells read as
 constants and tracked as edges (:mod:`overdub.bindings`); so is a closure whose source cannot be read.
 """
+
 from __future__ import annotations
 
 import __future__
@@ -57,7 +58,7 @@ def lift(kernel) -> Lifted | None:
     try:
         if any(arguments.kind_of(cell.cell_contents) is None for cell in cells):
             return None
-    except ValueError:          # an empty cell: compile as it is, and let numba say what is unbound
+    except ValueError:  # an empty cell: compile as it is, and let numba say what is unbound
         return None
     code = kernel.__code__
     function = runtime.lifted.get(code, False)
@@ -68,8 +69,10 @@ def lift(kernel) -> Lifted | None:
     return Lifted(function, kernel)
 
 
-_FUTURE_FLAGS = functools.reduce(operator.or_, (feature.compiler_flag for feature in
-                                                 map(lambda name: getattr(__future__, name), __future__.all_feature_names)))
+_FUTURE_FLAGS = functools.reduce(
+    operator.or_,
+    (feature.compiler_flag for feature in map(lambda name: getattr(__future__, name), __future__.all_feature_names)),
+)
 
 
 def _source_is_the_code(kernel, lines: list[str], first: int) -> bool:
@@ -78,13 +81,20 @@ def _source_is_the_code(kernel, lines: list[str], first: int) -> bool:
     code = kernel.__code__
     if first < 2:
         return False
-    indent = lines[0][:len(lines[0]) - len(lines[0].lstrip())]
-    source = ("\n" * (first - 2) + "def __overdub_enclosing():\n" + "".join(lines)
-              + "".join(f"{indent}{name} = None\n" for name in code.co_freevars))
-    flags = code.co_flags & _FUTURE_FLAGS            # compiled under the same __future__ imports
+    indent = lines[0][: len(lines[0]) - len(lines[0].lstrip())]
+    source = (
+        "\n" * (first - 2)
+        + "def __overdub_enclosing():\n"
+        + "".join(lines)
+        + "".join(f"{indent}{name} = None\n" for name in code.co_freevars)
+    )
+    flags = code.co_flags & _FUTURE_FLAGS  # compiled under the same __future__ imports
     try:
-        enclosing = next(c for c in compile(source, code.co_filename, "exec", flags=flags, dont_inherit=True).co_consts
-                         if isinstance(c, pytypes.CodeType))
+        enclosing = next(
+            c
+            for c in compile(source, code.co_filename, "exec", flags=flags, dont_inherit=True).co_consts
+            if isinstance(c, pytypes.CodeType)
+        )
     except (SyntaxError, StopIteration):
         return False
     inner = [c for c in enclosing.co_consts if isinstance(c, pytypes.CodeType) and c.co_name == code.co_name]
@@ -100,10 +110,10 @@ def _compile_lifted(kernel):
     except (OSError, TypeError):
         return None
     if not _source_is_the_code(kernel, lines, first):
-        return None             # the file changed since the closure was defined: its source is not its code
+        return None  # the file changed since the closure was defined: its source is not its code
     try:
         tree = ast.parse(textwrap.dedent("".join(lines)))
-    except SyntaxError:         # a lambda or a def sharing its line with other code
+    except SyntaxError:  # a lambda or a def sharing its line with other code
         return None
     defs = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == code.co_name]
     if len(defs) != 1:
@@ -115,8 +125,7 @@ def _compile_lifted(kernel):
     ast.fix_missing_locations(tree)
     ast.increment_lineno(tree, first - 1)
     namespace: dict = {}
-    exec(compile(tree, code.co_filename, "exec"), kernel.__globals__.copy() | {"__builtins__": __builtins__},
-         namespace)
+    exec(compile(tree, code.co_filename, "exec"), kernel.__globals__.copy() | {"__builtins__": __builtins__}, namespace)
     lifted = namespace.get(code.co_name)
     if not isinstance(lifted, pytypes.FunctionType) or lifted.__code__.co_freevars:
         return None
@@ -131,8 +140,11 @@ def kernel_job(kernel, args: tuple, typeof, chain: tuple, hidden: tuple = ()) ->
     ``args`` (typed by ``typeof``) in ``chain``: a lifted closure takes its captured values first, after the
     ``hidden`` arguments (a launch's state)."""
     lifted = lift(kernel)
-    function, launched = (kernel, hidden + tuple(args)) if lifted is None else \
-        (lifted.function, hidden + lifted.captured_values() + tuple(args))
+    function, launched = (
+        (kernel, hidden + tuple(args))
+        if lifted is None
+        else (lifted.function, hidden + lifted.captured_values() + tuple(args))
+    )
     argtypes = tuple(_argument_type(typeof, function, i - len(hidden), value) for i, value in enumerate(launched))
     return compiler.CompileJob.of(function, argtypes, chain), launched, argtypes, lifted
 
@@ -141,9 +153,9 @@ def _argument_type(typeof, function, position: int, value):
     """``typeof(value)``; an argument the target refuses is named by the kernel's parameter it was passed to."""
     try:
         return typeof(value)
-    except (TypeError, ValueError) as error:      # overdub's refusals; numba's "cannot determine the type"
+    except (TypeError, ValueError) as error:  # overdub's refusals; numba's "cannot determine the type"
         code = function.__code__
-        params = code.co_varnames[:code.co_argcount]
+        params = code.co_varnames[: code.co_argcount]
         where = f"parameter {params[position]!r}" if 0 <= position < len(params) else f"argument {position}"
         error.args = (f"{function.__qualname__}, {where}: {error}",)
         raise
@@ -171,7 +183,7 @@ def with_captured_values(launch, lifted: Lifted, kernel, launched_args: tuple, h
     slow path) once one has another class than when it was made (launch functions rely on their caller to key
     argument classes), a captured variable was deleted, or the closure's code was replaced in place."""
     kernel_ref = weakref.ref(kernel)
-    classes = tuple(map(type, launched_args[hidden:hidden + len(lifted.cells)]))
+    classes = tuple(map(type, launched_args[hidden : hidden + len(lifted.cells)]))
 
     def launch_closure(args, blocks, threads, shmem, stream):
         closure = kernel_ref()
@@ -184,5 +196,6 @@ def with_captured_values(launch, lifted: Lifted, kernel, launched_args: tuple, h
         if tuple(map(type, captured)) != classes:
             return False
         return launch(args[:hidden] + captured + args[hidden:], blocks, threads, shmem, stream)
+
     launch_closure.kernel, launch_closure.guarded = launch.kernel, launch.guarded
     return launch_closure

@@ -14,6 +14,7 @@ Dispatch happens in numba's type inference: each Overdubbed callee is typed as a
 whose ``get_call_type`` calls :func:`resolve_call` with the argument types. It asks the chain's overdub tables,
 then the callee itself, records each answer as an edge of the node being built, and compiles what it picked.
 """
+
 from __future__ import annotations
 
 import logging
@@ -33,8 +34,16 @@ from .runtime import runtime
 
 log = logging.getLogger("overdub")
 
-__all__ = ["CompileJob", "CompileError", "MethodInstance", "Kernel", "resolve_call", "cached_kernel", "explain",
-           "stats"]
+__all__ = [
+    "CompileJob",
+    "CompileError",
+    "MethodInstance",
+    "Kernel",
+    "resolve_call",
+    "cached_kernel",
+    "explain",
+    "stats",
+]
 
 
 class CompileError(Exception):
@@ -48,8 +57,8 @@ class CompileError(Exception):
         return _compile_error, (_NUMBA_CLASS.get(type(self)), str(self))
 
 
-_AS_NUMBA_CLASS: dict = {}      # numba error class -> the CompileError subclass that is also one
-_NUMBA_CLASS: dict = {}         # and back
+_AS_NUMBA_CLASS: dict = {}  # numba error class -> the CompileError subclass that is also one
+_NUMBA_CLASS: dict = {}  # and back
 
 
 def _compile_error(numba_class, message: str) -> CompileError:
@@ -58,8 +67,11 @@ def _compile_error(numba_class, message: str) -> CompileError:
         return CompileError(message)
     cls = _AS_NUMBA_CLASS.get(numba_class)
     if cls is None:
-        cls = type("CompileError", (CompileError, numba_class), {"__module__": CompileError.__module__,
-                                                                  "__qualname__": "CompileError"})
+        cls = type(
+            "CompileError",
+            (CompileError, numba_class),
+            {"__module__": CompileError.__module__, "__qualname__": "CompileError"},
+        )
         cls = _AS_NUMBA_CLASS.setdefault(numba_class, cls)
         _NUMBA_CLASS[cls] = numba_class
     return cls(message)
@@ -79,7 +91,7 @@ class CompileJob:
     held weakly, the argument types, the context chain -- ending in the target's root -- and the types of
     keyword arguments. Equal jobs compile to the same code in the same world."""
 
-    func_ref: object        # the canonical weak reference to the def (compared by the def's identity)
+    func_ref: object  # the canonical weak reference to the def (compared by the def's identity)
     argtypes: tuple
     chain: tuple
     kwtypes: tuple = ()
@@ -87,12 +99,14 @@ class CompileJob:
 
     @classmethod
     def of(cls, func, argtypes: tuple, chain: tuple, kwtypes: dict | None = None) -> "CompileJob":
-        return cls(weakref.ref(func), tuple(argtypes), chain, tuple(sorted((kwtypes or {}).items())),
-                   func.__qualname__)
+        return cls(weakref.ref(func), tuple(argtypes), chain, tuple(sorted((kwtypes or {}).items())), func.__qualname__)
 
     def __eq__(self, other):
-        return (isinstance(other, CompileJob) and self.func_ref == other.func_ref
-                and (self.argtypes, self.chain, self.kwtypes) == (other.argtypes, other.chain, other.kwtypes))
+        return (
+            isinstance(other, CompileJob)
+            and self.func_ref == other.func_ref
+            and (self.argtypes, self.chain, self.kwtypes) == (other.argtypes, other.chain, other.kwtypes)
+        )
 
     def __hash__(self):
         return hash((self.func_ref, self.argtypes, self.chain, self.kwtypes))
@@ -114,6 +128,7 @@ reset = runtime.reset
 
 
 # --- method instances -----------------------------------------------------------------------------------
+
 
 class MethodInstance(Guarded):
     """A def compiled in a context chain for concrete argument types: its signature, the key numba's lowering
@@ -154,17 +169,19 @@ def compile_method(func: pytypes.FunctionType, chain: tuple, typing_context, arg
     node = runtime.methods.get(job)
     if node is not None and node.sig is None:
         sites = bridge.call_sites()
-        raise CompileError(f"{job.call()} calls itself{' at ' + sites[0] if sites else ''}: recursion is not "
-                           f"supported in kernels")
+        raise CompileError(
+            f"{job.call()} calls itself{' at ' + sites[0] if sites else ''}: recursion is not supported in kernels"
+        )
     if node is None or not node.usable():
-        node = MethodInstance(job)           # in progress until it has a signature
+        node = MethodInstance(job)  # in progress until it has a signature
         runtime.methods.put(job, node)
         try:
             with world.building(node):
                 _consult_chain(chain)
                 rewritten = rewrite(func, chain)
                 node.sig, node.impl_key, node.keepalive = _compile_for_launch_state(
-                    job.target, func, rewritten, chain, typing_context, argtypes, kwtypes)
+                    job.target, func, rewritten, chain, typing_context, argtypes, kwtypes
+                )
         except BaseException:
             runtime.methods.discard(job, node)
             world.retire([node])
@@ -174,17 +191,18 @@ def compile_method(func: pytypes.FunctionType, chain: tuple, typing_context, arg
     return node.sig, node.impl_key
 
 
-def _compile_for_launch_state(target, func, rewritten, chain: tuple, typing_context, argtypes: tuple,
-                              kwtypes: dict):
+def _compile_for_launch_state(target, func, rewritten, chain: tuple, typing_context, argtypes: tuple, kwtypes: dict):
     """The target's compile of ``func`` rewritten in a chain; in a chain with state (where the rewrite gave it
     the hidden state parameter), compiled with the state's type first and called with the caller's state."""
     state = state_type(chain)
     if state is None:
         if takes_state(func):
             sites = bridge.call_sites()
-            raise CompileError(f"od.state() called{' at ' + sites[0] if sites else ''} in a launch without state: "
-                               f"it is the state a launch in a context with state passes -- declare it with "
-                               f"od.Context(name, state=T) and launch with od.cuda(..., context=ctx, state=value)")
+            raise CompileError(
+                f"od.state() called{' at ' + sites[0] if sites else ''} in a launch without state: "
+                f"it is the state a launch in a context with state passes -- declare it with "
+                f"od.Context(name, state=T) and launch with od.cuda(..., context=ctx, state=value)"
+            )
         return target.compile_method(rewritten, typing_context, argtypes, kwtypes)
     sig, impl_key, keepalive = target.compile_method(rewritten, typing_context, (state,) + argtypes, kwtypes)
     outer_sig, outer_key, registration = target.call_with_state(sig, impl_key)
@@ -206,13 +224,14 @@ def _compile_callee(func, chain: tuple, typing_context, args: tuple, kws: dict):
 
 # --- dispatch during typing -----------------------------------------------------------------------------
 
+
 class OverdubCallType(nt.Callable):
     """The numba type of one Overdubbed callee; dispatch happens in ``get_call_type``."""
 
     def __init__(self, site: Overdubbed):
         self.site = site
         self._impl_keys: dict[tuple, object] = {}
-        self._answers: tuple = (None, {})     # (the node being built, weakly; its answers by argument types)
+        self._answers: tuple = (None, {})  # (the node being built, weakly; its answers by argument types)
         name = getattr(site.callee, "__qualname__", None) or getattr(site.callee, "__name__", repr(site.callee))
         super().__init__(name=f"overdub({name})")
 
@@ -271,13 +290,13 @@ def resolve_call(site: Overdubbed, typing_context, args: tuple, kws: dict):
     mean nothing; an operator of a kernel), numba's own typing.
     """
     argtypes = tuple(bridge.unliteral(a) for a in args)
-    if not site.dispatched:           # a hook method, called by a hooked call
+    if not site.dispatched:  # a hook method, called by a hooked call
         return _compile_callee(site.callee, site.chain, typing_context, args, kws)
     hooked = _hooked_call(site, typing_context, args, kws) if site.observed else None
     if hooked is not None:
         return _compile_callee(hooked, site.chain, typing_context, args, kws)
     ops = site.operators if isinstance(site, OperatorSite) else (site.callee,)
-    for op in ops:                    # a += b: iadd's tables, then add's (Python's fallback)
+    for op in ops:  # a += b: iadd's tables, then add's (Python's fallback)
         found = _user_method(site.chain, op, argtypes)
         if found is not None:
             func, chain = found
@@ -295,11 +314,11 @@ def _user_method(chain: tuple, callee, argtypes: tuple):
             break
         match = ctx.table(callee).dispatch(argtypes)
         if match.method is not None:
-            return match.method.func, chain[depth + 1:]
+            return match.method.func, chain[depth + 1 :]
         if match.ambiguous:
             _raise_at_call_site(match.error())
     if isinstance(callee, GenericFunction):
-        return None                   # its added methods are in its own table
+        return None  # its added methods are in its own table
     for table in [user_methods.table(callee)] + dunders.tables(callee):
         match = table.dispatch(argtypes)
         if match.method is not None:
@@ -313,8 +332,9 @@ def _numba_operator(site: OperatorSite, typing_context, args: tuple, argtypes: t
     """An operator no table took: numba's own typing of its node, which the node is turned back into. Where
     numba has no meaning for it either, a MethodError listing the methods added to the operator -- or, if
     none was, numba's own error, as for an operator never rerouted."""
-    candidates = [m for op in site.operators for table in [user_methods.table(op)] + dunders.tables(op)
-                  for m in table.methods]
+    candidates = [
+        m for op in site.operators for table in [user_methods.table(op)] + dunders.tables(op) for m in table.methods
+    ]
     try:
         sig = numba_signature(site, typing_context, args)
     except Exception as exc:
@@ -357,13 +377,19 @@ def _resolve_callee(site: Overdubbed, typing_context, args: tuple, kws: dict, ar
 def _hooked_call(site: Overdubbed, typing_context, args: tuple, kws: dict):
     """The generated function running this call with the hooks observing it (:mod:`overdub.hooks`), or
     None when none does."""
+
     def result_type():
         unobserved = interned(Unobserved, site.chain, site.callee)
         return bridge.unliteral(resolve_call(unobserved, typing_context, args, kws)[0].return_type)
+
     try:
-        pre, post = hooks.observing(site, tuple(bridge.unliteral(a) for a in args),
-                                    tuple(bridge.unliteral(k) for k in kws.values()), result_type)
-    except MethodError as error:        # ambiguous hooks
+        pre, post = hooks.observing(
+            site,
+            tuple(bridge.unliteral(a) for a in args),
+            tuple(bridge.unliteral(k) for k in kws.values()),
+            result_type,
+        )
+    except MethodError as error:  # ambiguous hooks
         _raise_at_call_site(error)
     return hooks.hooked_call(site, pre, post, len(args), tuple(kws)) if pre or post else None
 
@@ -378,6 +404,7 @@ def _forwarded(site: Overdubbed, forward):
 
 # --- kernels --------------------------------------------------------------------------------------------
 
+
 class Kernel(Guarded):
     """A compiled kernel: its launcher, valid while every edge it consulted holds."""
 
@@ -387,7 +414,7 @@ class Kernel(Guarded):
         super().__init__()
         self.job = job
         self.launcher = None
-        self.launch_keys: set = set()       # where the runtime's launch table holds launch functions for it
+        self.launch_keys: set = set()  # where the runtime's launch table holds launch functions for it
 
     def on_invalidate(self, cause: str) -> None:
         runtime.kernels.discard(self.job, self, reason=cause)
@@ -411,7 +438,7 @@ def _compile_kernel(job: CompileJob, stale: Kernel | None) -> Kernel:
         runtime.collect()
         current = runtime.kernels.get(job)
         if current is not None and current is not stale and current.usable():
-            return current             # another thread compiled it meanwhile
+            return current  # another thread compiled it meanwhile
         reason = _reason(job, stale)
         kernel = _loaded_kernel(job)
         verb = "loaded from the disk cache" if kernel is not None else "compiled"
@@ -429,7 +456,7 @@ def _loaded_kernel(job: CompileJob) -> Kernel | None:
         loaded = job.chain[0].chain(job.target, state_type(job.chain)) == job.chain and diskcache.load(job, kernel)
     if loaded:
         return kernel
-    world.retire([kernel])          # it holds the edges of a partial check
+    world.retire([kernel])  # it holds the edges of a partial check
     return None
 
 
@@ -440,7 +467,7 @@ def _built_kernel(job: CompileJob) -> Kernel:
     try:
         with world.building(kernel):
             _consult_chain(job.chain)
-            if job.chain[0].chain(target, state_type(job.chain)) != job.chain:    # a parent changed since
+            if job.chain[0].chain(target, state_type(job.chain)) != job.chain:  # a parent changed since
                 kernel.valid = False
             rewritten = rewrite(job.func, job.chain)
             kernel.launcher = target.compile_kernel(rewritten, job.argtypes)
@@ -449,8 +476,9 @@ def _built_kernel(job: CompileJob) -> Kernel:
         message = None if isinstance(exc, MethodError) else bridge.compile_error_message(exc)
         if message is None:
             raise
-        raise _compile_error(bridge.numba_error_class(exc),
-                             f"compiling kernel {job.call()} for {target.label}:\n{message}") from None
+        raise _compile_error(
+            bridge.numba_error_class(exc), f"compiling kernel {job.call()} for {target.label}:\n{message}"
+        ) from None
     runtime.count("compiles")
     diskcache.store(job, kernel)
     return kernel

@@ -15,6 +15,7 @@ context declares -- and *hooks*: device code run before (``prehook``) or after (
 it observes, without replacing them. A hook of a context observes a call that reaches the context: one that
 no overdub of a context before it in the chain took (see docs/contexts.md).
 """
+
 from __future__ import annotations
 
 import inspect
@@ -67,12 +68,17 @@ def _is_catch_all(label: str, func) -> bool:
     code = getattr(func, "__code__", None)
     if code is None or not code.co_flags & inspect.CO_VARARGS:
         return False
-    annotated = [name for name, annotation in getattr(func, "__annotations__", {}).items()
-                 if name != "return" and annotation not in (Any, "od.Any", "Any")]
+    annotated = [
+        name
+        for name, annotation in getattr(func, "__annotations__", {}).items()
+        if name != "return" and annotation not in (Any, "od.Any", "Any")
+    ]
     if annotated or func.__defaults__:
-        raise TypeError(f"{label}: a hook taking *args observes calls of any arity and dispatches on nothing, so it "
-                        f"takes no annotations ({', '.join(annotated)}) or defaults; write a hook per arity to "
-                        f"dispatch on argument types")
+        raise TypeError(
+            f"{label}: a hook taking *args observes calls of any arity and dispatches on nothing, so it "
+            f"takes no annotations ({', '.join(annotated)}) or defaults; write a hook per arity to "
+            f"dispatch on argument types"
+        )
     return True
 
 
@@ -83,20 +89,20 @@ class Context:
     the context recompiles on its next launch.
     """
 
-    overdubbable = True     # False only for a target's root, which holds no overdubs
+    overdubbable = True  # False only for a target's root, which holds no overdubs
 
     def __init__(self, name: str, parent: "Context | None" = None, state=None):
         self.name = name
-        self.__module__ = sys._getframe(1).f_globals.get("__name__")     # where it is made: for pickling
+        self.__module__ = sys._getframe(1).f_globals.get("__name__")  # where it is made: for pickling
         self._parent = parent
         self._state = None if state is None else as_type(state)
         self._tables: dict = {}
-        self._hook_tables: dict = {}      # (PREHOOK or POSTHOOK, callee key) -> MethodTable
-        self._catch_all: dict = {}        # (PREHOOK or POSTHOOK, callee key) -> the Method of an *args hook
-        self._observes: set = set()       # the kinds of hooks ever defined here (others are not looked up)
+        self._hook_tables: dict = {}  # (PREHOOK or POSTHOOK, callee key) -> MethodTable
+        self._catch_all: dict = {}  # (PREHOOK or POSTHOOK, callee key) -> the Method of an *args hook
+        self._observes: set = set()  # the kinds of hooks ever defined here (others are not looked up)
         self._forwards: dict = {}
         self._replacements: dict = {}
-        self._namespaces: dict = {}       # keeps the module namespaces named by callee keys alive
+        self._namespaces: dict = {}  # keeps the module namespaces named by callee keys alive
         self.shape = ContextShape(self)
 
     def __reduce__(self):
@@ -130,15 +136,21 @@ class Context:
         if declared is None:
             if state is None:
                 return None
-            raise TypeError(f"od.cuda(..., state=...): {self!r} declares no state; declare its type with "
-                            f"od.Context({self.name!r}, state=T) to pass one")
+            raise TypeError(
+                f"od.cuda(..., state=...): {self!r} declares no state; declare its type with "
+                f"od.Context({self.name!r}, state=T) to pass one"
+            )
         if state is None:
-            raise TypeError(f"{self!r} declares state of type {type_name(declared)}: pass its value for the launch, "
-                            f"od.cuda(..., context={self.name}, state=value)")
+            raise TypeError(
+                f"{self!r} declares state of type {type_name(declared)}: pass its value for the launch, "
+                f"od.cuda(..., context={self.name}, state=value)"
+            )
         state_type = typeof(state)
         if not issubtype(state_type, declared):
-            raise TypeError(f"od.cuda(..., state=...): {self!r} declares state of type {type_name(declared)}, not "
-                            f"{state_type} ({type(state).__name__} {state!r:.60})")
+            raise TypeError(
+                f"od.cuda(..., state=...): {self!r} declares state of type {type_name(declared)}, not "
+                f"{state_type} ({type(state).__name__} {state!r:.60})"
+            )
         return state_type
 
     def _reshape(self, cause: str, change) -> None:
@@ -162,17 +174,22 @@ class Context:
         annotations like a generic method; inside it, calls run one context down.
         """
         if isinstance(callee, type):
-            raise TypeError(f"{self.name}.overdub({callee.__qualname__}): {callee.__qualname__} is a class; "
-                            f"contexts substitute calls of functions -- overdub a function that constructs or "
-                            f"converts instead")
+            raise TypeError(
+                f"{self.name}.overdub({callee.__qualname__}): {callee.__qualname__} is a class; "
+                f"contexts substitute calls of functions -- overdub a function that constructs or "
+                f"converts instead"
+            )
         if not is_overdubbable(callee):
-            raise TypeError(f"{self.name}.overdub({callee!r}): only functions can be overdubbed"
-                            + (" (numba requires len to stay the builtin)" if callee is len else ""))
+            raise TypeError(
+                f"{self.name}.overdub({callee!r}): only functions can be overdubbed"
+                + (" (numba requires len to stay the builtin)" if callee is len else "")
+            )
 
         def define(func):
             for method in methods_from(f"{self.name}.overdub({callee_name(callee)})", func):
                 self.table(callee).add(method)
             return func
+
         return define
 
     def table(self, callee) -> MethodTable:
@@ -181,15 +198,17 @@ class Context:
         table = self._tables.get(key)
         if table is None:
             with world.lock:
-                table = self._tables.setdefault(key, MethodTable(f"{self.name}.overdub({callee_name(callee)})",
-                                                                 owner=(self, callee)))
+                table = self._tables.setdefault(
+                    key, MethodTable(f"{self.name}.overdub({callee_name(callee)})", owner=(self, callee))
+                )
         return table
 
     def forward(self, callee, to) -> None:
         """Make calls of ``callee`` that no overdub takes mean calls of ``to`` (``print`` -> ``cuprintln``)."""
         key = self._key(callee)
-        self._reshape(f"{self!r} forwards {callee_name(callee)} to {callee_name(to)}",
-                      lambda: self._forwards.__setitem__(key, to))
+        self._reshape(
+            f"{self!r} forwards {callee_name(callee)} to {callee_name(to)}", lambda: self._forwards.__setitem__(key, to)
+        )
 
     def contents(self) -> tuple[list, list]:
         """Its forwards as (callee, target) pairs -- a function at a module's top level named
@@ -208,8 +227,9 @@ class Context:
 
     def replace(self, obj, replacement) -> None:
         """Make the object ``obj`` mean ``replacement`` wherever a kernel names it (a target's kernel idiom)."""
-        self._reshape(f"{self!r} replaces {callee_name(obj)}",
-                      lambda: self._replacements.__setitem__(id(obj), (obj, replacement)))
+        self._reshape(
+            f"{self!r} replaces {callee_name(obj)}", lambda: self._replacements.__setitem__(id(obj), (obj, replacement))
+        )
 
     def replacement(self, obj):
         entry = self._replacements.get(id(obj))
@@ -230,21 +250,26 @@ class Context:
 
     def _hook(self, kind: str, callee):
         if callee is not Any and not is_overdubbable(callee):
-            raise TypeError(f"{self.name}.{kind}({callee!r}): hooks observe calls of functions (or od.Any: every "
-                            f"call), not {type(callee).__name__} values")
+            raise TypeError(
+                f"{self.name}.{kind}({callee!r}): hooks observe calls of functions (or od.Any: every "
+                f"call), not {type(callee).__name__} values"
+            )
         label = f"{self.name}.{kind}({'od.Any' if callee is Any else callee_name(callee)})"
 
         def define(func):
-            if kind not in self._observes:    # from now on calls through this context look these hooks up
+            if kind not in self._observes:  # from now on calls through this context look these hooks up
                 self._reshape(f"{label} defined: the first {kind} of {self!r}", lambda: self._observes.add(kind))
-            if _is_catch_all(label, func):      # its signature is "any arguments": a second one replaces it
+            if _is_catch_all(label, func):  # its signature is "any arguments": a second one replaces it
                 method = Method(label, func, (), (), origin=func)
-                self._reshape(f"{label} defined for any arguments at {method.location}",
-                              lambda: self._catch_all.__setitem__((kind, self._hook_key(callee)), method))
+                self._reshape(
+                    f"{label} defined for any arguments at {method.location}",
+                    lambda: self._catch_all.__setitem__((kind, self._hook_key(callee)), method),
+                )
                 return func
             for method in methods_from(label, func):
                 self._hook_table(kind, callee).add(method)
             return func
+
         return define
 
     def _hook_key(self, callee):
@@ -309,7 +334,7 @@ class TargetRoot(Context):
     """
 
     overdubbable = False
-    state = None          # the numba type of the state launches in chains ending here pass, if any
+    state = None  # the numba type of the state launches in chains ending here pass, if any
 
     def __init__(self, name: str, target):
         super().__init__(name)
@@ -344,8 +369,10 @@ class TargetRoot(Context):
 
     def overdub(self, callee):
         base = "od.CUDA" if self.target.name == "cuda" else "od.CPU"
-        raise TypeError(f"the root of the {self.target.label} target holds no overdubs: add them to {base}, "
-                        f"or to a context of your own")
+        raise TypeError(
+            f"the root of the {self.target.label} target holds no overdubs: add them to {base}, "
+            f"or to a context of your own"
+        )
 
 
 class StateRoot(TargetRoot):
@@ -361,7 +388,7 @@ class StateRoot(TargetRoot):
         return self.root.shape
 
     @shape.setter
-    def shape(self, node):       # set once by Context.__init__; the root's shape is the one that changes
+    def shape(self, node):  # set once by Context.__init__; the root's shape is the one that changes
         pass
 
     def forwarded(self, callee):
@@ -396,7 +423,9 @@ def when_imported(module_name: str):
 
     Lets a library register its overdubs for another library lazily, without importing it.
     """
+
     def register(hook):
         wrapt.register_post_import_hook(hook, module_name)
         return hook
+
     return register

@@ -20,6 +20,7 @@ would pass the bound, and at least every ten seconds while it stores. ``OVERDUB_
 off. Entries are pickles: the cache directory must be as trusted as the code (as numba's cache directory
 is).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -46,9 +47,9 @@ __all__ = ["directory", "load", "store"]
 FORMAT = 1
 _MAGIC = b"ODKC"
 _SUFFIX = ".odk"
-_TRIMMED_TO = 0.8            # after trimming, the directory holds at most this fraction of the limit
-_RESCAN_SECONDS = 10.0       # a process scans the directory's size again at least this often while it stores
-_usage: dict = {}            # directory -> (bytes it holds by this process's last scan and writes, scan time)
+_TRIMMED_TO = 0.8  # after trimming, the directory holds at most this fraction of the limit
+_RESCAN_SECONDS = 10.0  # a process scans the directory's size again at least this often while it stores
+_usage: dict = {}  # directory -> (bytes it holds by this process's last scan and writes, scan time)
 _usage_lock = threading.Lock()
 _versions: str | None = None
 
@@ -59,8 +60,9 @@ def directory() -> pathlib.Path | None:
         return None
     base = os.environ.get("OVERDUB_CACHE_DIR")
     if not base:
-        base = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"),
-                            "overdub")
+        base = os.path.join(
+            os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "overdub"
+        )
     return pathlib.Path(base) / f"v{FORMAT}"
 
 
@@ -72,6 +74,7 @@ def _limit() -> int:
 
 
 # --- the key --------------------------------------------------------------------------------------------
+
 
 def _package_versions() -> str:
     """The versions of what turns a kernel into code: overdub's own source (by content), numba, numba-cuda,
@@ -92,8 +95,8 @@ def _package_versions() -> str:
     return _versions
 
 
-_KEYED_FIELDS = ("func_ref", "name")      # the function is keyed by its code; its name is for messages
-_settings: dict = {}          # name -> what reads a process-wide setting that changes code (modules above add)
+_KEYED_FIELDS = ("func_ref", "name")  # the function is keyed by its code; its name is for messages
+_settings: dict = {}  # name -> what reads a process-wide setting that changes code (modules above add)
 
 
 def key_setting(name: str, read) -> None:
@@ -104,12 +107,22 @@ def key_setting(name: str, read) -> None:
 
 def _key(job) -> str:
     """What is known of a compile before it runs; raises :class:`Uncacheable`."""
-    options = [f"{f.name}={getattr(job, f.name)!r}" for f in dataclasses.fields(job)
-               if f.name not in _KEYED_FIELDS + ("argtypes", "chain", "kwtypes")]
-    parts = [FORMAT, _package_versions(), job.target.cache_tag, function_digest(job.func),
-             [type_digest(t) for t in job.argtypes], [(k, type_digest(t)) for k, t in job.kwtypes],
-             [context_digest(ctx) for ctx in job.chain], options,
-             sorted((name, read()) for name, read in _settings.items())]
+    options = [
+        f"{f.name}={getattr(job, f.name)!r}"
+        for f in dataclasses.fields(job)
+        if f.name not in _KEYED_FIELDS + ("argtypes", "chain", "kwtypes")
+    ]
+    parts = [
+        FORMAT,
+        _package_versions(),
+        job.target.cache_tag,
+        function_digest(job.func),
+        [type_digest(t) for t in job.argtypes],
+        [(k, type_digest(t)) for k, t in job.kwtypes],
+        [context_digest(ctx) for ctx in job.chain],
+        options,
+        sorted((name, read()) for name, read in _settings.items()),
+    ]
     return hashlib.sha256(repr(parts).encode()).hexdigest()
 
 
@@ -118,6 +131,7 @@ def _path(root: pathlib.Path, key: str) -> pathlib.Path:
 
 
 # --- load and store -------------------------------------------------------------------------------------
+
 
 def load(job, kernel) -> bool:
     """Give ``kernel`` (being built on this thread) the launcher of ``job``'s cache entry, re-checking the
@@ -141,11 +155,11 @@ def load(job, kernel) -> bool:
         return False
     try:
         kernel.launcher = job.target.launcher_from_payload(entry["payload"], job.argtypes)
-    except Exception as exc:          # an entry that unpickled but does not load: as corrupt
+    except Exception as exc:  # an entry that unpickled but does not load: as corrupt
         _corrupt(path, f"its code does not load ({type(exc).__name__}: {exc})")
         runtime.count("disk_misses")
         return False
-    if kernel.launcher is None:       # it lacks what this process needs (a CUDA launch: the cubin)
+    if kernel.launcher is None:  # it lacks what this process needs (a CUDA launch: the cubin)
         log.debug("the disk cache entry of %s is not used: it holds no code this use loads", job.call())
         runtime.count("disk_misses")
         return False
@@ -173,7 +187,7 @@ def store(job, kernel) -> None:
         log.debug("%s is not stored in the disk cache: %s", job.call(), exc)
         runtime.count("disk_uncacheable")
         return
-    except Exception as exc:          # storing is best effort: the compiled kernel runs all the same
+    except Exception as exc:  # storing is best effort: the compiled kernel runs all the same
         log.warning("overdub: %s is not stored in the disk cache: %s: %s", job.call(), type(exc).__name__, exc)
         runtime.count("disk_uncacheable")
         return
@@ -185,26 +199,27 @@ def store(job, kernel) -> None:
 def _pickled(entry: dict) -> bytes:
     try:
         return pickle.dumps(entry, protocol=pickle.HIGHEST_PROTOCOL)
-    except (TypeError, AttributeError, pickle.PicklingError) as exc:   # what pickle raises for an unpicklable object
+    except (TypeError, AttributeError, pickle.PicklingError) as exc:  # what pickle raises for an unpicklable object
         raise Uncacheable(f"its entry does not pickle ({exc})") from None
 
 
 # --- files ----------------------------------------------------------------------------------------------
 
+
 def _read(path: pathlib.Path) -> dict | None:
     try:
         data = path.read_bytes()
-    except OSError:          # no entry (or unreadable): a miss
+    except OSError:  # no entry (or unreadable): a miss
         return None
     header = len(_MAGIC) + 32
-    if len(data) < header or data[:len(_MAGIC)] != _MAGIC:
+    if len(data) < header or data[: len(_MAGIC)] != _MAGIC:
         return _corrupt(path, "it is truncated or not an overdub cache entry")
     body = data[header:]
-    if hashlib.sha256(body).digest() != data[len(_MAGIC):header]:
+    if hashlib.sha256(body).digest() != data[len(_MAGIC) : header]:
         return _corrupt(path, "its checksum does not match (truncated or overwritten)")
     try:
         entry = pickle.loads(body)
-    except Exception as exc:          # whatever a damaged pickle raises
+    except Exception as exc:  # whatever a damaged pickle raises
         return _corrupt(path, f"it does not unpickle ({type(exc).__name__}: {exc})")
     if not isinstance(entry, dict) or not {"facts", "payload", "needs"} <= entry.keys():
         return _corrupt(path, "it lacks fields")
@@ -212,8 +227,9 @@ def _read(path: pathlib.Path) -> dict | None:
 
 
 def _corrupt(path: pathlib.Path, why: str) -> None:
-    warnings.warn(f"overdub: the disk cache entry {path} is unusable: {why}; compiling again", RuntimeWarning,
-                  stacklevel=2)
+    warnings.warn(
+        f"overdub: the disk cache entry {path} is unusable: {why}; compiling again", RuntimeWarning, stacklevel=2
+    )
     _remove(path)
     return None
 
@@ -230,21 +246,21 @@ def _write(path: pathlib.Path, data: bytes) -> None:
         except BaseException:
             _remove(pathlib.Path(temporary))
             raise
-    except OSError as exc:            # a read-only or full disk: the kernel still runs, uncached
+    except OSError as exc:  # a read-only or full disk: the kernel still runs, uncached
         log.warning("overdub: cannot write the disk cache entry %s: %s", path, exc)
 
 
 def _touch(path: pathlib.Path) -> None:
     try:
         os.utime(path)
-    except OSError:          # removed meanwhile by another process: nothing to keep fresh
+    except OSError:  # removed meanwhile by another process: nothing to keep fresh
         pass
 
 
 def _remove(path: pathlib.Path) -> None:
     try:
         path.unlink()
-    except OSError:          # already gone
+    except OSError:  # already gone
         pass
 
 
@@ -276,7 +292,7 @@ def _trim(root: pathlib.Path, limit: int) -> int:
     for path in _entries(root):
         try:
             stat = path.stat()
-        except OSError:      # removed by another process meanwhile
+        except OSError:  # removed by another process meanwhile
             continue
         sizes.append((stat.st_mtime, stat.st_size, path))
     total = sum(size for _, size, _ in sizes)

@@ -16,6 +16,7 @@ block of 128 threads (or ``tpb``) rather than asking the driver for an occupancy
 does, and ``od.cuda`` does not, a kernel launched on the CUDA target with host (numpy) arrays copies them to the
 device and back around the launch.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -53,14 +54,21 @@ def jit(func_or_signature=None, device: bool = False, context: Context | None = 
     ``inline``, ``forceinline`` and ``lto``, which change nothing here: LLVM and NVVM decide inlining."""
     unknown = set(options) - _COMPILE_OPTIONS - _ACCEPTED
     if unknown:
-        raise TypeError(f"od.jit got unexpected options {sorted(unknown)}; it takes numba-cuda's "
-                        f"{sorted(_COMPILE_OPTIONS | _ACCEPTED)} and device, context")
-    scope = sys._getframe(1).f_locals          # where the def runs: device functions extend what it names
+        raise TypeError(
+            f"od.jit got unexpected options {sorted(unknown)}; it takes numba-cuda's "
+            f"{sorted(_COMPILE_OPTIONS | _ACCEPTED)} and device, context"
+        )
+    scope = sys._getframe(1).f_locals  # where the def runs: device functions extend what it names
     if callable(func_or_signature) and not isinstance(func_or_signature, (str, list, tuple)):
         return _make(func_or_signature, (), device, context, options, scope)
     # a list is several signatures; a string, a tuple of argument types or a Signature object is one
-    signatures = func_or_signature if isinstance(func_or_signature, list) else \
-        [func_or_signature] if func_or_signature is not None else []
+    signatures = (
+        func_or_signature
+        if isinstance(func_or_signature, list)
+        else [func_or_signature]
+        if func_or_signature is not None
+        else []
+    )
     return lambda func: _make(func, tuple(signatures), device, context, options, scope)
 
 
@@ -69,9 +77,12 @@ def _make(func, signatures, device, context, options, scope):
         given = CompileOptions.of(**{k: v for k, v in options.items() if k in _COMPILE_OPTIONS})
         ignored = sorted(k for k in _COMPILE_OPTIONS if getattr(given, k) != getattr(CompileOptions(), k))
         if ignored:
-            warnings.warn(f"od.jit(device=True) for {func.__qualname__}: compile options {ignored} apply to whole "
-                          f"kernels in overdub (a device function compiles with the options of the kernel calling "
-                          f"it): give them to the kernel's od.jit or od.cuda(..., debug=True)", stacklevel=3)
+            warnings.warn(
+                f"od.jit(device=True) for {func.__qualname__}: compile options {ignored} apply to whole "
+                f"kernels in overdub (a device function compiles with the options of the kernel calling "
+                f"it): give them to the kernel's od.jit or od.cuda(..., debug=True)",
+                stacklevel=3,
+            )
         gf = None
         for sig in signatures or [None]:
             gf = function(func, None if sig is None else bridge.signature_argtypes(sig), scope=scope)
@@ -79,15 +90,23 @@ def _make(func, signatures, device, context, options, scope):
     compile_options = CompileOptions.of(**{k: v for k, v in options.items() if k in _COMPILE_OPTIONS})
     if options.get("boundscheck"):
         compile_options = compile_options.replaced(debug=True)
-    return Kernel(func, signatures, context, options.get("target"), compile_options,
-                  tuple(options.get("extensions") or ()))
+    return Kernel(
+        func, signatures, context, options.get("target"), compile_options, tuple(options.get("extensions") or ())
+    )
 
 
 class Kernel:
     """A kernel from ``od.jit``: launch with ``kernel[blocks, threads](*args)``."""
 
-    def __init__(self, py_func, signatures=(), context: Context | None = None, target: str | None = None,
-                 options: CompileOptions = CompileOptions(), extensions: tuple = ()):
+    def __init__(
+        self,
+        py_func,
+        signatures=(),
+        context: Context | None = None,
+        target: str | None = None,
+        options: CompileOptions = CompileOptions(),
+        extensions: tuple = (),
+    ):
         self.py_func, self.context, self.target_name = py_func, context, target
         self.options, self.extensions = options, extensions
         self.__name__, self.__qualname__ = py_func.__name__, py_func.__qualname__
@@ -136,8 +155,7 @@ class Kernel:
     @property
     def overloads(self) -> dict:
         """The compiled kernels of this function now cached, by argument types (as numba-cuda's dict)."""
-        return {node.job.argtypes: Overload(node) for node in runtime.kernels.nodes()
-                if node.job.func is self.py_func}
+        return {node.job.argtypes: Overload(node) for node in runtime.kernels.nodes() if node.job.func is self.py_func}
 
     def in_context(self, context: Context) -> "Kernel":
         """The same kernel, launched in ``context``."""
@@ -148,8 +166,9 @@ class Kernel:
         options = dataclasses.asdict(self.options)
         if signature is not None:
             return code(self.py_func, *bridge.signature_argtypes(signature), context=self.context, **options)
-        return {argtypes: code(self.py_func, *argtypes, context=self.context, **options)
-                for argtypes in self.signatures}
+        return {
+            argtypes: code(self.py_func, *argtypes, context=self.context, **options) for argtypes in self.signatures
+        }
 
     def inspect_llvm(self, signature=None):
         """The NVVM IR for ``signature``, or a dict over the compiled signatures."""
@@ -185,7 +204,7 @@ class Overload:
     __slots__ = ("kernel",)
 
     def __init__(self, kernel):
-        self.kernel = kernel            # the compiler's Kernel node
+        self.kernel = kernel  # the compiler's Kernel node
 
     @property
     def argument_types(self) -> tuple:
@@ -205,9 +224,11 @@ class Overload:
 def _launch_config(config) -> tuple:
     """(blocks, threads, stream, shmem) from numba-cuda's ``[blocks, threads(, stream(, shmem))]``."""
     if not isinstance(config, tuple) or not 2 <= len(config) <= 4:
-        raise ValueError(f"launch configuration must be [blocks, threads], [blocks, threads, stream] or "
-                         f"[blocks, threads, stream, shmem], not {config!r}")
-    blocks, threads, stream, shmem = config + (0, 0)[len(config) - 2:]
+        raise ValueError(
+            f"launch configuration must be [blocks, threads], [blocks, threads, stream] or "
+            f"[blocks, threads, stream, shmem], not {config!r}"
+        )
+    blocks, threads, stream, shmem = config + (0, 0)[len(config) - 2 :]
     return blocks, threads, stream, shmem
 
 
@@ -219,9 +240,14 @@ class _Configured:
     def __init__(self, kernel: Kernel, blocks, threads, stream, shmem):
         self.function, self.signatures, self.extensions = kernel.py_func, kernel.signatures, kernel.extensions
         target = kernel.target_name if kernel.options == CompileOptions() else kernel.target
-        self.options = {"blocks": blocks, "threads": threads, "shmem": shmem,
-                        "stream": None if isinstance(stream, int) and stream == 0 else stream,   # 0: default
-                        "context": kernel.context, "target": target}
+        self.options = {
+            "blocks": blocks,
+            "threads": threads,
+            "shmem": shmem,
+            "stream": None if isinstance(stream, int) and stream == 0 else stream,  # 0: default
+            "context": kernel.context,
+            "target": target,
+        }
 
     def __call__(self, *args):
         if self.signatures:
@@ -255,7 +281,6 @@ class _Configured:
             cuda_target.copy_back(pairs, stream)
 
 
-
 def _as_signature(args: tuple, signatures: list) -> tuple:
     """``args`` converted to the first of ``signatures`` whose arrays match theirs (rank and dtype): scalars
     become numpy scalars of the signature's types. Arguments matching none are passed as they are."""
@@ -276,12 +301,11 @@ class _ForAll:
     def __call__(self, *args):
         threads = self.tpb or self._suggested_threads(args)
         threads = max(min(threads, self.ntasks), 1)
-        _Configured(self.kernel, max(math.ceil(self.ntasks / threads), 1), threads, self.stream,
-                    self.sharedmem)(*args)
+        _Configured(self.kernel, max(math.ceil(self.ntasks / threads), 1), threads, self.stream, self.sharedmem)(*args)
 
     def _suggested_threads(self, args) -> int:
         try:
             compiled = self.kernel._compiled(args)
-        except TypeError:          # host arrays on CUDA: the launch copies them; size for the default
+        except TypeError:  # host arrays on CUDA: the launch copies them; size for the default
             return 128
         return compiled.launcher.suggested_block_size(self.sharedmem)

@@ -12,6 +12,7 @@ time. ``Self`` is the lattice type of the class's values, given by whoever regis
 The tables are method tables: redefining a class (a new class, a new type) or adding a dunder invalidates
 like any method, and an empty table is an edge of the operator rewrite.
 """
+
 from __future__ import annotations
 
 import operator
@@ -23,27 +24,60 @@ __all__ = ["register", "tables", "FORWARD", "REFLECTED", "UNARY"]
 
 # dunder -> operator function, for binary operators: forward and reflected names
 FORWARD = {
-    "__add__": operator.add, "__sub__": operator.sub, "__mul__": operator.mul, "__truediv__": operator.truediv,
-    "__floordiv__": operator.floordiv, "__mod__": operator.mod, "__pow__": operator.pow,
-    "__matmul__": operator.matmul, "__lshift__": operator.lshift, "__rshift__": operator.rshift,
-    "__and__": operator.and_, "__or__": operator.or_, "__xor__": operator.xor,
-    "__lt__": operator.lt, "__le__": operator.le, "__gt__": operator.gt, "__ge__": operator.ge,
-    "__eq__": operator.eq, "__ne__": operator.ne,
-    "__iadd__": operator.iadd, "__isub__": operator.isub, "__imul__": operator.imul,
-    "__itruediv__": operator.itruediv, "__ifloordiv__": operator.ifloordiv, "__imod__": operator.imod,
+    "__add__": operator.add,
+    "__sub__": operator.sub,
+    "__mul__": operator.mul,
+    "__truediv__": operator.truediv,
+    "__floordiv__": operator.floordiv,
+    "__mod__": operator.mod,
+    "__pow__": operator.pow,
+    "__matmul__": operator.matmul,
+    "__lshift__": operator.lshift,
+    "__rshift__": operator.rshift,
+    "__and__": operator.and_,
+    "__or__": operator.or_,
+    "__xor__": operator.xor,
+    "__lt__": operator.lt,
+    "__le__": operator.le,
+    "__gt__": operator.gt,
+    "__ge__": operator.ge,
+    "__eq__": operator.eq,
+    "__ne__": operator.ne,
+    "__iadd__": operator.iadd,
+    "__isub__": operator.isub,
+    "__imul__": operator.imul,
+    "__itruediv__": operator.itruediv,
+    "__ifloordiv__": operator.ifloordiv,
+    "__imod__": operator.imod,
     "__ipow__": operator.ipow,
-    "__getitem__": operator.getitem, "__setitem__": operator.setitem, "__contains__": operator.contains,
+    "__getitem__": operator.getitem,
+    "__setitem__": operator.setitem,
+    "__contains__": operator.contains,
 }
 REFLECTED = {
-    "__radd__": operator.add, "__rsub__": operator.sub, "__rmul__": operator.mul, "__rtruediv__": operator.truediv,
-    "__rfloordiv__": operator.floordiv, "__rmod__": operator.mod, "__rpow__": operator.pow,
-    "__rmatmul__": operator.matmul, "__rlshift__": operator.lshift, "__rrshift__": operator.rshift,
-    "__rand__": operator.and_, "__ror__": operator.or_, "__rxor__": operator.xor,
+    "__radd__": operator.add,
+    "__rsub__": operator.sub,
+    "__rmul__": operator.mul,
+    "__rtruediv__": operator.truediv,
+    "__rfloordiv__": operator.floordiv,
+    "__rmod__": operator.mod,
+    "__rpow__": operator.pow,
+    "__rmatmul__": operator.matmul,
+    "__rlshift__": operator.lshift,
+    "__rrshift__": operator.rshift,
+    "__rand__": operator.and_,
+    "__ror__": operator.or_,
+    "__rxor__": operator.xor,
     # comparisons reflect into their mirror: a < b falls back to b > a
-    "__gt__": operator.lt, "__ge__": operator.le, "__lt__": operator.gt, "__le__": operator.ge,
-    "__eq__": operator.eq, "__ne__": operator.ne,
+    "__gt__": operator.lt,
+    "__ge__": operator.le,
+    "__lt__": operator.gt,
+    "__le__": operator.ge,
+    "__eq__": operator.eq,
+    "__ne__": operator.ne,
 }
 UNARY = {"__neg__": operator.neg, "__pos__": operator.pos, "__invert__": operator.invert, "__abs__": abs}
+
 
 class DunderTables:
     """One kind of dunder table per operator (forward or reflected): a variable of this module, so that its
@@ -51,7 +85,7 @@ class DunderTables:
 
     def __init__(self, kind: str, variable: str):
         self.kind, self._variable = kind, variable
-        self._tables: dict = {}          # operator -> its table
+        self._tables: dict = {}  # operator -> its table
 
     def __reduce__(self):
         return reference_to(self, __name__, self._variable)
@@ -76,15 +110,20 @@ _HAS_REFLECTED = frozenset(REFLECTED.values())
 def tables(op) -> list[MethodTable]:
     """The dunder tables a call of ``op`` asks, in order: forward (and unary), then reflected; none for a
     callee no dunder names."""
-    return (([forward_dunders.table(op)] if op in _HAS_FORWARD else [])
-            + ([reflected_dunders.table(op)] if op in _HAS_REFLECTED else []))
+    return ([forward_dunders.table(op)] if op in _HAS_FORWARD else []) + (
+        [reflected_dunders.table(op)] if op in _HAS_REFLECTED else []
+    )
 
 
 def _swapped(func, name: str):
     """``(other, self) -> func(self, other)``: a reflected dunder as a method of the operator."""
     namespace = {"__overdub_dunder": func, "__name__": func.__module__}
-    exec(compile("def reflected(other, self):\n    return __overdub_dunder(self, other)\n",
-                 f"<reflected {name}>", "exec"), namespace)
+    exec(
+        compile(
+            "def reflected(other, self):\n    return __overdub_dunder(self, other)\n", f"<reflected {name}>", "exec"
+        ),
+        namespace,
+    )
     wrapper = namespace["reflected"]
     wrapper.__qualname__ = func.__qualname__
     wrapper.__overdub_origin__ = func
@@ -103,11 +142,12 @@ def register(cls: type, self_type) -> None:
         label = f"{cls.__qualname__}.{name}"
         if name in FORWARD or name in UNARY:
             arity = 1 if name in UNARY else 3 if name == "__setitem__" else 2
-            _add(forward_dunders.table(FORWARD.get(name) or UNARY.get(name)),
-                 _method(label, func, self_type, scope, arity))
+            _add(
+                forward_dunders.table(FORWARD.get(name) or UNARY.get(name)),
+                _method(label, func, self_type, scope, arity),
+            )
         if name in REFLECTED:
-            _add(reflected_dunders.table(REFLECTED[name]),
-                 _method(label, func, self_type, scope, 2, reflect=True))
+            _add(reflected_dunders.table(REFLECTED[name]), _method(label, func, self_type, scope, 2, reflect=True))
 
 
 def _add(table: MethodTable, method) -> None:
@@ -121,7 +161,7 @@ def _method(label: str, func, self_type, scope: dict, arity: int, reflect: bool 
     dunder cannot take that many or its annotations are no lattice types (it stays a host-only dunder)."""
     try:
         methods = methods_from(label, func, scope=scope)
-    except TypeError:          # annotated for the host only (other: object): not a device method
+    except TypeError:  # annotated for the host only (other: object): not a device method
         return None
     for method in methods:
         if len(method.sig) != arity:

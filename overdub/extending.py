@@ -12,6 +12,7 @@ every other call reaches the original, compiled exactly as before. The tables ar
 so a redefinition or a more specific method invalidates what relied on the old answer, and "no method for
 these types" is an edge too.
 """
+
 from __future__ import annotations
 
 import types as pytypes
@@ -28,8 +29,8 @@ class UserMethods:
     """The tables of methods added to callables that are not generic functions, one a callee."""
 
     def __init__(self):
-        self._tables: dict = {}          # callee key -> the table of methods added to that callee
-        self._namespaces: dict = {}      # keeps the module namespaces named by callee keys alive
+        self._tables: dict = {}  # callee key -> the table of methods added to that callee
+        self._namespaces: dict = {}  # keeps the module namespaces named by callee keys alive
 
     def __reduce__(self):
         return reference_to(self, __name__, "user_methods")
@@ -60,11 +61,15 @@ def method(callee, sig: tuple | None = None):
     generic function for a generic function, else the def.
     """
     if isinstance(callee, type):
-        raise TypeError(f"od.method({callee.__qualname__}): {callee.__qualname__} is a class; add methods to a "
-                        f"function (a struct's constructor is its class, and its operators are dunders)")
+        raise TypeError(
+            f"od.method({callee.__qualname__}): {callee.__qualname__} is a class; add methods to a "
+            f"function (a struct's constructor is its class, and its operators are dunders)"
+        )
     if not is_overdubbable(callee):
-        raise TypeError(f"od.method({callee!r}): only functions can gain methods"
-                        + (" (numba requires len to stay the builtin)" if callee is len else ""))
+        raise TypeError(
+            f"od.method({callee!r}): only functions can gain methods"
+            + (" (numba requires len to stay the builtin)" if callee is len else "")
+        )
 
     def define(func):
         if not isinstance(func, pytypes.FunctionType):
@@ -75,4 +80,5 @@ def method(callee, sig: tuple | None = None):
         for added in methods_from(callee_name(callee), func, sig):
             table(callee).add(added)
         return func
+
     return define

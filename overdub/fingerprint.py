@@ -15,6 +15,7 @@ that cannot be found by name -- raises :class:`Uncacheable`: the kernel is then 
 never loaded on trust. Objects of installed packages (numba's, numpy's, overdub's, the standard library's)
 are digested by their names: their code is covered by the package versions in the cache key.
 """
+
 from __future__ import annotations
 
 import functools
@@ -48,8 +49,11 @@ def _digest(*parts) -> str:
 
 # --- content digests ------------------------------------------------------------------------------------
 
-_LIBRARY_PATHS = tuple(sorted({os.path.realpath(sysconfig.get_paths()[k]) + os.sep
-                               for k in ("stdlib", "platstdlib", "purelib", "platlib")}))
+_LIBRARY_PATHS = tuple(
+    sorted(
+        {os.path.realpath(sysconfig.get_paths()[k]) + os.sep for k in ("stdlib", "platstdlib", "purelib", "platlib")}
+    )
+)
 _code_digests: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
@@ -77,20 +81,37 @@ def code_digest(code: pytypes.CodeType) -> str:
     where it is (file, first line, line table), so an edit elsewhere in its file is no change."""
     digest = _code_digests.get(code)
     if digest is None:
-        consts = tuple(code_digest(c) if isinstance(c, pytypes.CodeType) else value_digest(c)
-                       for c in code.co_consts)
+        consts = tuple(code_digest(c) if isinstance(c, pytypes.CodeType) else value_digest(c) for c in code.co_consts)
         digest = _code_digests[code] = _digest(
-            "code", code.co_name, code.co_qualname, code.co_argcount, code.co_posonlyargcount,
-            code.co_kwonlyargcount, code.co_flags, code.co_code.hex(), consts, code.co_names, code.co_varnames,
-            code.co_freevars, code.co_cellvars, code.co_exceptiontable.hex())
+            "code",
+            code.co_name,
+            code.co_qualname,
+            code.co_argcount,
+            code.co_posonlyargcount,
+            code.co_kwonlyargcount,
+            code.co_flags,
+            code.co_code.hex(),
+            consts,
+            code.co_names,
+            code.co_varnames,
+            code.co_freevars,
+            code.co_cellvars,
+            code.co_exceptiontable.hex(),
+        )
     return digest
 
 
 def function_digest(func: pytypes.FunctionType) -> str:
     """A def's name, code and defaults (its globals are facts of their own)."""
     kwdefaults = sorted((func.__kwdefaults__ or {}).items())
-    return _digest("function", func.__module__, func.__qualname__, code_digest(func.__code__),
-                   value_digest(func.__defaults__), value_digest(tuple(kwdefaults)))
+    return _digest(
+        "function",
+        func.__module__,
+        func.__qualname__,
+        code_digest(func.__code__),
+        value_digest(func.__defaults__),
+        value_digest(tuple(kwdefaults)),
+    )
 
 
 def _data_digest(value) -> str | None:
@@ -108,8 +129,14 @@ def _data_digest(value) -> str | None:
     if isinstance(value, np.generic) and not value.dtype.hasobject:
         return f"np:{value.dtype.descr!r}:{value.tobytes().hex()}"
     if isinstance(value, np.ndarray) and not value.dtype.hasobject:
-        return _digest("ndarray", value.dtype.descr, value.shape, value.strides, value.flags.writeable,
-                       hashlib.sha256(np.ascontiguousarray(value).tobytes()).hexdigest())
+        return _digest(
+            "ndarray",
+            value.dtype.descr,
+            value.shape,
+            value.strides,
+            value.flags.writeable,
+            hashlib.sha256(np.ascontiguousarray(value).tobytes()).hexdigest(),
+        )
     if isinstance(value, np.dtype):
         return f"dtype:{value.descr!r}"
     return None
@@ -140,8 +167,10 @@ def _library_object_digest(value) -> str:
     module = value.__module__ if isinstance(value, type) else getattr(value, "__module__", None)
     module = module if isinstance(module, str) else kind.__module__
     if not (is_library_module(module) and is_library_module(kind.__module__)):
-        raise Uncacheable(f"{value!r:.80} (a {kind.__qualname__} of {module}) is neither data, nor a function, "
-                          f"nor an object of an installed package")
+        raise Uncacheable(
+            f"{value!r:.80} (a {kind.__qualname__} of {module}) is neither data, nor a function, "
+            f"nor an object of an installed package"
+        )
     name = getattr(value, "__qualname__", None) or getattr(value, "__name__", None)
     if isinstance(name, str):
         return f"lib:{kind.__module__}.{kind.__qualname__}:{module}.{name}"
@@ -175,8 +204,15 @@ def _structs_in(t, seen: set) -> list:
 
 def _struct_digest(t) -> str:
     cls = t.cls
-    return _digest("struct", cls.__module__, cls.__qualname__, [(n, repr(f)) for n, f in t.fields],
-                   t.numpy_dtype.descr, t.numpy_dtype.itemsize, repr(t.params))
+    return _digest(
+        "struct",
+        cls.__module__,
+        cls.__qualname__,
+        [(n, repr(f)) for n, f in t.fields],
+        t.numpy_dtype.descr,
+        t.numpy_dtype.itemsize,
+        repr(t.params),
+    )
 
 
 def context_digest(ctx) -> str:
@@ -194,6 +230,7 @@ def context_digest(ctx) -> str:
 
 # --- locators -------------------------------------------------------------------------------------------
 
+
 def resolve_imported(module: str, qualname: str):
     """The object ``module`` + ``qualname`` names among the modules imported in this process (a check never
     imports anything: a module this process has not imported is not what the compile read)."""
@@ -208,7 +245,7 @@ def _resolves_to(module, qualname, obj) -> bool:
         return False
     try:
         found = resolve_imported(module, qualname)
-    except (KeyError, AttributeError):       # not imported, no such attribute: not found
+    except (KeyError, AttributeError):  # not imported, no such attribute: not found
         return False
     return found is obj or (found is not None and bridge.python_function(found) is obj)
 
@@ -216,7 +253,7 @@ def _resolves_to(module, qualname, obj) -> bool:
 _NOWHERE = pytypes.ModuleType("<nowhere>")
 
 
-_found_variables: dict[int, tuple[str, str]] = {}     # id(obj) -> the variable _ref found it in (re-checked)
+_found_variables: dict[int, tuple[str, str]] = {}  # id(obj) -> the variable _ref found it in (re-checked)
 
 
 def _ref(obj) -> tuple[str, str]:
@@ -333,6 +370,7 @@ def _find_namespace(ref: tuple, functions: dict) -> dict:
 
 # --- record and replay ----------------------------------------------------------------------------------
 
+
 def _leaves(node) -> list:
     """The edges of ``node`` and, through each compiled method instance it used, theirs: what it depends on."""
     seen: dict = {}
@@ -343,6 +381,7 @@ def _leaves(node) -> list:
                 walk(edge)
             else:
                 seen.setdefault(edge, None)
+
     walk(node)
     return list(seen)
 
@@ -351,7 +390,7 @@ def record(job, kernel) -> list[tuple]:
     """The facts of the compiled ``kernel``: dispatch answers, then code, then globals (the order
     :func:`replay` finds them in). Raises :class:`Uncacheable`."""
     for need in kernel.needs:
-        module = need[len(bridge.TYPED_IN):].strip() if need.startswith(bridge.TYPED_IN) else None
+        module = need[len(bridge.TYPED_IN) :].strip() if need.startswith(bridge.TYPED_IN) else None
         if module is not None and not is_library_module(module):
             raise Uncacheable(f"numba typing templates of {module} typed a call: their code is no fact")
     leaves = _leaves(kernel)
@@ -360,7 +399,7 @@ def record(job, kernel) -> list[tuple]:
         if isinstance(node, MethodMatch):
             table = _table_ref(node.table)
             facts.append(("dispatch", table, _portable_types(node.argtypes), _answer_digest(node)))
-            for method in ([node.method] if node.method is not None else []):
+            for method in [node.method] if node.method is not None else []:
                 methods.setdefault(id(method.func), ("method", table, _signature_digest(method.sig)))
         elif isinstance(node, EmptyTable):
             facts.append(("empty", _table_ref(node.table)))
@@ -376,8 +415,15 @@ def record(job, kernel) -> list[tuple]:
     for node in leaves:
         if isinstance(node, Binding):
             _check_compiled(node.value, compiled)
-            facts.append(("global", _namespace_ref(node.namespace, namespaces), node.name, node.with_builtins,
-                          value_digest(node.value)))
+            facts.append(
+                (
+                    "global",
+                    _namespace_ref(node.namespace, namespaces),
+                    node.name,
+                    node.with_builtins,
+                    value_digest(node.value),
+                )
+            )
         elif isinstance(node, CellBinding):
             raise Uncacheable(f"it reads {node.describe()} (a closure's cell)")
         elif isinstance(node, ContextShape):
@@ -404,7 +450,7 @@ def _portable_types(argtypes: tuple) -> tuple:
     try:
         if pickle.loads(pickle.dumps(argtypes)) == argtypes:
             return argtypes
-    except Exception:        # whatever pickling such a type raises
+    except Exception:  # whatever pickling such a type raises
         pass
     raise Uncacheable(f"the argument types {argtypes} do not survive pickling")
 
@@ -424,7 +470,7 @@ def replay(job, facts: list[tuple]) -> str | None:
     for fact in facts:
         try:
             changed = _check(fact, job, functions)
-        except Exception as exc:     # not importable here, a method gone, an undigestable new value
+        except Exception as exc:  # not importable here, a method gone, an undigestable new value
             return f"{fact[0]} {fact[1]!r:.80} cannot be checked here ({type(exc).__name__}: {exc})"
         if changed:
             return changed

@@ -21,6 +21,7 @@ sees what the mode above it calls. Prehooks run in chain order (the launched con
 reverse, so that each context's hooks enclose the deeper ones'. A hook's body, like an overdub's, is
 compiled one context down from its context: a context's hooks never observe themselves.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -46,16 +47,15 @@ def observing(site: Overdubbed, argtypes: tuple, kwtypes: tuple, result_type) ->
     for depth, ctx in enumerate(site.chain):
         if not ctx.overdubbable:
             break
-        observers.append((ctx, site.chain[depth + 1:]))
+        observers.append((ctx, site.chain[depth + 1 :]))
         if ctx.table(site.callee).dispatch(argtypes).method is not None:
-            break              # this context's overdub takes the call; deeper contexts observe what it calls
+            break  # this context's overdub takes the call; deeper contexts observe what it calls
     hooktypes = argtypes + kwtypes
     pre = [(method, below) for ctx, below in observers for method in ctx.hooks(PREHOOK, site.callee, hooktypes)]
     post = []
     if any(ctx.observes(POSTHOOK) for ctx, _ in observers):
         posttypes = (result_type(),) + hooktypes
-        post = [(method, below) for ctx, below in observers
-                for method in ctx.hooks(POSTHOOK, site.callee, posttypes)]
+        post = [(method, below) for ctx, below in observers for method in ctx.hooks(POSTHOOK, site.callee, posttypes)]
     return tuple(pre), tuple(reversed(post))
 
 
@@ -77,7 +77,7 @@ def _generate(site: Overdubbed, pre: tuple, post: tuple, nargs: int, kwnames: tu
     call's arguments as the call passes them; hooks get them all positionally, keywords in call order."""
     positional = [f"__a{i}" for i in range(nargs)]
     passed = ", ".join(positional + [f"{name}={name}" for name in kwnames])
-    observed = ", ".join(positional + list(kwnames))          # hooks take keyword arguments in call order
+    observed = ", ".join(positional + list(kwnames))  # hooks take keyword arguments in call order
     name = getattr(site.callee, "__name__", "call")
     namespace = {"__name__": __name__, "__callee": interned(Unobserved, site.chain, site.callee)}
     lines = [f"def hooked({', '.join(positional + list(kwnames))}):"]
@@ -91,7 +91,7 @@ def _generate(site: Overdubbed, pre: tuple, post: tuple, nargs: int, kwnames: tu
     lines.append("    return __result")
     source = "\n".join(lines) + "\n"
     filename = f"<overdub hooked call of {name} {next(_generated)}>"
-    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)    # for debug info
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)  # for debug info
     exec(compile(source, filename, "exec"), namespace)
     func = namespace["hooked"]
     func.__qualname__ = f"hooked({getattr(site.callee, '__qualname__', name)})"

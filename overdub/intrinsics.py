@@ -4,6 +4,7 @@ Each public intrinsic is an :class:`Intrinsic`: inside a kernel it is an overdub
 implementation is lowered with llvmlite; on the host it runs a Python implementation, so that kernels and
 methods can also be run as plain Python (for testing, or as an oracle).
 """
+
 from __future__ import annotations
 
 import functools
@@ -40,6 +41,7 @@ class Intrinsic:
 
 # --- pointers -------------------------------------------------------------------------------------------
 
+
 class Pointer:
     """A typed pointer to the first element of an array's memory (``Ptr[dtype]`` inside kernels).
 
@@ -56,8 +58,10 @@ class Pointer:
         return PtrType(numba.from_dtype(self.dtype))
 
     def __reduce__(self):
-        raise TypeError("an od.Pointer is an address in this process and means nothing in another: pickle the "
-                        "array and take od.pointer of it where it is used")
+        raise TypeError(
+            "an od.Pointer is an address in this process and means nothing in another: pickle the "
+            "array and take od.pointer of it where it is used"
+        )
 
     def _host_view(self) -> np.ndarray:
         if self.device or not isinstance(self.owner, np.ndarray):
@@ -101,7 +105,7 @@ def interface_dtype(value) -> np.dtype:
     if not descr or not any(field[0] for field in descr):
         return plain
     names, formats, offsets, offset = [], [], [], 0
-    for name, fmt, *shape in descr:          # unnamed entries are padding
+    for name, fmt, *shape in descr:  # unnamed entries are padding
         field = np.dtype((fmt, tuple(shape[0])) if shape else fmt)
         if name:
             names.append(name)
@@ -124,12 +128,15 @@ def pointer(array) -> Pointer:
         contiguous = any(contiguity(interface["shape"], interface.get("strides"), dtype.itemsize))
         address, device = interface["data"][0], True
     else:
-        raise TypeError(f"od.pointer needs a numpy array or an object with __cuda_array_interface__, "
-                        f"not {type(array).__name__}")
+        raise TypeError(
+            f"od.pointer needs a numpy array or an object with __cuda_array_interface__, not {type(array).__name__}"
+        )
     if not contiguous:
-        raise ValueError("od.pointer needs a contiguous array (a pointer indexes elements one after another in "
-                         "memory); this one is a strided view: pass a contiguous copy (np.ascontiguousarray, "
-                         "cupy.ascontiguousarray) or index the array itself in the kernel")
+        raise ValueError(
+            "od.pointer needs a contiguous array (a pointer indexes elements one after another in "
+            "memory); this one is a strided view: pass a contiguous copy (np.ascontiguousarray, "
+            "cupy.ascontiguousarray) or index the array itself in the kernel"
+        )
     return Pointer(address, dtype, array, device=device)
 
 
@@ -140,18 +147,23 @@ def _load(typingctx, ptr, index):
 
     def codegen(context, builder, sig, args):
         return load_element(context, builder, sig.args[0], args[0], sig.args[1], args[1])
+
     return ptr.dtype(ptr, types.unliteral(index)), codegen
 
 
 @intrinsic
 def _store(typingctx, ptr, value, index):
-    if not (isinstance(ptr, PtrType) and isinstance(index, types.Integer)
-            and isinstance(value, (types.Number, types.Boolean))):
+    if not (
+        isinstance(ptr, PtrType)
+        and isinstance(index, types.Integer)
+        and isinstance(value, (types.Number, types.Boolean))
+    ):
         return None
 
     def codegen(context, builder, sig, args):
         store_element(context, builder, sig.args[0], args[0], sig.args[2], args[2], sig.args[1], args[1])
         return context.get_dummy_value()
+
     return types.void(ptr, types.unliteral(value), types.unliteral(index)), codegen
 
 
@@ -181,6 +193,7 @@ unsafe_store = Intrinsic(_unsafe_store_host, _unsafe_store_device)
 # One aligned load or store of `width` consecutive elements (a 128-bit ld.global.v4.f32 for four float32s):
 # the widest memory transactions a thread can issue, which numba's array indexing never emits.
 
+
 def _vector_pointer(context, builder, ptr_type, ptr, index_type, index, width):
     element = context.get_data_type(ptr_type.dtype)
     vector = ir.VectorType(element, width)
@@ -205,13 +218,19 @@ def _vload(typingctx, ptr, index, width):
         loaded = builder.load(address, align=n * context.get_abi_sizeof(vector.element))
         items = [builder.extract_element(loaded, ir.Constant(ir.IntType(32), k)) for k in range(n)]
         return context.make_tuple(builder, result, items)
+
     return result(ptr, types.unliteral(index), width), codegen
 
 
 @intrinsic(prefer_literal=True)
 def _vstore(typingctx, ptr, values, index):
-    if not (isinstance(ptr, PtrType) and isinstance(index, types.Integer) and isinstance(values, types.BaseTuple)
-            and len(values) in (2, 4, 8, 16) and all(isinstance(t, types.Number) for t in values)):
+    if not (
+        isinstance(ptr, PtrType)
+        and isinstance(index, types.Integer)
+        and isinstance(values, types.BaseTuple)
+        and len(values) in (2, 4, 8, 16)
+        and all(isinstance(t, types.Number) for t in values)
+    ):
         return None
     n = len(values)
 
@@ -221,24 +240,26 @@ def _vstore(typingctx, ptr, values, index):
         items = cgutils.unpack_tuple(builder, args[1], n)
         packed = ir.Constant(vector, ir.Undefined)
         for k, (ty, item) in enumerate(zip(values_type, items)):
-            packed = builder.insert_element(packed, context.cast(builder, item, ty, ptr_type.dtype),
-                                            ir.Constant(ir.IntType(32), k))
+            packed = builder.insert_element(
+                packed, context.cast(builder, item, ty, ptr_type.dtype), ir.Constant(ir.IntType(32), k)
+            )
         builder.store(packed, address, align=n * context.get_abi_sizeof(vector.element))
         return context.get_dummy_value()
+
     return types.void(ptr, values, types.unliteral(index)), codegen
 
 
 def _vload_host(ptr: Pointer, i: int, width: int) -> tuple:
     """Elements ``width*i`` ... ``width*i + width - 1`` of ``ptr`` as a tuple, in one aligned vector load inside
     kernels (``width`` a constant 2, 4, 8 or 16; the address must be aligned to the vector's size)."""
-    return tuple(ptr._host_view()[width * i:width * (i + 1)])
+    return tuple(ptr._host_view()[width * i : width * (i + 1)])
 
 
 def _vstore_host(ptr: Pointer, values: tuple, i: int) -> None:
     """Store the tuple ``values`` at elements ``len(values)*i`` onwards, in one aligned vector store inside
     kernels."""
     n = len(values)
-    ptr._host_view()[n * i:n * (i + 1)] = values
+    ptr._host_view()[n * i : n * (i + 1)] = values
 
 
 vload = Intrinsic(_vload_host, _vload)
@@ -270,7 +291,7 @@ def _format_item(context, builder, ty, value):
     if isinstance(ty, types.Integer):
         wide = types.int64 if ty.signed else types.uint64
         return ("%lld" if ty.signed else "%llu"), context.cast(builder, value, ty, wide)
-    return "%g", context.cast(builder, value, ty, types.float64)     # C varargs promote floats to double
+    return "%g", context.cast(builder, value, ty, types.float64)  # C varargs promote floats to double
 
 
 def _emit_printf(context, builder, fmt: str, values: list) -> None:
@@ -283,8 +304,9 @@ def _emit_printf(context, builder, fmt: str, values: list) -> None:
             buffer = ir.Constant(_I8P, None)
         builder.call(vprintf, (_c_string(context, builder, fmt), buffer))
         return
-    printf = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.IntType(32), [_I8P], var_arg=True),
-                                            "printf")
+    printf = cgutils.get_or_insert_function(
+        builder.module, ir.FunctionType(ir.IntType(32), [_I8P], var_arg=True), "printf"
+    )
     builder.call(printf, [_c_string(context, builder, fmt)] + values)
     built = world.being_built()
     if built is not None:
@@ -313,6 +335,7 @@ def _println(typingctx, *args):
                 values.append(promoted)
         _emit_printf(context, builder, " ".join(parts) + "\n", values)
         return context.get_dummy_value()
+
     return sig, codegen
 
 
@@ -330,6 +353,7 @@ cuprintln = Intrinsic(_cuprintln_host, _println)
 # its own to each function it calls (overdub.rewrite, overdub.bridge.HiddenArgumentCall). od.state()'s device
 # function is the one that takes it as a parameter of its own: it returns it.
 
+
 def _state_device(state):
     return state
 
@@ -341,8 +365,10 @@ def _state_host():
     """The state passed by the launch (``od.cuda(..., context=ctx, state=value)``), inside the kernel, its
     callees and the context's overdubs and hooks; its type is the launch's value's (one compile per state
     type, whatever the value). Compiling a call of it for a launch without state is an error."""
-    raise RuntimeError("od.state() is the state of a launch: it can only be called inside a kernel launched with "
-                       "od.cuda(..., context=ctx, state=value), or in the functions that kernel calls")
+    raise RuntimeError(
+        "od.state() is the state of a launch: it can only be called inside a kernel launched with "
+        "od.cuda(..., context=ctx, state=value), or in the functions that kernel calls"
+    )
 
 
 state = Intrinsic(_state_host, _state_device)

@@ -7,6 +7,7 @@ native launch functions are called without a Python frame. When none applies, th
 arguments, gets the compiled kernel (compiling if needed), asks the kernel's launcher for a launch function
 (:class:`overdub.targets.Launcher`), caches it when it guards every argument, and launches.
 """
+
 from __future__ import annotations
 
 import dis
@@ -24,8 +25,18 @@ from .targets import default_target, get_target
 __all__ = ["cuda", "synchronize", "default_target", "get_target"]
 
 
-def _cuda(kernel, *args, threads=1, blocks=1, shmem: int = 0, stream=None, target: str | None = None,
-          context: Context | None = None, state=None, debug: bool | None = None):
+def _cuda(
+    kernel,
+    *args,
+    threads=1,
+    blocks=1,
+    shmem: int = 0,
+    stream=None,
+    target: str | None = None,
+    context: Context | None = None,
+    state=None,
+    debug: bool | None = None,
+):
     """od.cuda in Python: where the native extension is not built, and for the keywords it leaves to Python
     (its documentation: ``help(od.cuda)`` there, or docs/index.md). The launch functions for these argument
     classes, else the slow path. ``debug`` picks the target configured for checked kernels (or not)."""
@@ -48,7 +59,7 @@ def _launch_slow(kernel, args, threads, blocks, shmem, stream, target, context, 
     A redefinition on another thread may invalidate the kernel between its compile and its launch; then the
     kernel is compiled again, as many times as that happens: a launch always runs a valid kernel."""
     runtime.collect()
-    function = bridge.python_function(kernel)      # a def, or the function of a numba or od.jit kernel
+    function = bridge.python_function(kernel)  # a def, or the function of a numba or od.jit kernel
     check_kernel(function or kernel, args)
     tgt = get_target(target)
     tgt.check_launchable()
@@ -57,8 +68,7 @@ def _launch_slow(kernel, args, threads, blocks, shmem, stream, target, context, 
     chain = ctx.chain(tgt, ctx.launch_state_type(state, tgt.typeof))
     key = launch_key(kernel, context, target, args, state)
     while True:
-        compiled, launched_args, argtypes, lifted = closures.compiled_kernel(function, args, tgt.typeof, chain,
-                                                                             hidden)
+        compiled, launched_args, argtypes, lifted = closures.compiled_kernel(function, args, tgt.typeof, chain, hidden)
         launch = compiled.launcher.launch_function(compiled, launched_args, argtypes)
         if lifted is not None:
             launch = closures.with_captured_values(launch, lifted, function, launched_args, len(hidden))
@@ -66,32 +76,42 @@ def _launch_slow(kernel, args, threads, blocks, shmem, stream, target, context, 
             if launch.guarded:
                 runtime.add_launch(key, launch)
             return
-        if lifted is None and compiled.usable():        # (a captured value may have changed meanwhile)
-            raise RuntimeError(f"overdub internal error: the launch function of {compiled.job.call()} rejected "
-                               f"the arguments it was made for")
+        if lifted is None and compiled.usable():  # (a captured value may have changed meanwhile)
+            raise RuntimeError(
+                f"overdub internal error: the launch function of {compiled.job.call()} rejected "
+                f"the arguments it was made for"
+            )
 
 
 def check_kernel(kernel, args: tuple) -> None:
     """Refuse, before anything is compiled, what cannot be a kernel launch: a kernel that is not a plain
     Python function, arguments that do not bind to its parameters, a kernel that returns a value."""
     if not isinstance(kernel, pytypes.FunctionType):
-        raise TypeError(f"od.cuda launches a kernel written as a Python function (a def, or a numba cuda.jit "
-                        f"kernel), not {_what(kernel)}"
-                        + _KERNEL_HINTS.get(type(kernel), ""))
+        raise TypeError(
+            f"od.cuda launches a kernel written as a Python function (a def, or a numba cuda.jit "
+            f"kernel), not {_what(kernel)}" + _KERNEL_HINTS.get(type(kernel), "")
+        )
     signature = inspect.signature(kernel)
-    unsupported = [p.name for p in signature.parameters.values()
-                   if p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    unsupported = [
+        p.name for p in signature.parameters.values() if p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+    ]
     if unsupported:
-        raise TypeError(f"kernel {kernel.__qualname__}{signature}: kernels take positional parameters only, not "
-                        f"{', '.join(unsupported)} (*args, **kwargs and keyword-only parameters)")
+        raise TypeError(
+            f"kernel {kernel.__qualname__}{signature}: kernels take positional parameters only, not "
+            f"{', '.join(unsupported)} (*args, **kwargs and keyword-only parameters)"
+        )
     try:
         signature.bind(*args)
     except TypeError as exc:
-        raise TypeError(f"kernel {kernel.__qualname__}{signature} cannot take the {len(args)} "
-                        f"argument{'s' if len(args) != 1 else ''} given after it: {exc}") from None
+        raise TypeError(
+            f"kernel {kernel.__qualname__}{signature} cannot take the {len(args)} "
+            f"argument{'s' if len(args) != 1 else ''} given after it: {exc}"
+        ) from None
     if returns_value(kernel.__code__):
-        raise TypeError(f"kernel {kernel.__qualname__} ({_where(kernel)}) returns a value; kernels return "
-                        f"nothing -- store results in an array argument")
+        raise TypeError(
+            f"kernel {kernel.__qualname__} ({_where(kernel)}) returns a value; kernels return "
+            f"nothing -- store results in an array argument"
+        )
 
 
 def returns_value(code) -> bool:
@@ -123,7 +143,7 @@ _KERNEL_HINTS = {
 }
 
 
-try:     # the same lookup in C, where the native extension is built (see _fastlaunch.c)
+try:  # the same lookup in C, where the native extension is built (see _fastlaunch.c)
     from ._fastlaunch import cuda, install as _install_native
 except ImportError:
     cuda = _cuda

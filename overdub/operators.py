@@ -24,6 +24,7 @@ own), their rewrite registries -- the restore pass is put first in the after-inf
 numba's string-literal getitem rewrite -- and the typing context's ``resolve_static_getitem`` /
 ``resolve_setitem`` / ``resolve_static_setitem``.
 """
+
 from __future__ import annotations
 
 import operator
@@ -48,17 +49,27 @@ REROUTE = os.environ.get("OVERDUB_REROUTE", "when-extended")
 method for), ``"always"`` or ``"never"`` (then operators reach no method or overdub). The last two exist to
 measure what rerouting costs and to check that it changes no code (``OVERDUB_REROUTE=always`` runs the test
 suite through the rerouted path); they are not an API."""
-diskcache.key_setting("OVERDUB_REROUTE", lambda: REROUTE)     # it decides which edges a kernel records
+diskcache.key_setting("OVERDUB_REROUTE", lambda: REROUTE)  # it decides which edges a kernel records
 
 # Python's `is` cannot be overloaded; numba's branch pruning reads `x is None` nodes
 _NEVER_REROUTED = frozenset({operator.is_, operator.is_not})
 
 # a += b: the in-place operator, then (Python's fallback) the copying one
-INPLACE = {operator.iadd: operator.add, operator.isub: operator.sub, operator.imul: operator.mul,
-           operator.itruediv: operator.truediv, operator.ifloordiv: operator.floordiv, operator.imod: operator.mod,
-           operator.ipow: operator.pow, operator.imatmul: operator.matmul, operator.ilshift: operator.lshift,
-           operator.irshift: operator.rshift, operator.iand: operator.and_, operator.ior: operator.or_,
-           operator.ixor: operator.xor}
+INPLACE = {
+    operator.iadd: operator.add,
+    operator.isub: operator.sub,
+    operator.imul: operator.mul,
+    operator.itruediv: operator.truediv,
+    operator.ifloordiv: operator.floordiv,
+    operator.imod: operator.mod,
+    operator.ipow: operator.pow,
+    operator.imatmul: operator.matmul,
+    operator.ilshift: operator.lshift,
+    operator.irshift: operator.rshift,
+    operator.iand: operator.and_,
+    operator.ior: operator.or_,
+    operator.ixor: operator.xor,
+}
 
 
 class OperatorSite(Overdubbed):
@@ -68,7 +79,7 @@ class OperatorSite(Overdubbed):
     types numba's own typing resolved, whose calls are turned back into the node after type inference."""
 
     __slots__ = ("kind", "constants", "by_numba")
-    observed = False       # hooks observe calls written as calls; a prehook of od.Any would see every + and a[i]
+    observed = False  # hooks observe calls written as calls; a prehook of od.Any would see every + and a[i]
 
     def __init__(self, chain: tuple, callee, kind: str, constants: dict):
         super().__init__(chain, callee)
@@ -113,7 +124,11 @@ def numba_signature(site: OperatorSite, context, args: tuple):
 
 # isinstance checks take the node classes of both IR modules (numba-cuda's tuples of them)
 _SETITEM, _STATIC_SETITEM = numba.cuda.core.ir.setitem_types, numba.cuda.core.ir.staticsetitem_types
-_ASSIGN, _EXPR, _GLOBAL = numba.cuda.core.ir.assign_types, numba.cuda.core.ir.expr_types, numba.cuda.core.ir.global_types
+_ASSIGN, _EXPR, _GLOBAL = (
+    numba.cuda.core.ir.assign_types,
+    numba.cuda.core.ir.expr_types,
+    numba.cuda.core.ir.global_types,
+)
 
 
 def _operator_of(stmt):
@@ -126,8 +141,7 @@ def _operator_of(stmt):
         return None
     expr = stmt.value
     if expr.op == "binop" and expr.fn not in _NEVER_REROUTED:
-        return "binop", expr.fn, [expr.lhs, expr.rhs], {"static_lhs": expr.static_lhs,
-                                                         "static_rhs": expr.static_rhs}
+        return "binop", expr.fn, [expr.lhs, expr.rhs], {"static_lhs": expr.static_lhs, "static_rhs": expr.static_rhs}
     if expr.op == "inplace_binop":
         return "inplace_binop", expr.fn, [expr.lhs, expr.rhs], {"immutable_fn": expr.immutable_fn}
     if expr.op == "unary":
@@ -145,7 +159,7 @@ def _make_reroute(registry_module, ir, errors):
 
         def __init__(self, state):
             super().__init__(state)
-            self.open: dict = {}            # operator -> whether some table could apply
+            self.open: dict = {}  # operator -> whether some table could apply
 
         def match(self, func_ir, block, typemap, calltypes):
             # the function's identity is the IR's: numba also runs these rewrites on closures' IR with a
@@ -155,8 +169,11 @@ def _make_reroute(registry_module, ir, errors):
             if self.chain is None:
                 return False
             self.block, self.func_ir = block, func_ir
-            self.found = {id(stmt): found for stmt in block.body
-                          if (found := _operator_of(stmt)) is not None and self._reroutes(*found)}
+            self.found = {
+                id(stmt): found
+                for stmt in block.body
+                if (found := _operator_of(stmt)) is not None and self._reroutes(*found)
+            }
             return bool(self.found)
 
         def _reroutes(self, kind, op, operands, constants) -> bool:
@@ -198,6 +215,7 @@ def _make_reroute(registry_module, ir, errors):
 
 
 # --- the restore pass after type inference ----------------------------------------------------------------
+
 
 def _restored(site: OperatorSite, call, ir):
     """The node ``site`` came from, on the call's (possibly renamed) operands."""
@@ -247,7 +265,7 @@ def _make_restore(registry_module, ir):
             new_block.clear()
             for stmt in self.block.body:
                 if isinstance(stmt, _ASSIGN) and isinstance(stmt.value, _GLOBAL) and id(stmt.value.value) in restored:
-                    continue                # the site's global: nothing reads it any more
+                    continue  # the site's global: nothing reads it any more
                 site = self.sites.get(id(stmt))
                 if site is None:
                     new_block.append(stmt)
@@ -266,7 +284,7 @@ def _register(registry_module, ir, errors) -> None:
     restore = _make_restore(registry_module, ir)
     registry_module.register_rewrite("after-inference")(restore)
     after = registry_module.rewrite_registry.rewrites["after-inference"]
-    after.insert(0, after.pop(after.index(restore)))        # ahead of numba's own after-inference rewrites
+    after.insert(0, after.pop(after.index(restore)))  # ahead of numba's own after-inference rewrites
 
 
 _register(numba.core.rewrites, numba.core.ir, numba.core.errors)

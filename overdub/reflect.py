@@ -1,4 +1,5 @@
 """Introspection: what a kernel depends on, why things recompiled, and the code it became."""
+
 from __future__ import annotations
 
 from . import bridge, closures, compiler
@@ -70,8 +71,7 @@ def code_typed(kernel, *args_or_types, cc=(9, 0), context: Context | None = None
     return str(compiled.launcher.type_annotation)
 
 
-def code_lto_ptx(kernel, *args_or_types, cc=(9, 0), context: Context | None = None, state=None,
-                 **options) -> str:
+def code_lto_ptx(kernel, *args_or_types, cc=(9, 0), context: Context | None = None, state=None, **options) -> str:
     """The PTX of ``kernel`` compiled with ``lto=True`` after link-time optimisation with everything it links
     (numba-cuda's ``inspect_lto_ptx``; needs nvJitLink)."""
     library, cc = _cuda_library(kernel, args_or_types, cc, context, state, dict(options, lto=True))

@@ -13,6 +13,7 @@ ambiguous or resolves -- together with everything built from them.
 
 Thread safety: definitions and cache fills run under :data:`overdub.world.lock`; a cache hit takes no lock.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -26,8 +27,19 @@ from . import world
 from .types import Any, as_type, same_type_check, type_name, typeof
 from .types import subtype as issubtype
 
-__all__ = ["Method", "MethodTable", "MethodMatch", "GenericFunction", "MethodError", "AmbiguityError",
-           "function", "which", "methods", "signature_of", "methods_from"]
+__all__ = [
+    "Method",
+    "MethodTable",
+    "MethodMatch",
+    "GenericFunction",
+    "MethodError",
+    "AmbiguityError",
+    "function",
+    "which",
+    "methods",
+    "signature_of",
+    "methods_from",
+]
 
 
 class MethodError(TypeError):
@@ -36,13 +48,16 @@ class MethodError(TypeError):
     def __init__(self, name: str, argtypes: tuple, candidates: tuple = ()):
         super().__init__(name, argtypes, candidates)
         self.name, self.argtypes, self.candidates = name, argtypes, tuple(candidates)
-        self.call_site: str | None = None        # "kernel.py:12", filled in by the compiler
+        self.call_site: str | None = None  # "kernel.py:12", filled in by the compiler
 
     def __reduce__(self):
         # all fields travel (a worker's error reaches its parent intact); a candidate method travels by
         # reference when its function is importable, else as its description
-        return (type(self), (self.name, self.argtypes, tuple(map(_portable, self.candidates))),
-                {"call_site": self.call_site})
+        return (
+            type(self),
+            (self.name, self.argtypes, tuple(map(_portable, self.candidates))),
+            {"call_site": self.call_site},
+        )
 
     def headline(self) -> str:
         return f"no method matching {_call_repr(self.name, self.argtypes)}"
@@ -79,7 +94,7 @@ class MethodDescription(str):
 def _portable(method):
     try:
         pickle.dumps(method)
-    except Exception:          # anything pickle raises means: not importable here
+    except Exception:  # anything pickle raises means: not importable here
         return MethodDescription(repr(method))
     return method
 
@@ -96,11 +111,13 @@ def reference_to(obj, module: str | None, qualname: str) -> tuple:
     """``(resolve_reference, (module, qualname))`` for pickle, after checking that it finds ``obj``."""
     try:
         found = resolve_reference(module, qualname) is obj
-    except Exception:          # not importable: say so below
+    except Exception:  # not importable: say so below
         found = False
     if not found:
-        raise pickle.PicklingError(f"cannot pickle {obj!r}: it pickles by reference, and {module}.{qualname} "
-                                   f"does not name it (define it at the top level of an importable module)")
+        raise pickle.PicklingError(
+            f"cannot pickle {obj!r}: it pickles by reference, and {module}.{qualname} "
+            f"does not name it (define it at the top level of an importable module)"
+        )
     return resolve_reference, (module, qualname)
 
 
@@ -125,9 +142,11 @@ def signature_of(func, scope: dict | None = None) -> tuple[tuple[str, ...], tupl
     names, types_, defaults = [], [], []
     for p in sig.parameters.values():
         if p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
-            raise TypeError(f"{func.__qualname__}: parameter {p.name!r} is not a positional parameter; methods "
-                            f"take positional parameters (with or without defaults), not *args, **kwargs or "
-                            f"keyword-only ones")
+            raise TypeError(
+                f"{func.__qualname__}: parameter {p.name!r} is not a positional parameter; methods "
+                f"take positional parameters (with or without defaults), not *args, **kwargs or "
+                f"keyword-only ones"
+            )
         names.append(p.name)
         types_.append(as_type(p.annotation))
         if p.default is not p.empty:
@@ -143,7 +162,7 @@ def _fill_defaults(func, params: tuple, defaults: tuple, arity: int, full):
     kept = list(params[:arity])
     filled = [f"__overdub_default{i}" for i in range(len(params) - arity)]
     namespace = {"__name__": func.__module__, "__overdub_full": full}
-    namespace.update(zip(filled, defaults[len(defaults) - len(filled):]))
+    namespace.update(zip(filled, defaults[len(defaults) - len(filled) :]))
     source = f"def method({', '.join(kept)}):\n    return __overdub_full({', '.join(kept + filled)})\n"
     exec(compile(source, f"<defaults of {func.__qualname__}>", "exec"), namespace)
     wrapper = namespace["method"]
@@ -176,8 +195,8 @@ class Method:
 
     def __init__(self, name: str, func, params: tuple, sig: tuple, origin=None):
         self.name, self.func, self.params, self.sig = name, func, params, sig
-        self.file, self.line = _location(origin or func)     # origin: the def a generated method comes from
-        self.table: MethodTable | None = None                # set when added to one
+        self.file, self.line = _location(origin or func)  # origin: the def a generated method comes from
+        self.table: MethodTable | None = None  # set when added to one
 
     def __reduce__(self):
         """By reference: the method of this signature in its owner's table."""
@@ -193,8 +212,7 @@ class Method:
         return len(argtypes) == len(self.sig) and all(map(issubtype, argtypes, self.sig))
 
     def more_specific_than(self, other: "Method") -> bool:
-        return (len(self.sig) == len(other.sig) and self.sig != other.sig
-                and all(map(issubtype, self.sig, other.sig)))
+        return len(self.sig) == len(other.sig) and self.sig != other.sig and all(map(issubtype, self.sig, other.sig))
 
     def signature_repr(self) -> str:
         params = ", ".join(p if t is Any else f"{p}: {type_name(t)}" for p, t in zip(self.params, self.sig))
@@ -266,7 +284,7 @@ class MethodTable:
         self.name = name
         self.owner = owner
         self.methods: list[Method] = []
-        self._cache: dict[tuple, MethodMatch] = {}     # argument types -> the answer for them
+        self._cache: dict[tuple, MethodMatch] = {}  # argument types -> the answer for them
         self._empty = EmptyTable(self)
 
     # -- dispatch --------------------------------------------------------------------------------------
@@ -274,7 +292,7 @@ class MethodTable:
         """Uncached dispatch: (the most specific applicable method, ()) or (None, the ambiguous methods)."""
         applicable = [m for m in self.methods if m.applies_to(argtypes)]
         minimal = [m for m in applicable if not any(o.more_specific_than(m) for o in applicable)]
-        if len(minimal) == 1:      # in a finite partial order a unique minimal element is the least one
+        if len(minimal) == 1:  # in a finite partial order a unique minimal element is the least one
             return minimal[0], ()
         return None, tuple(minimal)
 
@@ -303,7 +321,7 @@ class MethodTable:
         if self.methods:
             return False
         world.consult(self._empty)
-        return not self.methods      # a method added meanwhile has invalidated what was just consulted
+        return not self.methods  # a method added meanwhile has invalidated what was just consulted
 
     def cached(self) -> dict[tuple, MethodMatch]:
         return dict(self._cache)
@@ -325,8 +343,11 @@ class MethodTable:
                 old, verb = self.methods[replaced], "redefined"
                 self.methods[replaced] = method
             world.bump_world()
-            stale = [match for argtypes, match in self._cache.items()
-                     if method.applies_to(argtypes) and not match.same_answer(*self.resolve(argtypes))]
+            stale = [
+                match
+                for argtypes, match in self._cache.items()
+                if method.applies_to(argtypes) and not match.same_answer(*self.resolve(argtypes))
+            ]
             if len(self.methods) == 1:
                 stale.append(self._empty)
             world.invalidate(stale, f"{method.signature_repr()} {verb} at {method.location}")
@@ -366,8 +387,9 @@ class GenericFunction:
         """Call on the host: for classes of arguments seen before, one dict lookup, the answer's validity flag
         (a redefinition clears it) and the values' checks where the classes do not decide the types."""
         n = len(args)
-        entry = self._host_calls.get((type(args[0]), type(args[1])) if n == 2 else (type(args[0]),) if n == 1
-                                     else tuple(map(type, args)))
+        entry = self._host_calls.get(
+            (type(args[0]), type(args[1])) if n == 2 else (type(args[0]),) if n == 1 else tuple(map(type, args))
+        )
         if entry is not None:
             func, match, check = entry
             if match.valid and (check is None or check(args)):
@@ -407,6 +429,7 @@ def _values_check(args: tuple, argtypes: tuple):
             if not check(values[index]):
                 return False
         return True
+
     return check_all
 
 
@@ -424,13 +447,15 @@ def function(func, sig: tuple | None = None, *, scope: dict | None = None) -> Ge
     (for wrappers of this decorator; by default the caller's).
     """
     if not isinstance(func, pytypes.FunctionType):
-        raise TypeError(f"@od.function takes a def, not {_what(func)}: a generic function's methods are Python "
-                        f"functions the compiler can read")
+        raise TypeError(
+            f"@od.function takes a def, not {_what(func)}: a generic function's methods are Python "
+            f"functions the compiler can read"
+        )
     scope = sys._getframe(1).f_locals if scope is None else scope
     with world.lock:
         gf = scope.get(func.__name__) if func.__name__ != "<lambda>" else None
         if not isinstance(gf, GenericFunction) and "<" not in func.__qualname__:
-            gf = func.__globals__.get(func.__name__)     # a def at a module's top level, through a wrapper
+            gf = func.__globals__.get(func.__name__)  # a def at a module's top level, through a wrapper
         if not isinstance(gf, GenericFunction):
             gf = GenericFunction(func.__name__, func.__module__, func.__qualname__)
         gf.define(func, sig)

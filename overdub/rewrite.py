@@ -11,6 +11,7 @@ known (see :mod:`overdub.compiler`). Every global the clone reads becomes an edg
 Free variables get the same treatment through fresh closure cells, so kernels defined inside functions
 behave like module-level ones.
 """
+
 from __future__ import annotations
 
 import builtins
@@ -34,15 +35,17 @@ class Overdubbed:
 
     __slots__ = ("chain", "callee", "hooked_calls", "__weakref__")
 
-    observed = True         # the chain's hooks observe calls of it
-    dispatched = True       # the chain's overdubs and the callee's methods decide what a call runs
+    observed = True  # the chain's hooks observe calls of it
+    dispatched = True  # the chain's overdubs and the callee's methods decide what a call runs
 
     def __init__(self, chain: tuple, callee):
         self.chain, self.callee = chain, callee
-        self.hooked_calls: dict | None = None      # the generated functions running its calls with hooks
+        self.hooked_calls: dict | None = None  # the generated functions running its calls with hooks
 
     def __repr__(self) -> str:
-        return f"overdub({getattr(self.callee, '__qualname__', self.callee)!r} in {'/'.join(c.name for c in self.chain)})"
+        return (
+            f"overdub({getattr(self.callee, '__qualname__', self.callee)!r} in {'/'.join(c.name for c in self.chain)})"
+        )
 
 
 class Unobserved(Overdubbed):
@@ -120,7 +123,7 @@ def interned(kind: type, chain: tuple, value):
 _GLOBAL_OPS = frozenset({"LOAD_GLOBAL", "LOAD_NAME", "STORE_GLOBAL", "DELETE_GLOBAL"})
 
 
-_global_names: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()     # code -> its global names
+_global_names: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # code -> its global names
 
 
 def global_names(code: pytypes.CodeType) -> tuple[str, ...]:
@@ -145,7 +148,7 @@ def _rewrite_cell(func, index: int, cell, chain: tuple):
     label = f"{func.__qualname__}.{func.__code__.co_freevars[index]}"
     try:
         contents = bindings.read_cell(cell, label)
-    except ValueError:          # not yet bound
+    except ValueError:  # not yet bound
         return pytypes.CellType()
     return pytypes.CellType(substitute(contents, chain))
 
@@ -162,7 +165,7 @@ def rewrite(func: pytypes.FunctionType, chain: tuple) -> pytypes.FunctionType:
     new_globals = {"__builtins__": builtins, "__name__": namespace.get("__name__"), CHAIN_MARK: chain}
     for name in global_names(func.__code__):
         if bindings.lookup(namespace, name) is bindings._MISSING:
-            continue           # unbound (numba will say so)
+            continue  # unbound (numba will say so)
         new_globals[name] = substitute(bindings.read(namespace, name), chain)
     closure = None
     if func.__closure__:
@@ -184,7 +187,7 @@ def rewrite(func: pytypes.FunctionType, chain: tuple) -> pytypes.FunctionType:
 # (overdub.bridge.pass_hidden_argument), and od.state() returns it.
 
 STATE_PARAMETER = "__overdub_state__"
-_FAST_LOCAL_OPS = frozenset(dis.haslocal) | frozenset(dis.hasfree)     # opargs indexing the fast locals
+_FAST_LOCAL_OPS = frozenset(dis.haslocal) | frozenset(dis.hasfree)  # opargs indexing the fast locals
 _TWO_LOCAL_OPS = frozenset({"LOAD_FAST_LOAD_FAST", "STORE_FAST_LOAD_FAST", "STORE_FAST_STORE_FAST"})
 
 
@@ -208,15 +211,21 @@ def with_state_parameter(code: pytypes.CodeType, name: str) -> pytypes.CodeType:
     for instruction in dis.get_instructions(code):
         if instruction.opcode not in _FAST_LOCAL_OPS:
             continue
-        if instruction.opname in _TWO_LOCAL_OPS:      # CPython 3.13: two 4-bit indices in one argument
+        if instruction.opname in _TWO_LOCAL_OPS:  # CPython 3.13: two 4-bit indices in one argument
             high, low = (instruction.arg >> 4) + 1, (instruction.arg & 15) + 1
             arg = (high << 4) | low if high < 16 and low < 16 else 256
         else:
             arg = instruction.arg + 1
         if arg > 255:
-            raise NotImplementedError(f"{name} has too many local variables to be compiled in a context with state "
-                                      f"(its bytecode would need longer arguments)")
+            raise NotImplementedError(
+                f"{name} has too many local variables to be compiled in a context with state "
+                f"(its bytecode would need longer arguments)"
+            )
         raw[instruction.offset + 1] = arg
-    return code.replace(co_code=bytes(raw), co_argcount=code.co_argcount + 1,
-                        co_posonlyargcount=code.co_posonlyargcount + 1, co_nlocals=code.co_nlocals + 1,
-                        co_varnames=(STATE_PARAMETER,) + code.co_varnames)
+    return code.replace(
+        co_code=bytes(raw),
+        co_argcount=code.co_argcount + 1,
+        co_posonlyargcount=code.co_posonlyargcount + 1,
+        co_nlocals=code.co_nlocals + 1,
+        co_varnames=(STATE_PARAMETER,) + code.co_varnames,
+    )

@@ -16,6 +16,7 @@ What a redefinition or a re-run notebook cell leaves behind must not stay alive:
 Functions die inside the garbage collector, which may run in the middle of anything; their death only queues
 the cleanup, and :meth:`Runtime.collect` (run by every compile and every slow-path launch) carries it out.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -25,7 +26,7 @@ from . import world
 
 try:
     from . import _fastlaunch
-except ImportError:          # built without a C compiler: launches go through generated Python
+except ImportError:  # built without a C compiler: launches go through generated Python
     _fastlaunch = None
 
 __all__ = ["Runtime", "FunctionCache", "runtime", "launch_key", "strong_or_weak", "STATE_MARK"]
@@ -66,8 +67,8 @@ class FunctionCache:
     def __init__(self, owner: "Runtime"):
         self._owner = owner
         self._nodes: dict = {}
-        self._reasons: dict = {}         # job -> why its last node was invalidated
-        self._by_function: dict = {}     # canonical weak reference -> the jobs of that function
+        self._reasons: dict = {}  # job -> why its last node was invalidated
+        self._by_function: dict = {}  # canonical weak reference -> the jobs of that function
 
     def get(self, job):
         return self._nodes.get(job)
@@ -121,22 +122,21 @@ class Runtime:
     """The process's caches and counters (see the module docstring); :meth:`reset` empties them."""
 
     def __init__(self):
-        self.kernels = FunctionCache(self)        # CompileJob -> compiler.Kernel
-        self.methods = FunctionCache(self)        # CompileJob -> compiler.MethodInstance
-        self.launches: dict = {}                  # launch_key(...) -> [launch functions], replaced, never mutated
-        self._launch_keys: dict = {}              # kernel function's reference -> its launch keys
-        self.proxies = weakref.WeakValueDictionary()   # (kind, chain, id(value)) -> rewrite proxy
-        self.lifted = weakref.WeakKeyDictionary()      # a closure kernel's code -> its lifted function, or None
+        self.kernels = FunctionCache(self)  # CompileJob -> compiler.Kernel
+        self.methods = FunctionCache(self)  # CompileJob -> compiler.MethodInstance
+        self.launches: dict = {}  # launch_key(...) -> [launch functions], replaced, never mutated
+        self._launch_keys: dict = {}  # kernel function's reference -> its launch keys
+        self.proxies = weakref.WeakValueDictionary()  # (kind, chain, id(value)) -> rewrite proxy
+        self.lifted = weakref.WeakKeyDictionary()  # a closure kernel's code -> its lifted function, or None
         # the edges on Python state, alive while some compiled thing uses them (each holds what its key's id
         # names, so the id stays unique while the entry exists)
-        self.bindings = weakref.WeakValueDictionary()    # (id(namespace), name, builtins?) -> Binding
-        self.cells = weakref.WeakValueDictionary()       # id(cell) -> bindings.CellBinding
-        self.functions = weakref.WeakValueDictionary()   # weak reference to a function -> bindings.FunctionState
-        self._watchers: dict = {}                 # function reference -> its death callback's reference
-        self._dead: list = []                     # references of functions that died, to clean up
-        self._counters = {"compiles": 0, "method_instances": 0, "disk_hits": 0, "disk_misses": 0,
-                          "disk_uncacheable": 0}
-        self._launches = itertools.count()        # next() is atomic under the GIL: no lock on the hot path
+        self.bindings = weakref.WeakValueDictionary()  # (id(namespace), name, builtins?) -> Binding
+        self.cells = weakref.WeakValueDictionary()  # id(cell) -> bindings.CellBinding
+        self.functions = weakref.WeakValueDictionary()  # weak reference to a function -> bindings.FunctionState
+        self._watchers: dict = {}  # function reference -> its death callback's reference
+        self._dead: list = []  # references of functions that died, to clean up
+        self._counters = {"compiles": 0, "method_instances": 0, "disk_hits": 0, "disk_misses": 0, "disk_uncacheable": 0}
+        self._launches = itertools.count()  # next() is atomic under the GIL: no lock on the hot path
         self._launch_base = 0
 
     # -- functions dying ---------------------------------------------------------------------------------
@@ -199,7 +199,7 @@ class Runtime:
         return counters
 
     def _raw_launches(self) -> int:
-        python = int(repr(self._launches)[6:-1])       # repr "count(N)" reads, not advances
+        python = int(repr(self._launches)[6:-1])  # repr "count(N)" reads, not advances
         return python + (_fastlaunch.launch_count() if _fastlaunch is not None else 0)
 
     # -- reset -------------------------------------------------------------------------------------------

@@ -12,6 +12,7 @@
 On CUDA a struct parameter is its fields, one kernel parameter each (numba-cuda flattens a ``StructModel``
 argument); :mod:`overdub.arguments` packs them.
 """
+
 from __future__ import annotations
 
 from numba.core import cgutils, errors, types
@@ -38,7 +39,7 @@ class _StructFields(AttributeTemplate):
 
     def generic_resolve(self, typ, attr):
         if typ.definition is not None:
-            world.consult(typ.definition)      # code reading fields depends on the class statement
+            world.consult(typ.definition)  # code reading fields depends on the class statement
         return typ.field_type(attr)
 
 
@@ -52,8 +53,10 @@ def _refuse_field_assignment(context, builder, sig, args, attr):
     """numba types ``c.r = x`` through the field reads' template, so the refusal comes at lowering (numba wraps
     it with the kernel's source line)."""
     struct_type = sig.args[0]
-    raise errors.TypingError(f"{struct_type.name} values are immutable: cannot set {attr!r} (make a new value: "
-                    f"{struct_type.name}({', '.join(name for name, _ in struct_type.fields)}))")
+    raise errors.TypingError(
+        f"{struct_type.name} values are immutable: cannot set {attr!r} (make a new value: "
+        f"{struct_type.name}({', '.join(name for name, _ in struct_type.fields)}))"
+    )
 
 
 def _build(context, builder, struct_type: StructType, values) -> object:
@@ -65,8 +68,12 @@ def _build(context, builder, struct_type: StructType, values) -> object:
 
 @lower_constant(StructType)
 def _lower_struct_constant(context, builder, ty, pyval):
-    return _build(context, builder, ty, [context.get_constant_generic(builder, ftype, getattr(pyval, name))
-                                         for name, ftype in ty.fields])
+    return _build(
+        context,
+        builder,
+        ty,
+        [context.get_constant_generic(builder, ftype, getattr(pyval, name)) for name, ftype in ty.fields],
+    )
 
 
 @unbox(StructType)
@@ -81,6 +88,7 @@ def _unbox_struct(typ, obj, c):
 
 
 # --- the constructor --------------------------------------------------------------------------------------
+
 
 class StructClassType(types.Callable):
     """The numba type of a struct class used as a value in a kernel: calling it makes a value."""
@@ -100,7 +108,7 @@ class StructClassType(types.Callable):
             raise errors.TypingError(f"{self.cls.__qualname__} is an abstract type: it has no values")
         try:
             struct_type, fieldtypes = self.cls.__overdub_bind__(argtypes, kwtypes)
-        except TypeError as exc:       # numba's error carries the kernel's source line
+        except TypeError as exc:  # numba's error carries the kernel's source line
             raise errors.TypingError(str(exc)) from None
         return signature(struct_type, *fieldtypes).replace(pysig=self.cls.__overdub_spec__.signature)
 
@@ -133,6 +141,8 @@ def _lower_struct_class(context, builder, ty, pyval):
 @lower_builtin(StructClassType, types.VarArg(types.Any))
 def _lower_construct(context, builder, sig, args):
     struct_type = sig.return_type
-    values = [context.cast(builder, value, argtype, ftype)
-              for value, argtype, (_, ftype) in zip(args, sig.args, struct_type.fields)]
+    values = [
+        context.cast(builder, value, argtype, ftype)
+        for value, argtype, (_, ftype) in zip(args, sig.args, struct_type.fields)
+    ]
     return _build(context, builder, struct_type, values)

@@ -22,6 +22,7 @@ of the same module and name (a notebook cell run again) is *superseded*: its :cl
 is invalidated, and with it the code that read its fields or made its values; its values and arrays are
 refused from then on, with an error saying to make them again with the current class.
 """
+
 from __future__ import annotations
 
 import inspect
@@ -40,12 +41,13 @@ from .types import LatticeMeta, StructPattern, StructType
 
 __all__ = ["struct", "struct_array", "StructMeta", "StructValue", "StructDefinition", "bind"]
 
-_lock = threading.RLock()          # instantiations: one at a time
+_lock = threading.RLock()  # instantiations: one at a time
 _PYTHON_FIELDS = {int: lattice.int64, float: lattice.float64, bool: lattice.bool_, complex: lattice.complex128}
-_latest: dict[tuple[str, str], type] = {}     # (module, qualname) -> the current module-level struct class
+_latest: dict[tuple[str, str], type] = {}  # (module, qualname) -> the current module-level struct class
 
 
 # --- what a class statement says --------------------------------------------------------------------------
+
 
 class _Spec:
     """A struct class's fields as written: names, annotations (numba types, StructTypes or the class's type
@@ -56,9 +58,14 @@ class _Spec:
     def __init__(self, names, annotations, defaults, params, where):
         self.names, self.annotations, self.defaults = tuple(names), tuple(annotations), dict(defaults)
         self.params, self.where = tuple(params), where
-        self.signature = inspect.Signature([
-            inspect.Parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD,
-                              default=self.defaults.get(n, inspect.Parameter.empty)) for n in names])
+        self.signature = inspect.Signature(
+            [
+                inspect.Parameter(
+                    n, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=self.defaults.get(n, inspect.Parameter.empty)
+                )
+                for n in names
+            ]
+        )
 
 
 def _field_type(owner: str, name: str, annotation, params: tuple):
@@ -70,9 +77,11 @@ def _field_type(owner: str, name: str, annotation, params: tuple):
     t = annotation.__dict__.get("__overdub_type__") if isinstance(annotation, LatticeMeta) else annotation
     if _is_field_type(t):
         return t
-    raise TypeError(f"{owner}.{name}: a struct field cannot be of type {lattice.type_name(annotation)}; use a "
-                    f"numeric type (od.float32, od.int64, ..., od.bool_ or int/float/bool/complex), another "
-                    f"concrete @od.struct class, or one of the class's type variables")
+    raise TypeError(
+        f"{owner}.{name}: a struct field cannot be of type {lattice.type_name(annotation)}; use a "
+        f"numeric type (od.float32, od.int64, ..., od.bool_ or int/float/bool/complex), another "
+        f"concrete @od.struct class, or one of the class's type variables"
+    )
 
 
 def _is_field_type(t) -> bool:
@@ -94,16 +103,18 @@ def _spec_of(cls, where: str) -> _Spec:
         if name in vars(cls):
             defaults[name] = vars(cls)[name]
     if not names:
-        raise TypeError(f"@od.struct {cls.__qualname__} has no fields: annotate them in the class body "
-                        f"(r: od.float32)")
+        raise TypeError(f"@od.struct {cls.__qualname__} has no fields: annotate them in the class body (r: od.float32)")
     unused = [p for p in params if p not in types_]
     if unused:
-        raise TypeError(f"{cls.__qualname__}: the type parameter {unused[0].__name__} annotates no field, so constructors "
-                        f"could not infer it; annotate a field with it")
+        raise TypeError(
+            f"{cls.__qualname__}: the type parameter {unused[0].__name__} annotates no field, so constructors "
+            f"could not infer it; annotate a field with it"
+        )
     return _Spec(names, types_, defaults, params, where)
 
 
 # --- host values ------------------------------------------------------------------------------------------
+
 
 class StructValue:
     """The base of every struct class: host values are immutable and compare by value."""
@@ -111,8 +122,10 @@ class StructValue:
     __slots__ = ()
 
     def __setattr__(self, name, value):
-        raise AttributeError(f"{type(self).__qualname__} values are immutable: cannot set {name!r} (make a new "
-                             f"value: {_fields_call(type(self))})")
+        raise AttributeError(
+            f"{type(self).__qualname__} values are immutable: cannot set {name!r} (make a new "
+            f"value: {_fields_call(type(self))})"
+        )
 
     def __delattr__(self, name):
         raise AttributeError(f"{type(self).__qualname__} values are immutable: cannot delete {name!r}")
@@ -128,8 +141,11 @@ class StructValue:
         return hash((type(self), tuple(getattr(self, n) for n, _ in _fields(self))))
 
     def __reduce__(self):
-        return _remake, (type(self).__overdub_base__ or type(self), type(self).__overdub_type__.params,
-                         tuple(getattr(self, n) for n, _ in _fields(self)))
+        return _remake, (
+            type(self).__overdub_base__ or type(self),
+            type(self).__overdub_type__.params,
+            tuple(getattr(self, n) for n, _ in _fields(self)),
+        )
 
 
 def _remake(cls, params, values):
@@ -159,7 +175,7 @@ class StructMeta(LatticeMeta):
         value = object.__new__(concrete)
         for (name, ftype), item in zip(concrete.__overdub_type__.fields, values):
             object.__setattr__(value, name, _convert(concrete, name, item, ftype))
-        object.__setattr__(value, "__overdub_slots__", packed_slots(value))    # for the native launch path
+        object.__setattr__(value, "__overdub_slots__", packed_slots(value))  # for the native launch path
         return value
 
     def __getitem__(cls, params):
@@ -170,13 +186,17 @@ class StructMeta(LatticeMeta):
             raise TypeError(f"{cls.__qualname__} is not a parametric struct: it takes no type parameters")
         params = tuple(lattice.as_type(p) for p in (params if isinstance(params, tuple) else (params,)))
         if len(params) != len(spec.params):
-            raise TypeError(f"{cls.__qualname__} takes {len(spec.params)} type parameter"
-                            f"{'s' if len(spec.params) != 1 else ''}, not {len(params)}")
+            raise TypeError(
+                f"{cls.__qualname__} takes {len(spec.params)} type parameter"
+                f"{'s' if len(spec.params) != 1 else ''}, not {len(params)}"
+            )
         if all(lattice.is_concrete(p) for p in params):
             bad = [p for p in params if not _is_field_type(p)]
             if bad:
-                raise TypeError(f"{cls.__qualname__}[{lattice.type_name(bad[0])}]: {lattice.type_name(bad[0])} cannot "
-                                f"be the type of a field")
+                raise TypeError(
+                    f"{cls.__qualname__}[{lattice.type_name(bad[0])}]: {lattice.type_name(bad[0])} cannot "
+                    f"be the type of a field"
+                )
             return _instantiate(cls, params)
         return StructPattern(cls, params)
 
@@ -193,8 +213,10 @@ class StructMeta(LatticeMeta):
             if isinstance(item, Default):
                 item = ftype
             if not convertible(item, ftype):
-                raise TypeError(f"{concrete.__qualname__}: field {name!r} is {lattice.type_name(ftype)}, and "
-                                f"{_describe(item)} does not convert to it")
+                raise TypeError(
+                    f"{concrete.__qualname__}: field {name!r} is {lattice.type_name(ftype)}, and "
+                    f"{_describe(item)} does not convert to it"
+                )
             argtypes.append(item)
         return struct_type, tuple(argtypes)
 
@@ -203,8 +225,10 @@ class StructMeta(LatticeMeta):
         """The numpy dtype of arrays of this struct (aligned as the device lays the struct out)."""
         t = cls.__dict__.get("__overdub_type__")
         if not isinstance(t, StructType):
-            raise TypeError(f"{cls.__qualname__} is parametric: arrays hold one instantiation "
-                            f"({cls.__qualname__}[od.float64].dtype, say)")
+            raise TypeError(
+                f"{cls.__qualname__} is parametric: arrays hold one instantiation "
+                f"({cls.__qualname__}[od.float64].dtype, say)"
+            )
         return t.numpy_dtype
 
 
@@ -218,11 +242,11 @@ def _typeof_host(value):
     t = _HOST_SCALARS.get(cls) or cls.__dict__.get("__overdub_type__")
     if lattice.is_concrete(t):
         return t
-    if cls is int and -2**63 <= value < 2**63:
+    if cls is int and -(2**63) <= value < 2**63:
         return lattice.int64
     try:
         return lattice.typeof(value)
-    except Exception:          # numba cannot type it: say which value below
+    except Exception:  # numba cannot type it: say which value below
         return None
 
 
@@ -232,8 +256,10 @@ def _convert(cls, name: str, value, ftype):
         value = value.value
     vtype = _typeof_host(value)
     if not convertible(vtype, ftype):
-        raise TypeError(f"{cls.__qualname__}: field {name!r} is {lattice.type_name(ftype)}, and "
-                        f"{_describe(value)} does not convert to it")
+        raise TypeError(
+            f"{cls.__qualname__}: field {name!r} is {lattice.type_name(ftype)}, and "
+            f"{_describe(value)} does not convert to it"
+        )
     if isinstance(ftype, StructType):
         return value
     return _scalar_class(ftype)(value)
@@ -267,19 +293,21 @@ def convertible(src, dst) -> bool:
 
 # --- binding a constructor call: the host and kernels share it --------------------------------------------
 
+
 def bind(cls, args: tuple, kwargs: dict, type_of) -> tuple[type, list]:
     """(the concrete struct class, each field's argument) for a call ``cls(*args, **kwargs)``; omitted fields
     get their defaults. ``type_of`` types an argument: a host value's type on the host, the identity in a
     kernel (whose arguments are types). A parametric class infers its parameters from the arguments' types."""
     spec = cls.__overdub_spec__
     if not kwargs and len(args) == len(spec.names):
-        items = list(args)                 # every field, in order: nothing to bind
+        items = list(args)  # every field, in order: nothing to bind
     else:
         try:
             bound = spec.signature.bind(*args, **kwargs)
         except TypeError as exc:
-            raise TypeError(f"{_fields_call(cls) if spec.params == () else cls.__qualname__ + str(spec.signature)}"
-                            f": {exc}") from None
+            raise TypeError(
+                f"{_fields_call(cls) if spec.params == () else cls.__qualname__ + str(spec.signature)}: {exc}"
+            ) from None
         items = [bound.arguments[n] if n in bound.arguments else Default(spec.defaults[n]) for n in spec.names]
     if spec.params and cls.__overdub_base__ is None:
         cls = _instantiate(cls, _infer(cls, spec, items, type_of))
@@ -305,12 +333,15 @@ def _infer(cls, spec: _Spec, items: list, type_of) -> tuple:
             if annotation is param and not isinstance(item, Default):
                 t = type_of(item)
                 if not _is_field_type(t):
-                    raise TypeError(f"{cls.__qualname__}: field {name!r} (of type {param.__name__}) cannot hold "
-                                    f"{_describe(item)}")
+                    raise TypeError(
+                        f"{cls.__qualname__}: field {name!r} (of type {param.__name__}) cannot hold {_describe(item)}"
+                    )
                 found.append(t)
         if not found:
-            raise TypeError(f"{cls.__qualname__}: no argument gives the type parameter {param.__name__}; pass the fields it "
-                            f"annotates, or instantiate explicitly ({cls.__qualname__}[od.float64](...))")
+            raise TypeError(
+                f"{cls.__qualname__}: no argument gives the type parameter {param.__name__}; pass the fields it "
+                f"annotates, or instantiate explicitly ({cls.__qualname__}[od.float64](...))"
+            )
         params.append(_promote(cls, param, found))
     return tuple(params)
 
@@ -318,8 +349,10 @@ def _infer(cls, spec: _Spec, items: list, type_of) -> tuple:
 def _promote(cls, param, found: list):
     if any(isinstance(t, StructType) for t in found):
         if any(t != found[0] for t in found):
-            raise TypeError(f"{cls.__qualname__}: the arguments give {param.__name__} the different types "
-                            f"{', '.join(sorted({lattice.type_name(t) for t in found}))}")
+            raise TypeError(
+                f"{cls.__qualname__}: the arguments give {param.__name__} the different types "
+                f"{', '.join(sorted({lattice.type_name(t) for t in found}))}"
+            )
         return found[0]
     key = tuple(found)
     promoted = _promoted.get(key)
@@ -328,10 +361,11 @@ def _promote(cls, param, found: list):
     return promoted
 
 
-_promoted: dict = {}      # numeric types -> the type numpy promotes them to
+_promoted: dict = {}  # numeric types -> the type numpy promotes them to
 
 
 # --- making struct classes --------------------------------------------------------------------------------
+
 
 def struct(cls):
     """Decorator: make ``cls``, a class with annotated fields, an immutable device value type (see the module
@@ -340,14 +374,18 @@ def struct(cls):
     if not isinstance(cls, type) or issubclass(cls, tuple):
         raise TypeError(f"@od.struct takes a class with annotated fields, not {cls!r:.60}")
     if any(isinstance(base, StructMeta) for base in cls.__mro__[1:]):
-        raise TypeError(f"{cls.__qualname__} derives from a struct class: structs are final (derive both from an "
-                        f"od.AbstractType class instead)")
+        raise TypeError(
+            f"{cls.__qualname__} derives from a struct class: structs are final (derive both from an "
+            f"od.AbstractType class instead)"
+        )
     written = [name for name in ("__init__", "__new__", "__setattr__", "__delattr__") if name in vars(cls)]
     if written:
-        raise TypeError(f"{cls.__qualname__} defines {written[0]}: a struct's constructor takes its fields' values "
-                        f"and its values are immutable; write a function that computes the fields and calls "
-                        f"{cls.__qualname__}(...) instead (Julia's outer constructor)")
-    caller = sys._getframe(1)          # the class statement being decorated
+        raise TypeError(
+            f"{cls.__qualname__} defines {written[0]}: a struct's constructor takes its fields' values "
+            f"and its values are immutable; write a function that computes the fields and calls "
+            f"{cls.__qualname__}(...) instead (Julia's outer constructor)"
+        )
+    caller = sys._getframe(1)  # the class statement being decorated
     spec = _spec_of(cls, f"{os.path.basename(caller.f_code.co_filename)}:{caller.f_lineno}")
     namespace = {k: v for k, v in vars(cls).items() if k not in ("__dict__", "__weakref__") and k not in spec.defaults}
     namespace.update(__qualname__=cls.__qualname__, __overdub_spec__=spec, __overdub_base__=None)
@@ -360,7 +398,7 @@ def struct(cls):
     new.__overdub_definition__ = StructDefinition(new)
     if not spec.params:
         new.__overdub_type__.definition = new.__overdub_definition__
-    dunders.register(new, new.__overdub_type__)      # its __add__, __radd__, __neg__...: methods of the operators
+    dunders.register(new, new.__overdub_type__)  # its __add__, __radd__, __neg__...: methods of the operators
     _supersede(new)
     return new
 
@@ -371,9 +409,16 @@ def _instantiate(base, params: tuple) -> type:
         made = base.__overdub_instances__.get(params)
         if made is None:
             name = f"{base.__qualname__}[{', '.join(lattice.type_name(p) for p in params)}]"
-            made = StructMeta(name.rsplit(".", 1)[-1], (base,), {
-                "__module__": base.__module__, "__qualname__": name, "__overdub_spec__": base.__overdub_spec__,
-                "__overdub_base__": base})
+            made = StructMeta(
+                name.rsplit(".", 1)[-1],
+                (base,),
+                {
+                    "__module__": base.__module__,
+                    "__qualname__": name,
+                    "__overdub_spec__": base.__overdub_spec__,
+                    "__overdub_base__": base,
+                },
+            )
             binding = dict(zip(base.__overdub_spec__.params, params))
             _make_concrete(made, [binding.get(a, a) for a in base.__overdub_spec__.annotations], base, params)
             made.__overdub_type__.definition = base.__overdub_definition__
@@ -385,13 +430,15 @@ def _make_concrete(cls, field_types, base=None, params=()) -> None:
     """Give ``cls`` its StructType, and the dtype (with the StructType in its metadata) of arrays of it."""
     fields = tuple(zip(cls.__overdub_spec__.names, field_types))
     struct_type = StructType(cls, fields, None, base, params)
-    struct_type.numpy_dtype = np.dtype([(n, lattice.dtype_of(t)) for n, t in fields], align=True,
-                                       metadata={lattice.STRUCT_METADATA: struct_type})
+    struct_type.numpy_dtype = np.dtype(
+        [(n, lattice.dtype_of(t)) for n, t in fields], align=True, metadata={lattice.STRUCT_METADATA: struct_type}
+    )
     cls.__overdub_type__ = struct_type
-    cls._numba_type_ = struct_type         # what numba's typeof answers for values of the class
+    cls._numba_type_ = struct_type  # what numba's typeof answers for values of the class
 
 
 # --- redefinition -----------------------------------------------------------------------------------------
+
 
 class StructDefinition(world.Node):
     """A class statement of a struct, as a node: code that reads fields of its values or makes them holds an
@@ -408,8 +455,10 @@ class StructDefinition(world.Node):
         return f"struct {self.cls.__qualname__} defined at {self.cls.__overdub_spec__.where}"
 
     def superseded(self, struct_type) -> str:
-        return (f"it is of the class {self.cls.__qualname__} defined at {self.cls.__overdub_spec__.where}, which "
-                f"was redefined at {self.superseded_at}; make it again with the current {self.cls.__qualname__}")
+        return (
+            f"it is of the class {self.cls.__qualname__} defined at {self.cls.__overdub_spec__.where}, which "
+            f"was redefined at {self.superseded_at}; make it again with the current {self.cls.__qualname__}"
+        )
 
 
 def _supersede(cls) -> None:
@@ -431,20 +480,25 @@ def _supersede(cls) -> None:
 
 # --- arrays -----------------------------------------------------------------------------------------------
 
+
 def struct_array(cls, shape, target: str | None = None):
     """A zeroed array of ``shape`` values of the struct ``cls``: numpy for the CPU target, cupy for CUDA (the
     default target when None). Any numpy or cupy array of ``cls.dtype`` serves as well."""
     t = cls.__dict__.get("__overdub_type__") if isinstance(cls, StructMeta) else None
     if not isinstance(t, StructType):
-        raise TypeError(f"od.struct_array takes a concrete @od.struct class, not {cls!r:.60}"
-                        + (" (a parametric one: instantiate it, Dual[od.float64])" if t is not None else ""))
+        raise TypeError(
+            f"od.struct_array takes a concrete @od.struct class, not {cls!r:.60}"
+            + (" (a parametric one: instantiate it, Dual[od.float64])" if t is not None else "")
+        )
     t.check_current("make an array of")
     if target is None:
         from .targets import default_target
+
         target = default_target()
     if target == "cpu":
         return np.zeros(shape, dtype=t.numpy_dtype)
     if target == "cuda":
         import cupy
+
         return cupy.zeros(shape, dtype=t.numpy_dtype)
     raise ValueError(f"unknown target {target!r}: use 'cpu' or 'cuda'")

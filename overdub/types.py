@@ -29,6 +29,7 @@ abstract ``T`` it is a pattern matching every concrete pointer whose element typ
 :func:`issubtype` is the subtype relation over all of it; :func:`as_type` turns an annotation (including
 Python's ``int``, ``float``, ``bool`` and ``complex``) into a lattice type.
 """
+
 from __future__ import annotations
 
 import inspect
@@ -41,10 +42,42 @@ from numba.core import types as nt
 from numba.core.typing.typeof import Purpose
 
 __all__ = [
-    "AbstractType", "LatticeMeta", "StructType", "StructPattern", "NamedTuplePattern", "Any", "Number", "Integer", "Float", "Complex", "Boolean", "Ptr", "PtrType", "Array",
-    "issubtype", "as_type", "is_concrete", "type_name", "typeof", "element_type", "STRUCT_METADATA", "same_type_check",
-    "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
-    "float16", "float32", "float64", "complex64", "complex128", "bool_",
+    "AbstractType",
+    "LatticeMeta",
+    "StructType",
+    "StructPattern",
+    "NamedTuplePattern",
+    "Any",
+    "Number",
+    "Integer",
+    "Float",
+    "Complex",
+    "Boolean",
+    "Ptr",
+    "PtrType",
+    "Array",
+    "issubtype",
+    "as_type",
+    "is_concrete",
+    "type_name",
+    "typeof",
+    "element_type",
+    "STRUCT_METADATA",
+    "same_type_check",
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "uint8",
+    "uint16",
+    "uint32",
+    "uint64",
+    "float16",
+    "float32",
+    "float64",
+    "complex64",
+    "complex128",
+    "bool_",
 ]
 
 int8, int16, int32, int64 = nt.int8, nt.int16, nt.int32, nt.int64
@@ -70,14 +103,16 @@ class AbstractType(metaclass=LatticeMeta):
 
     def __new__(cls, *args, **kwargs):
         if cls is not AbstractType:
-            raise TypeError(f"{cls.__qualname__} is an abstract type: it has no values (define an @od.struct "
-                            f"class deriving from it, and make values of that)")
+            raise TypeError(
+                f"{cls.__qualname__} is an abstract type: it has no values (define an @od.struct "
+                f"class deriving from it, and make values of that)"
+            )
         return super().__new__(cls)
 
     def __init__(self, name: str, parent: "AbstractType | None", numba_class: type | tuple | None = None):
         self.name = name
         self.parent = parent
-        self._numba_class = numba_class   # concrete numba types of this class are its leaves
+        self._numba_class = numba_class  # concrete numba types of this class are its leaves
 
     def __reduce__(self):
         return _abstract_type, (self.name,)
@@ -173,7 +208,7 @@ class ArrayPattern:
         return f"Array[{type_name(self.eltype)}{dims}]"
 
 
-STRUCT_METADATA = "overdub.struct"     # the key of a struct array's dtype metadata naming its StructType
+STRUCT_METADATA = "overdub.struct"  # the key of a struct array's dtype metadata naming its StructType
 
 
 def _struct_type_of(cls) -> "StructType":
@@ -187,8 +222,8 @@ class StructType(nt.Type):
 
     def __init__(self, cls: type, fields: tuple, numpy_dtype, base: type | None = None, params: tuple = ()):
         self.cls, self.fields, self.numpy_dtype = cls, tuple(fields), numpy_dtype
-        self.base, self.params = base, tuple(params)     # the parametric class and its parameters, if any
-        self.definition = None     # the world node of the class statement (overdub.structs sets it)
+        self.base, self.params = base, tuple(params)  # the parametric class and its parameters, if any
+        self.definition = None  # the world node of the class statement (overdub.structs sets it)
         super().__init__(name=cls.__qualname__)
 
     @property
@@ -281,7 +316,7 @@ class _ArrayConstructor:
     """``Array[T]`` or ``Array[T, N]``: a pattern over numba array types."""
 
     def __getitem__(self, params):
-        eltype, ndim = (params if isinstance(params, tuple) else (params, None))
+        eltype, ndim = params if isinstance(params, tuple) else (params, None)
         if ndim is not None and (not isinstance(ndim, int) or ndim < 0):
             raise TypeError(f"Array[T, N] needs a non-negative integer N, not {ndim!r}")
         return ArrayPattern(as_type(eltype), ndim)
@@ -314,11 +349,14 @@ def as_type(annotation):
         return PtrPattern(Any)
     if annotation is Array:
         return ArrayPattern(Any, None)
-    if _is_node(annotation) or isinstance(annotation, (PtrPattern, ArrayPattern, StructPattern, NamedTuplePattern,
-                                                       nt.Type)):
+    if _is_node(annotation) or isinstance(
+        annotation, (PtrPattern, ArrayPattern, StructPattern, NamedTuplePattern, nt.Type)
+    ):
         return annotation
-    raise TypeError(f"{annotation!r} is not an overdub type: use od.Any, od.Integer, od.Ptr[T], a numba type, "
-                    f"int/float/bool/complex, an @od.struct or od.AbstractType class, or a typing.NamedTuple")
+    raise TypeError(
+        f"{annotation!r} is not an overdub type: use od.Any, od.Integer, od.Ptr[T], a numba type, "
+        f"int/float/bool/complex, an @od.struct or od.AbstractType class, or a typing.NamedTuple"
+    )
 
 
 def is_concrete(t) -> bool:
@@ -344,13 +382,14 @@ def subtype(a, b) -> bool:
         if isinstance(a, (PtrPattern, ArrayPattern, StructPattern, NamedTuplePattern, type)):
             return False
         return b.contains(a)
-    if isinstance(b, type):                     # a user's abstract type: its subclasses are below it
+    if isinstance(b, type):  # a user's abstract type: its subclasses are below it
         a_class = a if isinstance(a, type) else _struct_class(a)
         return a_class is not None and issubclass(a_class, b)
     if isinstance(b, StructPattern):
         if isinstance(a, StructPattern):
-            return a.base is b.base and (b.params is None or (a.params is not None
-                                                               and all(map(subtype, a.params, b.params))))
+            return a.base is b.base and (
+                b.params is None or (a.params is not None and all(map(subtype, a.params, b.params)))
+            )
         return isinstance(a, StructType) and b.matches(a)
     if isinstance(b, NamedTuplePattern):
         return isinstance(a, nt.BaseNamedTuple) and a.instance_class is b.cls
@@ -368,7 +407,7 @@ def subtype(a, b) -> bool:
         return subtype(a_eltype, b.eltype) and (b.ndim is None or a_ndim == b.ndim)
     if isinstance(b, PtrType) and isinstance(a, PtrType):
         return a.dtype == b.dtype
-    return False   # distinct concrete types, or an abstract type below a concrete one
+    return False  # distinct concrete types, or an abstract type below a concrete one
 
 
 def typeof(value) -> nt.Type:
@@ -396,7 +435,7 @@ def numeric_kind(t) -> int | None:
     """The rank of a numeric type's kind -- bool 0 < integer 1 < float 2 < complex 3 -- or None for others."""
     try:
         return _kinds[t]
-    except (KeyError, TypeError):           # not seen yet, or unhashable
+    except (KeyError, TypeError):  # not seen yet, or unhashable
         rank = next((rank for kind, rank in _NUMERIC_KINDS if isinstance(t, kind)), None)
     if isinstance(t, nt.Type):
         _kinds[t] = rank

@@ -21,6 +21,7 @@ flag, both of which are replaced atomically under the GIL. A compile that races 
 because backedges are added as the compile consults things, not at its end: a node invalidated while it is
 still being built is born invalid and is rebuilt on its next use.
 """
+
 from __future__ import annotations
 
 import collections
@@ -57,9 +58,9 @@ class Node:
 
     def __init__(self):
         self.valid = True
-        self.min_world = _world      # the first world this node is valid in
-        self.max_world: int | None = None   # the last one, once invalidated
-        self.edges: dict[Node, None] = {}   # what this node consulted, in order (for od.explain)
+        self.min_world = _world  # the first world this node is valid in
+        self.max_world: int | None = None  # the last one, once invalidated
+        self.edges: dict[Node, None] = {}  # what this node consulted, in order (for od.explain)
         self._backedges: set[Node] = set()
 
     def add_backedge(self, dependent: "Node") -> None:
@@ -69,7 +70,7 @@ class Node:
         with lock:
             if self.valid:
                 self._backedges.add(dependent)
-            else:                   # consulted something already stale: the dependent is stale too
+            else:  # consulted something already stale: the dependent is stale too
                 dependent.valid = False
 
     def dependents(self) -> list["Node"]:
@@ -97,10 +98,11 @@ class Node:
 class Invalidation:
     """One entry of the invalidation log: what changed, in which world, and what it made stale (each with the
     world range it had been valid for)."""
+
     cause: str
     world: int
     invalidated: tuple[str, ...] = field(default=())
-    worlds: tuple[str, ...] = field(default=())     # the world range each of them had been valid for
+    worlds: tuple[str, ...] = field(default=())  # the world range each of them had been valid for
 
     def __str__(self) -> str:
         lines = [f"{self.cause} (world {self.world}) invalidated:"]
@@ -125,8 +127,9 @@ def invalidate(roots, cause: str) -> Invalidation | None:
             node._backedges.clear()
         for node in order:
             node.on_invalidate(cause)
-        entry = Invalidation(cause, _world, tuple(node.describe() for node in order),
-                             tuple(node.worlds() for node in order))
+        entry = Invalidation(
+            cause, _world, tuple(node.describe() for node in order), tuple(node.worlds() for node in order)
+        )
         for node in order:
             node.detach()
         if not order:
@@ -153,6 +156,7 @@ def invalidation_log() -> list[Invalidation]:
 
 
 # --- edge recording -------------------------------------------------------------------------------------
+
 
 def _stack() -> list[Node]:
     stack = getattr(_consulting, "stack", None)

@@ -1,4 +1,5 @@
 """Pytest hooks and fixtures only; the helpers the tests share are in helpers.py."""
+
 import os
 
 import pytest
@@ -11,6 +12,7 @@ from helpers import SourceModule, unique_name
 def _gpu_usable() -> bool:
     try:
         from numba import cuda
+
         return cuda.is_available()
     except Exception:
         return False
@@ -29,10 +31,12 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture
 def make_module(tmp_path):
     """``make_module(source)``: a fresh module (unique name, so its generic functions are its own)."""
+
     def make(source: str, prefix: str = "odmod") -> SourceModule:
         module = SourceModule(unique_name(prefix), tmp_path)
         module.run(source)
         return module
+
     return make
 
 

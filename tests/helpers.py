@@ -3,6 +3,7 @@ because pytest's default ``prepend`` import mode inserts the directory of tests/
 
 Pytest hooks and fixtures live in conftest.py; everything else the tests share lives here.
 """
+
 import itertools
 import textwrap
 import types
@@ -27,7 +28,7 @@ class SourceModule(types.ModuleType):
     holds only what its source defines (the bookkeeping lives in the class).
     """
 
-    _files: dict = {}      # module name -> the files its chunks were compiled from
+    _files: dict = {}  # module name -> the files its chunks were compiled from
 
     def __init__(self, name: str, directory):
         super().__init__(name)

@@ -1,5 +1,6 @@
 """Generic functions, a context and kernels at the top level of an importable module (for tests/test_pickling.py,
 whose spawned workers import this module by name)."""
+
 import numpy as np
 
 import overdub as od
@@ -11,7 +12,7 @@ def scale(x: od.Integer):
 
 
 @od.function
-def scale(x: od.Float):      # noqa: F811  (a second method of the same generic function)
+def scale(x: od.Float):  # noqa: F811  (a second method of the same generic function)
     return 0.5 * x
 
 

@@ -4,13 +4,14 @@ Written as numba-cuda kernels are, so that tests/test_cpu_sync.py runs them on t
 tests/test_gpu.py runs the same kernels on the GPU and compares. The ``docs_*`` kernels are numba-cuda's
 documentation examples, copied unchanged (only their launch lines differ).
 """
+
 import numba
 import numpy as np
 from numba import cuda, float32, int32
 
 import overdub as od
 
-TPB = 16                # threads per block edge in the tiled matmul
+TPB = 16  # threads per block edge in the tiled matmul
 REDUCE_THREADS = 128
 
 
@@ -129,6 +130,7 @@ def barrier_votes(a, out):
 
 # --- numba-cuda's documentation examples, unchanged -----------------------------------------------------
 
+
 @cuda.jit
 def docs_fast_matmul(A, B, C):
     """numba-cuda docs, "Matrix multiplication": the fast version with shared memory."""
@@ -141,11 +143,11 @@ def docs_fast_matmul(A, B, C):
 
     tx = cuda.threadIdx.x
     ty = cuda.threadIdx.y
-    bpg = cuda.gridDim.x    # blocks per grid
+    bpg = cuda.gridDim.x  # blocks per grid
 
     # Each thread computes one element in the result matrix.
     # The dot product is chunked into dot products of TPB-long vectors.
-    tmp = float32(0.)
+    tmp = float32(0.0)
     for i in range(bpg):
         # Preload data into shared memory
         sA[ty, tx] = 0
@@ -233,6 +235,7 @@ def docs_warp_reduce(data, out):
 
 
 # --- a device function that synchronizes: the kernel learns it needs fibers only from its callee -----------
+
 
 @od.function
 def block_prefix(value):

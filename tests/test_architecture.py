@@ -1,4 +1,5 @@
 """The shape of the package: imports flow one way, and what depends on numba internals says so."""
+
 import ast
 import pathlib
 
@@ -33,7 +34,7 @@ def _imports(name: str, path: pathlib.Path, modules) -> set[str]:
             if node.level:
                 anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
                 base = ".".join(anchor + ([node.module] if node.module else []))
-            for alias in node.names:            # `from . import world` imports the module overdub.world
+            for alias in node.names:  # `from . import world` imports the module overdub.world
                 submodule = f"{base}.{alias.name}"
                 if submodule in modules:
                     found.add(submodule)
@@ -50,7 +51,7 @@ def _cycle(graph) -> list[str] | None:
         stack.append(node)
         for succ in sorted(graph[node]):
             if state.get(succ) == "open":
-                return stack[stack.index(succ):] + [succ]
+                return stack[stack.index(succ) :] + [succ]
             if succ not in state:
                 found = visit(succ)
                 if found:
@@ -83,18 +84,33 @@ def test_the_cycle_check_finds_a_cycle():
 
 
 def test_numba_is_reached_only_from_the_bridge_the_targets_and_the_modules_that_define_numba_types():
-    allowed = {"overdub.bridge", "overdub.types", "overdub.compiler", "overdub.intrinsics", "overdub.arguments",
-               "overdub.rewrite", "overdub.structbridge", "overdub.operators", "overdub.targets", "overdub.targets.cpu",
-               "overdub.targets.cuda"}
+    allowed = {
+        "overdub.bridge",
+        "overdub.types",
+        "overdub.compiler",
+        "overdub.intrinsics",
+        "overdub.arguments",
+        "overdub.rewrite",
+        "overdub.structbridge",
+        "overdub.operators",
+        "overdub.targets",
+        "overdub.targets.cpu",
+        "overdub.targets.cuda",
+    }
     users = set()
     for name, path in _modules().items():
         tree = ast.parse(path.read_text())
         for node in ast.walk(tree):
-            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
-                     else [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom) and not node.level
+                else []
+            )
             if any(n == "numba" or n.startswith("numba.") for n in names):
                 users.add(name)
-    outside = {name for name in users - allowed if not name.startswith("overdub.targets.")}   # targets may
+    outside = {name for name in users - allowed if not name.startswith("overdub.targets.")}  # targets may
     assert outside == set(), sorted(outside)
 
 
@@ -116,13 +132,18 @@ def test_each_module_imports_only_modules_below_it_in_the_design_diagram():
     modules = _modules()
     layers = _design_layers()
     assert set(layers) == set(modules), "docs/design.md's diagram must name every module"
-    upward = [f"{name} imports {dep}" for name, path in modules.items() for dep in _imports(name, path, modules)
-              if layers[dep] <= layers[name]]
+    upward = [
+        f"{name} imports {dep}"
+        for name, path in modules.items()
+        for dep in _imports(name, path, modules)
+        if layers[dep] <= layers[name]
+    ]
     assert upward == []
 
 
 def test_each_target_provides_the_target_interface_and_its_name_is_what_users_pass():
     from overdub import targets
+
     members = [name for name in vars(targets.Target) if not name.startswith("_")]
     members += list(targets.Target.__annotations__)
     for name in ("cpu", "cuda"):
@@ -135,6 +156,7 @@ def test_each_target_provides_the_target_interface_and_its_name_is_what_users_pa
 def test_each_launcher_provides_the_launcher_interface():
     from overdub import targets
     from overdub.targets import cpu, cuda
+
     members = [name for name in vars(targets.Launcher) if not name.startswith("_")]
     for launcher in (cpu.target.CPULauncher, cuda.CUDALauncher):
         assert [m for m in members if not hasattr(launcher, m)] == []

@@ -1,5 +1,6 @@
 """Argument kinds: each kind types its values as numba does, and a launch function's guards accept exactly the
 values that have the type its kernel was compiled for."""
+
 import numba
 import numpy as np
 import pytest
@@ -18,8 +19,13 @@ class Interface:
     """A minimal ``__cuda_array_interface__`` object (as torch or another library exports)."""
 
     def __init__(self, shape, typestr="<f4", strides=None, readonly=False):
-        self.__cuda_array_interface__ = {"shape": shape, "typestr": typestr, "strides": strides,
-                                         "data": (0x1000, readonly), "version": 3}
+        self.__cuda_array_interface__ = {
+            "shape": shape,
+            "typestr": typestr,
+            "strides": strides,
+            "data": (0x1000, readonly),
+            "version": 3,
+        }
 
 
 def guards_accept(value, like):
@@ -29,13 +35,37 @@ def guards_accept(value, like):
     return all(eval(condition, dict(consts, a0=value)) for condition in conditions)
 
 
-NUMPY_VALUES = [np.zeros(4), np.zeros((3, 4)), np.zeros((3, 4), order="F"), np.zeros((4, 6))[:, ::2],
-                np.zeros(4, dtype=np.int8), np.zeros(()), np.arange(3).reshape(1, 3)]
+NUMPY_VALUES = [
+    np.zeros(4),
+    np.zeros((3, 4)),
+    np.zeros((3, 4), order="F"),
+    np.zeros((4, 6))[:, ::2],
+    np.zeros(4, dtype=np.int8),
+    np.zeros(()),
+    np.arange(3).reshape(1, 3),
+]
 
 
-@pytest.mark.parametrize("value", NUMPY_VALUES + [1, -1, 2**63, True, 1.5, 2j, np.float32(1), np.int8(3),
-                                                  np.bool_(True), np.complex64(1), (1, 2), (1, 2.5, (np.int8(1),)),
-                                                  (np.zeros(2), 3), ()])
+@pytest.mark.parametrize(
+    "value",
+    NUMPY_VALUES
+    + [
+        1,
+        -1,
+        2**63,
+        True,
+        1.5,
+        2j,
+        np.float32(1),
+        np.int8(3),
+        np.bool_(True),
+        np.complex64(1),
+        (1, 2),
+        (1, 2.5, (np.int8(1),)),
+        (np.zeros(2), 3),
+        (),
+    ],
+)
 def test_each_host_value_is_typed_as_numba_types_it(value):
     assert get_target("cpu").typeof(value) == numba.typeof(value)
 
@@ -47,8 +77,16 @@ def test_a_read_only_numpy_array_is_typed_read_only():
     assert get_target("cpu").typeof(array).mutable is False
 
 
-@pytest.mark.parametrize("interface", [Interface((4,)), Interface((3, 4)), Interface((3, 4), readonly=True),
-                                       Interface((4,), strides=(8,)), Interface((2, 3), "<i8", (48, 16))])
+@pytest.mark.parametrize(
+    "interface",
+    [
+        Interface((4,)),
+        Interface((3, 4)),
+        Interface((3, 4), readonly=True),
+        Interface((4,), strides=(8,)),
+        Interface((2, 3), "<i8", (48, 16)),
+    ],
+)
 def test_an_interface_object_is_typed_as_numba_cuda_types_it(interface):
     assert cuda_target.target_for((9, 0)).typeof(interface) == cuda_typeof(interface, Purpose.argument)
 
@@ -68,18 +106,24 @@ def test_a_launch_function_for_a_writable_array_rejects_a_read_only_one():
     assert guards_accept(Interface((5,)), like=Interface((3,)))
 
 
-@pytest.mark.parametrize("value, like", [
-    (np.zeros(3, dtype=np.float32), np.zeros(3)),          # dtype
-    (np.zeros((3, 1)), np.zeros(3)),                       # rank
-    (np.zeros((4, 4))[:, ::2], np.zeros((4, 2))),          # layout
-    (np.zeros((2, 3), order="F"), np.zeros((2, 3))),
-    (Interface((3,), "<f8"), Interface((3,))),
-    (Interface((4, 6), strides=(96, 8)), Interface((4, 6))),
-    (2**63, 1), (1, 2**63),                                # int64 / uint64
-    (od.pointer(np.zeros(2, dtype=np.int32)), od.pointer(np.zeros(2))),
-    ((1, 2.0), (1, 2)), ((1, 2, 3), (1, 2)), ((np.zeros(2, dtype=np.float32),), (np.zeros(2),)),
-    ((1, object()), (1, 2)),
-])
+@pytest.mark.parametrize(
+    "value, like",
+    [
+        (np.zeros(3, dtype=np.float32), np.zeros(3)),  # dtype
+        (np.zeros((3, 1)), np.zeros(3)),  # rank
+        (np.zeros((4, 4))[:, ::2], np.zeros((4, 2))),  # layout
+        (np.zeros((2, 3), order="F"), np.zeros((2, 3))),
+        (Interface((3,), "<f8"), Interface((3,))),
+        (Interface((4, 6), strides=(96, 8)), Interface((4, 6))),
+        (2**63, 1),
+        (1, 2**63),  # int64 / uint64
+        (od.pointer(np.zeros(2, dtype=np.int32)), od.pointer(np.zeros(2))),
+        ((1, 2.0), (1, 2)),
+        ((1, 2, 3), (1, 2)),
+        ((np.zeros(2, dtype=np.float32),), (np.zeros(2),)),
+        ((1, object()), (1, 2)),
+    ],
+)
 def test_guards_reject_a_value_of_another_type(value, like):
     assert not guards_accept(value, like)
 
@@ -111,8 +155,9 @@ def test_a_kernel_with_more_parameter_slots_than_the_native_buffer_takes_the_pyt
     argtypes = tuple(map(cuda_target.target_for((9, 0)).typeof, pointers))
     launcher = cuda_target.CUDALauncher(library=None, argtypes=argtypes)
 
-    class Kernel:          # the validity checks a native launcher reads
+    class Kernel:  # the validity checks a native launcher reads
         guard = type("Guard", (), {"native_checks": staticmethod(lambda: [])})()
+
     assert launcher._native(Kernel(), pointers, argtypes) is None
 
 
@@ -121,7 +166,13 @@ class FakeCupy:
 
     def __init__(self, shape, order="C", dtype=np.float32):
         host = np.zeros(shape, dtype=dtype, order=order)
-        self.dtype, self.ndim, self.shape, self.strides, self.size = host.dtype, host.ndim, host.shape, host.strides, host.size
+        self.dtype, self.ndim, self.shape, self.strides, self.size = (
+            host.dtype,
+            host.ndim,
+            host.shape,
+            host.strides,
+            host.size,
+        )
         self._c_contiguous, self._f_contiguous = host.flags.c_contiguous, host.flags.f_contiguous
         self.data = type("MemoryPointer", (), {"ptr": 0x2000})()
 
@@ -137,7 +188,7 @@ def test_a_cupy_array_is_typed_by_its_flags_and_passed_as_numbas_exploded_array(
     assert kind.native_spec(kind.signature(c_array), None) == ("a", np.dtype(np.float32), 2, 4, "C")
     signature = kind.signature(c_array)
     conditions = kind.guards("a0", signature, consts := {})
-    accepts = lambda value: all(eval(c, dict(consts, a0=value)) for c in conditions)   # noqa: E731
+    accepts = lambda value: all(eval(c, dict(consts, a0=value)) for c in conditions)  # noqa: E731
     assert accepts(FakeCupy((5, 2)))
     assert not accepts(FakeCupy((3, 4), order="F")) and not accepts(FakeCupy((3, 4), dtype=np.float64))
 
@@ -204,10 +255,13 @@ def test_a_tuple_is_passed_as_its_elements_slots_one_after_another():
 
 
 def test_tuple_arguments_launch_and_a_new_element_type_compiles_anew(make_module):
-    m = make_module("""
+    m = make_module(
+        """
         def area(out, shape, offset):
             out[0] = shape[0] * shape[1] + offset[0]
-    """, prefix="tuples")
+    """,
+        prefix="tuples",
+    )
     out = np.zeros(1)
     before = compiles()
     od.cuda(m.area, out, (3, 4), (0.5,), target="cpu")

@@ -1,4 +1,5 @@
 """Bad input gets a clear error before anything is compiled, saying what is wrong and what to do."""
+
 import functools
 
 import numpy as np
@@ -15,12 +16,15 @@ def kernel(out):
     out[0] = 1
 
 
-@pytest.mark.parametrize("not_a_kernel, hint", [
-    (42, "a def"),
-    (functools.partial(kernel), "bound arguments"),
-    (od.GenericFunction("g"), "device function"),
-    (np.zeros, "a def"),
-])
+@pytest.mark.parametrize(
+    "not_a_kernel, hint",
+    [
+        (42, "a def"),
+        (functools.partial(kernel), "bound arguments"),
+        (od.GenericFunction("g"), "device function"),
+        (np.zeros, "a def"),
+    ],
+)
 def test_launching_something_that_is_not_a_kernel_def_says_so(not_a_kernel, hint):
     before = compiles()
     with pytest.raises(TypeError, match=hint):
@@ -108,6 +112,7 @@ def test_a_kernel_with_keyword_only_or_variadic_parameters_is_refused_before_com
 
     def variadic(out, *rest):
         out[0] = 1
+
     for bad in (keyword_only, variadic):
         with pytest.raises(TypeError, match="positional parameters only"):
             od.cuda(bad, np.zeros(1))
@@ -119,18 +124,24 @@ def increments(out, n):
         out[i] += 1
 
 
-@pytest.mark.parametrize("bad, message", [([1, 2, 3], "a list .* cannot be a kernel argument: pass a numpy"),
-                                          ({1, 2}, "a set .* cannot be a kernel argument"),
-                                          (object(), "Cannot determine Numba type")])
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        ([1, 2, 3], "a list .* cannot be a kernel argument: pass a numpy"),
+        ({1, 2}, "a set .* cannot be a kernel argument"),
+        (object(), "Cannot determine Numba type"),
+    ],
+)
 def test_an_argument_no_kernel_can_take_is_refused_naming_the_kernel_and_its_parameter(bad, message):
     with pytest.raises((TypeError, ValueError), match=f"increments, parameter 'out': {message}"):
         od.cuda(increments, bad, 3, blocks=1, threads=4, target="cpu")
-    out = np.zeros(4)                              # and nothing is left broken
+    out = np.zeros(4)  # and nothing is left broken
     od.cuda(increments, out, 3, blocks=1, threads=4, target="cpu")
     assert out.tolist() == [1, 1, 1, 0]
 
 
 def test_the_cuda_target_refuses_python_containers_as_arguments_too():
     from overdub.targets import cuda as cuda_target
+
     with pytest.raises(TypeError, match="a list .* cannot be a kernel argument"):
         cuda_target.target_for((9, 0)).typeof([1.0, 2.0])

@@ -2,6 +2,7 @@
 arguments, builtins such as ``len``, kernels defined in closures (free variables), and another module's
 globals read through the module (module proxies) -- the last two seen afresh after a redefinition or rebinding.
 """
+
 import overdub as od
 
 from helpers import run

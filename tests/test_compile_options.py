@@ -1,6 +1,7 @@
 """Compile options (numba-cuda's ``cuda.jit`` options): each changes the code, each configured target is its
 own cache, and ``debug`` makes checked kernels whose errors name the array, the index, the thread, the block
 and the kernel line instead of corrupting memory."""
+
 import os
 import subprocess
 import sys
@@ -39,14 +40,20 @@ def test_a_checked_kernel_names_the_array_index_thread_block_and_line(make_modul
 
 
 def test_a_checked_store_names_the_array_it_stores_into(make_module):
-    m = make_module("""
+    m = make_module(
+        """
         from numba import cuda
         def fill(out, n):
             i = cuda.grid(1)
             out[i + n] = 1.0
-    """, prefix="checked_store")
-    with pytest.raises(IndexError, match=r"index 4 is out of bounds .* of array 'out', in thread \(1, 0, 0\) "
-                                         r"of block \(0, 0, 0\)"):
+    """,
+        prefix="checked_store",
+    )
+    with pytest.raises(
+        IndexError,
+        match=r"index 4 is out of bounds .* of array 'out', in thread \(1, 0, 0\) "
+        r"of block \(0, 0, 0\)",
+    ):
         od.cuda(m.fill, np.zeros(4), 3, threads=4, target="cpu", debug=True)
 
 
@@ -63,7 +70,8 @@ def test_a_checked_kernel_runs_correct_launches_and_is_cached_apart_from_the_unc
 
 
 def test_a_checked_kernel_checks_its_callees(make_module):
-    m = make_module("""
+    m = make_module(
+        """
         import overdub as od
         from numba import cuda
 
@@ -74,7 +82,9 @@ def test_a_checked_kernel_checks_its_callees(make_module):
         def shifted(a, b):
             i = cuda.grid(1)
             b[i] = get(a, i)
-    """, prefix="checked_callee")
+    """,
+        prefix="checked_callee",
+    )
     with pytest.raises(IndexError) as info:
         od.cuda(m.shifted, np.zeros(4), np.zeros(4), threads=4, target="cpu", debug=True)
     assert "index 4" in str(info.value) and "thread (3, 0, 0)" in str(info.value)
@@ -90,13 +100,16 @@ def test_od_jit_debug_makes_a_checked_kernel(make_module):
 
 def test_overdub_debug_in_the_environment_checks_every_launch(tmp_path):
     script = tmp_path / "envdebug.py"
-    script.write_text(SOURCE + """
+    script.write_text(
+        SOURCE
+        + """
 import numpy as np, overdub as od
 try:
     od.cuda(double, np.zeros(3), np.zeros(8), threads=8, target="cpu")
 except IndexError as e:
     print("checked:", e)
-""")
+"""
+    )
     env = dict(os.environ, OVERDUB_DEBUG="1")
     out = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=300)
     assert "checked: index 3 is out of bounds" in out.stdout, out.stderr
@@ -105,6 +118,7 @@ except IndexError as e:
 def test_unknown_launch_keywords_are_refused_by_name():
     def kernel(a):
         pass
+
     with pytest.raises(TypeError, match="bogus"):
         od.cuda(kernel, np.zeros(1), target="cpu", bogus=1)
 
@@ -154,6 +168,7 @@ def test_od_jit_extensions_prepare_the_arguments_and_write_back():
 
 # --- the CUDA target's options, in the PTX (no GPU needed) -----------------------------------------------
 
+
 def _axpy(out, a, x, y):
     i = cuda.grid(1)
     if i < out.size:
@@ -184,17 +199,18 @@ def test_debug_on_cuda_records_kernel_exceptions_for_the_host():
 
 
 def test_od_jit_inspect_asm_compiles_with_the_kernels_options():
-    kernel = od.jit("void(float32[::1], float32, float32[::1], float32[::1])", fastmath=True,
-                    launch_bounds=64)(_axpy)
+    kernel = od.jit("void(float32[::1], float32, float32[::1], float32[::1])", fastmath=True, launch_bounds=64)(_axpy)
     ptx = kernel.inspect_asm("void(float32[::1], float32, float32[::1], float32[::1])")
     assert ".maxntid 64" in ptx and "div.rn.f32" not in ptx
 
 
-@pytest.mark.parametrize("blocks, threads", [(1, 1025), (1, (32, 32, 2)), (1, (1, 1, 65)), (1, 2**20),
-                                             ((1, 65536), 1), (2**31, 1)])
+@pytest.mark.parametrize(
+    "blocks, threads", [(1, 1025), (1, (32, 32, 2)), (1, (1, 1, 65)), (1, 2**20), ((1, 65536), 1), (2**31, 1)]
+)
 def test_launches_beyond_cudas_limits_are_refused_on_the_cpu_target_as_on_the_gpu(blocks, threads):
     def kernel(a):
         pass
+
     with pytest.raises(ValueError, match="exceeds CUDA.s limits|tuple of 1-3 positive integers"):
         od.cuda(kernel, np.zeros(1), blocks=blocks, threads=threads, target="cpu")
 
@@ -202,6 +218,7 @@ def test_launches_beyond_cudas_limits_are_refused_on_the_cpu_target_as_on_the_gp
 def test_launches_at_cudas_limits_run_on_the_cpu_target():
     def count(a):
         cuda.atomic.add(a, 0, 1)
+
     a = np.zeros(1, dtype=np.int64)
     od.cuda(count, a, blocks=(2, 1, 1), threads=(8, 8, 16), target="cpu")
     assert a[0] == 2 * 1024
@@ -221,7 +238,7 @@ def test_a_numba_typing_error_in_a_kernel_is_both_a_compile_error_and_numbas_typ
     from numba.core.errors import TypingError
 
     def broken(a):
-        a[0] = not_defined_anywhere + 1      # noqa: F821
+        a[0] = not_defined_anywhere + 1  # noqa: F821
 
     with pytest.raises(TypingError) as info:
         od.cuda(broken, np.zeros(1), target="cpu")
@@ -268,16 +285,20 @@ def test_a_kernel_reshaping_an_array_links_numba_cudas_reshape_helpers():
 
 def test_compile_options_on_a_device_function_warn_that_they_apply_to_kernels():
     with pytest.warns(UserWarning, match=r"compile options \['fastmath'\] apply to whole kernels"):
+
         @od.jit(device=True, fastmath=True)
         def helper(x):
             return x + 1
+
     assert helper(1) == 2
 
 
 def test_default_compile_options_on_a_device_function_do_not_warn():
     import warnings
+
     with warnings.catch_warnings():
         warnings.simplefilter("error")
+
         @od.jit(device=True, opt=True, debug=False)
         def helper(x):
             return x + 1

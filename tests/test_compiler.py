@@ -2,6 +2,7 @@
 types, none on a relaunch; CompileErrors naming the kernel's real ``file.py:LINE`` (recursion too), and
 what a failed compile leaves usable; one INFO log record per compile, giving its reason.
 """
+
 import logging
 import os
 
@@ -14,6 +15,7 @@ from helpers import compiles, run
 
 
 # --- the kernel cache -----------------------------------------------------------------------------------
+
 
 def test_relaunching_an_unchanged_kernel_does_not_recompile(make_module):
     m = make_module("""
@@ -40,6 +42,7 @@ def test_a_kernel_is_compiled_once_per_argument_types(make_module):
 
 
 # --- compile errors -------------------------------------------------------------------------------------
+
 
 def test_unsupported_python_raises_compile_error_naming_the_kernel_line(make_module):
     m = make_module("""
@@ -153,6 +156,7 @@ def test_recursive_generic_function_raises_compile_error_naming_the_recursive_ca
 
 
 # --- compile log records and their reasons --------------------------------------------------------------
+
 
 def _compile_records(caplog):
     return [r for r in caplog.records if r.name == "overdub" and r.levelno == logging.INFO]

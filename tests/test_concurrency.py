@@ -3,6 +3,7 @@ right after each redefinition, as a re-run notebook cell does, seeing its own re
 
 The soak runs for OVERDUB_SOAK_SECONDS (3 by default; the `slow` test, run with OVERDUB_SLOW=1, for 60) with
 one redefiner and four launchers."""
+
 import os
 import threading
 import time
@@ -46,9 +47,10 @@ def soak(make_module, seconds: float) -> tuple[int, int]:
         while time.monotonic() < deadline and not errors:
             version += 1
             defined.add(version)
-            m.run(f"@od.function\ndef f(x: od.Integer):\n    return {version}\n\n"
-                  f"def kernel(out):\n    out[0] = f(0)\n")          # the cell redefines the kernel too
-            od.cuda(m.kernel, own)        # as a re-run notebook cell does: the redefining thread launches too
+            m.run(
+                f"@od.function\ndef f(x: od.Integer):\n    return {version}\n\ndef kernel(out):\n    out[0] = f(0)\n"
+            )  # the cell redefines the kernel too
+            od.cuda(m.kernel, own)  # as a re-run notebook cell does: the redefining thread launches too
             assert own[0] == version, f"the redefining thread ran {own[0]} right after defining {version}"
     finally:
         stop.set()

@@ -4,6 +4,7 @@ context down, libraries extending ``od.CPU``, and recompilation when an overdub 
 Overdubs on ``od.CPU`` are process-wide, so the tests that add them do so only for callees of their own
 (a fresh generic function, or a function of a fresh module).
 """
+
 import math
 import sys
 
@@ -30,10 +31,12 @@ def g():
 def kernel_calling(f):
     def kernel(out):
         out[0] = f(10)
+
     return kernel
 
 
 # --- an overdub replaces a callee in its context only ---------------------------------------------------
+
 
 def test_context_overdub_of_a_generic_function_is_used_in_that_context(g):
     ctx = od.Context("ctx")
@@ -198,6 +201,7 @@ def test_overdub_dispatches_on_argument_types(make_module):
 
 # --- calls inside an overdub run one context down -------------------------------------------------------
 
+
 def test_calling_a_generic_function_inside_its_overdub_reaches_the_function(g):
     ctx = od.Context("ctx")
 
@@ -276,6 +280,7 @@ def test_calling_f_inside_a_child_overdub_reaches_the_parent_overdub(g):
 
 # --- inheritance ----------------------------------------------------------------------------------------
 
+
 def test_child_context_uses_its_parents_overdub(g):
     parent = od.Context("parent")
     child = od.Context("child", parent=parent)
@@ -336,6 +341,7 @@ def test_a_more_specific_parent_overdub_loses_to_any_applicable_child_overdub(g)
 
 
 # --- overdubs added after a compile ---------------------------------------------------------------------
+
 
 def test_overdub_added_after_compilation_triggers_a_recompile(g):
     ctx = od.Context("ctx")
@@ -465,6 +471,7 @@ def test_explain_lists_the_context_lookup(g):
 
 # --- libraries extending od.CPU -------------------------------------------------------------------------
 
+
 def test_library_overdub_on_od_cpu_is_used_without_a_context():
     f = generic("library_extended", lambda x: 1)
 
@@ -485,8 +492,7 @@ def test_od_cpu_overdub_is_used_inside_user_contexts():
     assert run(kernel_calling(f), context=od.Context("unrelated")) == [2]
 
 
-def test_when_imported_registers_a_library_overdub_once_the_library_is_imported(tmp_path, monkeypatch,
-                                                                                make_module):
+def test_when_imported_registers_a_library_overdub_once_the_library_is_imported(tmp_path, monkeypatch, make_module):
     name = unique_name("odlib")
     (tmp_path / f"{name}.py").write_text("def scale(x):\n    return x * 2\n")
     monkeypatch.syspath_prepend(str(tmp_path))
@@ -524,6 +530,7 @@ def test_when_imported_runs_the_hook_now_for_an_imported_module():
 def test_a_context_can_overdub_the_kernel_idiom_on_the_cpu_and_in_ptx(make_module):
     from numba import cuda
     from numba.core import types
+
     m = make_module("""
         from numba import cuda
 
@@ -534,7 +541,7 @@ def test_a_context_can_overdub_the_kernel_idiom_on_the_cpu_and_in_ptx(make_modul
 
     @shifted.overdub(cuda.grid)
     def _(n: od.Integer):
-        return cuda.grid(1) + 1         # one context down: the target's own cuda.grid
+        return cuda.grid(1) + 1  # one context down: the target's own cuda.grid
 
     out = np.zeros(4, dtype=np.int64)
     od.cuda(m.kernel, out, threads=3, context=shifted)

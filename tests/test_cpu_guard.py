@@ -1,6 +1,7 @@
 """The CPU grid loop runs only the threads a kernel's bounds guard admits (overdub/targets/cpu_guard.py): every
 kernel here compares its result with what running every thread gives -- the threads skipped must be exactly
 those that would have done nothing."""
+
 import operator
 
 import numpy as np
@@ -32,6 +33,7 @@ def workers(request):
 
 # --- what the walk finds ---------------------------------------------------------------------------------
 
+
 def saxpy(a, x, y):
     i = cuda.grid(1)
     if i < x.size:
@@ -58,7 +60,7 @@ def test_the_walk_reads_the_bounds_of_the_usual_guards():
 
 
 def count_first(a, count, n):
-    cuda.atomic.add(count, 0, 1)         # every thread does this: none may be skipped
+    cuda.atomic.add(count, 0, 1)  # every thread does this: none may be skipped
     i = cuda.grid(1)
     if i < n:
         a[i] += 1
@@ -103,10 +105,11 @@ def test_threads_with_something_to_do_past_the_guard_all_run(kernel, workers):
 
 # --- the threads that run are exactly the admitted ones -------------------------------------------------
 
+
 def test_saxpy_and_the_early_exit_form_touch_exactly_the_admitted_elements(workers):
     x = np.arange(1000, dtype=np.float32)
     y = np.ones(1000, np.float32)
-    run(saxpy, np.float32(2), x, y, blocks=5, threads=256)            # 1280 threads for 1000 elements
+    run(saxpy, np.float32(2), x, y, blocks=5, threads=256)  # 1280 threads for 1000 elements
     np.testing.assert_array_equal(y, 2 * np.arange(1000, dtype=np.float32) + 1)
     a = np.zeros(300, np.int64)
     run(early_exit, a, 250, 17, blocks=3, threads=128)
@@ -131,7 +134,7 @@ def test_every_comparison_and_type_of_bound_admits_the_threads_numba_s_compariso
 
     def kernel(a, bound):
         i = cuda.grid(1)
-        if i <= bound and bound - 1 < i + 3:      # x <= bound, and a term that is no bound of x
+        if i <= bound and bound - 1 < i + 3:  # x <= bound, and a term that is no bound of x
             a[i] += 1
         if i > bound:
             a[i] += 2
@@ -160,8 +163,12 @@ def test_a_fractional_bound_and_the_top_of_the_integers_are_exact():
         if i > bound:
             a[i] = 1
 
-    for kernel, bound, expected in ((below, 10.5, 11), (at_most, np.int64(2**63 - 1), 64),
-                                    (above, np.int64(2**63 - 1), 0), (at_most, np.uint64(2**64 - 1), 64)):
+    for kernel, bound, expected in (
+        (below, 10.5, 11),
+        (at_most, np.int64(2**63 - 1), 64),
+        (above, np.int64(2**63 - 1), 0),
+        (at_most, np.uint64(2**64 - 1), 64),
+    ):
         a = np.zeros(64, np.int64)
         run(kernel, a, bound, blocks=2, threads=32)
         assert a.sum() == expected, (kernel.__name__, bound)
@@ -199,6 +206,7 @@ def test_three_dimensional_blocks_and_grids_see_their_own_indices(workers):
 
 
 # --- what the walk must not trust -----------------------------------------------------------------------
+
 
 def test_a_context_overdubbing_cuda_grid_or_a_comparison_is_obeyed():
     shifted = od.Context("shifted")
@@ -243,7 +251,7 @@ def test_a_hook_observing_calls_sees_every_thread():
 
     a, calls = np.zeros(64, np.int64), np.zeros(1, np.int64)
     run(kernel, a, 40, blocks=2, threads=32, context=counted, state=calls)
-    assert a.sum() == 40 and calls[0] == 64       # cuda.grid's call, in every one of the 64 threads
+    assert a.sum() == 40 and calls[0] == 64  # cuda.grid's call, in every one of the 64 threads
 
 
 N = 50
@@ -272,7 +280,7 @@ def test_rebinding_the_global_a_bound_reads_moves_the_bound():
 def test_a_checked_kernel_still_runs_every_thread_and_names_the_bad_index():
     def reads_first(a, n):
         i = cuda.grid(1)
-        v = a[i]                     # out of range for the threads past the data, before the guard
+        v = a[i]  # out of range for the threads past the data, before the guard
         if i < n:
             a[i] = v + 1
 
@@ -315,7 +323,7 @@ def test_a_read_a_context_overdubs_before_the_guard_runs_in_every_thread():
 
     def kernel(a, out, n):
         i = cuda.grid(1)
-        v = a[i % n]                # read by every thread, the skipped ones too
+        v = a[i % n]  # read by every thread, the skipped ones too
         if i < n:
             out[i] = v
 
@@ -345,6 +353,7 @@ def make_kernel(scale):
         i = cuda.grid(1)
         if i < n - scale:
             out[i] = scale
+
     return kernel
 
 
@@ -400,8 +409,14 @@ def global_index(out, n):
 def every_index(out):
     x, y, z = cuda.grid(3)
     if x < out.shape[2] and y < out.shape[1] and z < out.shape[0]:
-        out[z, y, x] = (cuda.threadIdx.x + 7 * cuda.blockIdx.x + 100 * cuda.threadIdx.y + 1000 * cuda.blockIdx.y
-                        + 10000 * cuda.threadIdx.z + 100000 * cuda.blockIdx.z)
+        out[z, y, x] = (
+            cuda.threadIdx.x
+            + 7 * cuda.blockIdx.x
+            + 100 * cuda.threadIdx.y
+            + 1000 * cuda.blockIdx.y
+            + 10000 * cuda.threadIdx.z
+            + 100000 * cuda.blockIdx.z
+        )
 
 
 @pytest.mark.parametrize("seed", range(6))

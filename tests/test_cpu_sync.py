@@ -3,6 +3,7 @@ operations, grid groups and atomics, with blocks running in parallel -- each res
 
 The kernels live in sync_kernels.py; tests/test_gpu.py runs the same ones on the GPU and compares.
 """
+
 import os
 import shutil
 import sysconfig
@@ -40,8 +41,10 @@ def native_runner(request):
         pytest.skip("overdub._cpugrid is not built (OVERDUB_ALLOW_NO_CPUGRID=1)")
     if not _can_build_extensions():
         pytest.skip("overdub._cpugrid is not built, and this machine has no C compiler or Python headers to build it")
-    pytest.fail("overdub._cpugrid (the CPU grid runner, overdub/_cpugrid.c) is not built: install with "
-                "`pip install -e .` where a C compiler is available, or set OVERDUB_ALLOW_NO_CPUGRID=1 to skip")
+    pytest.fail(
+        "overdub._cpugrid (the CPU grid runner, overdub/_cpugrid.c) is not built: install with "
+        "`pip install -e .` where a C compiler is available, or set OVERDUB_ALLOW_NO_CPUGRID=1 to skip"
+    )
 
 
 @pytest.fixture(autouse=True)
@@ -58,6 +61,7 @@ def launch(kernel, *args, **kw):
 
 
 # --- block barriers and shared memory --------------------------------------------------------------------
+
 
 def test_shared_memory_tree_reduction_sums_each_block():
     a = np.random.default_rng(1).random(1000)
@@ -137,8 +141,8 @@ def test_each_block_has_its_own_shared_memory(make_module):
 
 def test_syncthreads_count_and_or_reduce_a_predicate_over_the_block():
     a = np.ones(3 * 64, np.int64)
-    a[64:70] = 0                  # block 1: 58 true
-    a[128:] = 0                   # block 2: none
+    a[64:70] = 0  # block 1: 58 true
+    a[128:] = 0  # block 2: none
     out = np.zeros((3, 3), np.int64)
     launch(k.barrier_votes, a, out, blocks=3, threads=64)
     np.testing.assert_array_equal(out, [[64, 1, 1], [58, 0, 1], [0, 0, 0]])
@@ -174,6 +178,7 @@ def test_a_callee_that_synchronizes_makes_its_kernel_run_its_threads_as_fibers()
 
 # --- warps -----------------------------------------------------------------------------------------------
 
+
 def test_warp_shuffle_reduction_sums_every_warp():
     a = np.arange(512, dtype=np.int64)
     out = np.zeros(1, np.int64)
@@ -205,6 +210,7 @@ def test_docs_warp_reduction_with_activemask_and_warpsize():
 
 
 # --- grids -----------------------------------------------------------------------------------------------
+
 
 def test_a_grid_sync_separates_two_phases_across_blocks():
     a, b = np.zeros(8 * 64, np.int64), np.zeros(8 * 64, np.int64)
@@ -239,6 +245,7 @@ def test_od_jit_kernels_run_the_docs_matmul_on_the_cpu():
 
 # --- atomics under parallel blocks -----------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("workers", [1, 4])
 def test_integer_atomics_are_exact_on_one_worker_and_on_several(workers):
     cpu.TARGET.workers = workers
@@ -251,7 +258,7 @@ def test_integer_atomics_are_exact_on_one_worker_and_on_several(workers):
 @pytest.mark.parametrize("workers", [1, 4])
 def test_atomic_max_min_and_cas_are_exact_on_one_worker_and_on_several(workers):
     cpu.TARGET.workers = workers
-    a = np.random.default_rng(5).integers(-10**9, 10**9, 100_000)
+    a = np.random.default_rng(5).integers(-(10**9), 10**9, 100_000)
     out = np.array([np.iinfo(np.int64).min, np.iinfo(np.int64).max, 0])
     launch(k.atomic_extremes, a, out, blocks=-(-a.size // 64), threads=64)
     np.testing.assert_array_equal(out, [a.max(), a.min(), (a > 0).sum()])
@@ -284,6 +291,7 @@ def test_float_atomic_add_and_the_other_integer_atomics(make_module, workers):
 
 # --- errors ----------------------------------------------------------------------------------------------
 
+
 def test_threads_waiting_at_different_barriers_are_a_deadlock_error(make_module):
     m = make_module("""
         from numba import cuda
@@ -297,7 +305,7 @@ def test_threads_waiting_at_different_barriers_are_a_deadlock_error(make_module)
     """)
     with pytest.raises(cpu.CPUGridError, match=r"kernel\(.*deadlock in block \(0, 0, 0\)"):
         launch(m.kernel, np.zeros(1), blocks=1, threads=64)
-    launch(m.kernel, np.zeros(1), blocks=1, threads=1)       # the runner is usable afterwards
+    launch(m.kernel, np.zeros(1), blocks=1, threads=1)  # the runner is usable afterwards
 
 
 def test_an_exception_in_a_fiber_reaches_the_launch(make_module):
@@ -350,6 +358,7 @@ def test_overdub_cpu_threads_must_be_a_positive_number(monkeypatch):
 
 # --- parallel blocks -------------------------------------------------------------------------------------
 
+
 def test_every_block_runs_once_whatever_the_number_of_workers(make_module):
     m = make_module("""
         from numba import cuda
@@ -374,11 +383,12 @@ def test_launches_from_two_python_threads_run_whole_and_in_order(make_module):
                 out[i] = out[i] * 2 + value
     """)
     outs = [np.zeros(100_000, np.int64) for _ in range(2)]
-    launch(m.kernel, outs[0], 1, blocks=400, threads=256)      # compiled before the threads start
+    launch(m.kernel, outs[0], 1, blocks=400, threads=256)  # compiled before the threads start
 
     def work(out):
         for value in range(20):
             launch(m.kernel, out, value, blocks=400, threads=256)
+
     threads = [threading.Thread(target=work, args=(out,)) for out in outs]
     for t in threads:
         t.start()
@@ -408,7 +418,7 @@ def test_blocks_run_at_the_same_time_on_two_workers(make_module):
     """)
     cpu.TARGET.workers = 2
     flags, spins = np.zeros(2, np.int64), np.zeros(2, np.int64)
-    launch(m.kernel, flags, spins, blocks=2, threads=1)      # blocks one after another: a block spins out
+    launch(m.kernel, flags, spins, blocks=2, threads=1)  # blocks one after another: a block spins out
     assert (spins < 2_000_000_000).all()
 
 
@@ -461,10 +471,10 @@ def test_a_forked_child_runs_grids_on_a_pool_of_its_own(make_module):
             cuda.atomic.add(out, 0, 1)
     """)
     out = np.zeros(1, np.int64)
-    launch(m.kernel, out, blocks=64, threads=8)          # the parent's pool is running
+    launch(m.kernel, out, blocks=64, threads=8)  # the parent's pool is running
     pid = os.fork()
-    if pid == 0:                                           # the child: exit 0 only if its launch completes
-        signal.alarm(60)                                   # a child whose launch hangs dies
+    if pid == 0:  # the child: exit 0 only if its launch completes
+        signal.alarm(60)  # a child whose launch hangs dies
         try:
             child = np.zeros(1, np.int64)
             launch(m.kernel, child, blocks=64, threads=8)
@@ -478,7 +488,8 @@ def test_a_forked_child_runs_grids_on_a_pool_of_its_own(make_module):
 @pytest.mark.no_runner
 def test_without_the_native_runner_blocks_run_serially_and_barriers_are_refused(tmp_path):
     script = tmp_path / "no_runner.py"
-    script.write_text(textwrap.dedent("""
+    script.write_text(
+        textwrap.dedent("""
         import sys
         sys.modules["overdub._cpugrid"] = None          # as where no C compiler built it
         import numpy as np
@@ -503,9 +514,15 @@ def test_without_the_native_runner_blocks_run_serially_and_barriers_are_refused(
             assert "cuda.syncthreads needs overdub's native CPU grid runner" in str(error), error
             assert "no_runner.py:15" in str(error), error
             print("refused")
-    """))
-    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300,
-                          env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
+    """)
+    )
+    done = subprocess.run(
+        [sys.executable, str(script)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)),
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "refused"
 
@@ -532,7 +549,9 @@ def test_atomics_in_a_callee_compiled_on_its_own_are_exact(make_module):
 
 
 def test_a_launch_state_reaches_callees_of_a_kernel_run_as_fibers(make_module):
-    m = make_module(SCALED + textwrap.dedent("""
+    m = make_module(
+        SCALED
+        + textwrap.dedent("""
         import numba
         from numba import cuda
 
@@ -542,7 +561,8 @@ def test_a_launch_state_reaches_callees_of_a_kernel_run_as_fibers(make_module):
             s[t] = h(float(t))
             cuda.syncthreads()
             out[cuda.grid(1)] = s[31 - t]
-    """))
+    """)
+    )
     out = np.zeros(64)
     od.cuda(m.kernel, out, blocks=2, threads=32, target="cpu", context=m.scaled, state=1.5)
     np.testing.assert_array_equal(out, np.tile(np.arange(31, -1, -1) * 1.5, 2))
@@ -580,22 +600,32 @@ def test_od_jit_launch_with_dynamic_shared_memory_on_the_cpu():
 
 
 def test_a_grid_sync_over_more_threads_than_can_be_resident_is_refused():
-    n = 16385 * 64                                        # 2**20 resident threads at most
+    n = 16385 * 64  # 2**20 resident threads at most
     a, b = np.zeros(n, np.int64), np.zeros(n, np.int64)
-    with pytest.raises(cpu.CPUGridError, match=r"grid sync needs every block of the grid resident, and 16385 "
-                                               r"blocks of 64 threads"):
+    with pytest.raises(
+        cpu.CPUGridError,
+        match=r"grid sync needs every block of the grid resident, and 16385 "
+        r"blocks of 64 threads",
+    ):
         launch(k.two_phase, a, b, blocks=16385, threads=64)
-    launch(k.two_phase, a[:512], b[:512], blocks=8, threads=64)      # a grid that fits still runs
+    launch(k.two_phase, a[:512], b[:512], blocks=8, threads=64)  # a grid that fits still runs
     assert b[0] == 64 * 3
 
 
 def test_more_shared_arrays_than_the_runner_keeps_are_refused_and_64_work(make_module):
     """The runner keeps 64 shared arrays a block; a kernel with more is refused (it once freed the arrays of
     the running block, which its other threads were still using)."""
+
     def kernel_source(n):
         lines = [f"    s{k} = cuda.shared.array(1, numba.int64)\n    s{k}[0] = {k}" for k in range(n)]
-        return ("import numba\nfrom numba import cuda\n\ndef kernel(out):\n" + "\n".join(lines)
-                + "\n    cuda.syncthreads()\n    out[0] = " + " + ".join(f"s{k}[0]" for k in range(n)) + "\n")
+        return (
+            "import numba\nfrom numba import cuda\n\ndef kernel(out):\n"
+            + "\n".join(lines)
+            + "\n    cuda.syncthreads()\n    out[0] = "
+            + " + ".join(f"s{k}[0]" for k in range(n))
+            + "\n"
+        )
+
     out = np.zeros(1, np.int64)
     launch(make_module(kernel_source(64)).kernel, out, blocks=1, threads=2)
     assert out[0] == sum(range(64))

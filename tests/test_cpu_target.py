@@ -2,6 +2,7 @@
 and 3 dimensions (callees read the calling thread's), atomics, local arrays, ``print`` once per thread. Barriers, shared memory and
 warp operations: tests/test_cpu_sync.py.
 """
+
 import numpy as np
 
 import overdub as od
@@ -15,6 +16,7 @@ def run(kernel, *args, **launch):
 
 
 # --- grid indexing --------------------------------------------------------------------------------------
+
 
 def test_grid_1d_indexes_every_thread_of_every_block(make_module):
     m = make_module("""
@@ -119,6 +121,7 @@ def test_callees_read_the_grid_state_of_the_calling_thread(make_module):
 
 # --- atomics and local arrays ---------------------------------------------------------------------------
 
+
 def test_atomic_add_accumulates_over_the_grid(make_module):
     m = make_module("""
         from numba import cuda
@@ -145,6 +148,7 @@ def test_local_array_works_per_thread(make_module):
 
 
 # --- unsupported on the CPU -----------------------------------------------------------------------------
+
 
 def test_print_in_a_kernel_writes_to_stdout_at_the_end_of_the_launch(make_module, capfd):
     m = make_module("""

@@ -3,6 +3,7 @@ errors name the call site's real ``file.py:LINE`` on the CUDA path as on the CPU
 
 Kernels are built with the ``make_module`` fixture of conftest.py (source written to a real file).
 """
+
 import math
 
 import pytest
@@ -41,7 +42,8 @@ def test_seed_kernel_ptx_changes_after_redefinition(make_module):
 
 
 def test_generic_device_method_dispatches_on_argument_type_in_ptx(make_module):
-    m = make_module("""
+    m = make_module(
+        """
         from numba import cuda
 
         import overdub as od
@@ -56,7 +58,9 @@ def test_generic_device_method_dispatches_on_argument_type_in_ptx(make_module):
 
         def kernel(out, x):
             out[cuda.grid(1)] = scale(x)
-    """, prefix="dispatch_ptx")
+    """,
+        prefix="dispatch_ptx",
+    )
     f32 = od.code_ptx(m.kernel, types.float32[:], od.float32)
     i64 = od.code_ptx(m.kernel, types.int64[:], od.int64)
     assert f32 != i64
@@ -65,7 +69,8 @@ def test_generic_device_method_dispatches_on_argument_type_in_ptx(make_module):
 
 
 def test_cuda_idiom_lowers_to_special_registers_barriers_shared_memory_and_atomics(make_module):
-    m = make_module("""
+    m = make_module(
+        """
         import math
 
         import numba
@@ -78,24 +83,30 @@ def test_cuda_idiom_lowers_to_special_registers_barriers_shared_memory_and_atomi
             cuda.syncthreads()
             if t == 0:
                 cuda.atomic.add(out, 0, sm[0] + math.sqrt(sm[1]))
-    """, prefix="idiom_ptx")
+    """,
+        prefix="idiom_ptx",
+    )
     ptx = od.code_ptx(m.kernel, types.float32[:], types.float32[:])
     for needle in ("%tid.x", "%ctaid.x", "bar.sync", ".shared", "atom.global.add.f32", "sqrt"):
         assert needle in ptx, needle
 
 
 def test_context_overdub_changes_the_generated_code(make_module):
-    m = make_module("""
+    m = make_module(
+        """
         import math
 
         def kernel(out, x):
             out[0] = math.sin(x)
-    """, prefix="context_ptx")
+    """,
+        prefix="context_ptx",
+    )
     ctx = od.Context("fast_sin")
 
     @ctx.overdub(math.sin)
     def _(x: od.Float):
         return x
+
     plain = od.code_ptx(m.kernel, types.float64[:], od.float64)
     overdubbed = od.code_ptx(m.kernel, types.float64[:], od.float64, context=ctx)
     assert "sin" in plain
@@ -103,16 +114,20 @@ def test_context_overdub_changes_the_generated_code(make_module):
 
 
 def test_code_llvm_shows_the_nvvm_ir(make_module):
-    m = make_module("""
+    m = make_module(
+        """
         def kernel(p, v):
             p[0] = v
-    """, prefix="llvm_ir")
+    """,
+        prefix="llvm_ir",
+    )
     llvm = od.code_llvm(m.kernel, od.Ptr[od.float32], od.float32)
     assert "store float" in llvm
 
 
 def test_vector_loads_and_stores_are_128_bit_transactions(make_module):
-    m = make_module("""
+    m = make_module(
+        """
         from numba import cuda
 
         import overdub as od
@@ -122,13 +137,16 @@ def test_vector_loads_and_stores_are_128_bit_transactions(make_module):
             if i < n4:
                 xs = od.vload(x, i, 4)
                 od.vstore(y, (xs[3], xs[2], xs[1], xs[0]), i)
-    """, prefix="vector_ptx")
+    """,
+        prefix="vector_ptx",
+    )
     ptx = od.code_ptx(m.kernel, od.Ptr[od.float32], od.Ptr[od.float32], od.int64)
     assert "ld.global.v4.f32" in ptx and "st.global.v4.f32" in ptx
 
 
 def test_a_method_error_on_the_cuda_path_names_the_real_file_and_line(make_module):
-    m = make_module("""
+    m = make_module(
+        """
         import overdub as od
 
         @od.function
@@ -137,7 +155,9 @@ def test_a_method_error_on_the_cuda_path_names_the_real_file_and_line(make_modul
 
         def kernel(out, x):
             out[0] = g(x)
-    """, prefix="cuda_method_error")
+    """,
+        prefix="cuda_method_error",
+    )
     with pytest.raises(od.MethodError) as info:
         od.code_ptx(m.kernel, types.float64[:], od.float64)
     message = str(info.value)
@@ -154,10 +174,16 @@ ARRAY = types.float64[::1]
 DELEGATED = {
     "libdevice": ("def kernel(out, x):\n    out[0] = libdevice.sin(x)\n", (ARRAY, types.float64), "sin"),
     "fp16": ("def kernel(out, x):\n    out[0] = fp16.hsin(x)\n", (types.float16[::1], types.float16), "sin"),
-    "grid group": ("def kernel(out):\n    g = cuda.cg.this_grid()\n    out[cuda.grid(1)] = 1\n    g.sync()\n",
-                   (ARRAY,), "cudaCGGetIntrinsicHandle"),
-    "warp shuffle": ("def kernel(out):\n    out[cuda.threadIdx.x] = cuda.shfl_down_sync(0xffffffff, "
-                     "cuda.threadIdx.x, 1)\n", (types.int32[::1],), "shfl.sync.down"),
+    "grid group": (
+        "def kernel(out):\n    g = cuda.cg.this_grid()\n    out[cuda.grid(1)] = 1\n    g.sync()\n",
+        (ARRAY,),
+        "cudaCGGetIntrinsicHandle",
+    ),
+    "warp shuffle": (
+        "def kernel(out):\n    out[cuda.threadIdx.x] = cuda.shfl_down_sync(0xffffffff, cuda.threadIdx.x, 1)\n",
+        (types.int32[::1],),
+        "shfl.sync.down",
+    ),
     "cache-hinted load": ("def kernel(out):\n    out[0] = cuda.ldcg(out, 1)\n", (ARRAY,), "ld.global.cg"),
 }
 
@@ -208,6 +234,7 @@ def test_a_redefined_njit_callee_is_an_edge(make_module):
 
 def test_njit_and_cuda_device_function_callees_run_on_the_cpu_target(make_module):
     import numpy as np
+
     m = make_module(NUMBA_CALLEES)
     out = np.zeros(1)
     od.cuda(m.kernel, out, 3.0, target="cpu")
@@ -229,19 +256,22 @@ def test_a_context_can_overdub_a_function_numba_cuda_implements(make_module):
             out[0] = libdevice.sin(x)
     """)
     assert "sin" in od.code_ptx(m.kernel, ARRAY, types.float64).lower()
-    assert "sin.approx" not in od.code_ptx(m.kernel, ARRAY, types.float64, context=m.approx) and \
-        od.code_ptx(m.kernel, ARRAY, types.float64, context=m.approx) != od.code_ptx(m.kernel, ARRAY, types.float64)
+    assert "sin.approx" not in od.code_ptx(m.kernel, ARRAY, types.float64, context=m.approx) and od.code_ptx(
+        m.kernel, ARRAY, types.float64, context=m.approx
+    ) != od.code_ptx(m.kernel, ARRAY, types.float64)
 
 
 def test_the_numba_internals_overdub_relies_on_are_where_it_expects_them():
     from numba.cuda import dispatcher
     from numba.cuda.descriptor import cuda_target
-    assert callable(dispatcher.get_current_device)          # patched while compiling without a GPU
+
+    assert callable(dispatcher.get_current_device)  # patched while compiling without a GPU
     assert callable(cuda_target.typing_context._lookup_global)
 
 
 def test_od_cuda_launches_a_numba_cuda_jit_kernel_through_overdub(make_module):
     import numpy as np
+
     m = make_module("""
         import overdub as od
         from numba import cuda
@@ -270,6 +300,7 @@ def test_a_kernel_that_synchronizes_its_grid_gets_a_cooperative_launcher(make_mo
     m = make_module("from numba import cuda\n\n" + DELEGATED["grid group"][0])
     from overdub.compiler import CompileJob, cached_kernel
     from overdub.targets import cuda as cuda_target
+
     target = cuda_target.target_for((9, 0))
     compiled = cached_kernel(CompileJob.of(m.kernel, (ARRAY,), target.base.chain(target)))
     assert compiled.launcher.cooperative and compiled.launcher.library.needs_cudadevrt

@@ -3,6 +3,7 @@
 Cross-process behaviour runs real subprocesses on module files in a temporary directory; the rest runs in
 this process, where ``runtime.reset()`` forgets every compiled kernel as a new process would.
 """
+
 import importlib
 import inspect
 import json
@@ -65,17 +66,25 @@ print(json.dumps({"out": results[0], "all": results, "stats": od.stats(),
 
 
 def _environment(directory, cache, **extra) -> dict:
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(WORKTREE), str(directory),
-                                                                     os.environ.get("PYTHONPATH")])),
-               OVERDUB_CACHE_DIR=str(cache), PYTHONDONTWRITEBYTECODE="1")    # an edit of the same size and second
+    env = dict(
+        os.environ,
+        PYTHONPATH=os.pathsep.join(filter(None, [str(WORKTREE), str(directory), os.environ.get("PYTHONPATH")])),
+        OVERDUB_CACHE_DIR=str(cache),
+        PYTHONDONTWRITEBYTECODE="1",
+    )  # an edit of the same size and second
     env.pop("OVERDUB_CACHE", None)
     env.update(extra)
     return env
 
 
 def _process(directory, cache, *argv, **extra) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-c", LAUNCH, *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env=_environment(directory, cache, **extra))
+    return subprocess.Popen(
+        [sys.executable, "-c", LAUNCH, *argv],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_environment(directory, cache, **extra),
+    )
 
 
 def _result(process: subprocess.Popen) -> dict:
@@ -103,6 +112,7 @@ def _entries(cache) -> list[pathlib.Path]:
 
 # --- across processes -----------------------------------------------------------------------------------
 
+
 def test_a_kernel_compiled_in_one_process_is_loaded_by_the_next(program):
     first = launch_in_new_process(*program)
     second = launch_in_new_process(*program)
@@ -119,7 +129,7 @@ def test_editing_a_callee_in_another_modules_file_is_a_miss_with_the_new_result(
     edited = launch_in_new_process(*program)
     assert edited["out"] == [20.0, 30.0, 40.0, 50.0]
     assert (edited["stats"]["compiles"], edited["stats"]["disk_hits"]) == (1, 0)
-    assert launch_in_new_process(*program)["stats"]["disk_hits"] == 1     # the new code is cached in turn
+    assert launch_in_new_process(*program)["stats"]["disk_hits"] == 1  # the new code is cached in turn
 
 
 def test_editing_only_the_position_of_a_callee_is_still_a_hit(program):
@@ -157,7 +167,7 @@ def test_a_corrupted_entry_is_compiled_again_with_a_warning(program):
     assert damaged["out"] == [10.0, 20.0, 30.0, 40.0]
     assert damaged["stats"]["compiles"] == 1
     assert any("disk cache entry" in w and "unusable" in w for w in damaged["warnings"])
-    assert launch_in_new_process(*program)["stats"]["disk_hits"] == 1     # rewritten whole
+    assert launch_in_new_process(*program)["stats"]["disk_hits"] == 1  # rewritten whole
 
 
 def test_a_truncated_entry_is_compiled_again_with_a_warning(program):
@@ -195,6 +205,7 @@ def test_the_cache_is_off_with_OVERDUB_CACHE_0(program):
 
 # --- in this process, as if new (runtime.reset()) --------------------------------------------------------
 
+
 @pytest.fixture
 def modules(tmp_path, monkeypatch):
     """``modules(lib_source, kernel_source)``: importable modules (unique names) written as files; the kernel
@@ -209,6 +220,7 @@ def modules(tmp_path, monkeypatch):
         lib, kern = importlib.import_module(lib_name), importlib.import_module(kernel_name)
         made.extend([lib_name, kernel_name])
         return lib, kern
+
     yield make
     for name in made:
         sys.modules.pop(name, None)
@@ -258,11 +270,13 @@ def test_a_loaded_kernel_is_invalidated_by_a_redefinition_as_a_compiled_one_is(m
     _as_new_process()
     assert _launch(kern) == [0.0, 6.0, 12.0, 18.0]
     assert (od.stats()["disk_hits"], od.stats()["compiles"]) == (1, 0)
-    assert any("g(float64) -> g(x: Float)" in edge for edge in od.explain(kern.kernel, np.zeros(4), np.zeros(4),
-                                                                          target="cpu"))
+    assert any(
+        "g(float64) -> g(x: Float)" in edge for edge in od.explain(kern.kernel, np.zeros(4), np.zeros(4), target="cpu")
+    )
 
     def g(x: od.float64):
         return 5.0 * x
+
     lib.g.define(g)
     assert _launch(kern) == [0.0, 15.0, 30.0, 45.0]
     assert od.stats()["compiles"] == 1
@@ -299,9 +313,13 @@ def test_a_callee_edited_between_processes_is_a_miss(modules):
 
 
 def test_an_overdub_added_in_a_context_between_processes_is_a_miss(modules):
-    lib, kern = modules(LIB_SOURCE + """
+    lib, kern = modules(
+        LIB_SOURCE
+        + """
     ctx = od.Context("scaled")
-    """, KERNEL_SOURCE)
+    """,
+        KERNEL_SOURCE,
+    )
     out, x = np.zeros(4), np.arange(4, dtype=np.float64)
     od.cuda(kern.kernel, out, x, blocks=1, threads=4, target="cpu", context=lib.ctx)
     _as_new_process()
@@ -309,18 +327,22 @@ def test_an_overdub_added_in_a_context_between_processes_is_a_miss(modules):
     @lib.ctx.overdub(lib.g)
     def g(x: od.Float):
         return -1.0
+
     od.cuda(kern.kernel, out, x, blocks=1, threads=4, target="cpu", context=lib.ctx)
     assert out.tolist() == [-3.0] * 4
     assert od.stats()["disk_hits"] == 0
 
 
 def test_a_kernel_calling_a_lambda_found_by_its_global_is_cached(modules):
-    lib, kern = modules("""
+    lib, kern = modules(
+        """
         h = lambda x: x + 1.0
-    """, """
+    """,
+        """
         def kernel(out, x):
             out[0] = lib.h(x[0])
-    """)
+    """,
+    )
     _launch(kern)
     _as_new_process()
     assert _launch(kern)[0] == 1.0
@@ -328,7 +350,8 @@ def test_a_kernel_calling_a_lambda_found_by_its_global_is_cached(modules):
 
 
 def test_a_kernel_calling_a_numba_intrinsic_of_the_users_code_is_compiled_and_not_stored(modules):
-    lib, kern = modules("""
+    lib, kern = modules(
+        """
         from numba.core import types
         from numba.core.extending import intrinsic
 
@@ -337,10 +360,12 @@ def test_a_kernel_calling_a_numba_intrinsic_of_the_users_code_is_compiled_and_no
             def codegen(context, builder, signature, args):
                 return context.get_constant(types.float64, 42.0)
             return types.float64(), codegen
-    """, """
+    """,
+        """
         def kernel(out, x):
             out[0] = lib.forty_two()
-    """)
+    """,
+    )
     assert _launch(kern)[0] == 42.0
     _as_new_process()
     _launch(kern)
@@ -351,7 +376,9 @@ def test_a_closure_kernel_capturing_a_function_is_compiled_and_not_stored():
     def make(helper):
         def kernel(out):
             out[0] = helper(1.0)
+
         return kernel
+
     kernel = make(lambda v: v + 1.0)
     out = np.zeros(1)
     od.cuda(kernel, out, target="cpu")
@@ -359,8 +386,7 @@ def test_a_closure_kernel_capturing_a_function_is_compiled_and_not_stored():
     assert od.stats()["disk_uncacheable"] == 1
 
 
-def test_a_kernel_reading_only_its_own_modules_globals_is_cached_even_where_that_module_is_not_importable(
-        make_module):
+def test_a_kernel_reading_only_its_own_modules_globals_is_cached_even_where_that_module_is_not_importable(make_module):
     m = make_module("""
         N = 1
 
@@ -398,17 +424,20 @@ def test_a_kernel_calling_a_generic_function_that_cannot_be_imported_is_not_stor
 
 
 def test_a_kernel_reading_the_grid_state_through_a_callee_runs_loaded(modules):
-    lib, kern = modules("""
+    lib, kern = modules(
+        """
         from numba import cuda
 
         def lane():
             return cuda.threadIdx.x + 10 * cuda.blockIdx.x
-    """, """
+    """,
+        """
         def kernel(out, x):
             i = lib.lane()
             if i < out.size:
                 out[i] = i
-    """)
+    """,
+    )
     out, x = np.zeros(8), np.zeros(8)
     od.cuda(kern.kernel, out, x, blocks=2, threads=4, target="cpu")
     _as_new_process()
@@ -440,7 +469,7 @@ def test_the_bound_counts_this_processs_own_writes_between_scans(tmp_path):
     root = tmp_path / "v1"
     for i, age in enumerate([30, 20, 10]):
         _aged_entry(root, str(i), age)
-        diskcache._bound(root, 100, 250)      # the third write passes the bound: the oldest entry goes
+        diskcache._bound(root, 100, 250)  # the third write passes the bound: the oldest entry goes
     assert sorted(p.name for p in root.glob("*/*.odk")) == ["1.odk", "2.odk"]
 
 
@@ -449,7 +478,7 @@ def test_the_bound_sees_other_processes_writes_at_the_next_scan(tmp_path, monkey
     root = tmp_path / "v1"
     _aged_entry(root, "mine", 10)
     diskcache._bound(root, 100, 250)
-    _aged_entry(root, "theirs", 30, size=200)        # written by another process: this one did not count it
+    _aged_entry(root, "theirs", 30, size=200)  # written by another process: this one did not count it
     _aged_entry(root, "mine2", 0)
     diskcache._bound(root, 100, 250)
     assert sorted(p.name for p in root.glob("*/*.odk")) == ["mine.odk", "mine2.odk"]
@@ -457,9 +486,10 @@ def test_the_bound_sees_other_processes_writes_at_the_next_scan(tmp_path, monkey
 
 def test_an_object_known_by_a_variable_is_found_where_it_is_now():
     from overdub.fingerprint import Uncacheable, _ref
+
     name = unique_name("holder")
     module = sys.modules[name] = type(sys)(name)
-    registry = type("Registry", (), {"__module__": name})()      # no name of its own: found by a variable
+    registry = type("Registry", (), {"__module__": name})()  # no name of its own: found by a variable
     try:
         module.tables = registry
         assert _ref(registry) == (name, "tables")
@@ -485,8 +515,10 @@ def test_a_hit_refreshes_its_entry_for_the_lru(modules, monkeypatch):
 
 # --- CUDA: PTX without a GPU ----------------------------------------------------------------------------
 
+
 def test_ptx_is_loaded_from_the_cache_and_missed_after_a_callee_edit(modules):
     from numba import float64
+
     lib, kern = modules(LIB_SOURCE, KERNEL_SOURCE)
     ptx = od.code_ptx(kern.kernel, float64[::1], float64[::1], cc=(8, 0))
     _as_new_process()
@@ -507,6 +539,7 @@ def fake_gpu(monkeypatch):
     compute capabilities NVVM was asked to compile for."""
     from numba.cuda.codegen import CUDACodeLibrary
     from overdub.targets import cuda as cuda_target
+
     compiled = []
 
     def get_asm_strs(self, cc=None):
@@ -532,6 +565,7 @@ def _compile_for_launch(kern):
     from numba import float64
     from overdub import closures, reflect
     from overdub.targets import cuda as cuda_target
+
     args = (float64[::1], float64[::1])
     return closures.compiled_kernel(*reflect._kernel(kern.kernel, args, cuda_target.target_for((8, 0)), None))[0]
 
@@ -549,12 +583,13 @@ def test_with_a_gpu_a_launchs_entry_holds_the_cubin_and_nvvm_runs_once(modules, 
 
 def test_with_a_gpu_code_ptx_links_no_cubin_and_a_launch_does_not_load_its_entry(modules, fake_gpu):
     from numba import float64
+
     lib, kern = modules(LIB_SOURCE, KERNEL_SOURCE)
     assert od.code_ptx(kern.kernel, float64[::1], float64[::1], cc=(8, 0)) == "// PTX for (8, 0)"
     assert fake_gpu == [(8, 0)]
     assert _cubins(os.environ["OVERDUB_CACHE_DIR"]) == [{}]
     _as_new_process()
-    _compile_for_launch(kern)         # the entry has no cubin to load: compiled again, stored with it
+    _compile_for_launch(kern)  # the entry has no cubin to load: compiled again, stored with it
     assert (od.stats()["disk_hits"], od.stats()["compiles"]) == (0, 1)
     assert _cubins(os.environ["OVERDUB_CACHE_DIR"]) == [{(8, 0, "a"): b"// PTX for (8, 0, 'a')"}]
     for _ in range(2):
@@ -576,8 +611,13 @@ print(json.dumps({"out": out.get().tolist(), "stats": od.stats()}))
 """
     results = []
     for _ in range(2):
-        done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
-                              env=_environment(tmp_path, tmp_path / "cache"))
+        done = subprocess.run(
+            [sys.executable, "-c", script],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env=_environment(tmp_path, tmp_path / "cache"),
+        )
         assert done.returncode == 0, done.stderr
         results.append(json.loads(done.stdout.splitlines()[-1]))
     assert results[0]["out"] == results[1]["out"] == [10.0, 20.0, 30.0, 40.0]
@@ -586,17 +626,21 @@ print(json.dumps({"out": out.get().tolist(), "stats": od.stats()}))
 
 # --- the CPU target's grid modes across processes ------------------------------------------------------
 
-SYNC_LIB = """
+SYNC_LIB = (
+    """
 import numba
 import overdub as od
 from numba import cuda
 
 
-""" + inspect.getsource(sync_kernels.block_prefix.methods[0].func) + """
+"""
+    + inspect.getsource(sync_kernels.block_prefix.methods[0].func)
+    + """
 
 def lane():
     return cuda.threadIdx.x + 100 * cuda.blockIdx.x
 """
+)
 
 SYNC_KERNELS = """
 import numba
@@ -698,20 +742,31 @@ print(json.dumps({"results": results, "stats": od.stats()}))
 
 def _expected_sync_results(mode: str) -> dict:
     ai = np.arange(128) % 7
-    expected = {"lanes": [0.0, 1.0, 2.0, 3.0, 100.0, 101.0, 102.0, 103.0], "checked_sqrt": [2.0, 3.0],
-                "raised": "a negative input"}
+    expected = {
+        "lanes": [0.0, 1.0, 2.0, 3.0, 100.0, 101.0, 102.0, 103.0],
+        "checked_sqrt": [2.0, 3.0],
+        "raised": "a negative input",
+    }
     if mode == "runner":
-        expected.update({
-            "tree_sum": (np.arange(256.0).reshape(4, 64).sum(axis=1) + 64).tolist(),
-            "scan_in_callee": np.concatenate([np.cumsum(ai[:64]), np.cumsum(ai[64:])]).tolist(),
-            "warp_sum": [int(ai.sum())],
-            "two_phase": [((i + 8) % 64) * 3 for i in range(64)]})
+        expected.update(
+            {
+                "tree_sum": (np.arange(256.0).reshape(4, 64).sum(axis=1) + 64).tolist(),
+                "scan_in_callee": np.concatenate([np.cumsum(ai[:64]), np.cumsum(ai[64:])]).tolist(),
+                "warp_sum": [int(ai.sum())],
+                "two_phase": [((i + 8) % 64) * 3 for i in range(64)],
+            }
+        )
     return expected
 
 
 def _sync_process(directory, cache, mode: str) -> dict:
-    done = subprocess.run([sys.executable, "-c", SYNC_LAUNCH, mode], capture_output=True, text=True, timeout=300,
-                          env=_environment(directory, cache))
+    done = subprocess.run(
+        [sys.executable, "-c", SYNC_LAUNCH, mode],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=_environment(directory, cache),
+    )
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout.splitlines()[-1])
 
@@ -723,8 +778,9 @@ def sync_program(tmp_path):
     return tmp_path, tmp_path / "cache"
 
 
-@pytest.mark.skipif(cpu.runner.SYMBOLS is None, reason="overdub._cpugrid is not built (tests/test_cpu_sync.py "
-                                                           "fails for it)")
+@pytest.mark.skipif(
+    cpu.runner.SYMBOLS is None, reason="overdub._cpugrid is not built (tests/test_cpu_sync.py fails for it)"
+)
 def test_cpu_kernels_of_every_grid_mode_are_loaded_by_the_next_process_and_run_in_their_mode(sync_program):
     """Barriers and shared memory (a kernel's own, a callee's), warp shuffles, a grid sync, a callee reading
     the grid state, an exception: the second process compiles nothing, and each loaded kernel computes what
@@ -750,22 +806,26 @@ def test_a_process_without_the_runner_neither_loads_nor_is_loaded_by_one_with_it
 
 # --- what is and is not stored ---------------------------------------------------------------------------
 
+
 @pytest.fixture
 def pointer_module(modules):
-    return modules("""
+    return modules(
+        """
         import overdub as od
 
         @od.function
         def store(p: od.Ptr[od.Float], i: od.Integer, v):
             p[i] = v
-    """, """
+    """,
+        """
         from numba import cuda
 
         def kernel(p, n):
             i = cuda.grid(1)
             if i < n:
                 lib.store(p, i, 2.0 * i)
-    """)
+    """,
+    )
 
 
 def test_a_kernel_taking_a_pointer_is_stored_and_loaded(pointer_module):
@@ -789,6 +849,7 @@ def test_a_checked_debug_kernel_is_compiled_and_not_stored(modules):
 
 def test_kernels_compiled_with_other_options_are_other_entries(modules):
     from overdub.targets import CompileOptions, get_target
+
     lib, kern = modules(LIB_SOURCE, KERNEL_SOURCE)
     plain = get_target("cpu")
     fast = plain.configured(CompileOptions(fastmath=True))
@@ -804,7 +865,8 @@ def test_kernels_compiled_with_other_options_are_other_entries(modules):
 
 
 def test_a_function_passed_as_an_argument_to_a_generic_function_makes_the_kernel_uncacheable(modules):
-    lib, kern = modules("""
+    lib, kern = modules(
+        """
         import overdub as od
 
         def twice(v):
@@ -813,10 +875,12 @@ def test_a_function_passed_as_an_argument_to_a_generic_function_makes_the_kernel
         @od.function
         def apply(f, v: od.Float):
             return f(v)
-    """, """
+    """,
+        """
         def kernel(out, x):
             out[0] = lib.apply(lib.twice, x[1])
-    """)
+    """,
+    )
     assert _launch(kern)[0] == 2.0
     _as_new_process()
     assert _launch(kern)[0] == 2.0
@@ -863,19 +927,22 @@ def test_a_struct_edited_in_its_file_is_another_entry(modules):
 
 
 def test_a_kernel_typed_by_an_overload_in_the_users_code_is_compiled_and_not_stored(modules):
-    lib, kern = modules("""
+    lib, kern = modules(
+        """
         import math
         from numba.core.extending import overload
 
         @overload(math.comb)
         def comb(n, k):
             return lambda n, k: n * 10 + k
-    """, """
+    """,
+        """
         import math
 
         def kernel(out, x):
             out[0] = math.comb(3, 2)
-    """)
+    """,
+    )
     assert _launch(kern)[0] == 32.0
     _as_new_process()
     _launch(kern)
@@ -915,11 +982,15 @@ def test_a_kernel_launched_with_state_is_loaded_with_the_same_state_type(modules
 
 
 def test_a_kernel_in_a_context_with_hooks_is_compiled_and_not_stored(modules):
-    lib, kern = modules(STATE_LIB + """
+    lib, kern = modules(
+        STATE_LIB
+        + """
     @counted.prehook(f)
     def _(x):
         cuda.atomic.add(od.state(), 0, 10)
-    """, STATE_KERNEL)
+    """,
+        STATE_KERNEL,
+    )
     for _ in range(2):
         _as_new_process()
         out, x, counts = np.zeros(4), np.arange(4.0), np.zeros(1, dtype=np.int64)
@@ -933,52 +1004,70 @@ def _edited_between_processes(modules, lib_source, kernel_source, old, new):
     lib, kern = modules(lib_source, kernel_source)
     before = _launch(kern)
     _as_new_process()
-    assert _launch(kern) == before and od.stats()["disk_hits"] == 1       # unchanged: loaded
+    assert _launch(kern) == before and od.stats()["disk_hits"] == 1  # unchanged: loaded
     _as_new_process()
     kern.lib = edit(lib, lib_source.replace(old, new))
     return before, _launch(kern), od.stats()
 
 
 def test_a_plain_device_function_edited_between_processes_is_a_miss(modules):
-    before, after, stats = _edited_between_processes(modules, """
+    before, after, stats = _edited_between_processes(
+        modules,
+        """
         def helper(v):
             return v + 1.0
-    """, """
+    """,
+        """
         def kernel(out, x):
             i = 0
             while i < out.size:
                 out[i] = lib.helper(x[i])
                 i += 1
-    """, "v + 1.0", "v + 5.0")
+    """,
+        "v + 1.0",
+        "v + 5.0",
+    )
     assert (before, after) == ([1.0, 2.0, 3.0, 4.0], [5.0, 6.0, 7.0, 8.0])
     assert (stats["disk_hits"], stats["compiles"]) == (0, 1)
 
 
 def test_a_global_array_edited_between_processes_is_a_miss(modules):
-    before, after, stats = _edited_between_processes(modules, """
+    before, after, stats = _edited_between_processes(
+        modules,
+        """
         import numpy as np
         WEIGHTS = np.array([1.0, 2.0, 3.0, 4.0])
-    """, """
+    """,
+        """
         def kernel(out, x):
             for i in range(out.size):
                 out[i] = lib.WEIGHTS[i] * x[i]
-    """, "4.0])", "40.0])")
+    """,
+        "4.0])",
+        "40.0])",
+    )
     assert (before[3], after[3]) == (12.0, 120.0)
     assert (stats["disk_hits"], stats["compiles"]) == (0, 1)
 
 
 def test_a_default_value_edited_between_processes_is_a_miss(modules):
-    before, after, stats = _edited_between_processes(modules, """
+    before, after, stats = _edited_between_processes(
+        modules,
+        """
         import overdub as od
 
         @od.function
         def g(x: od.Float, k=2.0):
             return k * x
-    """, """
+    """,
+        """
         def kernel(out, x):
             for i in range(out.size):
                 out[i] = lib.g(x[i])
-    """, "k=2.0", "k=3.0")
+    """,
+        "k=2.0",
+        "k=3.0",
+    )
     assert (before[1], after[1]) == (2.0, 3.0)
     assert (stats["disk_hits"], stats["compiles"]) == (0, 1)
 
@@ -1004,11 +1093,11 @@ print(od.stats()["disk_hits"])
 
 def test_a_kernel_whose_callee_prints_flushes_at_the_end_of_its_launch_compiled_or_loaded(tmp_path):
     env = _environment(tmp_path, tmp_path / "cache")
-    env.pop("PYTHONUNBUFFERED", None)          # C's stdout buffered, as into a pipe it is by default
+    env.pop("PYTHONUNBUFFERED", None)  # C's stdout buffered, as into a pipe it is by default
     outputs = []
     for _ in range(2):
         done = subprocess.run([sys.executable, "-c", PRINTING], capture_output=True, text=True, timeout=300, env=env)
         assert done.returncode == 0, done.stderr
         outputs.append(done.stdout.splitlines())
     assert outputs[0] == ["callee says 7", "after the launch", "0"]
-    assert outputs[1] == ["callee says 7", "after the launch", "1"]        # loaded from the disk cache
+    assert outputs[1] == ["callee says 7", "after the launch", "1"]  # loaded from the disk cache

@@ -1,4 +1,5 @@
 """Generic functions and multiple dispatch: definition, replacement, specificity, ambiguity, errors."""
+
 import numpy as np
 import pytest
 
@@ -11,11 +12,13 @@ def test_decorator_returns_the_same_generic_function_for_the_same_qualified_name
     @od.function
     def g(x: int):
         return "int"
+
     first = g
 
     @od.function
     def g(x: float):
         return "float"
+
     assert g is first
     assert len(od.methods(g)) == 2
 
@@ -28,6 +31,7 @@ def test_same_signature_replaces_the_method():
     @od.function
     def h(x: int):
         return 2
+
     assert len(od.methods(h)) == 1
     assert h(3) == 2
 
@@ -50,6 +54,7 @@ def test_methods_list_signatures_and_locations():
 
     def body(x: od.Ptr[od.Integer], n: int):
         pass
+
     f.define(body)
     (m,) = od.methods(f)
     assert m.signature_repr() == "f(x: Ptr[Integer], n: Integer)"
@@ -132,9 +137,11 @@ def test_trailing_defaults_define_one_method_per_arity():
 
     def body(x: int, y: int = 10, z: float = 0.5):
         return (x, y, z)
+
     f.define(body)
-    assert sorted((m.sig for m in od.methods(f)), key=len) == sorted([(od.Integer,), (od.Integer, od.Integer),
-                                                            (od.Integer, od.Integer, od.Float)], key=len)
+    assert sorted((m.sig for m in od.methods(f)), key=len) == sorted(
+        [(od.Integer,), (od.Integer, od.Integer), (od.Integer, od.Integer, od.Float)], key=len
+    )
     assert {m.location for m in od.methods(f)} == {f"test_dispatch.py:{body.__code__.co_firstlineno}"}
     assert f(1) == (1, 10, 0.5) and f(1, 2) == (1, 2, 0.5) and f(1, 2, 3.0) == (1, 2, 3.0)
 

@@ -1,5 +1,6 @@
 """Property tests: dispatch agrees with a brute-force oracle, and a definition invalidates exactly the cached
 answers it changes."""
+
 import numba
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -7,11 +8,38 @@ from hypothesis import strategies as st
 import overdub as od
 from overdub import world
 
-ANNOTATIONS = [od.Any, od.Number, od.Integer, od.Float, od.Boolean, od.int32, od.int64, od.float32, od.float64,
-               od.bool_, od.Ptr[od.Any], od.Ptr[od.Integer], od.Ptr[od.Number], od.Ptr[od.int64],
-               od.Ptr[od.float32], od.Array[od.Any], od.Array[od.Float], od.Array[od.Float, 1], od.Array[od.int64, 2]]
-CONCRETE = [od.int32, od.int64, od.float32, od.float64, od.bool_, od.Ptr[od.int64], od.Ptr[od.float32],
-            numba.types.Array(od.float32, 1, "C"), numba.types.Array(od.int64, 2, "A")]
+ANNOTATIONS = [
+    od.Any,
+    od.Number,
+    od.Integer,
+    od.Float,
+    od.Boolean,
+    od.int32,
+    od.int64,
+    od.float32,
+    od.float64,
+    od.bool_,
+    od.Ptr[od.Any],
+    od.Ptr[od.Integer],
+    od.Ptr[od.Number],
+    od.Ptr[od.int64],
+    od.Ptr[od.float32],
+    od.Array[od.Any],
+    od.Array[od.Float],
+    od.Array[od.Float, 1],
+    od.Array[od.int64, 2],
+]
+CONCRETE = [
+    od.int32,
+    od.int64,
+    od.float32,
+    od.float64,
+    od.bool_,
+    od.Ptr[od.int64],
+    od.Ptr[od.float32],
+    numba.types.Array(od.float32, 1, "C"),
+    numba.types.Array(od.int64, 2, "A"),
+]
 QUERIES = [(t,) for t in CONCRETE] + [(a, b) for a in CONCRETE[:6] for b in CONCRETE[:6]]
 
 signatures = st.integers(1, 2).flatmap(lambda n: st.tuples(*[st.sampled_from(ANNOTATIONS)] * n))
@@ -19,19 +47,20 @@ signatures = st.integers(1, 2).flatmap(lambda n: st.tuples(*[st.sampled_from(ANN
 
 def oracle(methods, argtypes):
     """The specification, by brute force: the unique most specific applicable method, or why there is none."""
-    applicable = [m for m in methods
-                  if len(m.sig) == len(argtypes) and all(od.issubtype(a, s) for a, s in zip(argtypes, m.sig))]
+    applicable = [
+        m for m in methods if len(m.sig) == len(argtypes) and all(od.issubtype(a, s) for a, s in zip(argtypes, m.sig))
+    ]
     if not applicable:
         return "no method"
 
     def more_specific(m, o):
         return m.sig != o.sig and all(od.issubtype(x, y) for x, y in zip(m.sig, o.sig))
+
     best = [m for m in applicable if all(o is m or more_specific(m, o) for o in applicable)]
     if len(best) == 1:
         return best[0]
     # an ambiguity's answer is the set of equally specific candidates its error names
-    return ("ambiguous", frozenset(id(m) for m in applicable
-                                   if not any(more_specific(o, m) for o in applicable)))
+    return ("ambiguous", frozenset(id(m) for m in applicable if not any(more_specific(o, m) for o in applicable)))
 
 
 def answer(f, argtypes):
@@ -66,7 +95,7 @@ def test_which_agrees_with_the_oracle(sigs):
     f = define_all(sigs)
     for argtypes in QUERIES:
         assert answer(f, argtypes) == oracle(f.methods, argtypes)
-        assert answer(f, argtypes) == oracle(f.methods, argtypes)   # the cached answer too
+        assert answer(f, argtypes) == oracle(f.methods, argtypes)  # the cached answer too
 
 
 @settings(max_examples=200, deadline=None)

@@ -15,6 +15,7 @@ its fence, which the rendered page does not show; the test is then skipped with 
 Indented (4-space) blocks are shell commands, not Python, and fenced blocks in other languages are not run.
 Test ids are ``file:line`` of the opening fence.
 """
+
 import os
 import re
 import subprocess
@@ -58,7 +59,7 @@ def blocks(path: Path):
             raise ValueError(f"{path.name}:{fence + 1}: ```python block is never closed")
         previous = next((lines[k] for k in range(fence - 1, -1, -1) if lines[k].strip()), "")
         marked = _NO_RUN.match(previous)
-        source = textwrap.dedent("\n".join(lines[fence + 1:j])) + "\n"
+        source = textwrap.dedent("\n".join(lines[fence + 1 : j])) + "\n"
         found.append((fence + 1, fence + 2, source, (marked.group(1) or "marked no-run") if marked else None))
         i = j + 1
     return found
@@ -86,12 +87,27 @@ _NEEDS_RUNNER = ("syncthreads", "shared.array", "_sync(", "this_grid")
 @pytest.mark.parametrize("path, first, source", CASES)
 def test_block_runs(path, first, source, tmp_path):
     from overdub.targets.cpu import runner
+
     if runner.SYMBOLS is None and any(word in source for word in _NEEDS_RUNNER):
         pytest.skip("the CPU grid runner (overdub._cpugrid) is not built here: barriers run only with it")
-    env = dict(os.environ, OVERDUB_TARGET="cpu", PYTHONDONTWRITEBYTECODE="1",     # the example libraries import
-               PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT / "examples"), os.environ.get("PYTHONPATH")])))
-    result = subprocess.run([sys.executable, "-c", _RUNNER, str(path), str(first)], input=source, cwd=tmp_path,
-                            env=env, capture_output=True, text=True, timeout=600)
+    env = dict(
+        os.environ,
+        OVERDUB_TARGET="cpu",
+        PYTHONDONTWRITEBYTECODE="1",  # the example libraries import
+        PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT / "examples"), os.environ.get("PYTHONPATH")])),
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", _RUNNER, str(path), str(first)],
+        input=source,
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     if result.returncode != 0:
-        pytest.fail(f"{path.name}: the block starting at line {first} failed (exit {result.returncode}):\n"
-                    f"{result.stderr[-4000:]}\n--- stdout ---\n{result.stdout[-2000:]}", pytrace=False)
+        pytest.fail(
+            f"{path.name}: the block starting at line {first} failed (exit {result.returncode}):\n"
+            f"{result.stderr[-4000:]}\n--- stdout ---\n{result.stdout[-2000:]}",
+            pytrace=False,
+        )

@@ -1,5 +1,6 @@
 """Everything a launch's meaning depends on is an edge: closure cells, a function's code and defaults replaced
 in place (what %autoreload does), global values compared as data (-0.0, nan), and only real globals."""
+
 import sys
 
 import numpy as np
@@ -31,6 +32,7 @@ def test_a_nonlocal_assignment_is_seen_by_the_next_launch():
         def set_scale(value):
             nonlocal scale
             scale = value
+
         return kernel, set_scale
 
     kernel, set_scale = make()
@@ -48,7 +50,7 @@ def test_redefining_a_captured_local_helper_is_seen_by_the_next_launch():
 
     assert run(kernel) == [11]
 
-    def helper(x):      # noqa: F811  (the redefinition is the point)
+    def helper(x):  # noqa: F811  (the redefinition is the point)
         return x + 2
 
     assert run(kernel) == [12]
@@ -75,7 +77,7 @@ def test_replacing_the_kernels_code_in_place_runs_the_new_code(make_module):
             out[0] = 2
     """)
     assert run(m.kernel) == [1]
-    m.kernel.__code__ = m.other.__code__          # what %autoreload 2 does to `from mod import kernel`
+    m.kernel.__code__ = m.other.__code__  # what %autoreload 2 does to `from mod import kernel`
     assert run(m.kernel) == [2]
 
 
@@ -186,6 +188,7 @@ def test_od_explain_lists_a_captured_helper_and_the_kernels_code():
 
 # --- closures capturing data: compiled once per definition, the captured values passed at each launch ----
 
+
 def test_closures_made_by_a_factory_share_one_compile_and_each_runs_its_own_value(make_module):
     m = make_module("""
         def make_scaler(k):
@@ -211,7 +214,7 @@ def test_reassigning_a_captured_number_changes_the_data_not_the_code():
 
     assert run(kernel) == [1]
     before = compiles()
-    for k in range(2, 6):   # noqa: B007  (the loop variable is what the kernel captures)
+    for k in range(2, 6):  # noqa: B007  (the loop variable is what the kernel captures)
         assert run(kernel) == [k]
     assert compiles() == before
 
@@ -234,7 +237,7 @@ def test_a_captured_array_is_read_as_it_is_at_each_launch():
         out[0] = table[2]
 
     assert run(kernel) == [2]
-    table[2] = 40             # in place: as an argument, the kernel sees the array's current contents
+    table[2] = 40  # in place: as an argument, the kernel sees the array's current contents
     assert run(kernel) == [40]
 
 
@@ -321,11 +324,13 @@ def test_a_context_overdub_of_the_full_arity_reaches_default_arity_calls(make_mo
 
 # --- identity: a name is a binding ------------------------------------------------------------------------
 
+
 def test_closures_from_one_factory_are_separate_generic_functions():
     def make(k):
         @od.function
         def times(x):
             return k * x
+
         return times
 
     times2, times3 = make(2), make(3)
@@ -339,20 +344,23 @@ def test_closures_from_one_factory_are_separate_generic_functions():
 
 def test_defs_execd_into_two_namespaces_are_separate_generic_functions():
     source = "import overdub as od\n@od.function\ndef f(x):\n    return {}\n"
-    a, b = {"__name__": "cells"}, {"__name__": "cells"}       # two fresh namespaces of one module name
+    a, b = {"__name__": "cells"}, {"__name__": "cells"}  # two fresh namespaces of one module name
     exec(source.format(1), a)
     exec(source.format(2), b)
     assert a["f"] is not b["f"] and (a["f"](0), b["f"](0)) == (1, 2)
 
 
 def test_a_def_named_like_an_imported_generic_function_extends_it(make_module, monkeypatch):
-    lib = make_module("""
+    lib = make_module(
+        """
         import overdub as od
 
         @od.function
         def area(x: od.Integer):
             return 1
-    """, prefix="lib")
+    """,
+        prefix="lib",
+    )
     monkeypatch.setitem(sys.modules, lib.__name__, lib)
     user = make_module(f"""
         import overdub as od
@@ -383,6 +391,7 @@ def test_an_overdub_of_one_lambda_does_not_apply_to_another():
 
 
 # --- contexts: parents and forwards are edges -----------------------------------------------------------
+
 
 def test_reassigning_a_contexts_parent_is_seen_by_the_next_launch():
     def helper(x):
@@ -436,10 +445,11 @@ def test_a_closure_using_a_captured_value_as_a_constant_compiles_with_it_as_a_co
 
     def make(n):
         def kernel(out):
-            tmp = cuda.local.array(n, np.int64)       # numba needs the shape at compile time
+            tmp = cuda.local.array(n, np.int64)  # numba needs the shape at compile time
             for i in range(n):
                 tmp[i] = i * i
             out[0] = tmp[n - 1]
+
         return kernel
 
     assert run(make(4)) == [9]
@@ -475,9 +485,10 @@ def test_a_closure_whose_file_was_edited_since_it_was_defined_runs_the_code_it_h
     source_file = kernel.__code__.co_filename
     with open(source_file) as f:
         text = f.read()
-    with open(source_file, "w") as f:          # edited on disk, not re-run: the closure still has the old code
+    with open(source_file, "w") as f:  # edited on disk, not re-run: the closure still has the old code
         f.write(text.replace("k + 1", "k + 1000"))
     import linecache
+
     linecache.checkcache(source_file)
     assert run(kernel) == [11]
 
@@ -486,7 +497,9 @@ def test_a_factory_defined_inside_a_test_function_also_lifts():
     def make(k):
         def kernel(out):
             out[0] = k
+
         return kernel
+
     before = compiles()
     for k in range(5):
         assert run(make(k)) == [k]

@@ -1,5 +1,6 @@
 """The native launch path (overdub/_fastlaunch.c), driven with a stand-in for cuLaunchKernel: it checks
 validity and guards, marshals every parameter into its slot, and enqueues with the right grid."""
+
 import ctypes
 import types as pytypes
 
@@ -8,8 +9,14 @@ import pytest
 
 fastlaunch = pytest.importorskip("overdub._fastlaunch")
 
-LAUNCH = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, *([ctypes.c_uint] * 7), ctypes.c_void_p,
-                          ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p)
+LAUNCH = ctypes.CFUNCTYPE(
+    ctypes.c_int,
+    ctypes.c_void_p,
+    *([ctypes.c_uint] * 7),
+    ctypes.c_void_p,
+    ctypes.POINTER(ctypes.c_void_p),
+    ctypes.c_void_p,
+)
 
 
 class FakeDriver:
@@ -30,7 +37,7 @@ class Node:
     valid = True
     revalidated = 0
 
-    def usable(self):          # the kernel's slow check: here, the globals it read did not change
+    def usable(self):  # the kernel's slow check: here, the globals it read did not change
         self.revalidated += 1
         return self.valid
 
@@ -73,9 +80,9 @@ def test_scalars_pointers_and_arrays_are_marshalled_into_numbas_parameter_slots(
 def test_a_failed_guard_returns_false_without_launching():
     specs = [("a", np.dtype(np.float32), 1, 4, "C")]
     launcher, driver = make(specs, 7)
-    assert launcher((DeviceArray(np.float64, (4,), 0),), 1, 1, 0, None) is False       # dtype
-    assert launcher((DeviceArray(np.float32, (2, 2), 0),), 1, 1, 0, None) is False     # rank
-    assert launcher((DeviceArray(np.float32, (4,), 0, c=False),), 1, 1, 0, None) is False   # layout
+    assert launcher((DeviceArray(np.float64, (4,), 0),), 1, 1, 0, None) is False  # dtype
+    assert launcher((DeviceArray(np.float32, (2, 2), 0),), 1, 1, 0, None) is False  # rank
+    assert launcher((DeviceArray(np.float32, (4,), 0, c=False),), 1, 1, 0, None) is False  # layout
     assert driver.calls == []
 
 
@@ -89,12 +96,13 @@ def test_an_invalidated_kernel_returns_false():
 def test_a_moved_watched_word_asks_the_kernels_slow_check():
     tag, expected = ctypes.c_uint64(5), ctypes.c_uint64(5)
     node = Node()
-    launcher, driver = make([], 0, checks=[(ctypes.addressof(tag), ctypes.addressof(expected), [tag, expected])],
-                            node=node)
+    launcher, driver = make(
+        [], 0, checks=[(ctypes.addressof(tag), ctypes.addressof(expected), [tag, expected])], node=node
+    )
     assert launcher((), 1, 1, 0, None) is True and node.revalidated == 0
-    tag.value = 6                     # some global of the module changed ...
-    assert launcher((), 1, 1, 0, None) is True and node.revalidated == 1    # ... but none the kernel read
-    node.usable = lambda: False       # one it read did change
+    tag.value = 6  # some global of the module changed ...
+    assert launcher((), 1, 1, 0, None) is True and node.revalidated == 1  # ... but none the kernel read
+    node.usable = lambda: False  # one it read did change
     assert launcher((), 1, 1, 0, None) is False
     assert len(driver.calls) == 2
 
@@ -127,7 +135,7 @@ def test_a_python_int_matches_the_int64_or_uint64_launcher_by_its_value():
 
 def test_a_launcher_with_more_slots_than_its_buffer_refuses_to_be_made():
     driver = FakeDriver(0)
-    specs = [("a", np.dtype(np.float32), 3, 4, "C")] * 94          # 11 slots each: 1034 > 1024
+    specs = [("a", np.dtype(np.float32), 3, 4, "C")] * 94  # 11 slots each: 1034 > 1024
     with pytest.raises(OverflowError, match="1034 parameter slots"):
         fastlaunch.Launcher(Node(), [], specs, 0xF00, driver.address, lambda s: s.handle)
     assert fastlaunch.Launcher(Node(), [], specs[:93], 0xF00, driver.address, lambda s: s.handle).nslots == 1023
@@ -139,7 +147,7 @@ def test_an_f_ordered_array_passes_its_own_strides_and_a_c_ordered_one_strides_f
     f_array = DeviceArray(np.float32, (3, 4), 0x1000, c=False, f=True)
     f_array.strides = (4, 12)
     c_array = DeviceArray(np.float32, (3, 4), 0x2000)
-    c_array.strides = None           # never read for a C-contiguous array
+    c_array.strides = None  # never read for a C-contiguous array
     assert launcher((f_array, c_array), 1, 1, 0, None) is True
     slots = driver.calls[0][5]
     assert slots[:9] == [q(0), q(0), q(12), q(4), q(0x1000), q(3), q(4), q(4), q(12)]
@@ -166,5 +174,5 @@ def test_a_struct_value_is_marshalled_from_its_packed_slots_while_its_definition
     slots = driver.calls[0][5]
     assert slots[0][:4] == np.float32(1.5).tobytes() and slots[1] == q(-3) and slots[2][:1] == b"\x01"
     assert slots[3][:4] == np.int32(7).tobytes()
-    struct_type.definition.valid = False          # the class was redefined: the slow path refuses the value
+    struct_type.definition.valid = False  # the class was redefined: the slow path refuses the value
     assert launcher((p, 7), 1, 1, 0, None) is False and len(driver.calls) == 1

@@ -3,6 +3,7 @@
 Kernels are built with the ``make_module`` fixture of conftest.py, as in the CPU-target tests: each module's
 source is written to a real file (and imports what it uses), so messages name ``file.py:LINE``.
 """
+
 import math
 import os
 import subprocess
@@ -33,14 +34,20 @@ def launch(kernel, *args, **kw):
 def test_seed_scenario_prints_1_then_2_on_the_gpu():
     env = dict(os.environ)
     env.pop("OVERDUB_TARGET", None)
-    result = subprocess.run([sys.executable, str(ROOT / "examples" / "seed_redefinition.py")],
-                            capture_output=True, text=True, env=env, timeout=300)
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "seed_redefinition.py")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout == "1\n2\n"
 
 
 def test_seed_scenario_in_process_captured_at_fd_level(cp, capfd, make_module):
-    m = make_module("""
+    m = make_module(
+        """
         import overdub as od
 
         @od.function
@@ -50,7 +57,9 @@ def test_seed_scenario_in_process_captured_at_fd_level(cp, capfd, make_module):
 
         def kernel(ptr):
             doit(ptr)
-    """, prefix="gpu_seed")
+    """,
+        prefix="gpu_seed",
+    )
     arr = cp.ones(1, dtype=np.int64)
     launch(m.kernel, od.pointer(arr))
     m.run("""
@@ -66,13 +75,16 @@ def test_seed_scenario_in_process_captured_at_fd_level(cp, capfd, make_module):
 
 
 def test_plain_function_callee_redefined(cp, make_module):
-    m = make_module("""
+    m = make_module(
+        """
         def f(x):
             return x + 1
 
         def kernel(a):
             a[0] = f(a[0])
-    """, prefix="gpu_plain")
+    """,
+        prefix="gpu_plain",
+    )
     a = cp.zeros(1, dtype=np.int64)
     launch(m.kernel, a)
     m.run("""
@@ -84,12 +96,15 @@ def test_plain_function_callee_redefined(cp, make_module):
 
 
 def test_global_constant_rebound(cp, make_module):
-    m = make_module("""
+    m = make_module(
+        """
         N = 3
 
         def kernel(a):
             a[0] = N
-    """, prefix="gpu_global")
+    """,
+        prefix="gpu_global",
+    )
     a = cp.zeros(1, dtype=np.int64)
     launch(m.kernel, a)
     m.N = 7
@@ -98,7 +113,8 @@ def test_global_constant_rebound(cp, make_module):
 
 
 def test_chain_with_leaf_redefined(cp, make_module):
-    m = make_module("""
+    m = make_module(
+        """
         import overdub as od
 
         def c(x):
@@ -113,7 +129,9 @@ def test_chain_with_leaf_redefined(cp, make_module):
 
         def kernel(out):
             out[0] = a_(out[0])
-    """, prefix="gpu_chain")
+    """,
+        prefix="gpu_chain",
+    )
     out = cp.ones(1, dtype=np.int64)
     launch(m.kernel, out)
     assert int(out[0]) == 4
@@ -126,7 +144,8 @@ def test_chain_with_leaf_redefined(cp, make_module):
 
 
 def test_more_specific_method_and_selective_invalidation(cp, make_module):
-    m = make_module("""
+    m = make_module(
+        """
         import overdub as od
 
         @od.function
@@ -142,7 +161,9 @@ def test_more_specific_method_and_selective_invalidation(cp, make_module):
 
         def uses_g(out, x):
             out[0] = g(x)
-    """, prefix="gpu_specific")
+    """,
+        prefix="gpu_specific",
+    )
     out = cp.zeros(1, dtype=np.int64)
     launch(m.uses_f, out, 3)
     launch(m.uses_g, out, 3)
@@ -159,12 +180,15 @@ def test_more_specific_method_and_selective_invalidation(cp, make_module):
 
 
 def test_overdub_added_after_compilation(cp, make_module):
-    m = make_module("""
+    m = make_module(
+        """
         import math
 
         def kernel(out, x):
             out[0] = math.sin(x)
-    """, prefix="gpu_negative")
+    """,
+        prefix="gpu_negative",
+    )
     ctx = od.Context("gpu_late")
     out = cp.zeros(1, dtype=np.float64)
     launch(m.kernel, out, 0.5, context=ctx)
@@ -173,26 +197,31 @@ def test_overdub_added_after_compilation(cp, make_module):
     @ctx.overdub(math.sin)
     def _(x: od.Float):
         return 42.0
+
     launch(m.kernel, out, 0.5, context=ctx)
     assert float(out[0]) == 42.0
 
 
 def test_grid_indexing_over_several_blocks(cp, make_module):
-    m = make_module("""
+    m = make_module(
+        """
         from numba import cuda
 
         def kernel(a):
             i = cuda.grid(1)
             if i < a.size:
                 a[i] = i * 2
-    """, prefix="gpu_grid")
+    """,
+        prefix="gpu_grid",
+    )
     a = cp.zeros(1000, dtype=np.int64)
     launch(m.kernel, a, blocks=8, threads=128)
     assert (a.get() == np.arange(1000) * 2).all()
 
 
 def test_shared_memory_block_reduction(cp, make_module):
-    m = make_module("""
+    m = make_module(
+        """
         import numba
         from numba import cuda
 
@@ -216,7 +245,9 @@ def test_shared_memory_block_reduction(cp, make_module):
                 s //= 2
             if t == 0:
                 out[cuda.blockIdx.x] = sm[0]
-    """, prefix="gpu_reduce")
+    """,
+        prefix="gpu_reduce",
+    )
     a = cp.arange(4096, dtype=np.float32)
     out = cp.zeros(16, dtype=np.float32)
     launch(m.kernel, a, out, blocks=16, threads=256)
@@ -225,7 +256,8 @@ def test_shared_memory_block_reduction(cp, make_module):
 
 
 def test_dynamic_shared_memory_from_shmem(cp, make_module):
-    m = make_module("""
+    m = make_module(
+        """
         import numba
         from numba import cuda
 
@@ -235,26 +267,32 @@ def test_dynamic_shared_memory_from_shmem(cp, make_module):
             sm[t] = t
             cuda.syncthreads()
             out[t] = sm[cuda.blockDim.x - 1 - t]
-    """, prefix="gpu_dynamic_shared")
+    """,
+        prefix="gpu_dynamic_shared",
+    )
     out = cp.zeros(64, dtype=np.int32)
     launch(m.kernel, out, threads=64, shmem=64 * 4)
     assert (out.get() == np.arange(64)[::-1]).all()
 
 
 def test_atomics_accumulate_across_the_grid(cp, make_module):
-    m = make_module("""
+    m = make_module(
+        """
         from numba import cuda
 
         def kernel(out):
             cuda.atomic.add(out, 0, 1)
-    """, prefix="gpu_atomic")
+    """,
+        prefix="gpu_atomic",
+    )
     out = cp.zeros(1, dtype=np.int64)
     launch(m.kernel, out, blocks=32, threads=128)
     assert int(out[0]) == 32 * 128
 
 
 def test_pointer_indexing_and_unsafe_load(cp, make_module):
-    m = make_module("""
+    m = make_module(
+        """
         from numba import cuda
 
         import overdub as od
@@ -262,7 +300,9 @@ def test_pointer_indexing_and_unsafe_load(cp, make_module):
         def kernel(p, q):
             i = cuda.grid(1)
             q[i] = od.unsafe_load(p, i) * 2
-    """, prefix="gpu_ptr")
+    """,
+        prefix="gpu_ptr",
+    )
     a = cp.arange(64, dtype=np.float32)
     b = cp.zeros(64, dtype=np.float32)
     launch(m.kernel, od.pointer(a), od.pointer(b), threads=64)
@@ -270,12 +310,15 @@ def test_pointer_indexing_and_unsafe_load(cp, make_module):
 
 
 def test_numba_device_arrays_and_streams(cp, make_module):
-    m = make_module("""
+    m = make_module(
+        """
         from numba import cuda
 
         def kernel(a, x):
             a[cuda.grid(1)] += x
-    """, prefix="gpu_numba_arrays")
+    """,
+        prefix="gpu_numba_arrays",
+    )
     a = cuda.to_device(np.zeros(32, dtype=np.float32))
     launch(m.kernel, a, np.float32(1.5), threads=32, stream=cuda.stream())
     launch(m.kernel, a, np.float32(1.5), threads=32, stream=cp.cuda.Stream())
@@ -285,12 +328,15 @@ def test_numba_device_arrays_and_streams(cp, make_module):
 
 def test_torch_tensors_via_cuda_array_interface(make_module):
     torch = pytest.importorskip("torch")
-    m = make_module("""
+    m = make_module(
+        """
         from numba import cuda
 
         def kernel(a):
             a[cuda.grid(1)] *= 3
-    """, prefix="gpu_torch")
+    """,
+        prefix="gpu_torch",
+    )
     t = torch.ones(16, device="cuda", dtype=torch.float32)
     launch(m.kernel, t, threads=16)
     od.synchronize(target="cuda")
@@ -298,16 +344,20 @@ def test_torch_tensors_via_cuda_array_interface(make_module):
 
 
 def test_numpy_array_is_rejected_with_a_clear_message(make_module):
-    m = make_module("""
+    m = make_module(
+        """
         def kernel(a):
             a[0] = 1
-    """, prefix="gpu_numpy")
+    """,
+        prefix="gpu_numpy",
+    )
     with pytest.raises(TypeError, match="host memory"):
         launch(m.kernel, np.zeros(1))
 
 
 def test_threads_launching_while_another_redefines(cp, make_module):
-    m = make_module("""
+    m = make_module(
+        """
         import overdub as od
 
         @od.function
@@ -316,7 +366,9 @@ def test_threads_launching_while_another_redefines(cp, make_module):
 
         def kernel(a):
             a[0] = f(a[0])
-    """, prefix="gpu_threads")
+    """,
+        prefix="gpu_threads",
+    )
     errors = []
 
     def launcher():
@@ -324,7 +376,7 @@ def test_threads_launching_while_another_redefines(cp, make_module):
             a = cp.zeros(1, dtype=np.int64)
             for _ in range(20):
                 launch(m.kernel, a)
-        except Exception as exc:     # reported by the assertion below
+        except Exception as exc:  # reported by the assertion below
             errors.append(exc)
 
     threads = [threading.Thread(target=launcher) for _ in range(3)]
@@ -345,7 +397,8 @@ def test_threads_launching_while_another_redefines(cp, make_module):
 
 
 def test_two_argument_dispatch_and_ambiguity_at_launch(cp, make_module):
-    m = make_module("""
+    m = make_module(
+        """
         import overdub as od
 
         @od.function
@@ -358,7 +411,9 @@ def test_two_argument_dispatch_and_ambiguity_at_launch(cp, make_module):
 
         def kernel(out, x, y):
             out[0] = f(x, y)
-    """, prefix="gpu_ambiguity")
+    """,
+        prefix="gpu_ambiguity",
+    )
     out = cp.zeros(1, dtype=np.int64)
     launch(m.kernel, out, 1, 2.5)
     assert int(out[0]) == 1
@@ -374,7 +429,8 @@ def test_two_argument_dispatch_and_ambiguity_at_launch(cp, make_module):
 
 
 def test_method_error_names_function_types_and_candidates_on_the_gpu(cp, make_module):
-    m = make_module("""
+    m = make_module(
+        """
         import overdub as od
 
         @od.function
@@ -383,7 +439,9 @@ def test_method_error_names_function_types_and_candidates_on_the_gpu(cp, make_mo
 
         def kernel(out, x):
             out[0] = g(x)
-    """, prefix="gpu_method_error")
+    """,
+        prefix="gpu_method_error",
+    )
     with pytest.raises(od.MethodError) as info:
         launch(m.kernel, cp.zeros(1, dtype=np.float64), 1.5)
     message = str(info.value)
@@ -391,7 +449,8 @@ def test_method_error_names_function_types_and_candidates_on_the_gpu(cp, make_mo
 
 
 def test_context_inheritance_and_a_library_extending_cuda(cp, make_module):
-    m = make_module("""
+    m = make_module(
+        """
         import overdub as od
 
         @od.function
@@ -404,7 +463,9 @@ def test_context_inheritance_and_a_library_extending_cuda(cp, make_module):
 
         def kernel(out, x):
             out[0] = h(x) + lib_fn(x)
-    """, prefix="gpu_inherit")
+    """,
+        prefix="gpu_inherit",
+    )
     parent = od.Context("gpu_parent")
     child = od.Context("gpu_child", parent=parent)
 
@@ -415,6 +476,7 @@ def test_context_inheritance_and_a_library_extending_cuda(cp, make_module):
     @od.CUDA.overdub(m.lib_fn)
     def _(x: od.Integer):
         return 100
+
     out = cp.zeros(1, dtype=np.int64)
     launch(m.kernel, out, 1, context=child)
     assert int(out[0]) == 110
@@ -423,18 +485,22 @@ def test_context_inheritance_and_a_library_extending_cuda(cp, make_module):
 
 
 def test_code_sass_on_the_gpu(make_module):
-    m = make_module("""
+    m = make_module(
+        """
         from numba import cuda
 
         def kernel(a, x):
             a[cuda.grid(1)] = x * 2
-    """, prefix="gpu_sass")
+    """,
+        prefix="gpu_sass",
+    )
     sass = od.code_sass(m.kernel, numba.float32[:], od.float32)
     assert "FMUL" in sass or "FADD" in sass
 
 
 def test_vector_loads_and_stores_on_the_gpu(cp, make_module):
-    m = make_module("""
+    m = make_module(
+        """
         from numba import cuda
 
         import overdub as od
@@ -445,7 +511,9 @@ def test_vector_loads_and_stores_on_the_gpu(cp, make_module):
                 xs = od.vload(x, i, 4)
                 ys = od.vload(y, i, 4)
                 od.vstore(y, (a * xs[0] + ys[0], a * xs[1] + ys[1], a * xs[2] + ys[2], a * xs[3] + ys[3]), i)
-    """, prefix="gpu_vector")
+    """,
+        prefix="gpu_vector",
+    )
     x = cp.arange(4096, dtype=np.float32)
     y = cp.ones(4096, dtype=np.float32)
     launch(m.kernel, np.float32(2), od.pointer(x), od.pointer(y), 1024, blocks=4, threads=256)
@@ -453,7 +521,8 @@ def test_vector_loads_and_stores_on_the_gpu(cp, make_module):
 
 
 def test_libdevice_warp_shuffles_and_numba_callees_run_on_the_gpu(cp, make_module):
-    m = make_module("""
+    m = make_module(
+        """
         import numba
         from numba import cuda
         from numba.cuda import libdevice
@@ -471,7 +540,9 @@ def test_libdevice_warp_shuffles_and_numba_callees_run_on_the_gpu(cp, make_modul
             shuffled[i] = cuda.shfl_down_sync(0xffffffff, i, 1)
             if i == 0:
                 out[0] = libdevice.sin(x) + twice(x) + plus_one(x)
-    """, prefix="gpu_delegated")
+    """,
+        prefix="gpu_delegated",
+    )
     out, shuffled = cp.zeros(1), cp.zeros(32, dtype=cp.int32)
     launch(m.kernel, out, shuffled, 0.5, threads=32)
     assert abs(float(out[0]) - (math.sin(0.5) + 1.0 + 1.5)) < 1e-12
@@ -482,7 +553,9 @@ def test_a_closure_capturing_data_compiles_once_and_reads_each_value_on_the_gpu(
     def make(k):
         def kernel(out):
             out[0] = k
+
         return kernel
+
     before = od.stats()["compiles"]
     out = cp.zeros(1, dtype=cp.int64)
     for k in range(5):
@@ -493,7 +566,9 @@ def test_a_closure_capturing_data_compiles_once_and_reads_each_value_on_the_gpu(
 
 def test_xoroshiro_random_states_and_record_arrays_on_the_gpu(cp, make_module):
     from numba.cuda.random import create_xoroshiro128p_states
-    m = make_module("""
+
+    m = make_module(
+        """
         from numba import cuda
         from numba.cuda.random import xoroshiro128p_uniform_float32
 
@@ -506,7 +581,9 @@ def test_xoroshiro_random_states_and_record_arrays_on_the_gpu(cp, make_module):
             i = cuda.grid(1)
             if i < out.size:
                 out[i] = points[i].x * points[i].n
-    """, prefix="gpu_records")
+    """,
+        prefix="gpu_records",
+    )
     states = create_xoroshiro128p_states(256, seed=7)
     out = cp.zeros(256, dtype=cp.float32)
     launch(m.draw, states, out, threads=128, blocks=2)
@@ -522,7 +599,8 @@ def test_xoroshiro_random_states_and_record_arrays_on_the_gpu(cp, make_module):
 
 
 def test_grid_sync_launches_cooperatively_and_a_too_large_grid_is_refused(cp, make_module):
-    m = make_module("""
+    m = make_module(
+        """
         from numba import cuda
 
         def rotate(a, b):
@@ -531,14 +609,17 @@ def test_grid_sync_launches_cooperatively_and_a_too_large_grid_is_refused(cp, ma
             a[i] = i
             g.sync()                       # every block's writes are visible after this
             b[i] = a[(i + 1) % a.size]
-    """, prefix="gpu_grid_sync")
+    """,
+        prefix="gpu_grid_sync",
+    )
     n = 64 * 128
     a, b = cp.zeros(n, dtype=cp.int64), cp.zeros(n, dtype=cp.int64)
     launch(m.rotate, a, b, threads=128, blocks=64)
     assert b.get().tolist() == [(i + 1) % n for i in range(n)]
     with pytest.raises(ValueError, match="resident at once"):
-        launch(m.rotate, cp.zeros(10**7, dtype=cp.int64), cp.zeros(10**7, dtype=cp.int64), threads=128,
-               blocks=10**7 // 128)
+        launch(
+            m.rotate, cp.zeros(10**7, dtype=cp.int64), cp.zeros(10**7, dtype=cp.int64), threads=128, blocks=10**7 // 128
+        )
 
 
 def test_od_jit_copies_host_arrays_to_the_device_and_back_as_numba_cuda_does():
@@ -547,6 +628,7 @@ def test_od_jit_copies_host_arrays_to_the_device_and_back_as_numba_cuda_does():
         i = cuda.grid(1)
         if i < a.size:
             a[i] *= 2
+
     host = np.arange(100, dtype=np.float64)
     double[4, 32](host)
     assert host.tolist() == [2.0 * i for i in range(100)]
@@ -571,6 +653,7 @@ def test_forall_sizes_blocks_by_occupancy_and_covers_every_task(cp):
         i = cuda.grid(1)
         if i < out.size:
             out[i] = 7
+
     out = cp.zeros(100_000, dtype=cp.int64)
     fill.forall(out.size)(out)
     assert int((out == 7).sum()) == out.size
@@ -579,7 +662,8 @@ def test_forall_sizes_blocks_by_occupancy_and_covers_every_task(cp):
 def test_compile_options_on_the_gpu(cp, make_module, tmp_path):
     """debug: an exception raised in a kernel reaches the host naming the thread, block and line;
     max_registers limits the registers; link links a PTX file's device function."""
-    m = make_module("""
+    m = make_module(
+        """
         from numba import cuda
 
         def fail_on_5(a):
@@ -597,20 +681,23 @@ def test_compile_options_on_the_gpu(cp, make_module, tmp_path):
                 a0, a1, a2, a3, a4, a5 = a0 * b1 + a5, a1 * b2 + a0, a2 * b3 + a1, a3 * b4 + a2, a4 * b5 + a3, a5 * b0 + a4
                 b0, b1, b2, b3, b4, b5 = b0 + a1, b1 + a2, b2 + a3, b3 + a4, b4 + a5, b5 + a0
             out[i] = a0 + a1 + a2 + a3 + a4 + a5 + b0 + b1 + b2 + b3 + b4 + b5
-    """, prefix="gpu_options")
+    """,
+        prefix="gpu_options",
+    )
     a = cp.zeros(8, dtype=np.int64)
     with pytest.raises(ValueError) as info:
         od.cuda(m.fail_on_5, a, threads=8, target="cuda", debug=True)
     assert "five" in str(info.value) and "thread (5, 0, 0) of block (0, 0, 0)" in str(info.value)
     assert f"{m.filename}:{m.line_of('raise ValueError')}" in str(info.value)
-    od.cuda(m.fail_on_5, cp.zeros(4, dtype=np.int64), threads=4, target="cuda", debug=True)   # no error raised
+    od.cuda(m.fail_on_5, cp.zeros(4, dtype=np.int64), threads=4, target="cuda", debug=True)  # no error raised
 
     from cuda.bindings import driver
 
     def registers(kernel, *args):
         kernel[2, 128](*args)
-        err, regs = driver.cuFuncGetAttribute(driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_NUM_REGS,
-                                              kernel._compiled(args).launcher._function())
+        err, regs = driver.cuFuncGetAttribute(
+            driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_NUM_REGS, kernel._compiled(args).launcher._function()
+        )
         assert not err
         return regs
 
@@ -619,7 +706,7 @@ def test_compile_options_on_the_gpu(cp, make_module, tmp_path):
     assert registers(od.jit(m.busy), out, x) > 32 >= registers(od.jit(max_registers=32)(m.busy), limited_out, x)
     assert cp.allclose(out, limited_out)
 
-    source = tmp_path / "triple.cu"       # numba-cuda's ABI for a declared device function
+    source = tmp_path / "triple.cu"  # numba-cuda's ABI for a declared device function
     source.write_text('extern "C" __device__ int triple(int* out, int x) { *out = 3 * x; return 0; }')
     triple = cuda.declare_device("triple", "int32(int32)")
 
@@ -636,6 +723,7 @@ def test_compile_options_on_the_gpu(cp, make_module, tmp_path):
 def test_tuple_arguments_on_the_gpu(cp):
     def area(out, shape, pair):
         out[0] = shape[0] * shape[1] + pair[0] + pair[1][0]
+
     out = cp.zeros(1)
     od.cuda(area, out, (3, 4), (0.5, (np.float32(2),)), target="cuda")
     od.cuda(area, out, (3, 5), (0.25, (np.float32(1),)), target="cuda")
@@ -647,6 +735,7 @@ def test_a_kernel_reshaping_an_array_links_and_runs_on_the_gpu(cp):
         b = a.reshape(6)
         for i in range(6):
             out[i] = b[i]
+
     a = cp.arange(6.0).reshape(2, 3)
     out = cp.zeros(6)
     od.cuda(flat, out, a, target="cuda")

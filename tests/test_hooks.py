@@ -7,6 +7,7 @@ constant of the code. Prehooks run before the calls they observe, posthooks afte
 
 Kernels are built with the ``make_module`` fixture (source written to a real file, so errors name lines).
 """
+
 import re
 import threading
 
@@ -62,12 +63,13 @@ def counting(make_module):
 
 # --- state ------------------------------------------------------------------------------------------------
 
+
 def test_a_prehook_counts_calls_per_function_into_the_launchs_state(make_module):
     m, x, out = counting(make_module)
     counts = np.zeros(2, dtype=np.int64)
     cpu(m.kernel, out, x, threads=8, context=m.prof, state=counts)
     assert counts.tolist() == [8, 16]
-    np.testing.assert_array_equal(out, (x + 1) + 2 * x + 2)        # the calls themselves are unchanged
+    np.testing.assert_array_equal(out, (x + 1) + 2 * x + 2)  # the calls themselves are unchanged
 
 
 def test_each_launch_passes_its_own_state_to_the_same_compiled_kernel(make_module):
@@ -77,7 +79,7 @@ def test_each_launch_passes_its_own_state_to_the_same_compiled_kernel(make_modul
     before = compiles()
     cpu(m.kernel, out, x, threads=4, context=m.prof, state=second)
     cpu(m.kernel, out, x, threads=8, context=m.prof, state=first)
-    assert compiles() == before                          # the state is data: no recompile for a new value
+    assert compiles() == before  # the state is data: no recompile for a new value
     assert first.tolist() == [16, 32] and second.tolist() == [104, 108]
 
 
@@ -156,8 +158,9 @@ def test_state_from_two_host_threads_goes_to_each_threads_own_launches(make_modu
             out = np.zeros_like(x)
             for _ in range(25):
                 cpu(m.kernel, out, x, threads=8, context=m.prof, state=s)
-        except Exception as exc:          # pragma: no cover - reported below
+        except Exception as exc:  # pragma: no cover - reported below
             errors.append(exc)
+
     threads = [threading.Thread(target=work, args=(s,)) for s in states]
     for t in threads:
         t.start()
@@ -175,10 +178,11 @@ def test_a_launch_with_state_is_cached_under_the_key_the_native_lookup_builds(ma
     assert key[3] is STATE_MARK and len(runtime.launches[key]) == 1
     slow = []
     fastlaunch = pytest.importorskip("overdub._fastlaunch")
-    fastlaunch.install(runtime.launches, lambda *a: slow.append(a) or od_launch._launch_slow(*a), od_launch._cuda,
-                       STATE_MARK)
+    fastlaunch.install(
+        runtime.launches, lambda *a: slow.append(a) or od_launch._launch_slow(*a), od_launch._cuda, STATE_MARK
+    )
     try:
-        cpu(m.kernel, out, x, threads=8, context=m.prof, state=counts)      # found by the native lookup
+        cpu(m.kernel, out, x, threads=8, context=m.prof, state=counts)  # found by the native lookup
     finally:
         fastlaunch.install(runtime.launches, od_launch._launch_slow, od_launch._cuda, STATE_MARK)
     assert not slow and counts.tolist() == [16, 32]
@@ -213,18 +217,21 @@ def test_the_state_reaches_calls_in_closures_numba_inlines_and_varargs_functions
 def test_the_pure_python_launch_path_passes_state_too(make_module):
     m, x, out = counting(make_module)
     counts = np.zeros(2, dtype=np.int64)
-    for _ in range(2):           # the slow path, then a cached launch function
+    for _ in range(2):  # the slow path, then a cached launch function
         od_launch._cuda(m.kernel, out, x, threads=8, target="cpu", context=m.prof, state=counts)
     assert counts.tolist() == [16, 32]
 
 
 def test_a_closure_kernel_gets_its_captured_values_after_the_state(make_module):
-    m = make_module(COUNTING + """
+    m = make_module(
+        COUNTING
+        + """
 def make(k):
     def closure_kernel(out):
         out[0] = f(k)
     return closure_kernel
-""")
+"""
+    )
     out, counts = np.zeros(1), np.zeros(2, dtype=np.int64)
     cpu(m.make(3.0), out, context=m.prof, state=counts)
     cpu(m.make(5.0), out, context=m.prof, state=counts)
@@ -232,6 +239,7 @@ def make(k):
 
 
 # --- state errors -----------------------------------------------------------------------------------------
+
 
 def test_a_launch_of_a_stateful_context_without_state_is_an_error(make_module):
     m, x, out = counting(make_module)
@@ -241,13 +249,13 @@ def test_a_launch_of_a_stateful_context_without_state_is_an_error(make_module):
 
 def test_a_state_of_the_wrong_type_is_an_error(make_module):
     m, x, out = counting(make_module)
-    cpu(m.kernel, out, x, context=m.prof, state=np.zeros(2, dtype=np.int64))     # a cached launch function...
+    cpu(m.kernel, out, x, context=m.prof, state=np.zeros(2, dtype=np.int64))  # a cached launch function...
     with pytest.raises(TypeError, match=r"declares state of type .*not array\(float64"):
         cpu(m.kernel, out, x, context=m.prof, state=np.zeros(2))
     with pytest.raises(TypeError, match=r"declares state of type .*not int64"):
         cpu(m.kernel, out, x, context=m.prof, state=3)
-    with pytest.raises(TypeError, match=r"declares state of type .*not array\(int64, 2d"):     # ...whose guard
-        cpu(m.kernel, out, x, context=m.prof, state=np.zeros((2, 2), dtype=np.int64))         # rejects it
+    with pytest.raises(TypeError, match=r"declares state of type .*not array\(int64, 2d"):  # ...whose guard
+        cpu(m.kernel, out, x, context=m.prof, state=np.zeros((2, 2), dtype=np.int64))  # rejects it
 
 
 def test_state_for_a_context_without_state_is_an_error(make_module):
@@ -390,7 +398,7 @@ def test_a_prehook_of_any_observes_every_call_of_the_call_tree(make_module):
     m = make_module(ANY)
     s = np.zeros(1, dtype=np.int64)
     cpu(m.kernel, np.zeros(4), threads=4, context=m.ctx, state=s)
-    assert s[0] == 4 * 4      # cuda.grid, gen, plain, math.sin in each thread; the hook's own calls unobserved
+    assert s[0] == 4 * 4  # cuda.grid, gen, plain, math.sin in each thread; the hook's own calls unobserved
 
 
 def test_a_prehook_of_any_observes_the_same_calls_on_the_cuda_target(make_module):
@@ -519,8 +527,11 @@ def test_ambiguous_hooks_are_an_error_naming_the_call(make_module):
         def kernel(out):
             out[0] = f(1, 2)
     """)
-    with pytest.raises(od.AmbiguityError, match=rf"(?s)ctx.prehook\(f\)\(int64, int64\) is ambiguous.*"
-                                                rf"{m.filename}:{m.line_of('out[0] = f(1, 2)')}"):
+    with pytest.raises(
+        od.AmbiguityError,
+        match=rf"(?s)ctx.prehook\(f\)\(int64, int64\) is ambiguous.*"
+        rf"{m.filename}:{m.line_of('out[0] = f(1, 2)')}",
+    ):
         cpu(m.kernel, np.zeros(1, dtype=np.int64), context=m.ctx)
 
 
@@ -529,7 +540,9 @@ def test_a_catch_all_hook_with_annotations_is_refused():
 
     def f(x):
         return x
+
     with pytest.raises(TypeError, match=r"ctx.prehook\(.*f\): a hook taking \*args .* no annotations \(x\)"):
+
         @ctx.prehook(f)
         def _(x: od.Float, *rest):
             pass
@@ -556,6 +569,7 @@ def test_hooks_work_in_a_context_without_state(make_module, capfd):
 
 
 # --- invalidation -----------------------------------------------------------------------------------------
+
 
 def test_adding_a_hook_recompiles_a_kernel_compiled_without_it(make_module):
     m, x, out = counting(make_module)
@@ -633,10 +647,11 @@ def test_hooks_of_other_functions_leave_a_kernel_as_it_was(make_module):
                 out[i] = f(x[i]) + math.sin(x[i])
     """)
     cpu(m.plain_kernel, out, x, threads=8, context=m.quiet)
-    assert od.stats()["method_instances"] == 1       # f only: no hooked call was generated
+    assert od.stats()["method_instances"] == 1  # f only: no hooked call was generated
 
 
 # --- CUDA code generation (no GPU needed) ----------------------------------------------------------------
+
 
 def _normalized(ptx: str) -> str:
     """PTX with the mangled names (which carry a per-compile id) replaced, and comments dropped."""
@@ -674,9 +689,12 @@ def test_a_kernel_in_a_context_with_hooks_for_other_functions_has_the_same_ptx(m
 
 def _instructions(ptx: str) -> list[str]:
     """The kernel entry's instructions, parameters renamed: what runs, not how parameters are numbered."""
-    entry = _normalized(ptx[ptx.index(".entry"):])
-    return [re.sub(r"NAME_param_\d+", "PARAM", line.strip()) for line in entry.splitlines()
-            if ";" in line and not line.strip().startswith((".", "//"))]
+    entry = _normalized(ptx[ptx.index(".entry") :])
+    return [
+        re.sub(r"NAME_param_\d+", "PARAM", line.strip())
+        for line in entry.splitlines()
+        if ";" in line and not line.strip().startswith((".", "//"))
+    ]
 
 
 def test_the_state_costs_a_kernel_that_does_not_read_it_its_parameter_only(make_module):
@@ -688,32 +706,35 @@ def test_the_state_costs_a_kernel_that_does_not_read_it_its_parameter_only(make_
     stateful = od.code_ptx(m.kernel, *arrays, context=m.silent, state=numba.int64[::1])
     plain = od.code_ptx(m.kernel, *arrays, context=od.Context("nothing"))
     assert _instructions(stateful) == _instructions(plain)
-    assert stateful.count(".param") > plain.count(".param")        # the array descriptor of the state
+    assert stateful.count(".param") > plain.count(".param")  # the array descriptor of the state
 
 
 def test_a_stateful_kernel_takes_the_state_as_its_first_parameter_in_ptx(make_module):
     m, _, _ = counting(make_module)
     ptx = od.code_ptx(m.kernel, numba.float64[::1], numba.float64[::1], context=m.prof, state=numba.int64[::1])
     entry = re.search(r"\.entry\s+(\w+)", ptx).group(1)
-    assert "ArrayIxLi1E1C7mutable7alignedE5ArrayIdLi1E1C" in entry      # int64 array first, then the float64s
-    assert "add.s64" in ptx                      # the prehooks' increments
+    assert "ArrayIxLi1E1C7mutable7alignedE5ArrayIdLi1E1C" in entry  # int64 array first, then the float64s
+    assert "add.s64" in ptx  # the prehooks' increments
 
 
 def test_the_cuda_target_compiles_a_state_for_a_scalar_context(make_module):
     m = make_module(SCALED + "def kernel(out):\n    out[0] = h(3.0)\n")
     ptx = od.code_ptx(m.kernel, numba.float64[::1], context=m.scaled, state=numba.float32)
-    assert "cvt.f64.f32" in ptx and re.search(r"mul(\.rn)?\.f64", ptx)     # the float32 state, times 3.0
+    assert "cvt.f64.f32" in ptx and re.search(r"mul(\.rn)?\.f64", ptx)  # the float32 state, times 3.0
     with pytest.raises(TypeError, match="declares state of type Float, not int64"):
         od.code_ptx(m.kernel, numba.float64[::1], context=m.scaled, state=numba.int64)
 
 
 # --- on a GPU ---------------------------------------------------------------------------------------------
 
+
 @pytest.mark.gpu
 def test_gpu_prehook_counts_calls_into_a_cupy_state(make_module):
     cp = pytest.importorskip("cupy")
-    m = make_module(COUNTING.replace("s[0] += 1", "cuda.atomic.add(s, 0, 1)")
-                    .replace("s[1] += 1", "cuda.atomic.add(s, 1, 1)"), prefix="counting_gpu")
+    m = make_module(
+        COUNTING.replace("s[0] += 1", "cuda.atomic.add(s, 0, 1)").replace("s[1] += 1", "cuda.atomic.add(s, 1, 1)"),
+        prefix="counting_gpu",
+    )
     x = cp.arange(1000, dtype=cp.float64)
     out = cp.zeros_like(x)
     first, second = cp.zeros(2, dtype=cp.int64), cp.zeros(2, dtype=cp.int64)
@@ -730,23 +751,25 @@ def test_gpu_prehook_counts_calls_into_a_cupy_state(make_module):
 @pytest.mark.gpu
 def test_gpu_two_host_threads_on_two_streams_launch_with_their_own_states(make_module):
     cp = pytest.importorskip("cupy")
-    m = make_module(COUNTING.replace("s[0] += 1", "cuda.atomic.add(s, 0, 1)")
-                    .replace("s[1] += 1", "cuda.atomic.add(s, 1, 1)"), prefix="counting_gpu_threads")
+    m = make_module(
+        COUNTING.replace("s[0] += 1", "cuda.atomic.add(s, 0, 1)").replace("s[1] += 1", "cuda.atomic.add(s, 1, 1)"),
+        prefix="counting_gpu_threads",
+    )
     x = cp.arange(4096, dtype=cp.float64)
     states = [cp.zeros(2, dtype=cp.int64) for _ in range(2)]
     outs = [cp.zeros_like(x) for _ in range(2)]
-    cp.cuda.Device().synchronize()       # non-blocking streams do not wait for the default stream's memsets
+    cp.cuda.Device().synchronize()  # non-blocking streams do not wait for the default stream's memsets
     errors = []
 
     def work(s, out):
         try:
             stream = cp.cuda.Stream(non_blocking=True)
             for _ in range(50):
-                od.cuda(m.kernel, out, x, threads=256, blocks=16, context=m.prof, state=s, stream=stream,
-                        target="cuda")
+                od.cuda(m.kernel, out, x, threads=256, blocks=16, context=m.prof, state=s, stream=stream, target="cuda")
             stream.synchronize()
-        except Exception as exc:          # pragma: no cover - reported below
+        except Exception as exc:  # pragma: no cover - reported below
             errors.append(exc)
+
     threads = [threading.Thread(target=work, args=(s, out)) for s, out in zip(states, outs)]
     for t in threads:
         t.start()

@@ -1,4 +1,5 @@
 """Host calls of a generic function: a fast path per argument classes, never stale."""
+
 import threading
 
 import numpy as np
@@ -47,8 +48,13 @@ def test_an_array_of_another_dtype_rank_layout_or_writability_is_typed_again():
     readonly = np.zeros(3)
     readonly.flags.writeable = False
     f.define(lambda x: "readonly", sig=(typeof(readonly),))
-    assert [f(np.zeros(3)), f(np.zeros(3, dtype=np.int32)), f(np.zeros((2, 2))), f(readonly), f(np.ones(2))] == \
-        ["float", "integer", "matrix", "readonly", "float"]
+    assert [f(np.zeros(3)), f(np.zeros(3, dtype=np.int32)), f(np.zeros((2, 2))), f(readonly), f(np.ones(2))] == [
+        "float",
+        "integer",
+        "matrix",
+        "readonly",
+        "float",
+    ]
 
 
 def test_the_same_classes_in_two_positions_are_checked_each():
@@ -78,6 +84,7 @@ def test_host_calls_from_threads_during_redefinitions_never_reach_a_replaced_met
     def call(mine):
         while not stop.is_set():
             mine.append(f(1.0))
+
     workers = [threading.Thread(target=call, args=(mine,)) for mine in seen]
     for worker in workers:
         worker.start()

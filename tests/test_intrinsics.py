@@ -1,6 +1,7 @@
 """Device intrinsics in kernels (overdub/intrinsics.py): pointers (``p[i]``, ``od.unsafe_load`` and
 ``od.unsafe_store``) and vector loads and stores (``od.vload``, ``od.vstore``, also on the host).
 """
+
 import numpy as np
 
 import overdub as od
@@ -43,4 +44,4 @@ def test_vector_loads_and_stores_move_whole_groups_of_elements(make_module):
     y = np.zeros(8, dtype=np.float32)
     od.cuda(m.kernel, od.pointer(x), od.pointer(y), threads=2)
     assert y.tolist() == [3, 2, 1, 100, 7, 6, 5, 104]
-    assert od.vload(od.pointer(x), 1, 4) == (4, 5, 6, 7)      # the host version
+    assert od.vload(od.pointer(x), 1, 4) == (4, 5, 6, 7)  # the host version

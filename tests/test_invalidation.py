@@ -6,6 +6,7 @@ consulted it recompile, and of no other; launches racing redefinitions; the inva
 Each test builds its kernels in a fresh module (the ``make_module`` fixture of conftest.py) so that
 redefinitions and global rebindings act on real module globals and no two tests share a generic function.
 """
+
 import threading
 
 import numpy as np
@@ -16,6 +17,7 @@ from helpers import compiles, run
 
 
 # --- redefinition and rebinding make the next launch see the new code -----------------------------------
+
 
 def test_redefined_generic_method_is_used_by_the_next_launch(make_module):
     m = make_module("""
@@ -161,6 +163,7 @@ def test_every_kernel_calling_a_generic_function_sees_a_method_added_later(make_
 
 # --- nothing else recompiles ----------------------------------------------------------------------------
 
+
 def test_redefining_a_function_leaves_a_kernel_that_does_not_use_it_cached(make_module):
     m = make_module("""
         import overdub as od
@@ -246,6 +249,7 @@ def test_adding_a_method_that_does_not_apply_does_not_recompile(make_module):
 
 # --- concurrency ----------------------------------------------------------------------------------------
 
+
 def test_launches_racing_redefinitions_raise_nothing_and_end_on_the_new_method(make_module):
     m = make_module("""
         import overdub as od
@@ -291,6 +295,7 @@ def test_launches_racing_redefinitions_raise_nothing_and_end_on_the_new_method(m
 
 
 # --- what was invalidated, and why ----------------------------------------------------------------------
+
 
 def test_explain_lists_an_edge_naming_the_callee(make_module):
     m = make_module("""

@@ -1,4 +1,5 @@
 """od.jit: numba-cuda's decorator forms and launch syntax, every launch an overdub launch."""
+
 import numba
 import numpy as np
 import pytest
@@ -42,6 +43,7 @@ def test_forall_covers_every_task():
         i = cuda.grid(1)
         if i < out.size:
             out[i] = 7
+
     out = np.zeros(1000, dtype=np.int64)
     fill.forall(out.size)(out)
     assert (out == 7).all()
@@ -51,6 +53,7 @@ def test_calling_a_kernel_without_a_grid_says_how_to_launch_it():
     @od.jit
     def kernel(out):
         out[0] = 1
+
     with pytest.raises(TypeError, match=r"kernel\[blocks, threads\]"):
         kernel(np.zeros(1))
 
@@ -61,6 +64,7 @@ def test_a_signature_compiles_eagerly_and_inspect_asm_gives_ptx():
     @od.jit("void(float64[::1], float64)", target="cpu")
     def axpy(out, a):
         out[0] = a * 2.0
+
     assert compiles() == before + 1
     ptx = axpy.inspect_asm("void(float64[::1], float64)")
     assert ".visible .entry" in ptx
@@ -72,7 +76,7 @@ def test_device_functions_are_generic_functions_with_a_method_per_signature():
         return x + 1
 
     @od.jit("float64(float64)", device=True)
-    def g(x):                                   # noqa: F811  (a second method)
+    def g(x):  # noqa: F811  (a second method)
         return x * 0.5
 
     assert isinstance(g, od.GenericFunction) and len(od.methods(g)) == 2
@@ -80,6 +84,7 @@ def test_device_functions_are_generic_functions_with_a_method_per_signature():
     @od.jit(target="cpu")
     def kernel(out):
         out[0] = g(3) + g(3.0)
+
     out = np.zeros(1)
     kernel[1, 1](out)
     assert out[0] == 5.5
@@ -98,6 +103,7 @@ def test_a_kernel_launches_in_a_context():
     @od.jit(target="cpu")
     def kernel(out):
         out[0] = helper(0)
+
     out = np.zeros(1, dtype=np.int64)
     kernel[1, 1](out)
     assert out[0] == 0
@@ -116,6 +122,7 @@ def test_od_cuda_launches_an_od_jit_kernel():
     @od.jit
     def kernel(out):
         out[0] = 5
+
     out = np.zeros(1, dtype=np.int64)
     od.cuda(kernel, out, target="cpu")
     assert out[0] == 5
@@ -125,6 +132,7 @@ def test_specialize_and_overloads_as_numba_cuda_has_them():
     @od.jit(target="cpu")
     def kernel(out):
         out[0] = 1
+
     out = np.zeros(1, dtype=np.int64)
     kernel.specialize(out)[1, 1](out)
     assert out[0] == 1 and list(kernel.overloads) == [(numba.typeof(out),)]
@@ -143,7 +151,7 @@ def test_an_explicit_signature_converts_scalar_arguments_as_numba_cuda_does():
     store[1, 1](out, 0.1)
     assert out[0] == np.float32(0.1)
     wide = np.zeros(1, dtype=np.int32)
-    store_int[1, 1](wide, 2**31 + 5)              # wraps to int32, as the signature says
+    store_int[1, 1](wide, 2**31 + 5)  # wraps to int32, as the signature says
     assert wide[0] == np.int32(np.int64(2**31 + 5).astype(np.int32))
 
 
@@ -151,6 +159,7 @@ def test_a_tuple_of_types_is_one_signature():
     @od.jit((numba.types.float64[::1], numba.types.float64), target="cpu")
     def store(out, x):
         out[0] = x
+
     assert len(store.signatures) == 1
     out = np.zeros(1)
     store[1, 1](out, 2)
@@ -168,6 +177,7 @@ def test_a_callee_given_a_constant_it_needs_at_compile_time_compiles_with_its_va
     @od.jit(target="cpu")
     def kernel(out):
         fill(out, 5)
+
     out = np.zeros(1, dtype=np.int64)
     kernel[1, 1](out)
     assert out[0] == 4

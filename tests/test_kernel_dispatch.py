@@ -3,6 +3,7 @@ method is a MethodError and several are an AmbiguityError, raised at launch and 
 ``file.py:LINE`` (the whole call path from the kernel) and the candidate methods; generic functions are
 callable on the host; default arguments.
 """
+
 import pytest
 
 import overdub as od
@@ -64,9 +65,11 @@ def test_method_error_names_the_function_argument_types_and_candidates(make_modu
     message = str(error)
     assert "no method matching h(bool, int64)" in message
     assert f"called at {m.filename}:{m.line_of('out[0] = h(x, y)')}" in message
-    for line, signature in [("Integer, y: od.Number", "h(x: Integer, y: Number)"),
-                            ("Number, y: od.Integer", "h(x: Number, y: Integer)"),
-                            ("Float, y: od.Float", "h(x: Float, y: Float)")]:
+    for line, signature in [
+        ("Integer, y: od.Number", "h(x: Integer, y: Number)"),
+        ("Number, y: od.Integer", "h(x: Number, y: Integer)"),
+        ("Float, y: od.Float", "h(x: Float, y: Float)"),
+    ]:
         assert f"{signature} at {m.filename}:{m.line_of(line) - 1}" in message
 
 

@@ -2,6 +2,7 @@
 Python ints beyond int64), one launch function per kernel and argument classes however often an unrelated
 global changes, launch statistics.
 """
+
 import numpy as np
 
 import overdub as od
@@ -18,8 +19,15 @@ def test_each_array_layout_and_dtype_is_read_as_itself(make_module):
     base = np.arange(8, dtype=np.float64)
     readonly = np.arange(4, dtype=np.float64)
     readonly.flags.writeable = False
-    for a in [base[:4], base[::2], base[1::2], readonly, np.arange(4, dtype=np.int32),
-              np.arange(4, dtype=np.float32) + 0.5, base[:4]]:
+    for a in [
+        base[:4],
+        base[::2],
+        base[1::2],
+        readonly,
+        np.arange(4, dtype=np.int32),
+        np.arange(4, dtype=np.float32) + 0.5,
+        base[:4],
+    ]:
         assert run(m.kernel, a, n=4, dtype=np.float64) == (a * 2).tolist(), (a, a.flags)
 
 
@@ -46,6 +54,7 @@ def test_python_int_beyond_int64_is_typed_as_on_a_first_launch(make_module):
 
 def test_a_module_level_loop_variable_neither_recompiles_nor_piles_up_launch_functions(make_module):
     from overdub.runtime import launch_key, runtime
+
     m = make_module("""
         N = 1
 
@@ -56,7 +65,7 @@ def test_a_module_level_loop_variable_neither_recompiles_nor_piles_up_launch_fun
     od.cuda(m.kernel, out)
     before = compiles()
     for i in range(20):
-        m.i = i                # what `for i in ...:` at module level does to the kernel's module
+        m.i = i  # what `for i in ...:` at module level does to the kernel's module
         od.cuda(m.kernel, out)
     assert compiles() == before and out[0] == 1
     assert len(runtime.launches[launch_key(m.kernel, None, None, (out,))]) == 1

@@ -2,6 +2,7 @@
 forward-mode differentiation of an unchanged function through Dual numbers, and a context that bounds-checks
 every array access and counts calls on the device. On the CPU target here; the CUDA side compiles to PTX, and
 runs in the ``gpu`` tests."""
+
 import math
 import re
 import sys
@@ -22,7 +23,7 @@ from forwarddiff import Dual, derivative  # noqa: E402
 
 
 def f(x):
-    return math.sin(x) * math.exp(x) + x ** 2
+    return math.sin(x) * math.exp(x) + x**2
 
 
 def f_prime(x):
@@ -47,24 +48,28 @@ def test_an_unchanged_function_is_differentiated_in_a_kernel(dtype, tolerance):
 def test_duals_follow_the_rules_of_arithmetic_comparison_and_math():
     def rules(out, x):
         d = Dual(x, 1.0)
-        out[0] = (d * d / (d + 1.0) - 3.0 / d).partial                # quotient and product rules
+        out[0] = (d * d / (d + 1.0) - 3.0 / d).partial  # quotient and product rules
         out[1] = math.sqrt(d).partial + math.log(d).partial + math.tanh(d).partial + math.atan(d).partial
-        out[2] = (2.0 ** 1 * d ** 3.0).partial + abs(-d).partial + (-d).partial
+        out[2] = (2.0**1 * d**3.0).partial + abs(-d).partial + (-d).partial
         out[3] = 1.0 if d < 3.0 and d > 1.0 and 1.0 < d else 0.0
-        out[4] = (d ** d).partial                                      # d/dx x^x = x^x (log x + 1)
+        out[4] = (d**d).partial  # d/dx x^x = x^x (log x + 1)
 
     x = 2.0
     out = np.zeros(5)
     od.cuda(rules, out, x, target="cpu")
-    expected = [(x * x + 2 * x) / (x + 1) ** 2 + 3 / x ** 2,
-                0.5 / math.sqrt(x) + 1 / x + (1 - math.tanh(x) ** 2) + 1 / (1 + x * x),
-                6 * x * x + 1 - 1, 1.0, x ** x * (math.log(x) + 1)]
+    expected = [
+        (x * x + 2 * x) / (x + 1) ** 2 + 3 / x**2,
+        0.5 / math.sqrt(x) + 1 / x + (1 - math.tanh(x) ** 2) + 1 / (1 + x * x),
+        6 * x * x + 1 - 1,
+        1.0,
+        x**x * (math.log(x) + 1),
+    ]
     np.testing.assert_allclose(out, expected, rtol=1e-12)
 
 
 def test_calls_with_floats_stay_float_operations_beside_dual_methods():
     def both(out, x):
-        out[0] = math.sin(x) + x * x          # floats: the originals
+        out[0] = math.sin(x) + x * x  # floats: the originals
         out[1] = derivative(math.sin, x)
 
     out = np.zeros(2)
@@ -75,22 +80,26 @@ def test_calls_with_floats_stay_float_operations_beside_dual_methods():
 def test_the_derivative_compiles_to_ptx_calling_nothing_but_libdevices_slow_path():
     ptx = od.code_ptx(by_dual, numba_types.float64[::1], numba_types.float64[::1])
     called = set(re.findall(r"call\.uni[^;]*?\n\s*(\S+),", ptx))
-    assert called <= {"__internal_trig_reduction_slowpathd"}        # every Dual method inlined
+    assert called <= {"__internal_trig_reduction_slowpathd"}  # every Dual method inlined
 
 
 # --- the checking and profiling context -----------------------------------------------------------------
 
+
 def double(a, b):
     i = cuda.grid(1)
-    b[i] = a[i] * 2                  # no `if i < n`: the checked context catches the overrun
+    b[i] = a[i] * 2  # no `if i < n`: the checked context catches the overrun
 
 
 def test_the_checked_context_names_the_first_index_out_of_range_and_its_thread():
     a, b = np.arange(10.0), np.zeros(16)
-    with pytest.raises(IndexError, match=r"index 10 is out of bounds for axis 0 with size 10, in thread "
-                                         r"\(2, 0, 0\) of block \(1, 0, 0\) of kernel double"):
+    with pytest.raises(
+        IndexError,
+        match=r"index 10 is out of bounds for axis 0 with size 10, in thread "
+        r"\(2, 0, 0\) of block \(1, 0, 0\) of kernel double",
+    ):
         run_checked(double, a, b, blocks=2, threads=8, target="cpu")
-    assert b[:10].tolist() == (a * 2).tolist()          # the accesses in range ran
+    assert b[:10].tolist() == (a * 2).tolist()  # the accesses in range ran
 
 
 def test_the_checked_context_checks_multidimensional_indices_and_stores():
@@ -133,17 +142,18 @@ def test_the_profiling_context_counts_calls_per_function_on_the_device():
     assert counts == {"square": 16, "inc": 8}
     assert out.tolist() == [x * x + 1 + 4 for x in range(8)]
     again = profile(uses_both, out, xs, functions=[square], blocks=2, threads=8, target="cpu")
-    assert again == {"square": 16}                    # threads 8-15 fail the guard: no calls
+    assert again == {"square": 16}  # threads 8-15 fail the guard: no calls
 
 
 def test_the_checked_context_compiles_to_ptx_that_checks():
     array = numba_types.float64[::1]
     plain = od.code_ptx(double, array, array)
     checked = od.code_ptx(double, array, array, context=checking.checked, state=numba_types.int64[::1])
-    assert "atom.global.cas" not in plain and "atom.global.cas" in checked      # the first error's record
+    assert "atom.global.cas" not in plain and "atom.global.cas" in checked  # the first error's record
 
 
 # --- on the GPU -----------------------------------------------------------------------------------------
+
 
 @pytest.mark.gpu
 def test_both_libraries_on_the_gpu():

@@ -6,6 +6,7 @@ The new types here are numba record types (a structured numpy array's element) a
 to the operator functions are process-wide, so each test adds them only for a record type of its own (a
 dtype with a fresh field name), which no other test's kernels use.
 """
+
 import itertools
 import math
 import operator
@@ -45,7 +46,8 @@ def rec(make_module):
     """A module with a fresh record type ``R`` (fields ``re``, ``im`` by position) and kernels using it."""
     dtype = record_dtype()
     re, im = dtype.names
-    m = make_module(f"""
+    m = make_module(
+        f"""
         import math
         import operator
         import overdub as od
@@ -88,11 +90,14 @@ def rec(make_module):
             acc = rs[0]
             acc += rs[1]
             out[0] = acc
-    """, prefix="rec")
+    """,
+        prefix="rec",
+    )
     return m
 
 
 # --- methods on callables that are not generic functions ------------------------------------------------
+
 
 def test_a_method_on_operator_add_is_what_a_plus_b_of_new_types_reaches(rec):
     rec.run("""
@@ -215,13 +220,16 @@ def test_a_plus_equals_b_asks_iadd_then_add(rec):
 
 
 def test_a_method_on_a_pointer_operator_wins_over_the_builtin_one(make_module):
-    m = make_module("""
+    m = make_module(
+        """
         import operator
         import overdub as od
 
         def kernel(out, p):
             out[0] = p[1]
-    """, prefix="ptr_getitem")
+    """,
+        prefix="ptr_getitem",
+    )
     x = np.array([10.0, 20.0, 30.0])
     out = np.zeros(1)
     od.cuda(m.kernel, out, od.pointer(x))
@@ -274,6 +282,7 @@ def test_no_method_for_an_operator_on_new_types_names_the_operator_types_and_lin
 
 # --- invalidation ---------------------------------------------------------------------------------------
 
+
 def test_redefining_an_operator_method_recompiles_the_kernels_that_reached_it(rec):
     rec.run("""
         @od.method(operator.add)
@@ -294,13 +303,16 @@ def test_redefining_an_operator_method_recompiles_the_kernels_that_reached_it(re
 
 
 def test_a_more_specific_method_takes_over_and_recompiles(make_module):
-    m = make_module("""
+    m = make_module(
+        """
         import math
         import overdub as od
 
         def kernel(out, p):
             out[0] = math.sin(p)
-    """, prefix="specific")
+    """,
+        prefix="specific",
+    )
     m.run("""
         @od.method(math.sin)
         def sin(p: od.Ptr):
@@ -321,28 +333,34 @@ def test_a_more_specific_method_takes_over_and_recompiles(make_module):
     assert out.tolist() == [1.0]
 
 
-GATED = pytest.mark.skipif(operators.REROUTE != "when-extended",
-                           reason="operators are rerouted whether or not a table has methods (OVERDUB_REROUTE)")
+GATED = pytest.mark.skipif(
+    operators.REROUTE != "when-extended",
+    reason="operators are rerouted whether or not a table has methods (OVERDUB_REROUTE)",
+)
 
 
 @GATED
 def test_the_first_method_of_an_operator_recompiles_kernels_that_use_it_and_they_stay_right(make_module):
-    m = make_module("""
+    m = make_module(
+        """
         import overdub as od
 
         def kernel(out, x):
             out[0] = x[0] ^ x[1]
-    """, prefix="first_method")
+    """,
+        prefix="first_method",
+    )
     out = np.zeros(1, dtype=np.int64)
     od.cuda(m.kernel, out, np.array([6, 3]))
     n = compiles()
     R = record_type(record_dtype())
-    od.method(operator.xor, sig=(R, R))(lambda a, b: 0)     # no other test adds methods to ^
+    od.method(operator.xor, sig=(R, R))(lambda a, b: 0)  # no other test adds methods to ^
     od.cuda(m.kernel, out, np.array([6, 3]))
     assert out.tolist() == [5] and compiles() == n + 1
 
 
 # --- contexts overdub operators -------------------------------------------------------------------------
+
 
 def copy_kernel(out, x):
     for i in range(x.size):
@@ -354,7 +372,7 @@ def test_a_context_overdub_of_getitem_applies_to_a_of_i():
 
     @ctx.overdub(operator.getitem)
     def _(a: od.Array[od.float64, 1], i: od.Integer):
-        return a[i] * 10          # one context down: the real a[i]
+        return a[i] * 10  # one context down: the real a[i]
 
     out = np.zeros(3)
     od.cuda(copy_kernel, out, np.array([1.0, 2.0, 3.0]), context=ctx)
@@ -384,7 +402,7 @@ def test_a_context_overdub_of_getitem_applies_to_constant_indices_and_not_to_tup
 
     def kernel(out, x, t):
         out[0] = x[0]
-        out[1] = t[1]             # a heterogeneous tuple: numba's static index, untouched
+        out[1] = t[1]  # a heterogeneous tuple: numba's static index, untouched
         out[2] = x.shape[0]
 
     out = np.zeros(3)
@@ -401,7 +419,7 @@ def test_a_context_overdub_of_operator_add_applies_to_a_plus_b():
 
     def kernel(out, x):
         out[0] = x[0] + x[1]
-        out[1] = 10 + 1          # two constants: numba folds them
+        out[1] = 10 + 1  # two constants: numba folds them
 
     out = np.zeros(2)
     od.cuda(kernel, out, np.array([5.0, 2.0]), context=ctx)
@@ -422,6 +440,7 @@ def test_adding_an_operator_overdub_recompiles_the_kernels_compiled_in_that_cont
 
 
 # --- dunders --------------------------------------------------------------------------------------------
+
 
 def test_class_dunders_work_in_kernels_with_the_reflected_fallback(rec):
     rec.run("""
@@ -495,6 +514,7 @@ def test_a_left_dunder_whose_annotations_reject_the_right_operand_falls_back_to_
 
 # --- built-in types are untouched -----------------------------------------------------------------------
 
+
 def idioms(out, x, t, a2):
     i = 0
     while i < x.shape[0]:
@@ -517,9 +537,20 @@ def test_kernels_on_built_in_types_compute_the_same_when_every_operator_has_meth
     od.cuda(idioms, before, x, t, a2)
     dtype = record_dtype()
     R = record_type(dtype)
-    for op in (operator.add, operator.sub, operator.mul, operator.pow, operator.lt, operator.mod,
-               operator.lshift, operator.contains, operator.getitem, operator.iadd, operator.imul,
-               operator.ifloordiv):
+    for op in (
+        operator.add,
+        operator.sub,
+        operator.mul,
+        operator.pow,
+        operator.lt,
+        operator.mod,
+        operator.lshift,
+        operator.contains,
+        operator.getitem,
+        operator.iadd,
+        operator.imul,
+        operator.ifloordiv,
+    ):
         od.method(op, sig=(R, R))(lambda a, b: 0)
     for op in (operator.neg, operator.not_, abs):
         od.method(op, sig=(R,))(lambda a: 0)
@@ -528,18 +559,21 @@ def test_kernels_on_built_in_types_compute_the_same_when_every_operator_has_meth
     n = compiles()
     od.cuda(idioms, after, x, t, a2)
     if operators.REROUTE == "when-extended":
-        assert compiles() == n + 1        # the kernel relied on the tables being empty
+        assert compiles() == n + 1  # the kernel relied on the tables being empty
     assert after.tolist() == before.tolist()
 
 
 def test_operator_methods_race_with_compiles_on_other_threads(make_module):
-    m = make_module("""
+    m = make_module(
+        """
         import overdub as od
 
         def kernel(out, x):
             for i in range(x.size):
                 out[i] = x[i] + 1.0
-    """, prefix="race")
+    """,
+        prefix="race",
+    )
     x = np.arange(8.0)
     errors = []
 
@@ -549,7 +583,7 @@ def test_operator_methods_race_with_compiles_on_other_threads(make_module):
                 out = np.zeros(8)
                 od.cuda(m.kernel, out, x)
                 assert out.tolist() == (x + 1).tolist()
-        except Exception as exc:      # reported below
+        except Exception as exc:  # reported below
             errors.append(exc)
 
     threads = [threading.Thread(target=launch) for _ in range(2)]
@@ -564,7 +598,8 @@ def test_operator_methods_race_with_compiles_on_other_threads(make_module):
 
 
 def test_dunders_with_defaults_setitem_contains_and_abs(rec):
-    rec.run("""
+    rec.run(
+        """
         from overdub import dunders
 
         class More:
@@ -592,14 +627,16 @@ def test_dunders_with_defaults_setitem_contains_and_abs(rec):
             out[2] = abs(r)
             r[1] = 9.0
             out[3] = im(rs[0])
-    """.replace("{re}", rec.DTYPE.names[0]).replace("{im}", rec.DTYPE.names[1]))
+    """.replace("{re}", rec.DTYPE.names[0]).replace("{im}", rec.DTYPE.names[1])
+    )
     out = np.zeros(4)
     od.cuda(rec.more_kernel, out, records(rec.DTYPE, (2.0, 3.0)))
     assert out.tolist() == [4.0, 1.0, 1.0, 9.0]
 
 
 def test_a_method_on_a_numba_cuda_device_function(make_module):
-    m = make_module("""
+    m = make_module(
+        """
         import overdub as od
         from numba import cuda
 
@@ -614,7 +651,9 @@ def test_a_method_on_a_numba_cuda_device_function(make_module):
         def kernel(out, x, p):
             out[0] = scale(x[0])
             out[1] = scale(p)
-    """, prefix="device_function_method")
+    """,
+        prefix="device_function_method",
+    )
     x = np.array([5.0])
     out = np.zeros(2)
     od.cuda(m.kernel, out, x, od.pointer(x))
@@ -623,6 +662,7 @@ def test_a_method_on_a_numba_cuda_device_function(make_module):
 
 def test_a_method_added_to_an_operator_pickles_by_reference_in_a_method_error(rec):
     import pickle
+
     rec.run("""
         @od.method(operator.add)
         def add(a: R, b: od.Float):
@@ -633,7 +673,7 @@ def test_a_method_added_to_an_operator_pickles_by_reference_in_a_method_error(re
     again = pickle.loads(pickle.dumps(info.value))
     assert [str(m) for m in again.candidates] == [str(m) for m in info.value.candidates]
     added = [m for m in info.value.candidates if m.func.__module__ == rec.__name__ and m.name == "add"]
-    assert [m for m in again.candidates if m is added[-1]]      # by reference: the very method
+    assert [m for m in again.candidates if m is added[-1]]  # by reference: the very method
 
 
 # --- struct dunders -------------------------------------------------------------------------------------
@@ -706,8 +746,9 @@ def test_struct_dunders_differentiate_an_unchanged_function_in_a_kernel(make_mod
     out = np.zeros(4)
     od.cuda(m.kernel, out, 0.5)
     x = 0.5
-    assert out.tolist() == pytest.approx([3 * x * x + 2 + x ** 3 + math.sin(x), 6 * x + 3 * x * x + math.cos(x),
-                                          1.0, 3 * x * x + 2 + x ** 3 + math.sin(x)])
+    assert out.tolist() == pytest.approx(
+        [3 * x * x + 2 + x**3 + math.sin(x), 6 * x + 3 * x * x + math.cos(x), 1.0, 3 * x * x + 2 + x**3 + math.sin(x)]
+    )
 
 
 def test_struct_dunders_work_on_the_host_as_python_does(make_module):
@@ -722,11 +763,12 @@ def test_redefining_a_struct_class_with_other_dunders_recompiles_with_them(make_
     od.cuda(m.kernel, out, 0.5)
     m.run(DUAL.replace("return Dual(-self.x, -self.dx)", "return Dual(self.x + 100.0, -self.dx)"))
     od.cuda(m.kernel, out, 0.5)
-    assert out[2] == 0.0                   # -d is now d + 100: not below d
+    assert out[2] == 0.0  # -d is now d + 100: not below d
 
 
 def test_a_struct_without_the_dunder_gives_a_method_error_naming_the_operator_and_line(make_module):
-    m = make_module("""
+    m = make_module(
+        """
         import overdub as od
 
         @od.struct
@@ -739,7 +781,9 @@ def test_a_struct_without_the_dunder_gives_a_method_error_naming_the_operator_an
         def kernel(out, p):
             q = p * p
             out[0] = q.x
-    """, prefix="struct_no_dunder")
+    """,
+        prefix="struct_no_dunder",
+    )
     with pytest.raises(od.MethodError) as info:
         od.cuda(m.kernel, np.zeros(1), m.Point(1.0))
     message = str(info.value)
@@ -748,7 +792,8 @@ def test_a_struct_without_the_dunder_gives_a_method_error_naming_the_operator_an
 
 
 def test_a_struct_dunder_annotated_for_the_host_only_is_not_a_device_method(make_module):
-    m = make_module("""
+    m = make_module(
+        """
         import overdub as od
 
         @od.struct
@@ -759,7 +804,9 @@ def test_a_struct_dunder_annotated_for_the_host_only_is_not_a_device_method(make
                 return isinstance(other, Tag) and other.n == self.n
 
             __hash__ = None
-    """, prefix="host_only_dunder")
+    """,
+        prefix="host_only_dunder",
+    )
     assert m.Tag(1) == m.Tag(1) and m.Tag(1) != 1
 
 
@@ -785,7 +832,7 @@ def test_an_operator_overdub_counts_array_reads_in_the_launch_state():
     @counting.overdub(operator.getitem)
     def _(a: od.Array[od.float64, 1], i: od.Integer):
         counts = od.state()
-        counts[0] += 1             # one context down: the real getitem and setitem
+        counts[0] += 1  # one context down: the real getitem and setitem
         return a[i]
 
     out, counts = np.zeros(3), np.zeros(1, dtype=np.int64)

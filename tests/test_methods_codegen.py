@@ -2,6 +2,7 @@
 whether or not operators are rerouted through overdub's dispatch (LLVM IR and PTX on the CUDA target, LLVM
 IR on the CPU target), and methods added to operators compile to PTX without a GPU.
 """
+
 import operator
 import re
 
@@ -51,8 +52,12 @@ def cpu_idioms(out, x, t, a2):
         i += 1
 
 
-ARGTYPES = (types.float64[::1], types.float64[::1], types.Tuple((types.float64, types.int64, types.float64)),
-            types.float64[:, ::1])
+ARGTYPES = (
+    types.float64[::1],
+    types.float64[::1],
+    types.Tuple((types.float64, types.int64, types.float64)),
+    types.float64[:, ::1],
+)
 
 
 def normalized(code: str) -> str:
@@ -75,9 +80,11 @@ def instructions(code: str) -> str:
 @pytest.fixture
 def reroute(monkeypatch):
     """Compile with operators rerouted ("always") or left to numba ("never"), from a fresh cache."""
+
     def set_mode(mode):
         compiler.reset()
         monkeypatch.setattr(operators, "REROUTE", mode)
+
     return set_mode
 
 
@@ -86,15 +93,16 @@ def test_rerouted_operators_give_the_same_nvvm_ir_and_ptx_for_built_in_types(rer
     llvm, ptx = od.code_llvm(idioms, *ARGTYPES), od.code_ptx(idioms, *ARGTYPES)
     reroute("always")
     assert normalized(od.code_llvm(idioms, *ARGTYPES)) == normalized(llvm)
-    assert any(edge.startswith("add(float64, float64) -> no method")
-               for edge in od.explain(idioms, *ARGTYPES, target="cuda"))      # it was rerouted
+    assert any(
+        edge.startswith("add(float64, float64) -> no method") for edge in od.explain(idioms, *ARGTYPES, target="cuda")
+    )  # it was rerouted
     assert normalized(od.code_ptx(idioms, *ARGTYPES)) == normalized(ptx)
 
 
 def _cpu_llvm(kernel, argtypes):
     target = get_target("cpu")
     compiled = closures.compiled_kernel(kernel, argtypes, lambda t: t, od.CPU.chain(target))[0]
-    launcher = compiled.launcher      # the runner's grid body, or the serial grid loop where it is not built
+    launcher = compiled.launcher  # the runner's grid body, or the serial grid loop where it is not built
     code = launcher.body if hasattr(launcher, "body") else launcher.grid_loop
     return "\n".join(code.inspect_llvm().values())
 
@@ -111,7 +119,7 @@ def test_operators_reach_no_table_while_every_table_of_them_is_empty(reroute):
     reroute("when-extended")
 
     def kernel(out, x):
-        out[0] = x[0] >> x[1]          # no test adds a method or overdub to >>
+        out[0] = x[0] >> x[1]  # no test adds a method or overdub to >>
 
     od.cuda(kernel, np.zeros(1, dtype=np.int64), np.array([8, 1]), target="cpu")
     edges = od.explain(kernel, np.zeros(1, dtype=np.int64), np.array([8, 1]), target="cpu")
@@ -120,7 +128,8 @@ def test_operators_reach_no_table_while_every_table_of_them_is_empty(reroute):
 
 
 def test_a_method_on_operator_add_for_pointers_compiles_to_ptx_without_a_gpu(make_module):
-    m = make_module("""
+    m = make_module(
+        """
         import operator
         import overdub as od
 
@@ -130,7 +139,9 @@ def test_a_method_on_operator_add_for_pointers_compiles_to_ptx_without_a_gpu(mak
 
         def kernel(out, p, q):
             od.unsafe_store(out, p + q, 0)
-    """, prefix="ptr_add_ptx")
+    """,
+        prefix="ptr_add_ptx",
+    )
     P = od.Ptr[od.float32]
     ptx = od.code_ptx(m.kernel, P, P, P)
     assert ".visible .entry" in ptx and "add.f32" in ptx
@@ -153,6 +164,7 @@ def test_a_context_overdub_of_getitem_shows_in_the_ptx():
 
 def test_struct_dunders_compile_to_ptx_without_a_gpu(make_module):
     from test_methods import DUAL
+
     m = make_module(DUAL, prefix="dual_ptx")
     ptx = od.code_ptx(m.kernel, types.float64[::1], types.float64)
     assert ".visible .entry" in ptx and "cos" in ptx

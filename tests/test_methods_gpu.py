@@ -1,5 +1,6 @@
 """On a GPU: methods added to operators and math functions, context overdubs of a[i] and a[i] = v, class
 dunders, and kernels on built-in types computing the same with operators rerouted. Skipped without a GPU."""
+
 import math
 import operator
 
@@ -20,7 +21,8 @@ def cp():
 
 
 def test_operator_and_math_methods_for_pointers_run_on_the_gpu(cp, make_module):
-    m = make_module("""
+    m = make_module(
+        """
         import math
         import operator
         import overdub as od
@@ -37,7 +39,9 @@ def test_operator_and_math_methods_for_pointers_run_on_the_gpu(cp, make_module):
             out[0] = p + q
             out[1] = math.sin(p)
             out[2] = math.sin(out[0])          # a float: the original
-    """, prefix="gpu_ptr_methods")
+    """,
+        prefix="gpu_ptr_methods",
+    )
     x, y = cp.array([0.5], dtype=cp.float32), cp.array([2.0], dtype=cp.float32)
     out = cp.zeros(3, dtype=cp.float32)
     od.cuda(m.kernel, out, od.pointer(x), od.pointer(y), target="cuda")
@@ -68,7 +72,8 @@ def test_context_overdubs_of_getitem_and_setitem_apply_on_the_gpu(cp):
 
 
 def test_record_dunders_and_reflected_operands_on_the_gpu(make_module):
-    m = make_module("""
+    m = make_module(
+        """
         import operator
         import numpy as np
         import overdub as od
@@ -95,7 +100,9 @@ def test_record_dunders_and_reflected_operands_on_the_gpu(make_module):
             out[0] = rs[0] + rs[1]
             out[1] = 10.0 + rs[0]
             out[2] = rs[0] < rs[1]
-    """, prefix="gpu_dunders")
+    """,
+        prefix="gpu_dunders",
+    )
     rs = np.zeros(2, dtype=m.DTYPE)
     rs[0], rs[1] = (1.0, 2.0), (3.0, 4.0)
     out = cuda.to_device(np.zeros(3))
@@ -126,13 +133,14 @@ def test_kernels_on_built_in_types_compute_the_same_with_operators_rerouted(cp, 
 
 def test_struct_dunders_differentiate_an_unchanged_function_on_the_gpu(cp, make_module):
     from test_methods import DUAL
+
     m = make_module(DUAL, prefix="gpu_dual")
     out = cp.zeros(4)
     od.cuda(m.kernel, out, 0.5, target="cuda")
     x = 0.5
-    assert out.get().tolist() == pytest.approx([3 * x * x + 2 + x ** 3 + math.sin(x),
-                                                6 * x + 3 * x * x + math.cos(x), 1.0,
-                                                3 * x * x + 2 + x ** 3 + math.sin(x)])
+    assert out.get().tolist() == pytest.approx(
+        [3 * x * x + 2 + x**3 + math.sin(x), 6 * x + 3 * x * x + math.cos(x), 1.0, 3 * x * x + 2 + x**3 + math.sin(x)]
+    )
 
 
 def test_an_operator_overdub_counts_array_reads_in_the_launch_state_on_the_gpu(cp):

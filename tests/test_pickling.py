@@ -1,5 +1,6 @@
 """Generic functions, methods and contexts pickle by reference; errors pickle with all their fields; a spawned
 worker launches kernels and its errors reach the parent intact."""
+
 import multiprocessing
 import pickle
 
@@ -34,7 +35,9 @@ def test_a_generic_function_that_is_not_importable_refuses_to_pickle_by_saying_w
         @od.function
         def local(x):
             return x
+
         return local
+
     with pytest.raises(pickle.PicklingError, match="pickles by reference"):
         pickle.dumps(make())
 
@@ -45,8 +48,12 @@ def test_a_method_error_pickles_with_its_fields():
     error = caught.value
     error.call_site = "kernel.py:3"
     copy = roundtrip(error)
-    assert (type(copy), copy.name, copy.argtypes, copy.call_site) == (od.MethodError, "scale", error.argtypes,
-                                                                      "kernel.py:3")
+    assert (type(copy), copy.name, copy.argtypes, copy.call_site) == (
+        od.MethodError,
+        "scale",
+        error.argtypes,
+        "kernel.py:3",
+    )
     assert copy.candidates == error.candidates and str(copy) == str(error)
 
 

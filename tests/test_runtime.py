@@ -1,4 +1,5 @@
 """The runtime: one place for what overdub keeps, nothing kept alive by a redefinition, and a reset."""
+
 import gc
 import weakref
 
@@ -68,6 +69,7 @@ def test_kernels_made_per_call_of_a_factory_are_released_and_share_one_compile()
     def make(k):
         def kernel(out):
             out[0] = k
+
         return kernel
 
     before = len(runtime.kernels)
@@ -80,7 +82,7 @@ def test_kernels_made_per_call_of_a_factory_are_released_and_share_one_compile()
         refs.append(weakref.ref(kernel))
     del kernel
     assert all(collected(ref) for ref in refs)
-    assert len(runtime.kernels) == before + 1          # the one compile the closures of the def share
+    assert len(runtime.kernels) == before + 1  # the one compile the closures of the def share
     assert all(key[0]() is not None for key in runtime.launches)
 
 
@@ -155,8 +157,14 @@ def test_reset_forgets_every_compiled_thing_and_zeroes_the_counters(make_module)
     od.cuda(m.kernel, out)
     match = m.f.table.dispatch((od.int64,))
     compiler.reset()
-    assert od.stats() == {"compiles": 0, "method_instances": 0, "disk_hits": 0, "disk_misses": 0,
-                          "disk_uncacheable": 0, "launches": 0}
+    assert od.stats() == {
+        "compiles": 0,
+        "method_instances": 0,
+        "disk_hits": 0,
+        "disk_misses": 0,
+        "disk_uncacheable": 0,
+        "launches": 0,
+    }
     assert (len(runtime.kernels), len(runtime.methods), runtime.launches, runtime.bindings) == (0, 0, {}, {})
     assert match.dependents() == []
     od.cuda(m.kernel, out)

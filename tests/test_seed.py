@@ -1,6 +1,7 @@
 """The seed scenario (examples/seed_redefinition.py) on the CPU target: a kernel whose callee is redefined
 between two launches prints 1, then 2 -- in a fresh process and in this one.
 """
+
 import os
 import pathlib
 import runpy

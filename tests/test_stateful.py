@@ -15,6 +15,7 @@ with the model alone). Calls only go from f_i to f_j with j > i, so no definitio
 
 CI runs a few hundred steps; the slow test (OVERDUB_SLOW=1) runs at least 10^4.
 """
+
 import linecache
 import math
 import threading
@@ -33,7 +34,7 @@ from helpers import unique_name
 N_FUNCTIONS, N_HELPERS, N_GLOBALS = 3, 2, 2
 ARGUMENTS = {"int": "7", "float": "2.5"}
 SIGNATURES = ["od.Any", "od.Number", "od.Integer", "od.int64", "od.Float", "od.float64"]
-BELOW = {   # the signatures strictly more specific than each one
+BELOW = {  # the signatures strictly more specific than each one
     "od.Any": ["od.Number", "od.Integer", "od.int64", "od.Float", "od.float64"],
     "od.Number": ["od.Integer", "od.int64", "od.Float", "od.float64"],
     "od.Integer": ["od.int64"],
@@ -41,9 +42,11 @@ BELOW = {   # the signatures strictly more specific than each one
     "od.int64": [],
     "od.float64": [],
 }
-CALLS = [f"f{i}({arg})" for i in range(N_FUNCTIONS) for arg in ARGUMENTS.values()] + \
-        [f"h{k}({ARGUMENTS['int']})" for k in range(N_HELPERS)] + \
-        ["fd(7)", "math.copysign(1.0, GZ)", "GZ == GZ", "captured"]
+CALLS = (
+    [f"f{i}({arg})" for i in range(N_FUNCTIONS) for arg in ARGUMENTS.values()]
+    + [f"h{k}({ARGUMENTS['int']})" for k in range(N_HELPERS)]
+    + ["fd(7)", "math.copysign(1.0, GZ)", "GZ == GZ", "captured"]
+)
 FLOATS = ["0.0", "-0.0", "nan", "1.5"]
 CONTEXTS = ["pa", "pb", "ctx"]
 
@@ -52,17 +55,21 @@ constants = st.integers(-5, 5)
 
 def method_bodies(i: int):
     """What a method of f_i returns: a constant, a call of a later f, a helper call, or a global."""
-    options = [constants.map(str),
-               st.builds("h{}(x) + {}".format, st.integers(0, N_HELPERS - 1), constants),
-               st.builds("G{} + {}".format, st.integers(0, N_GLOBALS - 1), constants)]
+    options = [
+        constants.map(str),
+        st.builds("h{}(x) + {}".format, st.integers(0, N_HELPERS - 1), constants),
+        st.builds("G{} + {}".format, st.integers(0, N_GLOBALS - 1), constants),
+    ]
     if i + 1 < N_FUNCTIONS:
         options.append(st.builds("f{}(x) + {}".format, st.integers(i + 1, N_FUNCTIONS - 1), constants))
     return st.one_of(options)
 
 
-helper_bodies = st.one_of(constants.map(str),
-                          st.builds("x + {}".format, constants),
-                          st.builds("G{} * {}".format, st.integers(0, N_GLOBALS - 1), constants))
+helper_bodies = st.one_of(
+    constants.map(str),
+    st.builds("x + {}".format, constants),
+    st.builds("G{} * {}".format, st.integers(0, N_GLOBALS - 1), constants),
+)
 
 
 fd_bodies = st.sampled_from(["x + k", "x * k", "k - x", "2 * k"])
@@ -76,9 +83,12 @@ def initial_source() -> str:
     lines += ["@od.function\ndef fd(x, k=3):\n    return x + k"]
     lines += ["pa = od.Context('pa')\npb = od.Context('pb')\nctx = od.Context('ctx', parent=pa)"]
     body = "".join(f"        out[{n}] = {call}\n" for n, call in enumerate(CALLS))
-    lines += ["def make_kernel():\n    captured = 0\n\n    def kernel(out):\n" + body +
-              "\n    def set_captured(value):\n        nonlocal captured\n        captured = value\n"
-              "    return kernel, set_captured\n\n\nkernel, set_captured = make_kernel()"]
+    lines += [
+        "def make_kernel():\n    captured = 0\n\n    def kernel(out):\n"
+        + body
+        + "\n    def set_captured(value):\n        nonlocal captured\n        captured = value\n"
+        "    return kernel, set_captured\n\n\nkernel, set_captured = make_kernel()"
+    ]
     return "\n\n".join(lines) + "\n"
 
 
@@ -92,15 +102,16 @@ class Model:
         self.helpers = {k: "0" for k in range(N_HELPERS)}
         self.globals = {k: 0 for k in range(N_GLOBALS)}
         self.gz, self.captured = "0.0", 0
-        self.fd = {"any": "x + k"}          # the bodies of fd(x, k) on (Any, Any) and on (Integer, Integer)
-        self.overdubs: dict[tuple[str, int], int] = {}      # (context, helper) -> the constant it returns
+        self.fd = {"any": "x + k"}  # the bodies of fd(x, k) on (Any, Any) and on (Integer, Integer)
+        self.overdubs: dict[tuple[str, int], int] = {}  # (context, helper) -> the constant it returns
         self.parent = "pa"
 
     def dispatch(self, i: int, x):
         argtype = od.int64 if isinstance(x, int) else od.float64
         applicable = [s for s in self.methods[i] if od.issubtype(argtype, SIGNATURE_TYPES[s])]
-        [best] = [s for s in applicable if all(od.issubtype(SIGNATURE_TYPES[s], SIGNATURE_TYPES[o])
-                                                for o in applicable)]
+        [best] = [
+            s for s in applicable if all(od.issubtype(SIGNATURE_TYPES[s], SIGNATURE_TYPES[o]) for o in applicable)
+        ]
         return self.methods[i][best]
 
     def helper(self, k: int, env: dict, context: str | None):
@@ -117,7 +128,7 @@ class Model:
         for i in range(N_FUNCTIONS):
             env[f"f{i}"] = (lambda i: lambda x: eval(self.dispatch(i, x), env, {"x": x}))(i)
         env["fd"] = lambda x, k=3: eval(self.fd.get("int", self.fd["any"]), env, {"x": x, "k": k})
-        return [int(eval(call, env)) for call in CALLS]      # int(): the int64 store truncates
+        return [int(eval(call, env)) for call in CALLS]  # int(): the int64 store truncates
 
 
 SIGNATURE_TYPES = {s: eval(s, {"od": od}) for s in SIGNATURES}
@@ -203,8 +214,9 @@ class NothingStale(RuleBasedStateMachine):
         od.cuda(kernel, on_cpu)
         kernel(on_host)
         expected = self.model.results()
-        assert on_cpu.tolist() == on_host.tolist() == expected, \
+        assert on_cpu.tolist() == on_host.tolist() == expected, (
             f"calls {CALLS}: CPU target {on_cpu.tolist()}, host {on_host.tolist()}, model {expected}"
+        )
 
     @rule()
     def launch_in_the_context(self):
@@ -223,6 +235,7 @@ class NothingStale(RuleBasedStateMachine):
                 od.cuda(self.namespace["kernel"], row)
             except BaseException as error:  # noqa: BLE001 -- any error is the failure
                 errors.append(error)
+
         threads = [threading.Thread(target=launch, args=(row,)) for row in outs]
         for thread in threads:
             thread.start()
@@ -230,15 +243,15 @@ class NothingStale(RuleBasedStateMachine):
             thread.join()
         assert errors == [] and outs.tolist() == [self.model.results()] * 3
 
-
     @invariant()
     def count_steps(self):
         NothingStale.steps += 1
 
 
 NothingStale.steps = 0
-NothingStale.TestCase.settings = settings(max_examples=25, stateful_step_count=12, deadline=None,
-                                          suppress_health_check=[HealthCheck.too_slow])
+NothingStale.TestCase.settings = settings(
+    max_examples=25, stateful_step_count=12, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 test_launches_never_run_stale_code = NothingStale.TestCase
 
 
@@ -248,7 +261,14 @@ def test_ten_thousand_steps_never_run_stale_code():
     NothingStale.steps, rounds = 0, 0
     while NothingStale.steps < 10_000:
         rounds += 1
-        run_state_machine_as_test(NothingStale, settings=settings(
-            max_examples=100, stateful_step_count=50, deadline=None, database=None,
-            suppress_health_check=list(HealthCheck)))
+        run_state_machine_as_test(
+            NothingStale,
+            settings=settings(
+                max_examples=100,
+                stateful_step_count=50,
+                deadline=None,
+                database=None,
+                suppress_health_check=list(HealthCheck),
+            ),
+        )
     print(f"{NothingStale.steps} steps in {rounds} rounds of 100 examples: no launch ran stale code")

@@ -3,6 +3,7 @@ them, arrays of them, named tuples, and what a redefinition of a struct class do
 
 Kernels are built with the ``make_module`` fixture (source in a real file), like the other kernel tests.
 """
+
 import re
 import threading
 import typing
@@ -109,11 +110,11 @@ def launch(kernel, *args, n=4, dtype=np.float64, threads=1):
 
 # --- host values ------------------------------------------------------------------------------------------
 
+
 def test_host_values_are_made_positionally_or_by_keyword_with_defaults(m):
     assert m.Square(2.0) == m.Square(side=2.0, n=4) == m.Square(2, 4)
     assert m.Square(2.0).n == 4 and isinstance(m.Square(2.0).side, np.float32)
-    assert repr(m.Ring(m.Circle(1.0), m.Circle(2.0))) == \
-        "Ring(inner=Circle(r=1.0), outer=Circle(r=2.0), filled=False)"
+    assert repr(m.Ring(m.Circle(1.0), m.Circle(2.0))) == "Ring(inner=Circle(r=1.0), outer=Circle(r=2.0), filled=False)"
 
 
 def test_host_values_are_immutable(m):
@@ -138,17 +139,20 @@ def test_constructor_rejects_a_value_that_does_not_convert_to_the_field_type(m):
     with pytest.raises(TypeError, match=r"Circle: field 'r' is float64, and 'one' \(str\) does not convert"):
         m.Circle("one")
     with pytest.raises(TypeError, match=r"field 'n' is int64, and 2.5 \(float\) does not convert"):
-        m.Square(1.0, 2.5)           # a float never silently truncates into an integer field
+        m.Square(1.0, 2.5)  # a float never silently truncates into an integer field
     with pytest.raises(TypeError, match="field 'inner' is Circle"):
         m.Ring(m.Square(1.0), m.Circle(1.0))
 
 
 def test_a_field_of_an_unsupported_type_is_refused_at_the_class_statement():
     with pytest.raises(TypeError, match=r"Bad.a: a struct field cannot be of type str"):
+
         @od.struct
         class Bad:
             a: str
+
     with pytest.raises(TypeError, match="cannot be of type Number"):
+
         @od.struct
         class Vague:
             a: od.Number
@@ -156,10 +160,13 @@ def test_a_field_of_an_unsupported_type_is_refused_at_the_class_statement():
 
 def test_a_struct_without_fields_or_deriving_from_a_struct_is_refused(m):
     with pytest.raises(TypeError, match="has no fields"):
+
         @od.struct
         class Empty:
             pass
+
     with pytest.raises(TypeError, match="structs are final"):
+
         @od.struct
         class Sub(m.Circle):
             z: int
@@ -167,13 +174,16 @@ def test_a_struct_without_fields_or_deriving_from_a_struct_is_refused(m):
 
 def test_a_struct_cannot_define_its_own_constructor_or_setattr():
     with pytest.raises(TypeError, match="defines __init__: a struct's constructor takes its fields' values"):
+
         @od.struct
         class WithInit:
             a: int
 
             def __init__(self, a):
                 pass
+
     with pytest.raises(TypeError, match="defines __setattr__"):
+
         @od.struct
         class Mutable:
             a: int
@@ -183,7 +193,8 @@ def test_a_struct_cannot_define_its_own_constructor_or_setattr():
 
 
 def test_struct_defaults_and_two_parameters(make_module):
-    m = make_module("""
+    m = make_module(
+        """
         import typing
 
         import overdub as od
@@ -208,7 +219,9 @@ def test_struct_defaults_and_two_parameters(make_module):
             p = Pair(x, n)
             out[0] = p.first + p.second + p.origin.x
             out[1] = Pair(n, x, Point(x, x)).origin.y
-    """, prefix="pairs")
+    """,
+        prefix="pairs",
+    )
     assert type(m.Pair(1.0, 2)) is m.Pair[od.float64, od.int64]
     assert m.Pair(1, 2).origin == m.Point(1.0, 0.0)
     assert launch(m.k, 2.5, 3, n=2) == [6.5, 2.5]
@@ -221,6 +234,7 @@ def test_an_abstract_type_has_no_values(m):
 
 
 # --- the lattice ------------------------------------------------------------------------------------------
+
 
 def test_structs_sit_below_the_abstract_types_they_derive_from(m):
     assert od.issubtype(m.Circle, m.Shape) and od.issubtype(m.Square, m.Polygon)
@@ -242,9 +256,9 @@ def test_parametric_types_order_from_instantiation_to_pattern(m):
 def test_parametric_constructor_infers_its_parameter_from_the_arguments(m):
     assert type(m.Dual(1.0, 2.0)) is m.Dual[od.float64]
     assert type(m.Dual(np.float32(1), np.float32(2))) is m.Dual[od.float32]
-    assert type(m.Dual(np.float32(1), 2.0)) is m.Dual[od.float64]     # numbers promote as numpy's do
+    assert type(m.Dual(np.float32(1), 2.0)) is m.Dual[od.float64]  # numbers promote as numpy's do
     assert type(m.Dual(1, 2)) is m.Dual[od.int64]
-    assert type(m.Dual[od.float32](1, 2.0)) is m.Dual[od.float32]    # explicit: converts
+    assert type(m.Dual[od.float32](1, 2.0)) is m.Dual[od.float32]  # explicit: converts
     with pytest.raises(TypeError, match="the arguments give T the different types Circle, Square"):
         m.Dual(m.Circle(1.0), m.Square(1.0))
     with pytest.raises(TypeError, match="takes 1 type parameter, not 2"):
@@ -255,6 +269,7 @@ def test_parametric_constructor_infers_its_parameter_from_the_arguments(m):
 
 def test_struct_dtype_is_aligned_as_numba_lays_the_struct_out(m):
     from numba.core.registry import cpu_target
+
     context = cpu_target.target_context
     for cls in (m.Circle, m.Square, m.Ring, m.Dual[od.complex64], m.Dual[od.int8]):
         struct_type = cls.__overdub_type__
@@ -265,6 +280,7 @@ def test_struct_dtype_is_aligned_as_numba_lays_the_struct_out(m):
 
 
 # --- kernels ----------------------------------------------------------------------------------------------
+
 
 def test_struct_arguments_are_passed_by_value_and_dispatch_on_their_type(m):
     m.run("""
@@ -312,11 +328,15 @@ def test_nested_struct_arguments_are_unboxed_field_by_field(m):
 
 
 def test_a_wrong_constructor_call_in_a_kernel_names_the_field_and_the_line(m):
-    m.run("""
+    m.run(
+        """
         def k(out, x):
             out[0] = Square(x, 2.5).n
-    """, )
-    with pytest.raises(CompileError, match=r"(?s)field 'n' is int64, and a float64 does not convert.*structs_\d+_1\.py"):
+    """,
+    )
+    with pytest.raises(
+        CompileError, match=r"(?s)field 'n' is int64, and a float64 does not convert.*structs_\d+_1\.py"
+    ):
         launch(m.k, 1.0)
     m.run("""
         def k2(out, x):
@@ -349,7 +369,7 @@ def test_parametric_structs_instantiate_in_kernels_and_dispatch_by_parameter(m):
             out[2] = which_dual(Dual(1, 2))
             out[3] = which_dual(Dual(x, x))
     """)
-    assert launch(m.k, np.float32(2.5)) == [3.5, 2.0, 1.0, 3.0]     # float32 and 1.0 promote to float64
+    assert launch(m.k, np.float32(2.5)) == [3.5, 2.0, 1.0, 3.0]  # float32 and 1.0 promote to float64
     assert launch(m.k, 2) == [3.0, 2.0, 1.0, 1.0]
 
 
@@ -364,6 +384,7 @@ def test_a_struct_global_is_a_constant_of_its_type(m):
 
 
 # --- arrays of structs ------------------------------------------------------------------------------------
+
 
 def test_elements_of_a_struct_array_are_struct_values_loaded_and_stored(m):
     m.run("""
@@ -398,7 +419,7 @@ def test_a_record_array_of_equal_fields_but_no_struct_is_not_taken_for_one(m):
     circles["r"] = 1.0
     assert launch(m.k, circles, n=1) == [3.0]
     plain = np.ones(1, dtype=np.dtype([("r", "f8")], align=True))
-    assert plain.dtype == circles.dtype          # numpy cannot tell them apart: the guard must
+    assert plain.dtype == circles.dtype  # numpy cannot tell them apart: the guard must
     with pytest.raises(od.MethodError):
         launch(m.k, plain, n=1)
 
@@ -450,6 +471,7 @@ def test_array_annotations_dispatch_on_the_struct_element_type(m):
 
 
 # --- dispatch, ambiguity, invalidation --------------------------------------------------------------------
+
 
 def test_methods_on_abstract_types_are_ambiguous_like_built_in_ones(m):
     m.run("""
@@ -514,12 +536,13 @@ def k(out, p):
 def test_named_tuples_annotate_methods_and_pass_as_arguments(make_module):
     m = make_module(NAMED, prefix="named")
     assert launch(m.k, m.Point(1.0, -2.0), n=2) == [3.0, 12.0]
-    assert launch(m.k, m.Point(1, 2), n=2) == [3.0, 12.0]       # int fields: another type, compiled anew
+    assert launch(m.k, m.Point(1, 2), n=2) == [3.0, 12.0]  # int fields: another type, compiled anew
     assert m.norm1(m.Point(3.0, 4.0)) == 7.0
     assert od.issubtype(types.NamedUniTuple(od.float64, 2, m.Point), m.Point)
 
 
 # --- redefinition -----------------------------------------------------------------------------------------
+
 
 def test_redefining_a_struct_recompiles_kernels_that_read_it_and_refuses_old_values(m):
     m.run("""
@@ -549,12 +572,15 @@ def test_a_cached_launch_of_an_old_struct_value_is_refused_after_redefinition(m)
     """)
     old = m.Circle(2.0)
     assert launch(m.k, old, n=1) == [1.0]
-    assert launch(m.k, old, n=1) == [1.0]        # the cached launch function
-    m.run(SHAPES.split("@od.struct\nclass Square")[0].split("class Shape")[0] + """
+    assert launch(m.k, old, n=1) == [1.0]  # the cached launch function
+    m.run(
+        SHAPES.split("@od.struct\nclass Square")[0].split("class Shape")[0]
+        + """
 @od.struct
 class Circle:
     r: od.float64
-""")
+"""
+    )
     with pytest.raises(TypeError, match="redefined"):
         launch(m.k, old, n=1)
 
@@ -581,7 +607,9 @@ def test_structs_made_in_a_function_are_separate_classes_and_retire_nothing():
         @od.struct
         class Local:
             a: int
+
         return Local
+
     first, second = make(), make()
     assert first is not second and first(1).a == 1 and second(2).a == 2
 
@@ -602,6 +630,7 @@ def test_two_threads_instantiating_a_parametric_struct_get_one_class(m):
 
 
 # --- the CUDA target: code generation without a GPU, and launches on one ----------------------------------
+
 
 def _params(ptx: str) -> list[str]:
     return [line.split()[0] for line in ptx.splitlines() if line.strip().startswith("ld.param")]
@@ -626,8 +655,8 @@ def test_ptx_loads_and_stores_struct_array_elements_at_their_field_offsets(m):
     """)
     ptx = od.code_ptx(m.k, types.Array(m.Ring.__overdub_type__, 1, "C"), types.float64[::1])
     assert m.Ring.dtype.itemsize == 24 and m.Ring.dtype.fields["outer"][1] == 8
-    assert re.search(r"ld\.global\.f64\s+%fd\d+, \[%rd\d+\+32\]", ptx)      # rings[1].outer.r: 24 + 8
-    assert re.search(r"st\.global\.u8\s+\[%rd\d+\+16\]", ptx)              # rings[0].filled
+    assert re.search(r"ld\.global\.f64\s+%fd\d+, \[%rd\d+\+32\]", ptx)  # rings[1].outer.r: 24 + 8
+    assert re.search(r"st\.global\.u8\s+\[%rd\d+\+16\]", ptx)  # rings[0].filled
 
 
 def test_ptx_dispatches_on_the_parameter_of_a_parametric_struct(m):
@@ -642,6 +671,7 @@ def test_ptx_dispatches_on_the_parameter_of_a_parametric_struct(m):
 
 def test_cuda_parameter_slots_of_struct_and_named_tuple_values(m, make_module):
     from overdub import arguments
+
     kind = arguments.kind_of(m.Ring(m.Circle(1.0), m.Circle(2.0)))
     assert kind.cuda_slots(m.Ring.__overdub_type__) == ("dd?7x", "{v}.inner.r, {v}.outer.r, {v}.filled")
     n = make_module(NAMED, prefix="named_slots")
@@ -659,6 +689,7 @@ def test_a_struct_of_a_redefined_class_is_refused_on_the_cuda_target_too(m):
             r: od.float64
     """)
     from overdub.targets import get_target
+
     with pytest.raises(TypeError, match="redefined"):
         get_target("cuda").typeof(old)
 
@@ -670,6 +701,7 @@ def cp():
 
 def launch_gpu(kernel, *args, n=4, threads=1):
     import cupy
+
     out = cupy.zeros(n, dtype=np.float64)
     od.cuda(kernel, out, *args, threads=threads, target="cuda")
     return out.get().tolist()
@@ -705,7 +737,7 @@ def test_gpu_struct_array_elements_read_and_written(m, cp):
     assert launch_gpu(m.k, ps, threads=4) == [0.0, 3.0, 12.0, 27.0]
     assert ps.get()["r"].tolist() == [1.0, 2.0, 3.0, 4.0]
     plain = cp.asarray(np.zeros(4, dtype=np.dtype([("r", "f8")], align=True)))
-    with pytest.raises(od.MethodError):        # same fields, no struct: not taken for Circle
+    with pytest.raises(od.MethodError):  # same fields, no struct: not taken for Circle
         launch_gpu(m.k, plain, threads=4)
 
 

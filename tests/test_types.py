@@ -1,4 +1,5 @@
 """The dispatch type lattice: abstract nodes over numba's concrete types, Ptr and Array patterns."""
+
 import numba
 import pytest
 

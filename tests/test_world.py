@@ -1,4 +1,5 @@
 """World age, backedges and selective invalidation with a logged cause."""
+
 import threading
 
 import overdub as od
@@ -65,9 +66,9 @@ def test_negative_answers_carry_backedges():
     f = fresh()
     node = build("caller of a missing method", (f.table, (od.float32,)))
     assert f.table.dispatch((od.float32,)).method is None
-    f.define(lambda x: 1, sig=(od.Integer,))      # does not apply to float32
+    f.define(lambda x: 1, sig=(od.Integer,))  # does not apply to float32
     assert node.valid
-    f.define(lambda x: 1, sig=(od.Float,))        # now there is a method
+    f.define(lambda x: 1, sig=(od.Float,))  # now there is a method
     assert not node.valid
 
 
@@ -89,6 +90,7 @@ def test_invalidation_is_logged_with_its_cause_and_location():
 
     def doit(p: od.Ptr[od.int64]):
         return 2
+
     f.define(doit)
     entry = od.invalidation_log()[-1]
     assert entry.cause == f"doit(p: Ptr[int64]) redefined at test_world.py:{doit.__code__.co_firstlineno}"
@@ -124,7 +126,7 @@ def test_concurrent_definitions_and_dispatch_stay_consistent():
             for _ in range(200):
                 for t in types_:
                     f.table.dispatch((t,))
-        except Exception as exc:   # pragma: no cover - reported below
+        except Exception as exc:  # pragma: no cover - reported below
             errors.append(exc)
 
     threads = [threading.Thread(target=definer)] + [threading.Thread(target=reader) for _ in range(3)]
@@ -133,6 +135,6 @@ def test_concurrent_definitions_and_dispatch_stay_consistent():
     for t in threads:
         t.join()
     assert not errors
-    for t in types_:       # every cached answer equals a fresh resolution
+    for t in types_:  # every cached answer equals a fresh resolution
         assert f.table.dispatch((t,)).method is f.table.resolve((t,))[0]
         assert f.table.dispatch((t,)).method.sig == (t,)

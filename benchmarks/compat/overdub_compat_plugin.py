@@ -9,6 +9,7 @@ imported. Calls from numba-cuda's own library code (``numba.*`` outside ``numba.
 assignment kernels, reductions, vectorize, the random module...) keep numba's jit, so only the kernels the tests
 write themselves go through overdub -- what a user who swapped ``@cuda.jit`` for ``@od.jit`` would get.
 """
+
 from __future__ import annotations
 
 import json
@@ -17,7 +18,7 @@ import sys
 
 _RECORD = os.environ.get("OVERDUB_COMPAT_RECORD")
 _out = open(_RECORD, "a", buffering=1) if _RECORD else None
-_calls = [0]                    # od.jit calls since the current test started (module level: before any test)
+_calls = [0]  # od.jit calls since the current test started (module level: before any test)
 _current = {"nodeid": None}
 
 
@@ -34,6 +35,7 @@ def _install():
     import numba.cuda
     import numba.cuda.decorators as decorators
     import overdub
+
     # numba-cuda's library modules that decorate with jit at import time keep numba's jit: import them first.
     for name in ("numba.cuda.random", "numba.cuda.kernels.reduction", "numba.cuda.kernels.transpose"):
         try:
@@ -72,7 +74,7 @@ def _install():
 if os.environ.get("OVERDUB_COMPAT_PATCH") == "1":
     try:
         _install()
-    except Exception as exc:        # recorded; the harness reports a run that could not patch
+    except Exception as exc:  # recorded; the harness reports a run that could not patch
         _write(event="patch_failed", exc_type=type(exc).__name__, message=str(exc)[:500])
         raise
 
@@ -84,7 +86,7 @@ def _exc(report, call_excinfo=None):
     crash = getattr(getattr(report, "longrepr", None), "reprcrash", None)
     if crash is not None:
         text = crash.message
-    else:                           # a collection error: its text, the exception on the last "E   " line
+    else:  # a collection error: its text, the exception on the last "E   " line
         text = str(getattr(report, "longrepr", ""))
         lines = [line[1:].strip() for line in text.splitlines() if line.startswith("E ")]
         text = lines[-1] if lines else text[-500:]
@@ -98,8 +100,7 @@ def _exc(report, call_excinfo=None):
 def pytest_collectreport(report):
     if report.failed:
         etype, message = _exc(report)
-        _write(event="collect_error", nodeid=report.nodeid, exc_type=etype, message=message,
-               od_calls=_calls[0])
+        _write(event="collect_error", nodeid=report.nodeid, exc_type=etype, message=message, od_calls=_calls[0])
 
 
 def pytest_runtest_logstart(nodeid, location):
@@ -123,14 +124,13 @@ try:
         report = outcome.get_result()
         if call.excinfo is not None and report.failed:
             report._od_exc = _exc(report, call.excinfo)
-except ImportError:          # imported outside pytest
+except ImportError:  # imported outside pytest
     pass
 
 
 def pytest_runtest_logreport(report):
-    event = dict(event="report", nodeid=report.nodeid, when=report.when, outcome=report.outcome,
-                 od_calls=_calls[0])
-    if type(report).__name__ != "TestReport":          # a subtest's report (pytest >= 9, or pytest-subtests)
+    event = dict(event="report", nodeid=report.nodeid, when=report.when, outcome=report.outcome, od_calls=_calls[0])
+    if type(report).__name__ != "TestReport":  # a subtest's report (pytest >= 9, or pytest-subtests)
         event["subtest"] = True
     if report.failed:
         etype, message = getattr(report, "_od_exc", None) or _exc(report)

@@ -9,6 +9,7 @@ launch function and caches it.
 A target's ``name`` is what users pass (``od.cuda(..., target="cuda")``); ``label`` is how messages name it
 (``"cuda (sm_90)"``).
 """
+
 from __future__ import annotations
 
 import functools
@@ -26,7 +27,7 @@ class LaunchFunction(Protocol):
     arguments still have the types it was compiled for, marshals them, enqueues. Returns False, launching
     nothing, when a check fails (the caller then takes the slow path)."""
 
-    kernel: Any            # the compiler.Kernel node it launches
+    kernel: Any  # the compiler.Kernel node it launches
 
     def __call__(self, args: tuple, blocks, threads, shmem: int, stream) -> bool: ...
 
@@ -45,13 +46,13 @@ class Launcher(Protocol):
 class Target(Protocol):
     """A compilation target."""
 
-    name: str                         # "cpu", "cuda": what od.cuda(target=...) takes
-    label: str                        # how messages name it
-    base: Any                         # its base context: od.CPU, od.CUDA
-    root: Any                         # the end of every chain: its forwards and replacements
-    compile_lock: ContextManager      # held while compiling for it
-    options: CompileOptions           # how it compiles; another value is another target (``configured``)
-    cache_tag: str                    # what its code depends on besides the kernel: CPU or compute capability, options
+    name: str  # "cpu", "cuda": what od.cuda(target=...) takes
+    label: str  # how messages name it
+    base: Any  # its base context: od.CPU, od.CUDA
+    root: Any  # the end of every chain: its forwards and replacements
+    compile_lock: ContextManager  # held while compiling for it
+    options: CompileOptions  # how it compiles; another value is another target (``configured``)
+    cache_tag: str  # what its code depends on besides the kernel: CPU or compute capability, options
 
     def configured(self, options: CompileOptions) -> "Target":
         """This target compiling with ``options`` (itself when they are its own): one object per value."""
@@ -93,8 +94,10 @@ def default_target() -> str:
     """``$OVERDUB_TARGET`` if set, else "cuda" when a GPU is usable, else "cpu"."""
     name = os.environ.get("OVERDUB_TARGET")
     if name and name not in _TARGETS:
-        raise ValueError(f"the environment variable OVERDUB_TARGET is {name!r}: set it to 'cpu' or 'cuda', or unset "
-                         f"it to use the GPU when one is usable")
+        raise ValueError(
+            f"the environment variable OVERDUB_TARGET is {name!r}: set it to 'cpu' or 'cuda', or unset "
+            f"it to use the GPU when one is usable"
+        )
     return name or ("cuda" if gpu_usable() else "cpu")
 
 

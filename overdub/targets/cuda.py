@@ -13,6 +13,7 @@ otherwise a generated Python launch function packs every slot with one ``struct.
 Host (numpy) arrays are rejected with a message saying what to pass instead: copying silently in and out
 would hide two transfers in every launch.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -46,7 +47,7 @@ from .options import CompileOptions, Configurable
 
 try:
     from .. import _fastlaunch
-except ImportError:          # built without a C compiler: the generated Python launch path serves
+except ImportError:  # built without a C compiler: the generated Python launch path serves
     _fastlaunch = None
 
 DEFAULT_CC = (9, 0)
@@ -54,13 +55,14 @@ DEFAULT_CC = (9, 0)
 
 # --- streams --------------------------------------------------------------------------------------------
 
+
 def stream_handle(stream) -> int:
     """The CUstream handle of a cupy, numba or cuda.core stream (anything speaking ``__cuda_stream__``)."""
     if hasattr(stream, "__cuda_stream__"):
         return int(stream.__cuda_stream__()[1])
-    handle = getattr(stream, "ptr", None)               # cupy
+    handle = getattr(stream, "ptr", None)  # cupy
     if handle is None:
-        handle = getattr(stream, "handle", None)        # numba
+        handle = getattr(stream, "handle", None)  # numba
         handle = getattr(handle, "value", handle)
     if handle is None:
         raise TypeError(f"stream= takes a cupy, numba or cuda.core stream, not {type(stream).__name__}")
@@ -69,11 +71,13 @@ def stream_handle(stream) -> int:
 
 # --- the driver (loaded on first launch; compiling needs none) ------------------------------------------
 
+
 class Driver:
     """The few driver entry points a launch needs, bound once a GPU is used."""
 
     def __init__(self):
-        from cuda.bindings import driver      # the CUDA driver bindings load libcuda: only with a GPU
+        from cuda.bindings import driver  # the CUDA driver bindings load libcuda: only with a GPU
+
         self.driver = driver
         self.null_stream = driver.CUstream(0)
         self.launch_kernel = driver.cuLaunchKernel
@@ -100,6 +104,7 @@ class Driver:
         """How many blocks of ``threads`` threads (and ``shmem`` bytes of dynamic shared memory) of ``function``
         the device holds at once: the most a cooperative launch may have."""
         from cuda.core import Device
+
         err, per_sm = self.driver.cuOccupancyMaxActiveBlocksPerMultiprocessor(function, threads, shmem)
         if err:
             raise RuntimeError(f"cuOccupancyMaxActiveBlocksPerMultiprocessor failed: {err!r}")
@@ -108,6 +113,7 @@ class Driver:
     def function(self, library):
         """The current context's CUfunction of a kernel library (no lookup per launch)."""
         from cuda.core import Device
+
         Device().set_current()
         kernel = library.get_cufunc().kernel._handle
         err, function = self.driver.cuKernelGetFunction(kernel)
@@ -121,13 +127,14 @@ def driver() -> Driver:
 
 # --- launcher -------------------------------------------------------------------------------------------
 
+
 class CUDALauncher:
     """A compiled kernel (loaded on first launch) and how it is launched."""
 
     def __init__(self, library, argtypes, call_helper=None, type_annotation=None):
         self.library = library
-        self.type_annotation = type_annotation     # the typed IR, annotated on the source (inspect_types)
-        self.call_helper = call_helper      # debug kernels: what the error codes threads record mean
+        self.type_annotation = type_annotation  # the typed IR, annotated on the source (inspect_types)
+        self.call_helper = call_helper  # debug kernels: what the error codes threads record mean
         self.argtypes = tuple(argtypes)
         self.function = None
         self.lock = threading.Lock()
@@ -158,8 +165,9 @@ class CUDALauncher:
             return None
         if sum(kind.slot_count(ty) for kind, ty in zip(kinds, argtypes)) > arguments.MAX_NATIVE_SLOTS:
             return None
-        return _fastlaunch.Launcher(kernel, checks, specs, int(self._function()),
-                                    driver().launch_kernel_address, stream_handle)
+        return _fastlaunch.Launcher(
+            kernel, checks, specs, int(self._function()), driver().launch_kernel_address, stream_handle
+        )
 
     def _generated(self, kernel, args, argtypes):
         """The Python launch function: one ``struct.pack_into`` writes every slot of one parameter buffer
@@ -176,9 +184,11 @@ class CUDALauncher:
         buffer = ctypes.create_string_buffer(max(layout.size, 8))
         base = ctypes.addressof(buffer)
         slots = (ctypes.c_void_p * max(layout.size // 8, 1))(*[base + 8 * i for i in range(layout.size // 8)])
-        enqueue = ("drv.launch_cooperative(function, gx, gy, gz, tx, ty, tz, shmem, hstream, slot_addresses)"
-                   if self.cooperative else
-                   "drv.launch_kernel(function, gx, gy, gz, tx, ty, tz, shmem, hstream, slot_addresses, 0)")
+        enqueue = (
+            "drv.launch_cooperative(function, gx, gy, gz, tx, ty, tz, shmem, hstream, slot_addresses)"
+            if self.cooperative
+            else "drv.launch_kernel(function, gx, gy, gz, tx, ty, tz, shmem, hstream, slot_addresses, 0)"
+        )
         body = ["hstream = drv.null_stream if stream is None else drv.stream(stream)"]
         if self.cooperative:
             body += ["check_co_resident(gx * gy * gz, tx * ty * tz, shmem)"]
@@ -192,11 +202,20 @@ class CUDALauncher:
             "        launch_failed(err)",
             *(["    raise_error(hstream)"] if checked else []),
         ]
-        namespace = {"drv": driver(), "lock": self.lock, "pack_into": layout.pack_into, "buffer": buffer,
-                     "slots": slots, "slot_addresses": ctypes.addressof(slots), "function": self._function(),
-                     "launch_failed": self._failed, "interface_fields": arguments.interface_fields,
-                     "check_co_resident": self._check_co_resident, "clear_error": self._clear_error,
-                     "raise_error": self._raise_error}
+        namespace = {
+            "drv": driver(),
+            "lock": self.lock,
+            "pack_into": layout.pack_into,
+            "buffer": buffer,
+            "slots": slots,
+            "slot_addresses": ctypes.addressof(slots),
+            "function": self._function(),
+            "launch_failed": self._failed,
+            "interface_fields": arguments.interface_fields,
+            "check_co_resident": self._check_co_resident,
+            "clear_error": self._clear_error,
+            "raise_error": self._raise_error,
+        }
         return launchfn.generate(kernel, args, argtypes, body, namespace)
 
     def suggested_block_size(self, shmem: int = 0) -> int:
@@ -207,13 +226,14 @@ class CUDALauncher:
         """A cooperative grid must be resident all at once, as numba-cuda requires: say so before launching."""
         limit = self._co_resident.get((threads, shmem))
         if limit is None:
-            limit = self._co_resident[(threads, shmem)] = driver().co_resident_blocks(self._function(), threads,
-                                                                                      shmem)
+            limit = self._co_resident[(threads, shmem)] = driver().co_resident_blocks(self._function(), threads, shmem)
         if blocks > limit:
-            raise ValueError(f"the kernel synchronizes its whole grid (cuda.cg.this_grid().sync()), so every block "
-                             f"must be resident at once: this GPU holds at most {limit} blocks of {threads} threads"
-                             f"{f' with {shmem} bytes of shared memory' if shmem else ''}, not {blocks}; launch "
-                             f"fewer blocks (a grid-stride loop covers any size)")
+            raise ValueError(
+                f"the kernel synchronizes its whole grid (cuda.cg.this_grid().sync()), so every block "
+                f"must be resident at once: this GPU holds at most {limit} blocks of {threads} threads"
+                f"{f' with {shmem} bytes of shared memory' if shmem else ''}, not {blocks}; launch "
+                f"fewer blocks (a grid-stride loop covers any size)"
+            )
 
     # -- debug kernels: numba-cuda's protocol (a thread that raises stores an error code, its thread and block
     # in globals of the module named after the kernel; the host reads them after the launch)
@@ -223,6 +243,7 @@ class CUDALauncher:
 
     def _read_error_global(self, name: str) -> int:
         from numba.cuda.cudadrv import driver as numba_driver
+
         value = ctypes.c_int()
         numba_driver.device_to_host(ctypes.addressof(value), self._error_global(name), ctypes.sizeof(value))
         return value.value
@@ -232,7 +253,7 @@ class CUDALauncher:
 
     def _raise_error(self, hstream) -> None:
         """After a debug kernel's launch (waiting for it): raise what a thread of it raised, if one did."""
-        err, = driver().driver.cuStreamSynchronize(hstream)
+        (err,) = driver().driver.cuStreamSynchronize(hstream)
         if err:
             self._failed(err)
         code = self._read_error_global("errcode")
@@ -251,6 +272,7 @@ class CUDALauncher:
 
 # --- the target -----------------------------------------------------------------------------------------
 
+
 class HostMemoryError(TypeError):
     """A launch argument lives in host memory, which a CUDA kernel cannot read."""
 
@@ -264,7 +286,7 @@ def copied_to_device(args: tuple, stream=None) -> tuple:
             device = numba_cuda.to_device(value, stream=stream or 0)
             pairs.append((value, device))
             value = device
-        elif isinstance(arguments.kind_of(value), arguments.HostRecord):      # passed by its device address
+        elif isinstance(arguments.kind_of(value), arguments.HostRecord):  # passed by its device address
             device = numba_cuda.to_device(np.array(value).reshape(1), stream=stream or 0)
             pairs.append((value, device))
             value = arguments.RecordOnDevice(device.device_ctypes_pointer.value, value.dtype, device)
@@ -372,9 +394,18 @@ class CUDATarget(Configurable):
         if options.debug:
             nvvm_options["g"] = None
         with _compiling_for(self.cc):
-            return compile_cuda(func, return_type, argtypes, cc=self.cc, debug=options.debug,
-                                lineinfo=options.lineinfo, fastmath=options.fastmath, nvvm_options=nvvm_options,
-                                max_registers=options.max_registers, lto=options.lto)
+            return compile_cuda(
+                func,
+                return_type,
+                argtypes,
+                cc=self.cc,
+                debug=options.debug,
+                lineinfo=options.lineinfo,
+                fastmath=options.fastmath,
+                nvvm_options=nvvm_options,
+                max_registers=options.max_registers,
+                lto=options.lto,
+            )
 
     @property
     def cache_tag(self) -> str:
@@ -388,10 +419,12 @@ class CUDATarget(Configurable):
             arguments.refuse_container(value, ty)
             return ty
         if kind.memory(value) == "host":
-            raise HostMemoryError(f"a {kind.name.replace('_', ' ')} ({value!r:.60}) lives in host memory: pass a cupy "
-                                  f"array, a numba device array (numba.cuda.to_device), any __cuda_array_interface__ "
-                                  f"object, or od.pointer of one to a CUDA kernel, or launch through od.jit, which "
-                                  f"copies host arrays and records as numba-cuda does")
+            raise HostMemoryError(
+                f"a {kind.name.replace('_', ' ')} ({value!r:.60}) lives in host memory: pass a cupy "
+                f"array, a numba device array (numba.cuda.to_device), any __cuda_array_interface__ "
+                f"object, or od.pointer of one to a CUDA kernel, or launch through od.jit, which "
+                f"copies host arrays and records as numba-cuda does"
+            )
         return kind.typeof(value)
 
     def compile_method(self, func, typing_context, argtypes, kws):
@@ -403,13 +436,15 @@ class CUDATarget(Configurable):
 
     def call_with_state(self, sig, impl_key):
         from numba.cuda.descriptor import cuda_target
+
         calls = bridge.HiddenArgumentCall(cuda_target.target_context, sig, impl_key)
         return calls.sig, calls.impl_key, calls
 
     def compile_kernel(self, func, argtypes):
         cres = self._kernel_code(func, argtypes)
-        return CUDALauncher(cres.library, argtypes, cres.call_helper if self.options.debug else None,
-                            cres.type_annotation)
+        return CUDALauncher(
+            cres.library, argtypes, cres.call_helper if self.options.debug else None, cres.type_annotation
+        )
 
     def _kernel_code(self, func, argtypes):
         """numba's compile result for a kernel, its library finished for loading: PTX (``get_asm_str``), LLVM IR
@@ -422,7 +457,7 @@ class CUDATarget(Configurable):
         nvvm.set_launch_bounds(entry, self.options.launch_bounds)
         for path in self.options.link + _helper_sources(library):
             library.add_linking_file(path)
-        if library.use_cooperative:        # grid sync is implemented in the device runtime library
+        if library.use_cooperative:  # grid sync is implemented in the device runtime library
             library.needs_cudadevrt = True
         return cres
 
@@ -447,7 +482,7 @@ class CUDATarget(Configurable):
             library.get_asm_str(cc=self.cc)
         try:
             states = library._reduce_states()
-        except Exception:        # numba-cuda refuses (pickle.PicklingError, RuntimeError): not cacheable
+        except Exception:  # numba-cuda refuses (pickle.PicklingError, RuntimeError): not cacheable
             return None
         return {"library": states, "type_annotation": str(launcher.type_annotation)}
 
@@ -468,14 +503,17 @@ class CUDATarget(Configurable):
 
     def synchronize(self):
         from cuda.core import Device
+
         Device().sync()
 
     def check_launchable(self):
         if not gpu_usable():
-            raise RuntimeError("target='cuda' needs a usable NVIDIA GPU and driver, and numba-cuda finds none here "
-                               "(numba.cuda.is_available() is False). Launch with target='cpu' (or set "
-                               "OVERDUB_TARGET=cpu) to run kernels on the CPU target; od.code_ptx compiles for "
-                               "the GPU without one.")
+            raise RuntimeError(
+                "target='cuda' needs a usable NVIDIA GPU and driver, and numba-cuda finds none here "
+                "(numba.cuda.is_available() is False). Launch with target='cpu' (or set "
+                "OVERDUB_TARGET=cpu) to run kernels on the CPU target; od.code_ptx compiles for "
+                "the GPU without one."
+            )
 
 
 @functools.lru_cache(maxsize=None)
@@ -489,7 +527,7 @@ def gpu_usable() -> bool:
     """Whether numba-cuda finds a usable GPU (asked once)."""
     try:
         return numba_cuda.is_available()
-    except Exception:        # a broken driver install means no GPU, not a failed import
+    except Exception:  # a broken driver install means no GPU, not a failed import
         return False
 
 
@@ -499,6 +537,6 @@ def device_cc() -> tuple[int, int]:
     try:
         if numba_cuda.is_available():
             return tuple(numba_cuda.get_current_device().compute_capability)
-    except Exception:        # a broken driver install: compile for the default
+    except Exception:  # a broken driver install: compile for the default
         pass
     return DEFAULT_CC

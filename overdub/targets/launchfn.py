@@ -6,6 +6,7 @@ check the argument guards of :mod:`overdub.arguments`, read the grid, then the t
 (``body``: marshal and enqueue), and count the launch. The body sees the arguments as ``a0, a1, ...``, the
 grid as ``gx, gy, gz`` and ``tx, ty, tz``, and ``shmem`` and ``stream``.
 """
+
 from __future__ import annotations
 
 import numbers
@@ -32,12 +33,14 @@ def dims(value, what: str) -> tuple[int, int, int]:
     within CUDA's limits for ``what`` ("blocks" or "threads")."""
     shape = tuple(map(_extent, value)) if isinstance(value, (tuple, list)) else (_extent(value),)
     if not 1 <= len(shape) <= 3 or None in shape:
-        raise ValueError(f"{what} must be a positive integer or a tuple of 1-3 positive integers (not bools), "
-                         f"not {value!r}")
+        raise ValueError(
+            f"{what} must be a positive integer or a tuple of 1-3 positive integers (not bools), not {value!r}"
+        )
     shape += (1,) * (3 - len(shape))
     limits = MAX_BLOCK if what == "threads" else MAX_GRID
-    if any(n > limit for n, limit in zip(shape, limits)) or \
-            (what == "threads" and shape[0] * shape[1] * shape[2] > MAX_THREADS_PER_BLOCK):
+    if any(n > limit for n, limit in zip(shape, limits)) or (
+        what == "threads" and shape[0] * shape[1] * shape[2] > MAX_THREADS_PER_BLOCK
+    ):
         extra = f" and {MAX_THREADS_PER_BLOCK} in all" if what == "threads" else ""
         raise ValueError(f"{what}={value!r} exceeds CUDA's limits: at most {limits} per dimension{extra}")
     return shape
@@ -53,20 +56,23 @@ def generate(kernel, args: tuple, argtypes: tuple, body: list[str], namespace: d
     names = argument_names(len(args))
     guarded = arguments.signature_guards(names, args, argtypes)
     conditions, consts = guarded if guarded is not None else ([], {})
-    lines = ["def launch(args, blocks, threads, shmem, stream):",
-             f"    {', '.join(names) + ',' if names else '_'} = args{'' if names else ' or ()'}",
-             "    if not (kernel.valid and guard.fresh()) and not kernel.usable():",
-             "        return False"]
+    lines = [
+        "def launch(args, blocks, threads, shmem, stream):",
+        f"    {', '.join(names) + ',' if names else '_'} = args{'' if names else ' or ()'}",
+        "    if not (kernel.valid and guard.fresh()) and not kernel.usable():",
+        "        return False",
+    ]
     if conditions:
         lines += [f"    if not ({' and '.join(conditions)}):", "        return False"]
-    lines += [f"    gx, gy, gz = (blocks, 1, 1) if type(blocks) is int and 0 < blocks <= {MAX_GRID[0]} else "
-              "dims(blocks, 'blocks')",
-              f"    tx, ty, tz = (threads, 1, 1) if type(threads) is int and 0 < threads <= {MAX_THREADS_PER_BLOCK} "
-              "else dims(threads, 'threads')"]
+    lines += [
+        f"    gx, gy, gz = (blocks, 1, 1) if type(blocks) is int and 0 < blocks <= {MAX_GRID[0]} else "
+        "dims(blocks, 'blocks')",
+        f"    tx, ty, tz = (threads, 1, 1) if type(threads) is int and 0 < threads <= {MAX_THREADS_PER_BLOCK} "
+        "else dims(threads, 'threads')",
+    ]
     lines += [f"    {statement}" for statement in body]
     lines += ["    count_launch()", "    return True"]
-    scope = dict(namespace, **consts, kernel=kernel, guard=kernel.guard, dims=dims,
-                 count_launch=runtime.count_launch)
+    scope = dict(namespace, **consts, kernel=kernel, guard=kernel.guard, dims=dims, count_launch=runtime.count_launch)
     exec(compile("\n".join(lines) + "\n", f"<overdub launch of {kernel.describe()}>", "exec"), scope)
     launch = scope["launch"]
     launch.kernel, launch.guarded = kernel, guarded is not None

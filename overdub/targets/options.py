@@ -6,6 +6,7 @@ different options are different cache entries -- GPUCompiler puts such settings 
 the same reason. A launch picks the configured target: ``od.jit(debug=True)`` does, ``od.cuda(..., debug=True)``
 and ``OVERDUB_DEBUG=1`` do.
 """
+
 from __future__ import annotations
 
 import os
@@ -53,7 +54,7 @@ class CompileOptions:
         values = {}
         for name, value in options.items():
             if value is None and name in ("debug", "opt"):
-                continue                                 # numba-cuda's None: the default
+                continue  # numba-cuda's None: the default
             values[name] = _checked(name, value)
         return cls(**values)
 
@@ -85,10 +86,14 @@ def _checked(name: str, value):
         return tuple(os.fspath(f) if isinstance(f, os.PathLike) else f for f in files)
     if name == "launch_bounds":
         bounds = (value,) if isinstance(value, int) else tuple(value) if value is not None else None
-        if bounds is not None and (not 1 <= len(bounds) <= 3 or
-                                   not all(isinstance(b, int) and not isinstance(b, bool) and b > 0 for b in bounds)):
-            raise TypeError(f"compile option launch_bounds must be a positive int or a tuple of 1-3 of them "
-                            f"(max threads per block, min blocks per SM, max blocks per cluster), not {value!r}")
+        if bounds is not None and (
+            not 1 <= len(bounds) <= 3
+            or not all(isinstance(b, int) and not isinstance(b, bool) and b > 0 for b in bounds)
+        ):
+            raise TypeError(
+                f"compile option launch_bounds must be a positive int or a tuple of 1-3 of them "
+                f"(max threads per block, min blocks per SM, max blocks per cluster), not {value!r}"
+            )
         return bounds
     raise TypeError(f"unknown compile option {name!r}")
 

@@ -2,6 +2,7 @@
 calls (``grid``), the runner's interface (``runner``), the thread and block indices (``state``), barriers,
 shared memory and warp operations (``sync``), ``cuda.atomic`` (``atomics``), the threads a bounds guard admits
 (``guard``) and checked kernels (``checks``)."""
+
 from .target import CUDA_IDIOM, TARGET, CPUGridError, CPUTarget, UnsupportedOnCPU
 
 __all__ = ["TARGET", "CPUTarget", "CPUGridError", "UnsupportedOnCPU", "CUDA_IDIOM"]

@@ -12,6 +12,7 @@ says in a flag whether its grid runs on several workers (:func:`set_parallel`), 
 it branches on that flag to a plain read-modify-write (LLVM unswitches the loops around it); an atomic in a
 callee compiled on its own, which sees no flag, is always the locked instruction.
 """
+
 from __future__ import annotations
 
 from llvmlite import ir
@@ -28,10 +29,12 @@ _PARALLEL = "overdub.parallel"
 @intrinsic
 def set_parallel(typingctx, flag):
     """In a grid body: whether its grid runs on more than one worker thread."""
+
     def codegen(context, builder, sig, args):
         slot = cgutils.alloca_once(builder, ir.IntType(1), name=_PARALLEL)
         builder.store(context.cast(builder, args[0], sig.args[0], types.boolean), slot)
         return context.get_dummy_value()
+
     return types.none(flag), codegen
 
 
@@ -54,12 +57,16 @@ def _serial_rmw(builder, op: str, pointer, value):
     elif op in ("max", "min", "umax", "umin"):
         compare = builder.icmp_unsigned if op.startswith("u") else builder.icmp_signed
         new = builder.select(compare(">" if op.endswith("max") else "<", old, value), old, value)
-    elif op == "uinc_wrap":         # old >= val ? 0 : old + 1
-        new = builder.select(builder.icmp_unsigned(">=", old, value), ir.Constant(old.type, 0),
-                             builder.add(old, ir.Constant(old.type, 1)))
-    else:                           # udec_wrap: old == 0 or old > val ? val : old - 1
-        wrap = builder.or_(builder.icmp_unsigned("==", old, ir.Constant(old.type, 0)),
-                           builder.icmp_unsigned(">", old, value))
+    elif op == "uinc_wrap":  # old >= val ? 0 : old + 1
+        new = builder.select(
+            builder.icmp_unsigned(">=", old, value),
+            ir.Constant(old.type, 0),
+            builder.add(old, ir.Constant(old.type, 1)),
+        )
+    else:  # udec_wrap: old == 0 or old > val ? val : old - 1
+        wrap = builder.or_(
+            builder.icmp_unsigned("==", old, ir.Constant(old.type, 0)), builder.icmp_unsigned(">", old, value)
+        )
         new = builder.select(wrap, value, builder.sub(old, ir.Constant(old.type, 1)))
     builder.store(new, pointer)
     return old
@@ -81,6 +88,7 @@ def _rmw_instruction(builder, op: str, pointer, value):
     old.add_incoming(atomic_old, atomic_block)
     old.add_incoming(serial_old, serial_block)
     return old
+
 
 # name: (signed int op, unsigned int op, float op); None where the dtype is not supported
 _OPERATIONS = {
@@ -118,8 +126,10 @@ def _element_pointer(context, builder, sig, args):
 
 def _check(name: str, ary, idx, supported: bool):
     if not isinstance(ary, types.Array) or _index_types(ary, idx) is None:
-        raise TypingError(f"cuda.atomic.{name}(ary, idx, val) takes an array and an integer index (a tuple of "
-                          f"{getattr(ary, 'ndim', 'N')} for an array of that rank), not ({ary}, {idx})")
+        raise TypingError(
+            f"cuda.atomic.{name}(ary, idx, val) takes an array and an integer index (a tuple of "
+            f"{getattr(ary, 'ndim', 'N')} for an array of that rank), not ({ary}, {idx})"
+        )
     if not supported:
         raise TypingError(f"cuda.atomic.{name} does not support arrays of {ary.dtype}")
 
@@ -138,14 +148,16 @@ def _rmw(name: str, ops):
             pointer = _element_pointer(context, builder, sig, args)
             value = context.cast(builder, args[2], sig.args[2], dtype)
             return _rmw_instruction(builder, op, pointer, value)
+
         return dtype(ary, idx, val), codegen
+
     atomic.__name__ = name
-    atomic.__qualname__ = f"ATOMIC.{name}"       # how another process finds it (the disk cache)
+    atomic.__qualname__ = f"ATOMIC.{name}"  # how another process finds it (the disk cache)
     return intrinsic(atomic)
 
 
 def _cas(builder, context, pointer, dtype, expected, value):
-    if isinstance(dtype, types.Float):         # cmpxchg compares bits: on the integer of the same width
+    if isinstance(dtype, types.Float):  # cmpxchg compares bits: on the integer of the same width
         bits = ir.IntType(dtype.bitwidth)
         pointer = builder.bitcast(pointer, bits.as_pointer())
         expected, value = builder.bitcast(expected, bits), builder.bitcast(value, bits)
@@ -162,8 +174,15 @@ def cas(typingctx, ary, idx, old, val):
 
     def codegen(context, builder, sig, args):
         pointer = _element_pointer(context, builder, sig, args)
-        return _cas(builder, context, pointer, dtype, context.cast(builder, args[2], sig.args[2], dtype),
-                    context.cast(builder, args[3], sig.args[3], dtype))
+        return _cas(
+            builder,
+            context,
+            pointer,
+            dtype,
+            context.cast(builder, args[2], sig.args[2], dtype),
+            context.cast(builder, args[3], sig.args[3], dtype),
+        )
+
     return dtype(ary, idx, old, val), codegen
 
 
@@ -175,11 +194,19 @@ def compare_and_swap(typingctx, ary, old, val):
 
     def codegen(context, builder, sig, args):
         array = context.make_array(sig.args[0])(context, builder, args[0])
-        return _cas(builder, context, array.data, dtype, context.cast(builder, args[1], sig.args[1], dtype),
-                    context.cast(builder, args[2], sig.args[2], dtype))
+        return _cas(
+            builder,
+            context,
+            array.data,
+            dtype,
+            context.cast(builder, args[1], sig.args[1], dtype),
+            context.cast(builder, args[2], sig.args[2], dtype),
+        )
+
     return dtype(ary, old, val), codegen
 
 
-ATOMIC = namespace("atomic", cas=cas, compare_and_swap=compare_and_swap,
-                   **{name: _rmw(name, ops) for name, ops in _OPERATIONS.items()})
+ATOMIC = namespace(
+    "atomic", cas=cas, compare_and_swap=compare_and_swap, **{name: _rmw(name, ops) for name, ops in _OPERATIONS.items()}
+)
 """``numba.cuda.atomic`` inside a CPU-target kernel."""

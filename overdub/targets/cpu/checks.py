@@ -10,6 +10,7 @@ Hack, admitted: the check is numba's ``cgutils.do_boundscheck``, replaced by a f
 except while a checked CPU kernel is compiled on this thread, and the site is read from numba's lowering frames
 (``Lower.lower_inst``'s statement). tests/test_cpu_checks.py fails loudly if numba moves either.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -26,9 +27,9 @@ __all__ = ["checking", "install", "raise_recorded"]
 
 _numba_boundscheck = cgutils.do_boundscheck
 _state = threading.local()
-_sites: list[tuple[str, str]] = []          # site id -> (where, what is indexed)
+_sites: list[tuple[str, str]] = []  # site id -> (where, what is indexed)
 _site_ids: dict[tuple[str, str], int] = {}
-_RECORD = np.zeros(10, dtype=np.int64)      # site + 1, index, size, axis, thread xyz, block xyz
+_RECORD = np.zeros(10, dtype=np.int64)  # site + 1, index, size, axis, thread xyz, block xyz
 _I64 = ir.IntType(64)
 _read_slot = None
 _INLINED = re.compile(r"^[A-Za-z_]\w*?_v\d+_(.+)$")
@@ -100,12 +101,12 @@ def _site_id() -> int:
 
 def _indexed(inst) -> str:
     """What a statement indexes: ``array 'a'`` for a named variable."""
-    var = getattr(inst, "target", None)                         # a[i] = v
+    var = getattr(inst, "target", None)  # a[i] = v
     value = getattr(inst, "value", None)
-    if getattr(value, "op", None) in ("getitem", "static_getitem"):   # v = a[i]
+    if getattr(value, "op", None) in ("getitem", "static_getitem"):  # v = a[i]
         var = value.value
     name = getattr(var, "unversioned_name", None) or getattr(var, "name", "")
-    inlined = _INLINED.match(name)         # the kernel inlined into the grid loop: numba renames k's a as k_v4_a
+    inlined = _INLINED.match(name)  # the kernel inlined into the grid loop: numba renames k's a as k_v4_a
     name = inlined.group(1) if inlined else name
     return f"array {name!r}" if name and not name.startswith(("$", "_v")) else "an array expression"
 
@@ -120,5 +121,7 @@ def raise_recorded(kernel_name: str) -> None:
     _RECORD[:] = 0
     where, what = _sites[site]
     on_axis = f" {axis}" if axis >= 0 else ""
-    raise IndexError(f"index {index} is out of bounds for axis{on_axis} with size {size} of {what}, in thread "
-                     f"{thread} of block {block} of kernel {kernel_name} at {where}")
+    raise IndexError(
+        f"index {index} is out of bounds for axis{on_axis} with size {size} of {what}, in thread "
+        f"{thread} of block {block} of kernel {kernel_name} at {where}"
+    )

@@ -8,6 +8,7 @@ thread body (the kernel inlined once, run by each fiber). Bodies are called thro
 exception info; see _cpugrid.c), so an exception raised by a kernel reaches the launch and is re-raised
 there -- numba internals (the call convention's status), admitted here and in ``run_grid``.
 """
+
 from __future__ import annotations
 
 import re
@@ -32,7 +33,7 @@ def _packed(argtypes) -> types.Tuple:
     return types.Tuple((types.int64,) * 6 + (types.boolean,) + tuple(argtypes))
 
 
-_loaders: dict = {}       # launch tuple type -> its loader: numba's typing keeps every intrinsic's template
+_loaders: dict = {}  # launch tuple type -> its loader: numba's typing keeps every intrinsic's template
 
 
 def _args_loader(packed: types.Tuple):
@@ -40,12 +41,15 @@ def _args_loader(packed: types.Tuple):
     process as the entries are: a new one per compile would add a typing template per compile)."""
     loader = _loaders.get(packed)
     if loader is None:
+
         @intrinsic
         def load_args(typingctx, address):
             def codegen(context, builder, sig, args):
                 pointer = builder.bitcast(args[0], context.get_value_type(packed).as_pointer())
                 return builder.load(pointer)
+
             return packed(address), codegen
+
         loader = _loaders.setdefault(packed, load_args)
     return loader
 
@@ -72,18 +76,19 @@ def narrow(typingctx, op, bound, lo, hi):
         if value is not None:
             top = ir.Constant(value.type, 2**63 - 1)
             at_top = builder.icmp_signed("==", value, top)
-            successor = builder.add(value, ir.Constant(value.type, 1))       # not taken at the top
+            successor = builder.add(value, ir.Constant(value.type, 1))  # not taken at the top
             smin = lambda a, b: builder.select(builder.icmp_signed("<", a, b), a, b)
             smax = lambda a, b: builder.select(builder.icmp_signed(">", a, b), a, b)
             if relation == "<":
                 high = smin(high, value)
-            elif relation == "<=":      # x <= top holds for every x
+            elif relation == "<=":  # x <= top holds for every x
                 high = builder.select(at_top, high, smin(high, successor))
-            elif relation == ">":       # x > top holds for none
+            elif relation == ">":  # x > top holds for none
                 low = builder.select(at_top, high, smax(low, successor))
             else:
                 low = smax(low, value)
         return context.make_tuple(builder, sig.return_type, (low, high))
+
     return types.UniTuple(types.int64, 2)(op, bound, types.int64, types.int64), codegen
 
 
@@ -100,6 +105,7 @@ def assume_x(typingctx, op, x, bound):
         if value is not None:
             builder.assume(builder.icmp_signed(relation, args[1], value))
         return context.get_dummy_value()
+
     return types.void(op, types.int64, bound), codegen
 
 
@@ -115,7 +121,9 @@ _GRID_SLOTS = """
     set_slot(9, gx); set_slot(10, gy); set_slot(11, gz)
 """
 
-ROW_LOOP = _GRID_SLOTS + """
+ROW_LOOP = (
+    _GRID_SLOTS
+    + """
     set_row(row, by, bz, gy)
     lo = first
     hi = end
@@ -125,8 +133,11 @@ ROW_LOOP = _GRID_SLOTS + """
         {assume}
         kernel({args})
 """
+)
 
-SERIAL_LOOP = _GRID_SLOTS + """
+SERIAL_LOOP = (
+    _GRID_SLOTS
+    + """
     rows = by * bz
     for b in range(first, end):
         g = b // gx
@@ -141,6 +152,7 @@ SERIAL_LOOP = _GRID_SLOTS + """
                 {assume}
                 kernel({args})
 """
+)
 
 THREAD_BODY = """
     set_parallel(parallel)
@@ -171,16 +183,25 @@ def _source(header: str, loops: str, nargs: int, bounds: tuple = ()) -> str:
     args = ", ".join(f"a{i}" for i in range(nargs))
     slots = "\n".join(f"    set_slot({k}, fiber_slot({k}))" for k in range(12))
     source = (header + loops.lstrip("\n")).format(
-        params="".join(f", a{i}" for i in range(nargs)), args=args, args_first="".join(f"a{i}, " for i in range(nargs)),
-        slots=slots, narrow="{narrow}", assume="{assume}")
+        params="".join(f", a{i}" for i in range(nargs)),
+        args=args,
+        args_first="".join(f"a{i}, " for i in range(nargs)),
+        slots=slots,
+        narrow="{narrow}",
+        assume="{assume}",
+    )
     source = _lines(source, "{narrow}", [f"lo, hi = narrow({op!r}, {bound}, lo, hi)" for op, bound in bounds])
     return _lines(source, "{assume}", [f"assume_x({op!r}, x, {bound})" for op, bound in bounds])
 
 
 def _lines(source: str, placeholder: str, lines: list[str]) -> str:
     """``source`` with the line holding ``placeholder`` replaced by ``lines``, at its indentation."""
-    return re.sub(rf"^( *){re.escape(placeholder)}\n",
-                  lambda found: "".join(f"{found.group(1)}{line}\n" for line in lines), source, flags=re.M)
+    return re.sub(
+        rf"^( *){re.escape(placeholder)}\n",
+        lambda found: "".join(f"{found.group(1)}{line}\n" for line in lines),
+        source,
+        flags=re.M,
+    )
 
 
 def _takes_state(func) -> bool:
@@ -204,9 +225,17 @@ def _loops_function(func, argtypes, header: str, loops: str, options: dict, **nj
     kernel = numba.njit(func, inline="always", **options)
     # a checked kernel runs every thread: one the guard rejects may still index out of range before it
     bounds = x_bounds(func) if loops is not THREAD_BODY and not options["boundscheck"] else ()
-    namespace_ = {"kernel": kernel, "set_slot": set_slot, "set_x": set_x, "set_row": set_row, "fiber_slot": fiber_slot,
-                  "set_parallel": set_parallel, "narrow": narrow, "assume_x": assume_x,
-                  "load_args": _args_loader(_packed(argtypes))}
+    namespace_ = {
+        "kernel": kernel,
+        "set_slot": set_slot,
+        "set_x": set_x,
+        "set_row": set_row,
+        "fiber_slot": fiber_slot,
+        "set_parallel": set_parallel,
+        "narrow": narrow,
+        "assume_x": assume_x,
+        "load_args": _args_loader(_packed(argtypes)),
+    }
     exec(compile(_source(header, loops, len(argtypes), bounds), "<overdub grid body>", "exec"), namespace_)
     name = "grid" if header is _ARGUMENTS_FIRST else "body"
     return numba.njit(namespace_[name], **options, **njit)
@@ -221,8 +250,9 @@ def compile_body(func, argtypes, loops: str, options: dict):
         exec(compile(_source(_TRAMPOLINE, "", len(argtypes)), "<overdub grid body>", "exec"), namespace_)
         body = numba.njit(namespace_["body"], no_cpython_wrapper=True, no_cfunc_wrapper=True, **options)
     else:
-        body = _loops_function(func, argtypes, _FROM_ADDRESS, loops, options, no_cpython_wrapper=True,
-                               no_cfunc_wrapper=True)
+        body = _loops_function(
+            func, argtypes, _FROM_ADDRESS, loops, options, no_cpython_wrapper=True, no_cfunc_wrapper=True
+        )
     body.compile(BODY_TYPES)
     body.disable_compile()
     return body, body_address(body)
@@ -256,20 +286,34 @@ def loaded_serial(cres, nargs: int, options: dict):
 def run_grid(typingctx, mode, workers, body, gx, gy, gz, bx, by, bz, shmem, packed):
     """Run the grid on the runner; re-raise the first exception a kernel thread raised, as this function's
     own (numba internals: the call convention's status and its propagation)."""
+
     def codegen(context, builder, sig, args):
         from numba.core.callconv import excinfo_ptr_t
+
         slot = cgutils.alloca_once(builder, context.get_value_type(sig.args[-1]))
         builder.store(args[-1], slot)
         code = cgutils.alloca_once(builder, ir.IntType(32))
         excinfo = cgutils.alloca_once(builder, excinfo_ptr_t)
         i8p = ir.IntType(8).as_pointer()
-        result = native_call(builder, "run", ir.IntType(32), [
-            args[0], args[1], builder.inttoptr(args[2], i8p), builder.bitcast(slot, i8p), *args[3:10],
-            code, builder.bitcast(excinfo, i8p.as_pointer())])
+        result = native_call(
+            builder,
+            "run",
+            ir.IntType(32),
+            [
+                args[0],
+                args[1],
+                builder.inttoptr(args[2], i8p),
+                builder.bitcast(slot, i8p),
+                *args[3:10],
+                code,
+                builder.bitcast(excinfo, i8p.as_pointer()),
+            ],
+        )
         with builder.if_then(builder.icmp_signed("==", result, ir.Constant(ir.IntType(32), 1)), likely=False):
             status = context.call_conv._get_return_status(builder, builder.load(code), builder.load(excinfo))
             context.call_conv.return_status_propagate(builder, status)
         return result
+
     return types.int32(mode, workers, body, gx, gy, gz, bx, by, bz, shmem, packed), codegen
 
 
@@ -278,7 +322,7 @@ def entry(mode, workers, body, gx, gy, gz, bx, by, bz, shmem{params}):
     parallel = workers > 1 and gx * gy * gz > 1
     return run_grid(mode, workers, body, gx, gy, gz, bx, by, bz, shmem, (gx, gy, gz, bx, by, bz, parallel{params}))
 """
-_entries: dict = {}       # argument types -> entry: code of numba types only, kept for the process
+_entries: dict = {}  # argument types -> entry: code of numba types only, kept for the process
 
 
 def entry_types(argtypes) -> tuple:
@@ -315,7 +359,7 @@ def loaded_entry(argtypes, rebuild):
         namespace_: dict = {"run_grid": None}
         params = "".join(f", a{i}" for i in range(len(argtypes)))
         exec(compile(_ENTRY.format(params=params), "<overdub grid entry>", "exec"), namespace_)
-        compiled = numba.njit(namespace_["entry"], _nrt=False, nogil=True)      # a stub holding the code
+        compiled = numba.njit(namespace_["entry"], _nrt=False, nogil=True)  # a stub holding the code
         compiled.add_overload(rebuild())
         compiled.disable_compile()
         compiled = _entries.setdefault(argtypes, compiled)
@@ -341,8 +385,15 @@ def compile_grid_body(func, argtypes: tuple, needs: set, options: dict):
     body, address = compile_body(func, argtypes, template, options)
     if template is ROW_LOOP and NEEDS_FIBERS in needs:
         body, address = compile_body(func, argtypes, THREAD_BODY, options)
-    mode = ("grid fibers" if NEEDS_GRID_SYNC in needs else "block fibers" if NEEDS_FIBERS in needs
-            else "block rows" if NEEDS_BLOCK_ROWS in needs else "grid loop")
+    mode = (
+        "grid fibers"
+        if NEEDS_GRID_SYNC in needs
+        else "block fibers"
+        if NEEDS_FIBERS in needs
+        else "block rows"
+        if NEEDS_BLOCK_ROWS in needs
+        else "grid loop"
+    )
     return body, address, mode
 
 

@@ -20,6 +20,7 @@ and the row loop runs every thread.
 
 numba internals: the untyped IR of ``numba.core.compiler.run_frontend`` and its node classes.
 """
+
 from __future__ import annotations
 
 import operator
@@ -36,7 +37,7 @@ from ...rewrite import CHAIN_MARK, ModuleProxy, Overdubbed
 __all__ = ["x_bounds"]
 
 _COMPARISONS = {operator.lt: "<", operator.le: "<=", operator.gt: ">", operator.ge: ">="}
-_FLIPPED = {"<": ">", "<=": ">=", ">": "<", ">=": "<="}       # a op b is b _FLIPPED[op] a
+_FLIPPED = {"<": ">", "<=": ">=", ">": "<", ">=": "<="}  # a op b is b _FLIPPED[op] a
 _NEGATED = {"<": ">=", "<=": ">", ">": "<=", ">=": "<"}
 _ARITHMETIC = {operator.add: "+", operator.sub: "-", operator.mul: "*", operator.floordiv: "//"}
 _PURE_CALLS = (numba_cuda.grid, numba_cuda.gridsize, bool, len, min, max, abs)
@@ -52,7 +53,7 @@ def x_bounds(func) -> tuple[tuple[str, str], ...]:
         return ()
     try:
         function_ir = run_frontend(func)
-    except Exception:       # numba's compile of the kernel says what is wrong with it
+    except Exception:  # numba's compile of the kernel says what is wrong with it
         return ()
     return tuple(_Walk(function_ir, chain).bounds())
 
@@ -117,7 +118,7 @@ class _Walk:
             block = self.blocks[label]
             for stmt in block.body[:-1]:
                 if not (isinstance(stmt, ir.Assign) and self._assign(stmt)):
-                    return                         # a side effect: the threads past here may do something
+                    return  # a side effect: the threads past here may do something
             last = block.body[-1]
             if isinstance(last, ir.Jump):
                 label = last.target
@@ -139,11 +140,21 @@ class _Walk:
         if isinstance(value, ir.Expr):
             if value.op == "call" and _resolved(self._value_of(value.func)) not in _PURE_CALLS:
                 return False
-            if value.op not in ("call", "binop", "inplace_binop", "unary", "getattr", "getitem", "static_getitem",
-                                "exhaust_iter", "build_tuple", "cast"):
+            if value.op not in (
+                "call",
+                "binop",
+                "inplace_binop",
+                "unary",
+                "getattr",
+                "getitem",
+                "static_getitem",
+                "exhaust_iter",
+                "build_tuple",
+                "cast",
+            ):
                 return False
             if not self._numba_s(value):
-                return False            # an operation a method may take: that method may do anything
+                return False  # an operation a method may take: that method may do anything
         self.env[stmt.target.name] = self._node(value)
         return True
 
@@ -154,7 +165,7 @@ class _Walk:
         if expr.op in ("binop", "inplace_binop", "unary"):
             key = (expr.fn, 1 if expr.op == "unary" else 2)
         elif expr.op == "getitem" or expr.op == "static_getitem" and expr.index_var is not None:
-            key = (operator.getitem, 0)        # on arrays: any method or overdub counts
+            key = (operator.getitem, 0)  # on arrays: any method or overdub counts
         elif expr.op == "call" and _resolved(self._value_of(expr.func)) in (bool, abs, min, max):
             key = (_resolved(self._value_of(expr.func)), len(expr.args))
         else:
@@ -162,8 +173,11 @@ class _Walk:
         known = self.numba_s.get(key)
         if known is None:
             op, arity = key
-            known = self.numba_s[key] = (_numba_s_on_numbers(self.chain, op, arity) if arity in (1, 2)
-                                         else all(table.is_empty() for table in tables(self.chain, op)))
+            known = self.numba_s[key] = (
+                _numba_s_on_numbers(self.chain, op, arity)
+                if arity in (1, 2)
+                else all(table.is_empty() for table in tables(self.chain, op))
+            )
         return known
 
     def _value_of(self, var):
@@ -212,7 +226,7 @@ class _Walk:
     def _expression(self, var):
         node = self.env.get(var.name, _UNKNOWN)
         if node[0] == "call" and self._module_attribute(node[1]) is bool and len(node[2]) == 1:
-            return node[2][0]           # the truth of a comparison is the comparison
+            return node[2][0]  # the truth of a comparison is the comparison
         return node
 
     def _returns_at_once(self, label: int, seen: set) -> bool:
@@ -222,8 +236,14 @@ class _Walk:
         seen.add(label)
         block = self.blocks[label]
         for stmt in block.body[:-1]:
-            if not (isinstance(stmt, ir.Assign) and (isinstance(stmt.value, (ir.Const, ir.Var))
-                                                     or isinstance(stmt.value, ir.Expr) and stmt.value.op == "cast")):
+            if not (
+                isinstance(stmt, ir.Assign)
+                and (
+                    isinstance(stmt.value, (ir.Const, ir.Var))
+                    or isinstance(stmt.value, ir.Expr)
+                    and stmt.value.op == "cast"
+                )
+            ):
                 return False
         last = block.body[-1]
         if isinstance(last, ir.Jump):

@@ -4,6 +4,7 @@ how compiled code calls them, the build compiled code was made for, and what a k
 Compiled code never holds a runner address: it calls external symbols that the JIT resolves to this process's
 runner, so code loaded from the disk cache calls the runner of the process that loads it.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -17,7 +18,7 @@ from ... import bridge, world
 
 try:
     from ... import _cpugrid
-except ImportError:         # built without a C compiler: no fibers, blocks run one after another
+except ImportError:  # built without a C compiler: no fibers, blocks run one after another
     _cpugrid = None
 
 SYMBOLS = _cpugrid.symbols() if _cpugrid is not None else None
@@ -32,6 +33,7 @@ for _name, _address in (SYMBOLS or {}).items():
 
 NEEDS_FIBERS = "block fibers"
 NEEDS_GRID_SYNC = "grid fibers"
+
 
 class UnsupportedOnCPU(TypeError):
     """A kernel uses a construct the CPU target cannot run here."""
@@ -67,8 +69,10 @@ def require_runner(construct: str) -> None:
     if SYMBOLS is None:
         sites = bridge.call_sites()
         where = f" (at {sites[0]})" if sites else ""
-        raise UnsupportedOnCPU(f"{construct} needs overdub's native CPU grid runner (overdub/_cpugrid.c), which "
-                               f"is not built here{where}: reinstall overdub where a C compiler is available")
+        raise UnsupportedOnCPU(
+            f"{construct} needs overdub's native CPU grid runner (overdub/_cpugrid.c), which "
+            f"is not built here{where}: reinstall overdub where a C compiler is available"
+        )
 
 
 def need(*what: str) -> None:
@@ -76,5 +80,3 @@ def need(*what: str) -> None:
     built = world.being_built()
     if built is not None:
         built.needs.update(what)
-
-

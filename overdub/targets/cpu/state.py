@@ -5,6 +5,7 @@ Twelve int64 slots: threadIdx.xyz 0-2, blockIdx.xyz 3-5, blockDim.xyz 6-8, gridD
 (:mod:`.cpu_grid`) sets them (``set_slot``) in a local array that LLVM keeps in registers; callees compiled on
 their own read the running thread's slots in memory, through the runner's ``od_state``.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -46,7 +47,7 @@ def _global_slot(builder, slot: int):
         try:
             state = builder.module.get_global(_GRID_STATE_SYMBOL)
         except KeyError:
-            state = ir.GlobalVariable(builder.module, ir.ArrayType(_I64, 12), _GRID_STATE_SYMBOL)   # external
+            state = ir.GlobalVariable(builder.module, ir.ArrayType(_I64, 12), _GRID_STATE_SYMBOL)  # external
         return _local_slot(builder, state, slot)
     state = native_call(builder, "state", _I64.as_pointer(), [])
     return builder.gep(state, [ir.Constant(_I64, slot)])
@@ -73,6 +74,7 @@ def set_slot(typingctx, slot, value):
     def codegen(context, builder, sig, args):
         _store_slot(builder, index, context.cast(builder, args[1], sig.args[1], types.int64))
         return context.get_dummy_value()
+
     return types.void(slot, types.unliteral(value)), codegen
 
 
@@ -81,6 +83,7 @@ def set_x(typingctx, x, first, bx):
     """In a row loop running the threads of a row by their global x index ``x`` from ``first``: set the
     block's x index to ``first // bx`` (one division a row, LLVM hoists it) and the thread's to what makes
     their sum ``x`` (see :data:`NEEDS_BLOCK_ROWS`)."""
+
     def codegen(context, builder, sig, args):
         value, start, width = (context.cast(builder, arg, ty, types.int64) for arg, ty in zip(args, sig.args))
         builder.assume(builder.icmp_signed(">=", value, ir.Constant(_I64, 0)))
@@ -88,6 +91,7 @@ def set_x(typingctx, x, first, bx):
         _store_slot(builder, 3, block)
         _store_slot(builder, 0, builder.sub(value, builder.mul(block, width, flags=["nsw", "nuw"]), flags=["nsw"]))
         return context.get_dummy_value()
+
     return types.void(types.int64, types.int64, types.int64), codegen
 
 
@@ -95,14 +99,20 @@ def set_x(typingctx, x, first, bx):
 def set_row(typingctx, row, by, bz, gy):
     """In a row loop: set the thread's and the block's y and z indices from the row's number,
     ``(j + gy * k) * by * bz + ty + by * tz`` (the runner's numbering)."""
+
     def codegen(context, builder, sig, args):
         row, by, bz, gy = (context.cast(builder, arg, ty, types.int64) for arg, ty in zip(args, sig.args))
         rows = builder.mul(by, bz, flags=["nsw", "nuw"])
         run, thread = builder.udiv(row, rows), builder.urem(row, rows)
-        for slot, value in ((1, builder.urem(thread, by)), (2, builder.udiv(thread, by)),
-                            (4, builder.urem(run, gy)), (5, builder.udiv(run, gy))):
+        for slot, value in (
+            (1, builder.urem(thread, by)),
+            (2, builder.udiv(thread, by)),
+            (4, builder.urem(run, gy)),
+            (5, builder.udiv(run, gy)),
+        ):
             _store_slot(builder, slot, value)
         return context.get_dummy_value()
+
     return types.void(types.int64, types.int64, types.int64, types.int64), codegen
 
 
@@ -169,6 +179,7 @@ class _Dim3Attributes(AttributeTemplate):
 def _dim3_component(offset: int):
     def lower(context, builder, typ, value):
         return builder.trunc(read_slot(builder, typ.first_slot + offset), ir.IntType(32))
+
     return lower
 
 
@@ -192,6 +203,7 @@ def _tuple_or_scalar(context, builder, restype, values):
 def _grid_intrinsic(name: str, per_dimension):
     """An intrinsic ``name(ndim)`` (``ndim`` a constant 1, 2 or 3) returning ``per_dimension(builder, d)`` for
     each dimension: an int64 for one dimension, a tuple for more, as ``cuda.grid`` and ``cuda.gridsize``."""
+
     def grid_function(typingctx, ndim):
         restype = _grid_type(ndim)
         if restype is None:
@@ -200,7 +212,9 @@ def _grid_intrinsic(name: str, per_dimension):
         def codegen(context, builder, sig, args):
             values = [per_dimension(builder, d) for d in range(ndim.literal_value)]
             return _tuple_or_scalar(context, builder, sig.return_type, values)
+
         return restype(ndim), codegen
+
     grid_function.__name__ = grid_function.__qualname__ = name
     return intrinsic(grid_function)
 
@@ -239,11 +253,17 @@ def _laneid_value(context, builder, fromty, toty, value):
 
 
 # no signed wrap: lets LLVM see indices are non-negative and drop numba's negative-index handling
-grid = _grid_intrinsic("grid", lambda builder, d: builder.add(
-    builder.mul(read_slot(builder, 3 + d, apart=False), read_slot(builder, 6 + d), flags=["nsw"]),
-    read_slot(builder, d, apart=False), flags=["nsw"]))
-gridsize = _grid_intrinsic("gridsize", lambda builder, d: builder.mul(
-    read_slot(builder, 6 + d), read_slot(builder, 9 + d), flags=["nsw"]))
+grid = _grid_intrinsic(
+    "grid",
+    lambda builder, d: builder.add(
+        builder.mul(read_slot(builder, 3 + d, apart=False), read_slot(builder, 6 + d), flags=["nsw"]),
+        read_slot(builder, d, apart=False),
+        flags=["nsw"],
+    ),
+)
+gridsize = _grid_intrinsic(
+    "gridsize", lambda builder, d: builder.mul(read_slot(builder, 6 + d), read_slot(builder, 9 + d), flags=["nsw"])
+)
 
 
 # module variables: another process finds them by these names (the disk cache)
@@ -261,4 +281,5 @@ def fiber_slot(typingctx, slot):
 
     def codegen(context, builder, sig, args):
         return builder.load(_global_slot(builder, index))
+
     return types.int64(slot), codegen

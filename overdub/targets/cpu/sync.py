@@ -11,6 +11,7 @@ Shared memory belongs to the block: each ``cuda.shared.array`` call site gets a 
 and the runner hands every thread of a block the same memory for it (static shared memory); the shape ``0``
 means the launch's dynamic shared memory (``shmem=`` bytes), which all such arrays alias, as on the GPU.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -27,9 +28,22 @@ from numba.core.extending import intrinsic, models, overload_method, register_mo
 from ... import bridge
 from .runner import NEEDS_FIBERS, NEEDS_GRID_SYNC, native_call, need, require_runner
 
-SYNC_NAMES = ("syncthreads", "syncthreads_count", "syncthreads_and", "syncthreads_or", "shfl_sync", "shfl_up_sync",
-               "shfl_down_sync", "shfl_xor_sync", "all_sync", "any_sync", "eq_sync", "ballot_sync", "syncwarp",
-               "activemask")
+SYNC_NAMES = (
+    "syncthreads",
+    "syncthreads_count",
+    "syncthreads_and",
+    "syncthreads_or",
+    "shfl_sync",
+    "shfl_up_sync",
+    "shfl_down_sync",
+    "shfl_xor_sync",
+    "all_sync",
+    "any_sync",
+    "eq_sync",
+    "ballot_sync",
+    "syncwarp",
+    "activemask",
+)
 """The names of numba.cuda that make a kernel run its threads as fibers (besides shared memory and grid groups)."""
 
 _I32, _I64 = ir.IntType(32), ir.IntType(64)
@@ -46,6 +60,7 @@ def _i64(value: int):
 
 # --- block barriers --------------------------------------------------------------------------------------
 
+
 @intrinsic
 def syncthreads(typingctx):
     """``cuda.syncthreads()``: wait until every live thread of the block has arrived."""
@@ -55,21 +70,25 @@ def syncthreads(typingctx):
         need(NEEDS_FIBERS)
         native_call(builder, "barrier", _I32, [_i32(0), _i32(0)])
         return context.get_dummy_value()
+
     return types.none(), codegen
 
 
 def _predicate_barrier(name: str, op: int):
     def barrier(typingctx, predicate):
         require_runner(f"cuda.{name}")
-        if not isinstance(predicate, types.Integer):        # numba-cuda's rule: a bool does not convert
-            raise TypingError(f"cuda.{name} takes an integer predicate, not {predicate} (as on the GPU: write "
-                              f"numba.int32(condition))")
+        if not isinstance(predicate, types.Integer):  # numba-cuda's rule: a bool does not convert
+            raise TypingError(
+                f"cuda.{name} takes an integer predicate, not {predicate} (as on the GPU: write numba.int32(condition))"
+            )
 
         def codegen(context, builder, sig, args):
             need(NEEDS_FIBERS)
             value = context.cast(builder, args[0], sig.args[0], types.int32)
             return native_call(builder, "barrier", _I32, [_i32(op), value])
+
         return types.int32(predicate), codegen
+
     barrier.__name__ = barrier.__qualname__ = name
     return intrinsic(barrier)
 
@@ -81,7 +100,7 @@ syncthreads_or = _predicate_barrier("syncthreads_or", 3)
 
 # --- warp operations (warps of 32 threads, numbered by the thread's linear index in its block) ------------
 
-_SHUFFLED = (types.int32, types.int64, types.float32, types.float64)     # what numba-cuda shuffles
+_SHUFFLED = (types.int32, types.int64, types.float32, types.float64)  # what numba-cuda shuffles
 
 
 def _to_bits(builder, value, ty):
@@ -111,15 +130,19 @@ def _shuffle(name: str, op: int):
     def shuffle(typingctx, mask, value, lane):
         require_runner(f"cuda.{name}")
         if value not in _SHUFFLED or not isinstance(mask, types.Integer) or not isinstance(lane, types.Integer):
-            raise TypingError(f"cuda.{name}(mask, value, {'src_lane' if op == 0 else 'delta'}) takes an integer "
-                              f"mask and lane and a 32- or 64-bit int or float value, not ({mask}, {value}, {lane})")
+            raise TypingError(
+                f"cuda.{name}(mask, value, {'src_lane' if op == 0 else 'delta'}) takes an integer "
+                f"mask and lane and a 32- or 64-bit int or float value, not ({mask}, {value}, {lane})"
+            )
 
         def codegen(context, builder, sig, args):
             need(NEEDS_FIBERS)
             lane_value = context.cast(builder, args[2], sig.args[2], types.int64)
             bits = _warp_op(builder, context, op, _to_bits(builder, args[1], value), lane_value, args[0], mask)
             return _from_bits(builder, bits, value)
+
         return value(mask, value, lane), codegen
+
     shuffle.__name__ = shuffle.__qualname__ = name
     return intrinsic(shuffle)
 
@@ -134,8 +157,10 @@ def _vote(name: str, op: int, restype):
     def vote(typingctx, mask, predicate):
         require_runner(f"cuda.{name}")
         if not isinstance(mask, types.Integer) or not isinstance(predicate, (types.Integer, types.Boolean)):
-            raise TypingError(f"cuda.{name}(mask, predicate) takes an integer mask and an integer or boolean "
-                              f"predicate, not ({mask}, {predicate})")
+            raise TypingError(
+                f"cuda.{name}(mask, predicate) takes an integer mask and an integer or boolean "
+                f"predicate, not ({mask}, {predicate})"
+            )
 
         def codegen(context, builder, sig, args):
             need(NEEDS_FIBERS)
@@ -144,7 +169,9 @@ def _vote(name: str, op: int, restype):
             if restype == types.boolean:
                 return builder.icmp_unsigned("!=", result, _i64(0))
             return builder.trunc(result, _I32)
+
         return restype(mask, predicate), codegen
+
     vote.__name__ = vote.__qualname__ = name
     return intrinsic(vote)
 
@@ -166,6 +193,7 @@ def syncwarp(typingctx, mask=None):
         need(NEEDS_FIBERS)
         native_call(builder, "warp", _I64, [_i32(7), _i64(0), _i64(0), _i64(0xFFFFFFFF)])
         return context.get_dummy_value()
+
     return types.none(types.Omitted(None) if mask is None else mask), codegen
 
 
@@ -177,10 +205,12 @@ def activemask(typingctx):
     def codegen(context, builder, sig, args):
         need(NEEDS_FIBERS)
         return builder.trunc(native_call(builder, "activemask", _I64, []), _I32)
+
     return types.uint32(), codegen
 
 
 # --- grid groups -----------------------------------------------------------------------------------------
+
 
 class GridGroupType(types.Type):
     """``cuda.cg.this_grid()`` on the CPU: its ``sync()`` waits for every thread of the grid."""
@@ -199,6 +229,7 @@ def this_grid(typingctx):
     def codegen(context, builder, sig, args):
         need(NEEDS_FIBERS, NEEDS_GRID_SYNC)
         return context.get_dummy_value()
+
     return GridGroupType()(), codegen
 
 
@@ -208,6 +239,7 @@ def _grid_sync(typingctx, group):
         need(NEEDS_FIBERS, NEEDS_GRID_SYNC)
         native_call(builder, "grid_sync", ir.VoidType(), [])
         return context.get_dummy_value()
+
     return types.none(group), codegen
 
 
@@ -218,6 +250,7 @@ def _grid_group_sync(group):
 
 # --- shared and local arrays -----------------------------------------------------------------------------
 
+
 def _literal_shape(shape) -> tuple[int, ...] | None:
     items = shape.types if isinstance(shape, types.BaseTuple) else (shape,)
     values = tuple(getattr(t, "literal_value", None) for t in items)
@@ -225,15 +258,17 @@ def _literal_shape(shape) -> tuple[int, ...] | None:
 
 
 def _element(dtype):
-    element = getattr(dtype, "dtype", None)     # a numba type (NumberClass), np.float32, np.dtype(...)
+    element = getattr(dtype, "dtype", None)  # a numba type (NumberClass), np.float32, np.dtype(...)
     return element if isinstance(element, (types.Number, types.Boolean)) else None
 
 
 def _array_type(construct: str, shape, dtype):
     dims, element = _literal_shape(shape), _element(dtype)
     if dims is None or element is None:
-        raise TypingError(f"{construct}(shape, dtype) takes a constant shape (an int or a tuple of ints) and a "
-                          f"number dtype (numba.float32, np.float32), not ({shape}, {dtype})")
+        raise TypingError(
+            f"{construct}(shape, dtype) takes a constant shape (an int or a tuple of ints) and a "
+            f"number dtype (numba.float32, np.float32), not ({shape}, {dtype})"
+        )
     return dims, types.Array(element, len(dims), "C")
 
 
@@ -247,8 +282,14 @@ def _array_at(context, builder, array_type, data, extents: list):
         strides.append(step)
         step = builder.mul(step, extent)
     array = context.make_array(array_type)(context, builder)
-    context.populate_array(array, data=builder.bitcast(data, data_type.as_pointer()), shape=extents,
-                           strides=list(reversed(strides)), itemsize=intp(itemsize), meminfo=None)
+    context.populate_array(
+        array,
+        data=builder.bitcast(data, data_type.as_pointer()),
+        shape=extents,
+        strides=list(reversed(strides)),
+        itemsize=intp(itemsize),
+        meminfo=None,
+    )
     return array._getvalue()
 
 
@@ -264,6 +305,7 @@ def local_array(typingctx, shape, dtype):
             count *= extent
         data = cgutils.alloca_once(builder, context.get_data_type(array_type.dtype), size=max(count, 1))
         return _array_at(context, builder, array_type, data, [_i64(d) for d in dims])
+
     return array_type(shape, dtype), codegen
 
 
@@ -294,6 +336,7 @@ def shared_array(typingctx, shape, dtype):
             count *= extent
         data = native_call(builder, "shared", _I8P, [_i64(next(_shared_sites)), _i64(count * itemsize)])
         return _array_at(context, builder, array_type, data, [_i64(d) for d in dims])
+
     return array_type(shape, dtype), codegen
 
 
@@ -318,4 +361,3 @@ CG = namespace("cg", this_grid=this_grid)
 SHARED = namespace("shared", array=shared_array)
 LOCAL = namespace("local", array=local_array)
 CONST = namespace("const", array_like=const_array_like)
-

@@ -21,6 +21,7 @@ the row loop or thread body, and for callees compiled on their own, the twelve i
 thread (the runner's ``od_state``). Launches run one at a time, in order, as on one CUDA stream, and return
 when the grid is done.
 """
+
 from __future__ import annotations
 
 import copy
@@ -52,10 +53,18 @@ __all__ = ["TARGET", "CPUTarget", "CPUGridError", "UnsupportedOnCPU", "CUDA_IDIO
 
 CUDA_IDIOM = namespace(
     "cuda",
-    grid=cpu_state.grid, gridsize=cpu_state.gridsize,
-    threadIdx=cpu_state.threadIdx, blockIdx=cpu_state.blockIdx, blockDim=cpu_state.blockDim,
-    gridDim=cpu_state.gridDim, laneid=cpu_state.laneid, shared=cpu_sync.SHARED, local=cpu_sync.LOCAL, const=cpu_sync.CONST,
-    cg=cpu_sync.CG, atomic=ATOMIC,
+    grid=cpu_state.grid,
+    gridsize=cpu_state.gridsize,
+    threadIdx=cpu_state.threadIdx,
+    blockIdx=cpu_state.blockIdx,
+    blockDim=cpu_state.blockDim,
+    gridDim=cpu_state.gridDim,
+    laneid=cpu_state.laneid,
+    shared=cpu_sync.SHARED,
+    local=cpu_sync.LOCAL,
+    const=cpu_sync.CONST,
+    cg=cpu_sync.CG,
+    atomic=ATOMIC,
     **{name: getattr(cpu_sync, name) for name in SYNC_NAMES},
 )
 """What ``numba.cuda`` (and each of the names it exports for kernels) means inside a CPU-target kernel."""
@@ -86,7 +95,7 @@ class CPULauncher:
 
     def __init__(self, body, address: int, mode: str, entry, argtypes: tuple, checked: bool = False):
         self.body, self.address, self.mode, self.checked = body, address, mode, checked
-        self.entry = entry          # the dispatchers own the code the entry point and the address run
+        self.entry = entry  # the dispatchers own the code the entry point and the address run
         self.entry_point = entry.overloads[cpu_grid.entry_types(argtypes)].entry_point
 
     def suggested_block_size(self, shmem: int = 0) -> int:
@@ -99,11 +108,21 @@ class CPULauncher:
         mode = cpu_grid.MODES[self.mode]
         run = f"failed = entry({mode}, TARGET.workers, address, gx, gy, gz, tx, ty, tz, shmem{names})"
         body = (_checked(run, kernel) if self.checked else [run]) + _flush(kernel)
-        body += ["if failed:",
-                 "    raise_grid_error(kernel)"]
-        return launchfn.generate(kernel, args, argtypes, body, {
-            "entry": self.entry_point, "address": self.address, "TARGET": TARGET, "fflush": _libc.fflush,
-            "raise_grid_error": _raise_grid_error, "raise_recorded": cpu_checks.raise_recorded})
+        body += ["if failed:", "    raise_grid_error(kernel)"]
+        return launchfn.generate(
+            kernel,
+            args,
+            argtypes,
+            body,
+            {
+                "entry": self.entry_point,
+                "address": self.address,
+                "TARGET": TARGET,
+                "fflush": _libc.fflush,
+                "raise_grid_error": _raise_grid_error,
+                "raise_recorded": cpu_checks.raise_recorded,
+            },
+        )
 
 
 def _flush(kernel) -> list[str]:
@@ -124,7 +143,7 @@ class SerialLauncher:
 
     def __init__(self, grid_loop, argtypes: tuple, checked: bool = False):
         self.grid_loop, self.checked = grid_loop, checked
-        self.argtypes = cpu_grid.serial_types(argtypes)       # the grid loop's
+        self.argtypes = cpu_grid.serial_types(argtypes)  # the grid loop's
         self.entry_point = grid_loop.overloads[self.argtypes].entry_point
 
     suggested_block_size = CPULauncher.suggested_block_size
@@ -133,8 +152,13 @@ class SerialLauncher:
         arguments = "".join(f"{name}, " for name in launchfn.argument_names(len(args)))
         run = f"grid_loop({arguments}gx, gy, gz, tx, ty, tz, False, 0, gx * gy * gz, 0)"
         body = (_checked(run, kernel) if self.checked else [run]) + _flush(kernel)
-        return launchfn.generate(kernel, args, argtypes, body, {
-            "grid_loop": self.entry_point, "fflush": _libc.fflush, "raise_recorded": cpu_checks.raise_recorded})
+        return launchfn.generate(
+            kernel,
+            args,
+            argtypes,
+            body,
+            {"grid_loop": self.entry_point, "fflush": _libc.fflush, "raise_recorded": cpu_checks.raise_recorded},
+        )
 
 
 def _workers_from_environment() -> int:
@@ -142,8 +166,10 @@ def _workers_from_environment() -> int:
     if not value:
         return os.cpu_count() or 1
     if not value.isdigit() or int(value) < 1:
-        raise ValueError(f"the environment variable OVERDUB_CPU_THREADS is {value!r}: set it to a positive number of "
-                         f"threads, or unset it to use every core")
+        raise ValueError(
+            f"the environment variable OVERDUB_CPU_THREADS is {value!r}: set it to a positive number of "
+            f"threads, or unset it to use every core"
+        )
     return int(value)
 
 
@@ -165,15 +191,16 @@ def _serialised(cres):
     if cres.library.has_dynamic_globals or cres.reload_init:
         return None
     fndesc = copy.copy(cres.fndesc)
-    fndesc.typemap = fndesc.calltypes = fndesc.global_dict = None     # typing state and exec namespace
+    fndesc.typemap = fndesc.calltypes = fndesc.global_dict = None  # typing state and exec namespace
     return cres.library.serialize_using_object_code(), fndesc, cres.signature
 
 
 def _rebuilt(serialised):
     """numba internals: the compile result of ``_serialised``'s answer, its code loaded into this process."""
     libdata, fndesc, signature = serialised
-    return CompileResult._rebuild(cpu_target.target_context, libdata, fndesc, Environment({}), signature, False,
-                                  (), "", (), ())
+    return CompileResult._rebuild(
+        cpu_target.target_context, libdata, fndesc, Environment({}), signature, False, (), "", (), ()
+    )
 
 
 class CPUTarget(Configurable):
@@ -186,8 +213,12 @@ class CPUTarget(Configurable):
         self.label = self._label("cpu")
         self.root = TargetRoot("cpu", self) if root is None else root.configured_for(self)
         # debug: bounds checks (cpu_checks names the site) and Python's error model (x // 0 raises)
-        self._njit_options = {"_nrt": False, "fastmath": options.fastmath, "boundscheck": options.debug,
-                              "error_model": "python" if options.debug else "numpy"}
+        self._njit_options = {
+            "_nrt": False,
+            "fastmath": options.fastmath,
+            "boundscheck": options.debug,
+            "error_model": "python" if options.debug else "numpy",
+        }
         self.workers = _workers_from_environment()
         """How many threads run a grid's blocks: $OVERDUB_CPU_THREADS, else every core (launches read the
         default target's, ``overdub.targets.cpu.TARGET.workers``, whatever their options)."""
@@ -201,8 +232,10 @@ class CPUTarget(Configurable):
         compile options, numba's settings that change code (``NUMBA_OPT``, ``NUMBA_BOUNDSCHECK``, ...), and
         the grid runner the code calls (which build of it, or none: then the code is the serial grid loop)."""
         settings = (config.OPT, config.BOUNDSCHECK, config.DEBUGINFO_DEFAULT)
-        return (f"cpu:{cpu_target.target_context.codegen().magic_tuple()}:{self.options!r}:{settings}:"
-                f"runner={runner.runner_digest()}")
+        return (
+            f"cpu:{cpu_target.target_context.codegen().magic_tuple()}:{self.options!r}:{settings}:"
+            f"runner={runner.runner_digest()}"
+        )
 
     def typeof(self, value):
         kind = arguments.kind_of(value)
@@ -211,8 +244,10 @@ class CPUTarget(Configurable):
             arguments.refuse_container(value, ty)
             return ty
         if kind.memory(value) == "device":
-            raise TypeError(f"a {type(value).__name__} ({value!r:.60}) lives in GPU memory: the CPU target takes "
-                            f"host memory (a numpy array, od.pointer of one)")
+            raise TypeError(
+                f"a {type(value).__name__} ({value!r:.60}) lives in GPU memory: the CPU target takes "
+                f"host memory (a numpy array, od.pointer of one)"
+            )
         return kind.typeof(value)
 
     def compile_method(self, func, typing_context, argtypes, kws):
@@ -220,7 +255,7 @@ class CPUTarget(Configurable):
         dispatcher = numba.njit(func, no_cpython_wrapper=True, no_cfunc_wrapper=True, **self._njit_options)
         with cpu_checks.checking(self.options.debug):
             sig, impl_key = bridge.dispatcher_call(typing_context, dispatcher, argtypes, kws)
-        return sig, impl_key, dispatcher      # the dispatcher must outlive every caller's code
+        return sig, impl_key, dispatcher  # the dispatcher must outlive every caller's code
 
     def call_with_state(self, sig, impl_key):
         calls = bridge.HiddenArgumentCall(cpu_target.target_context, sig, impl_key)
@@ -232,8 +267,9 @@ class CPUTarget(Configurable):
             if runner.SYMBOLS is None:
                 grid_loop = cpu_grid.compile_serial(func, argtypes, self._njit_options)
                 return SerialLauncher(grid_loop, argtypes, checked)
-            body, address, mode = cpu_grid.compile_grid_body(func, argtypes, world.being_built().needs,
-                                                             self._njit_options)
+            body, address, mode = cpu_grid.compile_grid_body(
+                func, argtypes, world.being_built().needs, self._njit_options
+            )
         return CPULauncher(body, address, mode, cpu_grid.entry(argtypes), argtypes, checked)
 
     # -- the disk cache's view of a compiled kernel: the runner's mode for it, the grid body's machine code
@@ -255,14 +291,16 @@ class CPUTarget(Configurable):
     def launcher_from_payload(self, payload, argtypes):
         mode, body, entry = payload
         if (mode == "serial") != (runner.SYMBOLS is None) or (mode != "serial" and mode not in cpu_grid.MODES):
-            raise ValueError(f"a {mode!r} grid cannot run here")    # the cache tag keys by the runner: not reached
+            raise ValueError(f"a {mode!r} grid cannot run here")  # the cache tag keys by the runner: not reached
         argtypes = tuple(argtypes)
         if mode == "serial":
-            return SerialLauncher(cpu_grid.loaded_serial(_rebuilt(body), len(argtypes), self._njit_options),
-                                  argtypes, self.options.debug)
+            return SerialLauncher(
+                cpu_grid.loaded_serial(_rebuilt(body), len(argtypes), self._njit_options), argtypes, self.options.debug
+            )
         body, address = cpu_grid.loaded_body(_rebuilt(body), self._njit_options)
-        return CPULauncher(body, address, mode, cpu_grid.loaded_entry(argtypes, lambda: _rebuilt(entry)), argtypes,
-                           self.options.debug)
+        return CPULauncher(
+            body, address, mode, cpu_grid.loaded_entry(argtypes, lambda: _rebuilt(entry)), argtypes, self.options.debug
+        )
 
     def synchronize(self):
         """Launches return when their grid is done: nothing is left to wait for but printf's buffer."""
@@ -277,7 +315,7 @@ TARGET.root.forward(print, cuprintln)
 # The kernel idiom: calls are forwarded (so a context's overdub of cuda.grid still applies on the CPU),
 # objects read for their attributes are replaced.
 for _name in ("grid", "gridsize") + SYNC_NAMES:
-    _stub = getattr(numba_cuda, _name)       # numba-cuda's stubs are classes: replaced, not forwarded
+    _stub = getattr(numba_cuda, _name)  # numba-cuda's stubs are classes: replaced, not forwarded
     (TARGET.root.replace if isinstance(_stub, type) else TARGET.root.forward)(_stub, getattr(CUDA_IDIOM, _name))
 for _name in ("threadIdx", "blockIdx", "blockDim", "gridDim", "laneid", "shared", "local", "atomic", "const", "cg"):
     TARGET.root.replace(getattr(numba_cuda, _name), getattr(CUDA_IDIOM, _name))
