@@ -19,7 +19,7 @@ from numba.core.typing.templates import AttributeTemplate, infer_getattr
 
 from ... import world
 from . import runner
-from .runner import native_call
+from .runner import Need, native_call
 
 # The kernel is inlined (at numba IR level) into its grid body, so the reads in its own body find the body's
 # local copy of the state, which LLVM keeps in registers: thread indices are plain loop variables there, and
@@ -32,11 +32,6 @@ _GRID_STATE_SYMBOL = "overdub_grid_state"
 llvm.add_symbol(_GRID_STATE_SYMBOL, _GRID_STATE.ctypes.data)
 _I64 = ir.IntType(64)
 _LOCAL_STATE = "overdub.grid_state"
-NEEDS_GRID_STATE = "grid state in memory"
-NEEDS_BLOCK_ROWS = "thread and block x indices apart"
-"""A row loop sets the thread's and the block's x index as ``x - q * bx`` and ``q``, ``q`` the first block of
-the row: exact where the row is one block's, and always exact in their sum, ``cuda.grid``'s (so that a row can
-span blocks with no division per thread). A kernel reading either on its own needs rows of one block."""
 
 
 def _global_slot(builder, slot: int):
@@ -82,7 +77,7 @@ def set_slot(typingctx, slot, value):
 def set_x(typingctx, x, first, bx):
     """In a row loop running the threads of a row by their global x index ``x`` from ``first``: set the
     block's x index to ``first // bx`` (one division a row, LLVM hoists it) and the thread's to what makes
-    their sum ``x`` (see :data:`NEEDS_BLOCK_ROWS`)."""
+    their sum ``x`` (see :attr:`~.runner.Need.BLOCK_ROWS`)."""
 
     def codegen(context, builder, sig, args):
         value, start, width = (context.cast(builder, arg, ty, types.int64) for arg, ty in zip(args, sig.args))
@@ -122,22 +117,22 @@ def _store_slot(builder, index: int, value):
     state = _local_state(builder) or cgutils.alloca_once(builder, ir.ArrayType(_I64, 12), name=_LOCAL_STATE)
     builder.store(value, _local_slot(builder, state, index))
     built = world.being_built()
-    if built is not None and NEEDS_GRID_STATE in built.needs:
+    if built is not None and Need.GRID_STATE in built.needs:
         builder.store(value, _global_slot(builder, index))
 
 
 def read_slot(builder, slot: int, apart: bool = True):
     """The value of ``slot`` for the running thread. A read of the thread's or the block's x index on its own
     (``apart``; not ``cuda.grid``'s, which only needs their sum) makes the kernel need the runner's
-    :data:`NEEDS_BLOCK_ROWS`."""
+    :attr:`~.runner.Need.BLOCK_ROWS`."""
     built = world.being_built()
     if apart and slot in (0, 3) and built is not None:
-        built.needs.add(NEEDS_BLOCK_ROWS)
+        built.needs.add(Need.BLOCK_ROWS)
     state = _local_state(builder)
     if state is not None:
         return builder.load(_local_slot(builder, state, slot))
     if built is not None:
-        built.needs.add(NEEDS_GRID_STATE)
+        built.needs.add(Need.GRID_STATE)
     return builder.load(_global_slot(builder, slot))
 
 

@@ -1,0 +1,172 @@
+"""The typing bridge proper: how calls in compiled code are typed through numba.
+
+* :func:`register_opaque`, through which the driver (:mod:`overdub.compiler`) gives each
+  :class:`~overdub.rewrite.Overdubbed` callee the numba type whose typing is where dispatch happens;
+* :func:`delegate` and :func:`dispatcher_call`, which type calls numba itself knows, and what numba's own
+  registrations say of a callee (:func:`numba_implements`, :func:`always_inlined_overload`); a call typed by
+  templates of the user's code leaves the need :class:`TypedByTemplates` on the node being built;
+* :func:`call_sites`, the source lines of the calls being typed, for messages;
+* :func:`compile_error_message` and :func:`numba_error_class`: which failures are numba's own.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+import types as pytypes
+
+import numba
+from numba.core import types
+from numba.core.extending import models, register_model, typeof_impl
+from numba.core.imputils import lower_constant
+from numba.core.typing.templates import fold_arguments
+from numba.core.utils import pysignature
+
+from .. import world
+
+
+def unliteral(t):
+    return types.unliteral(t)
+
+
+def register_opaque(python_class: type, numba_type: type) -> None:
+    """Let each value of ``python_class`` appear in compiled code as a compile-time constant of the numba type
+    ``numba_type(value)`` (its data is never read: dispatch and attribute typing use the type alone)."""
+    typeof_impl.register(python_class)(lambda value, c: numba_type(value))
+    register_model(numba_type)(models.OpaqueModel)
+    lower_constant(numba_type)(lambda context, builder, ty, pyval: context.get_dummy_value())
+
+
+# --- calls numba types ----------------------------------------------------------------------------------
+
+
+def fold_call(pyfunc, argtypes: tuple, kws: dict) -> tuple[tuple, object]:
+    """Positional argument types for a call of ``pyfunc`` with keywords and defaults resolved (numba's
+    ``Omitted`` for a default), and the Python signature lowering folds the call's arguments with."""
+    pysig = pysignature(pyfunc)
+    folded = fold_arguments(
+        pysig,
+        argtypes,
+        kws,
+        lambda index, param, value: value,
+        lambda index, param, default: types.Omitted(default),
+        lambda index, param, values: types.StarArgTuple(tuple(values)),
+    )
+    return tuple(folded), pysig
+
+
+def delegate(context, callee, args: tuple, kws: dict):
+    """Type a call of something numba itself knows (a builtin, a numba intrinsic): (signature, impl key).
+
+    Keyword arguments of a Python placeholder (``carray(ptr, shape, dtype=...)``) are folded into positions
+    first, its defaults passed as numba's ``Omitted``, and the signature carries the placeholder's Python
+    signature, with which lowering folds the call's own keyword arguments the same way."""
+    pysig = None
+    if kws and isinstance(callee, pytypes.FunctionType):
+        args, pysig = fold_call(callee, args, kws)
+        kws = {}
+    fnty = context.resolve_value_type(callee)
+    sig = context.resolve_function_type(fnty, args, kws)
+    if sig is None:
+        return None, None
+    _note_typing_modules(fnty)
+    impl_key = fnty.get_impl_key(sig)
+    return (sig if pysig is None else sig.replace(pysig=pysig)), impl_key
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class TypedByTemplates:
+    """A need of compiled code: a call in it was typed by numba typing templates of ``module`` (a module
+    outside numba and overdub), whose code no fact of the disk cache records."""
+
+    module: str
+
+
+def _note_typing_modules(fnty) -> None:
+    """Record on the node being built (in its ``needs``, which its callers inherit) each module outside numba
+    and overdub whose typing templates may have typed this call -- an ``@overload`` written in the user's
+    code, say: the disk cache, which cannot check such code, then does not store what was built. (numba
+    internals: a template's ``_overload_func`` and ``_definition_func``.)"""
+    needs = getattr(world.being_built(), "needs", None)
+    if needs is None:
+        return
+    for template in getattr(fnty, "templates", ()):
+        for source in (
+            template,
+            getattr(template, "_overload_func", None),
+            getattr(template, "_definition_func", None),
+        ):
+            module = getattr(source, "__module__", None)
+            if isinstance(module, str) and not module.startswith(("numba", "overdub")):
+                needs.add(TypedByTemplates(module))
+
+
+def always_inlined_overload(context, callee, args: tuple, kws: dict):
+    """The Python implementation an ``@overload(callee, inline="always")`` gives for these argument types, or
+    None. numba inlines such calls in its IR before lowering, which a call typed through overdub's dispatch
+    never reaches; overdub compiles the implementation as a callee instead. (numba internals: the template's
+    ``_inline`` and ``_overload_func``.)"""
+    fnty = context.resolve_value_type(callee)
+    for template in getattr(fnty, "templates", ()):
+        inline = getattr(template, "_inline", None)
+        if inline is not None and inline.is_always_inline and hasattr(template, "_overload_func"):
+            impl = template._overload_func(*args, **kws)
+            if isinstance(impl, pytypes.FunctionType):
+                return impl
+    return None
+
+
+def numba_implements(context, callee) -> bool:
+    """Does numba's typing have its own registration for ``callee`` (``@overload``, ``@intrinsic``, a typing
+    template)? Then a Python body it may have is a placeholder. (numba internals: the typing context's
+    registry of globals.)"""
+    return context._lookup_global(callee) is not None
+
+
+def python_function(callee):
+    """The Python function to compile for ``callee``: a plain function itself, or the ``py_func`` of a numba
+    dispatcher (``@numba.njit``, ``@cuda.jit``, ``@cuda.jit(device=True)``: overdub compiles it as any function
+    of its own) or of an ``od.jit`` kernel; else None."""
+    if isinstance(callee, pytypes.FunctionType):
+        return callee
+    py_func = getattr(callee, "py_func", None)
+    return py_func if isinstance(py_func, pytypes.FunctionType) else None
+
+
+def dispatcher_call(context, dispatcher, args: tuple, kws: dict):
+    """Type a call of a numba dispatcher (compiling it for ``args``): (signature, impl key)."""
+    fnty = types.Dispatcher(dispatcher)
+    sig = context.resolve_function_type(fnty, args, kws)
+    return sig, fnty.get_impl_key(sig)
+
+
+def call_sites() -> list[str]:
+    """The source lines of the calls numba is typing on this thread, innermost first ("file.py:12")."""
+    # numba internals: the typing constraints on the stack (CallConstraint, IntrinsicCallConstraint,
+    # TypeVarConstraint for attribute reads) carry the source location being typed
+    sites, frame = [], sys._getframe(1)
+    while frame is not None:
+        constraint = frame.f_locals.get("self")
+        if type(constraint).__name__.endswith("Constraint") and getattr(constraint, "loc", None) is not None:
+            loc = constraint.loc
+            site = f"{loc.short()}" if hasattr(loc, "short") else f"{loc.filename}:{loc.line}"
+            if not sites or sites[-1] != site:
+                sites.append(site)
+        frame = frame.f_back
+    return sites
+
+
+# --- numba's errors -------------------------------------------------------------------------------------
+
+
+def compile_error_message(exc: BaseException) -> str | None:
+    """numba's own message for a compile failure (it names the kernel's source line), or None when the
+    exception is not numba's."""
+    if isinstance(exc, numba.core.errors.NumbaError) or type(exc).__module__.startswith("numba"):
+        return str(exc).strip()
+    return None
+
+
+def numba_error_class(exc: BaseException) -> type | None:
+    """The class of ``exc`` when it is one of numba's own errors (TypingError, LoweringError, ...), else None."""
+    return type(exc) if isinstance(exc, numba.core.errors.NumbaError) else None

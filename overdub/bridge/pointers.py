@@ -1,0 +1,67 @@
+"""numba's side of typed pointers: a :class:`~overdub.types.PtrType` value is an LLVM pointer (numba's
+``PointerModel``); ``p[i]`` loads and ``p[i] = v`` stores an element; an :class:`~overdub.intrinsics.Pointer`
+argument is unboxed on the CPU as its address. :func:`load_element` and :func:`store_element` are the code
+``unsafe_load`` and ``unsafe_store`` (:mod:`overdub.intrinsics`) generate too."""
+
+from __future__ import annotations
+
+import operator
+
+from numba.core import types
+from numba.core.extending import NativeValue, models, register_model, unbox
+from numba.core.imputils import lower_builtin
+from numba.core.typing.templates import AbstractTemplate, infer_global, signature
+
+from ..types import PtrType
+
+register_model(PtrType)(models.PointerModel)
+
+
+def element_address(context, builder, ptr_type, ptr, index_type, index):
+    index = context.cast(builder, index, index_type, types.intp)
+    return builder.gep(ptr, [index])
+
+
+def load_element(context, builder, ptr_type, ptr, index_type, index):
+    address = element_address(context, builder, ptr_type, ptr, index_type, index)
+    return context.unpack_value(builder, ptr_type.dtype, address)
+
+
+def store_element(context, builder, ptr_type, ptr, index_type, index, value_type, value):
+    value = context.cast(builder, value, value_type, ptr_type.dtype)
+    address = element_address(context, builder, ptr_type, ptr, index_type, index)
+    context.pack_value(builder, ptr_type.dtype, value, address)
+
+
+@infer_global(operator.getitem)
+class _PtrGetItem(AbstractTemplate):
+    def generic(self, args, kws):
+        if len(args) == 2 and isinstance(args[0], PtrType) and isinstance(args[1], types.Integer):
+            return signature(args[0].dtype, args[0], types.unliteral(args[1]))
+
+
+@infer_global(operator.setitem)
+class _PtrSetItem(AbstractTemplate):
+    def generic(self, args, kws):
+        if len(args) == 3 and isinstance(args[0], PtrType) and isinstance(args[1], types.Integer):
+            return signature(types.none, args[0], types.unliteral(args[1]), args[0].dtype)
+
+
+@lower_builtin(operator.getitem, PtrType, types.Integer)
+def _ptr_getitem(context, builder, sig, args):
+    return load_element(context, builder, sig.args[0], args[0], sig.args[1], args[1])
+
+
+@lower_builtin(operator.setitem, PtrType, types.Integer, types.Any)
+def _ptr_setitem(context, builder, sig, args):
+    store_element(context, builder, sig.args[0], args[0], sig.args[1], args[1], sig.args[2], args[2])
+    return context.get_dummy_value()
+
+
+@unbox(PtrType)
+def _unbox_pointer(typ, obj, c):
+    address_obj = c.pyapi.object_getattr_string(obj, "address")
+    address = c.pyapi.long_as_longlong(address_obj)
+    c.pyapi.decref(address_obj)
+    ptr = c.builder.inttoptr(address, c.context.get_value_type(typ))
+    return NativeValue(ptr, is_error=c.pyapi.c_api_error())

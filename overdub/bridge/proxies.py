@@ -1,0 +1,64 @@
+"""numba's side of module proxies: a :class:`~overdub.rewrite.ModuleProxy` (a module seen from a context
+chain) is a compile-time constant whose attributes are typed as numba would type the real module's, except
+that what the chain replaces -- a callable come back Overdubbed, a submodule's proxy, a target's replacement
+-- is a constant of its own type."""
+
+from __future__ import annotations
+
+from numba.core import cgutils, types
+from numba.core.imputils import lower_getattr_generic
+from numba.core.typing.templates import AttributeTemplate, infer_getattr
+
+from ..rewrite import ModuleProxy
+from ..types import typeof
+from .calls import call_sites, register_opaque
+
+
+class ModuleProxyType(types.Dummy):
+    """The numba type of a module seen from a context chain."""
+
+    def __init__(self, proxy: ModuleProxy):
+        self.proxy = proxy
+        super().__init__(name=f"module({proxy.module.__name__})")
+
+    @property
+    def key(self):
+        return self.proxy
+
+
+register_opaque(ModuleProxy, ModuleProxyType)
+
+
+def _seen_attribute(proxy: ModuleProxy, attr: str):
+    """(the attribute as the chain sees it, whether that is the module's own value -- not Overdubbed, not a
+    proxy, not a target's replacement)."""
+    try:
+        value = proxy.attribute(attr)
+    except AttributeError as exc:
+        sites = call_sites()
+        raise AttributeError(f"{exc}{' (at ' + sites[0] + ')' if sites else ''}") from None
+    return value, value is getattr(proxy.module, attr, None)
+
+
+@infer_getattr
+class _ModuleProxyAttributes(AttributeTemplate):
+    key = ModuleProxyType
+
+    def generic_resolve(self, typ, attr):
+        value, own = _seen_attribute(typ.proxy, attr)
+        if own:
+            return self.context.resolve_getattr(types.Module(typ.proxy.module), attr)
+        return typeof(value)
+
+
+@lower_getattr_generic(ModuleProxyType)
+def _lower_module_proxy_getattr(context, builder, typ, value, attr):
+    seen, own = _seen_attribute(typ.proxy, attr)
+    if not own:  # Overdubbed, a proxy, or a target's replacement: a constant
+        return context.get_constant_generic(builder, typeof(seen), seen)
+    module_type = types.Module(typ.proxy.module)
+    impl = context.get_getattr(module_type, attr)
+    if impl is not None:  # the target's own lowering: module constants, special registers
+        return impl(context, builder, module_type, context.get_dummy_value(), attr)
+    attr_type = context.typing_context.resolve_getattr(module_type, attr)
+    return cgutils.get_null_value(context.get_value_type(attr_type))  # functions, submodules: opaque
