@@ -5,43 +5,70 @@ substitute any call; a compiled kernel keeps the edges it consulted, so redefini
 the next launch recompile.
 """
 
+from typing import TYPE_CHECKING
+
 from .compiler import CompileError
 from .context import CPU, CUDA, Context, when_imported
-from .intrinsics import Pointer, cuprintln, pointer, state, unsafe_load, unsafe_store, vload, vstore
 from .dropin import jit
 from .extending import method
+from .intrinsics import Pointer, cuprintln, pointer, state, unsafe_load, unsafe_store, vload, vstore
 from .launch import cuda, default_target, synchronize
 from .reflect import code_llvm, code_ptx, code_sass, code_typed, explain, stats
-from .structs import struct, struct_array
 from .registry import AmbiguityError, GenericFunction, Method, MethodError, function, methods, which
-from .types import (
-    AbstractType,
-    Any,
-    Array,
-    Boolean,
-    Complex,
-    Float,
-    Integer,
-    Number,
-    Ptr,
-    PtrType,
-    bool_,
-    complex64,
-    complex128,
-    float16,
-    float32,
-    float64,
-    int8,
-    int16,
-    int32,
-    int64,
-    issubtype,
-    uint8,
-    uint16,
-    uint32,
-    uint64,
-)
+from .structs import struct, struct_array
+from .types import AbstractType, PtrType, issubtype
 from .world import current_world, invalidation_log
+
+if TYPE_CHECKING:  # the lattice's names as types, for annotations (overdub/annotations.py)
+    from .annotations import (
+        Any,
+        Array,
+        Boolean,
+        Complex,
+        Float,
+        Integer,
+        Number,
+        Ptr,
+        bool_,
+        complex64,
+        complex128,
+        float16,
+        float32,
+        float64,
+        int8,
+        int16,
+        int32,
+        int64,
+        uint8,
+        uint16,
+        uint32,
+        uint64,
+    )
+else:
+    from .types import (
+        Any,
+        Array,
+        Boolean,
+        Complex,
+        Float,
+        Integer,
+        Number,
+        Ptr,
+        bool_,
+        complex64,
+        complex128,
+        float16,
+        float32,
+        float64,
+        int8,
+        int16,
+        int32,
+        int64,
+        uint8,
+        uint16,
+        uint32,
+        uint64,
+    )
 
 __version__ = "0.1.0"
 

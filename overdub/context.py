@@ -32,7 +32,7 @@ from .types import Any, as_type, issubtype, type_name
 __all__ = ["Context", "BaseContext", "TargetRoot", "CPU", "CUDA", "when_imported", "callee_key"]
 
 
-def callee_key(callee):
+def callee_key(callee: object) -> object:
     """How overdub tables name a callee: a function defined at a module's top level by its module namespace
     and qualified name (so an overdub survives the function's redefinition, as a Julia overdub survives a
     method's); a lambda, a closure or anything else by identity (two lambdas of a module are two callees)."""
@@ -51,7 +51,7 @@ class ContextShape(world.Node):
 
     __slots__ = ("context",)
 
-    def __init__(self, context: "Context"):
+    def __init__(self, context: Context):
         super().__init__()
         self.context = context
 
@@ -91,7 +91,7 @@ class Context:
 
     overdubbable = True  # False only for a target's root, which holds no overdubs
 
-    def __init__(self, name: str, parent: "Context | None" = None, state=None):
+    def __init__(self, name: str, parent: Context | None = None, state=None):
         self.name = name
         self.__module__ = sys._getframe(1).f_globals.get("__name__")  # where it is made: for pickling
         self._parent = parent
@@ -112,11 +112,11 @@ class Context:
         return reference_to(self, self.__module__, names[0] if names else self.name)
 
     @property
-    def parent(self) -> "Context | None":
+    def parent(self) -> Context | None:
         return self._parent
 
     @parent.setter
-    def parent(self, parent: "Context | None") -> None:
+    def parent(self, parent: Context | None) -> None:
         self._reshape(f"parent of {self!r} set to {parent!r}", lambda: setattr(self, "_parent", parent))
 
     @property
@@ -309,7 +309,7 @@ class Context:
         return found
 
     # -- chains ----------------------------------------------------------------------------------------
-    def chain(self, target, state=None) -> tuple["Context", ...]:
+    def chain(self, target, state=None) -> tuple[Context, ...]:
         """This context, its parents, the target's base context (other targets' base contexts are
         skipped), then the target's root -- for a launch passing state of the numba type ``state``, the
         root that says so."""
@@ -351,7 +351,7 @@ class TargetRoot(Context):
     def hides(self, callee) -> bool:
         return self._hidden.get(id(callee)) is callee
 
-    def with_state(self, state_type) -> "StateRoot":
+    def with_state(self, state_type) -> StateRoot:
         """This root for launches passing state of the numba type ``state_type``: what is compiled for them
         takes it as a hidden first parameter, so it is compiled apart (one compile per state type)."""
         root = self._with_state.get(state_type)
@@ -360,7 +360,7 @@ class TargetRoot(Context):
                 root = self._with_state.setdefault(state_type, StateRoot(self, state_type))
         return root
 
-    def configured_for(self, target) -> "TargetRoot":
+    def configured_for(self, target) -> TargetRoot:
         """The root of ``target``, a configuration of this root's target: the same meaning of names."""
         root = TargetRoot(f"{self.name}[{target.options.describe()}]", target)
         root._forwards, root._replacements = dict(self._forwards), dict(self._replacements)

@@ -16,6 +16,8 @@ these types" is an edge too.
 from __future__ import annotations
 
 import types as pytypes
+from collections.abc import Callable
+from typing import Any
 
 from . import world
 from .context import callee_key, callee_name
@@ -28,14 +30,14 @@ __all__ = ["method", "table", "user_methods", "UserMethods"]
 class UserMethods:
     """The tables of methods added to callables that are not generic functions, one a callee."""
 
-    def __init__(self):
-        self._tables: dict = {}  # callee key -> the table of methods added to that callee
-        self._namespaces: dict = {}  # keeps the module namespaces named by callee keys alive
+    def __init__(self) -> None:
+        self._tables: dict[object, MethodTable] = {}  # callee key -> the table of methods added to that callee
+        self._namespaces: dict[int, dict[str, Any]] = {}  # keeps the module namespaces named by callee keys alive
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[Any, ...]:
         return reference_to(self, __name__, "user_methods")
 
-    def table(self, callee) -> MethodTable:
+    def table(self, callee: Callable[..., Any]) -> MethodTable:
         """The table of methods added to ``callee`` (empty until one is; lookups in it are edges too)."""
         key = callee_key(callee)
         found = self._tables.get(key)
@@ -51,7 +53,9 @@ user_methods = UserMethods()
 table = user_methods.table
 
 
-def method(callee, sig: tuple | None = None):
+def method(
+    callee: Callable[..., Any], sig: tuple[Any, ...] | None = None
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Decorator: add the def as a method of ``callee`` for the argument types its annotations (or ``sig``)
     give -- ``callee`` may be any callable a kernel can call: a generic function (the same as defining a
     method of it), ``operator.add`` (so ``a + b`` reaches it), ``operator.getitem`` (``a[i]``), ``abs``,
@@ -71,7 +75,7 @@ def method(callee, sig: tuple | None = None):
             + (" (numba requires len to stay the builtin)" if callee is len else "")
         )
 
-    def define(func):
+    def define(func: Callable[..., Any]) -> Callable[..., Any]:
         if not isinstance(func, pytypes.FunctionType):
             raise TypeError(f"od.method({callee_name(callee)}) takes a def, not {type(func).__name__}")
         if isinstance(callee, GenericFunction):

@@ -26,16 +26,23 @@ from __future__ import annotations
 
 import itertools
 import linecache
+from collections.abc import Callable
+from typing import Any
 
 from .context import POSTHOOK, PREHOOK
+from .registry import Method
 from .rewrite import Direct, Overdubbed, Unobserved, interned
 
 __all__ = ["observing", "hooked_call"]
 
 _generated = itertools.count()
 
+Hooks = tuple[tuple[Method, Any], ...]  # (method, the chain its body compiles in), in the order they run
 
-def observing(site: Overdubbed, argtypes: tuple, kwtypes: tuple, result_type) -> tuple[tuple, tuple]:
+
+def observing(
+    site: Overdubbed, argtypes: tuple[Any, ...], kwtypes: tuple[Any, ...], result_type: Callable[[], Any]
+) -> tuple[Hooks, Hooks]:
     """(prehooks, posthooks) observing a call of ``site`` with ``argtypes`` and keyword arguments of
     ``kwtypes`` (hooks take them positionally, in call order): each a (method, chain its body compiles in)
     pair, in the order they run. Posthooks dispatch on ``(result_type(), *argtypes)``; the
@@ -59,7 +66,7 @@ def observing(site: Overdubbed, argtypes: tuple, kwtypes: tuple, result_type) ->
     return tuple(pre), tuple(reversed(post))
 
 
-def hooked_call(site: Overdubbed, pre: tuple, post: tuple, nargs: int, kwnames: tuple):
+def hooked_call(site: Overdubbed, pre: Hooks, post: Hooks, nargs: int, kwnames: tuple[str, ...]) -> Callable[..., Any]:
     """The hooked call of ``site`` for these hooks and this arity, generated once and kept by the site (which
     lives as long as compiled code refers to it)."""
     key = (tuple((m.func, chain) for m, chain in pre), tuple((m.func, chain) for m, chain in post), nargs, kwnames)
@@ -71,7 +78,7 @@ def hooked_call(site: Overdubbed, pre: tuple, post: tuple, nargs: int, kwnames: 
     return func
 
 
-def _generate(site: Overdubbed, pre: tuple, post: tuple, nargs: int, kwnames: tuple):
+def _generate(site: Overdubbed, pre: Hooks, post: Hooks, nargs: int, kwnames: tuple[str, ...]) -> Callable[..., Any]:
     """The source of the hooked call: positional parameters ``__a0, ...``, keyword ones named as the call
     names them (so the caller's keywords bind), the hooks and the callee as globals. The callee gets the
     call's arguments as the call passes them; hooks get them all positionally, keywords in call order."""
@@ -93,6 +100,6 @@ def _generate(site: Overdubbed, pre: tuple, post: tuple, nargs: int, kwnames: tu
     filename = f"<overdub hooked call of {name} {next(_generated)}>"
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)  # for debug info
     exec(compile(source, filename, "exec"), namespace)
-    func = namespace["hooked"]
+    func: Callable[..., Any] = namespace["hooked"]
     func.__qualname__ = f"hooked({getattr(site.callee, '__qualname__', name)})"
     return func

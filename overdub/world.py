@@ -27,11 +27,12 @@ from __future__ import annotations
 import collections
 import contextlib
 import threading
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 lock = threading.RLock()
 _world = 0
-_log: collections.deque = collections.deque(maxlen=1000)
+_log: collections.deque[Invalidation] = collections.deque(maxlen=1000)
 _consulting = threading.local()
 
 
@@ -56,14 +57,14 @@ class Node:
 
     __slots__ = ("valid", "min_world", "max_world", "edges", "_backedges", "__weakref__")
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.valid = True
         self.min_world = _world  # the first world this node is valid in
         self.max_world: int | None = None  # the last one, once invalidated
         self.edges: dict[Node, None] = {}  # what this node consulted, in order (for od.explain)
         self._backedges: set[Node] = set()
 
-    def add_backedge(self, dependent: "Node") -> None:
+    def add_backedge(self, dependent: Node) -> None:
         """Record that ``dependent`` was built from this node's answer."""
         if dependent is self or not dependent.valid:
             return
@@ -73,7 +74,7 @@ class Node:
             else:  # consulted something already stale: the dependent is stale too
                 dependent.valid = False
 
-    def dependents(self) -> list["Node"]:
+    def dependents(self) -> list[Node]:
         return list(self._backedges)
 
     def detach(self) -> None:
@@ -110,7 +111,7 @@ class Invalidation:
         return "\n".join(lines)
 
 
-def invalidate(roots, cause: str) -> Invalidation | None:
+def invalidate(roots: Iterable[Node], cause: str) -> Invalidation | None:
     """Mark ``roots`` and everything reachable from them through backedges invalid as of the current world
     (the change that causes it has bumped the world already); log it with ``cause``."""
     with lock:
@@ -138,7 +139,7 @@ def invalidate(roots, cause: str) -> Invalidation | None:
         return entry
 
 
-def retire(nodes) -> None:
+def retire(nodes: Iterable[Node]) -> None:
     """Drop nodes whose source no longer exists (a collected kernel function, a cache reset): invalid, detached,
     and not logged -- nothing changed meaning, so nothing recompiles because of it."""
     with lock:
@@ -166,7 +167,7 @@ def _stack() -> list[Node]:
 
 
 @contextlib.contextmanager
-def building(node: Node):
+def building(node: Node) -> Iterator[Node]:
     """While ``node`` is being built on this thread, everything :func:`consult`-ed becomes its edge."""
     stack = _stack()
     stack.append(node)
