@@ -96,7 +96,7 @@ class Part:
         """Run a correctness check; a failure (or error) is recorded and returns False."""
         try:
             fn()
-        except Exception as exc:  # noqa: BLE001 -- recorded, the suite goes on
+        except Exception as exc:  # recorded, the suite goes on
             self.checks.append({"name": name, "ok": False, "detail": error_text(exc)})
             self.errors.append(f"check {name} failed: {error_text(exc)}")
             return False

@@ -111,6 +111,7 @@ def _launch_all(variant: str):
         return outs, None
     if variant == "od-cuda":
         import cupy
+
         import overdub as od
 
         dx = cupy.asarray(x)
@@ -252,7 +253,7 @@ def host_calls(part, quick: bool) -> None:
     for name, fn in candidates.items():
         for args in ((1.0, 2.0), (1, 2)):
             fn(*args)
-            best = min(timeit.repeat(lambda: fn(*args), number=number, repeat=7)) / number
+            best = min(timeit.repeat(lambda: fn(*args), number=number, repeat=7)) / number  # noqa: B023 -- timed at once
             empty = min(timeit.repeat(lambda: None, number=number, repeat=7)) / number
             part.measure(f"host call {name}{args}", (best - empty) * 1e6, "us")
     part.target("overdub host call (float, float)", part.value("host call overdub(1.0, 2.0)"), "<=", 0.5)

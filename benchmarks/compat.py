@@ -87,7 +87,7 @@ _API_TYPEERROR = re.compile(
 
 def tests_dir() -> Path:
     spec = importlib.util.find_spec("numba.cuda.tests.cudapy")
-    return Path(list(spec.submodule_search_locations)[0])
+    return Path(next(iter(spec.submodule_search_locations)))
 
 
 def run_file(name: str, patch: bool, timeout: float, workdir: Path) -> dict:
@@ -310,7 +310,7 @@ def markdown(result: dict) -> str:
         )
 
     lines = [
-        f"# overdub vs numba-cuda's kernel-language tests",
+        "# overdub vs numba-cuda's kernel-language tests",
         "",
         f"numba-cuda {result['numba_cuda']}, Python {result['python']}, per-file timeout "
         f"{result['timeout_s']:.0f} s. Counts are passed/failed/errored. Overdub-only failures: tests "

@@ -181,7 +181,6 @@ def run(part: Part, quick: bool, check_only: bool = False) -> None:
     import numba
 
     import overdub as od
-
     from overdub.targets import cpu as cpu_target
 
     cfg = settings(quick)

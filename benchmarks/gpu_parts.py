@@ -137,8 +137,9 @@ def _time_host_loop(gpu: GPU, loop, n: int) -> float:
 
 def _launch_loops(gpu: GPU, name: str, arrays, scalars, pymod, c_source):
     """The four ways to launch the empty kernel ``name``: each a function of n doing n launches."""
-    import overdub as od
     from cuda.core import LaunchConfig, launch
+
+    import overdub as od
 
     cp, nbcuda = gpu.cp, gpu.nbcuda
     args = tuple(arrays) + tuple(scalars)
@@ -152,7 +153,7 @@ def _launch_loops(gpu: GPU, name: str, arrays, scalars, pymod, c_source):
 
     loops["overdub"] = od_loop
 
-    def od_jit_loop(n, k=od.jit(py_kernel, target="cuda")[1, 1], args=args):
+    def od_jit_loop(n, k=od.jit(py_kernel, target="cuda")[1, 1], args=args):  # noqa: B008 -- bound once, as a local
         for _ in range(n):
             k(*args)
 
@@ -692,7 +693,7 @@ def part4(part: Part, gpu: GPU, cfg: dict, check_only: bool) -> None:
         gpu.sync()
         od_times.append(time.perf_counter() - t0)
         if r == 0:
-            recompiled = ["k%d" % user] if od.stats()["compiles"] > before else []
+            recompiled = [f"k{user}"] if od.stats()["compiles"] > before else []
             for i in range(K.N_KERNELS):
                 if i == user:
                     continue

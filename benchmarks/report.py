@@ -152,14 +152,14 @@ def plots(results: dict, out: Path) -> list[str]:
             groups.setdefault(m["name"].split(" ", 1)[0], []).append(m)
         if groups:
             fig, axes = plt.subplots(1, len(groups), figsize=(4 * len(groups), 3.8), squeeze=False)
-            for ax, (key, ms) in zip(axes[0], groups.items()):
+            for ax, ms in zip(axes[0], groups.values()):
                 labels = [m["name"].split("[", 1)[1].rstrip("]") for m in ms]
                 bars = ax.bar(
                     labels,
                     [m["value"] for m in ms],
                     color=[
-                        "tab:blue" if l == "overdub" else "tab:orange" if l == "numba-cuda" else "tab:gray"
-                        for l in labels
+                        "tab:blue" if label == "overdub" else "tab:orange" if label == "numba-cuda" else "tab:gray"
+                        for label in labels
                     ],
                 )
                 ax.bar_label(bars, fmt="%.3f", fontsize=7)

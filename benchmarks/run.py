@@ -160,10 +160,10 @@ def main(argv=None) -> int:
         flush=True,
     )
 
-    import gpu_parts
-    import cpu_part
-    import memory_part
     import cache_part
+    import cpu_part
+    import gpu_parts
+    import memory_part
 
     cfg = gpu_parts.check_settings() if args.check else gpu_parts.settings(args.quick)
 
@@ -175,7 +175,7 @@ def main(argv=None) -> int:
             fn(part)
         except KeyboardInterrupt:
             raise
-        except BaseException as exc:  # noqa: BLE001 -- the suite goes on
+        except BaseException as exc:  # the suite goes on
             part.status = "error"
             part.errors.append(error_text(exc))
         part.seconds = time.perf_counter() - t0
@@ -226,9 +226,9 @@ def main(argv=None) -> int:
                 gpu = gpu_parts.GPU()
             except Exception as exc:  # cupy / cuda.core missing or broken
                 gpu_error = exc
-        title, fn = gpu_parts.PARTS[key]
+        _title, fn = gpu_parts.PARTS[key]
 
-        def body(part, fn=fn):
+        def body(part, fn=fn, gpu=gpu, gpu_error=gpu_error):
             if gpu_error is not None:
                 raise RuntimeError(f"GPU setup failed: {error_text(gpu_error)}")
             fn(part, gpu, cfg, args.check)

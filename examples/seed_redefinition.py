@@ -29,7 +29,7 @@ od.cuda(kernel, od.pointer(arr))  # prints 1
 
 
 @od.function
-def doit(ptr):  # redefinition: same generic function, method replaced
+def doit(ptr):  # noqa: F811 -- redefinition: same generic function, method replaced
     od.unsafe_store(ptr, 0)
     print(2)
 

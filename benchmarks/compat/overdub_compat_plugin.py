@@ -17,7 +17,7 @@ import os
 import sys
 
 _RECORD = os.environ.get("OVERDUB_COMPAT_RECORD")
-_out = open(_RECORD, "a", buffering=1) if _RECORD else None
+_out = open(_RECORD, "a", buffering=1) if _RECORD else None  # noqa: SIM115 -- open for the whole run
 _calls = [0]  # od.jit calls since the current test started (module level: before any test)
 _current = {"nodeid": None}
 
@@ -34,6 +34,7 @@ _CALL = "__od_compat_r = __od_compat_jit(*__od_compat_a, **__od_compat_k)"
 def _install():
     import numba.cuda
     import numba.cuda.decorators as decorators
+
     import overdub
 
     # numba-cuda's library modules that decorate with jit at import time keep numba's jit: import them first.

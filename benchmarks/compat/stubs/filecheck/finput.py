@@ -1,2 +1,2 @@
-from filecheck import *  # noqa: F401,F403
-from filecheck import Matcher, Options, Parser, FInput, pattern_for_opts  # noqa: F401
+from filecheck import *  # noqa: F403
+from filecheck import FInput, Matcher, Options, Parser, pattern_for_opts  # noqa: F401
