@@ -625,6 +625,31 @@ static PyObject *cuda(PyObject *module, PyObject *args, PyObject *kwargs) {
     return result;
 }
 
+/* runtime.launch_key, where the extension is built: the one definition of the key's format that od.cuda's
+ * lookup above and the slow path's add_launch both use. */
+static PyObject *py_launch_key(PyObject *module, PyObject *args) {
+    PyObject *kernel, *user_args, *context, *target, *state;
+    if (!PyArg_ParseTuple(args, "OO!OOO", &kernel, &PyTuple_Type, &user_args, &context, &target, &state))
+        return NULL;
+    if (state != Py_None && state_mark == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "launch_key: install() has not run");
+        return NULL;
+    }
+    Py_ssize_t n = PyTuple_Size(user_args);
+    PyObject *full = PyTuple_New(n + 1);
+    if (full == NULL) return NULL;
+    Py_INCREF(kernel);
+    PyTuple_SetItem(full, 0, kernel);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = PyTuple_GetItem(user_args, i);
+        Py_INCREF(item);
+        PyTuple_SetItem(full, i + 1, item);
+    }
+    PyObject *key = launch_key(full, context, target, state);
+    Py_DECREF(full);
+    return key;
+}
+
 static PyObject *install(PyObject *module, PyObject *args) {
     PyObject *table, *slow, *python, *mark;
     if (!PyArg_ParseTuple(args, "OOOO", &table, &slow, &python, &mark)) return NULL;
@@ -652,21 +677,14 @@ static PyMethodDef module_methods[] = {
     {"install", install, METH_VARARGS,
      "install(table, slow_path, python_launch, state_mark): where cuda() looks launches up, who takes other "
      "keywords, and what marks a state's class in a key"},
+    {"launch_key", py_launch_key, METH_VARARGS,
+     "launch_key(kernel, args, context, target, state): the launch table's key of a call (runtime.launch_key)"},
     {"cuda", (PyCFunction)(void (*)(void))cuda, METH_VARARGS | METH_KEYWORDS,
      "cuda(kernel, /, *args, threads=1, blocks=1, shmem=0, stream=None, target=None, context=None, state=None,\n"
      "     debug=None)\n"
      "--\n\n"
-     "Launch ``kernel`` (a plain Python function) over ``blocks`` x ``threads`` in ``context``.\n\n"
-     "The kernel and everything it calls are compiled for the argument types in the chain ``context`` ->\n"
-     "its parents -> the target's base context, once; the compiled kernel is reused until something it\n"
-     "consulted changes. ``target`` is \"cpu\" or \"cuda\"; by default, ``default_target()`` as it was at\n"
-     "the first launch without one. ``blocks`` and ``threads`` are positive ints or tuples of 1-3 of them;\n"
-     "``shmem`` is the dynamic shared memory in bytes; ``stream`` a cupy, numba or cuda.core stream\n"
-     "(default: the legacy default stream). ``state`` is the value of the device state ``context`` declares\n"
-     "(``od.Context(name, state=T)``), which ``od.state()`` returns inside the kernel, its callees and the\n"
-     "context's overdubs and hooks: data of this launch, not a constant of the code. ``debug=True``\n"
-     "launches a checked kernel: out-of-range indices and errors raised in the kernel are raised here,\n"
-     "naming the thread, the block and the kernel line (``OVERDUB_DEBUG=1`` makes that the default)."},
+     "Launch ``kernel`` over ``blocks`` x ``threads`` in ``context``: od.cuda's lookup in C. Its documentation\n"
+     "is that of the Python definition it stands in for, overdub.launch.cuda (the API reference)."},
     {NULL},
 };
 

@@ -18,18 +18,34 @@ A value of no kind is typed by the target's numba typeof; its launches always ta
 
 from __future__ import annotations
 
+import operator
 import struct
 import weakref
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import ClassVar
 
 import numba
 import numpy as np
 from numba.core import types as nt
-from numba.np import numpy_support
 
 from .intrinsics import Pointer, contiguity, interface_dtype
+from .runtime import runtime
 from .types import STRUCT_METADATA, PtrType, StructType, dtype_of, element_type, typeof
 
-__all__ = ["ArgumentKind", "kind_of", "signature_guards", "refuse_container", "SLOT_CODES", "MAX_NATIVE_SLOTS"]
+__all__ = [
+    "Argument",
+    "ArgumentKind",
+    "kind_of",
+    "signature_guards",
+    "refuse_container",
+    "SLOT_CODES",
+    "MAX_NATIVE_SLOTS",
+    "Slot",
+    "value_slots",
+    "slot_values",
+    "slot_format",
+]
 
 # the struct code of each scalar's 8-byte parameter slot, padding included
 SLOT_CODES = {
@@ -49,8 +65,107 @@ SLOT_CODES = {
 MAX_NATIVE_SLOTS = 1024  # _fastlaunch.c's parameter buffer; a kernel with more goes through Python
 
 
-def _scalar_slot(ty) -> str:
+@dataclass(frozen=True, slots=True)
+class Slot:
+    """One 8-byte CUDA parameter slot of an argument: its struct format (padding included) and where its value
+    is -- a constant, a path from the argument (attribute names and indexes, read in turn), or an element of
+    what a ``helper`` computes once for several slots from the value at ``base``.
+
+    To gain a mental model, consider a kernel taking a cupy array ``a`` (float32, 2 dimensions) and a tuple
+    ``t = (n, z)`` of an int and a complex64. numba-cuda passes the array as its exploded fields and the tuple
+    as its scalar leaves, each in slots of its own::
+
+        code   "q"  "q"  "q"       "q"  "q"           "q"           "q"           "q"             "q"
+        from    0    0   a.size     4   a.data.ptr    a.shape[0]    a.shape[1]    a.strides[0]    a.strides[1]
+
+        code   "q"     "f4x"       "f4x"
+        from   t[0]    t[1].real   t[1].imag
+
+    The generated launch function packs exactly these expressions (:func:`slot_values`), a struct value packs
+    its leaves by the same paths once, when it is made (:func:`packed_slots`), and the native spec of each
+    kind is read off the same slots. An array behind ``__cuda_array_interface__`` has its nine slots from one
+    call, ``interface_fields(a, 4)``: slots with a ``helper`` (path ``(0,)`` to ``(8,)``)."""
+
+    code: str
+    path: tuple = ()
+    constant: int | None = None
+    helper: Callable | None = None
+    base: tuple = ()
+    extra: tuple = ()  # the helper's further arguments
+
+    def under(self, step) -> Slot:
+        """This slot of an element (``step``: its index or attribute name) of a bigger argument."""
+        if self.constant is not None:
+            return self
+        if self.helper is not None:
+            return replace(self, base=(step, *self.base))
+        return replace(self, path=(step, *self.path))
+
+
+def _scalar_code(ty) -> str:
     return SLOT_CODES["bool" if isinstance(ty, nt.Boolean) else str(ty)]
+
+
+def value_slots(ty) -> tuple[Slot, ...]:
+    """The slots of a value passed by value: numba-cuda flattens a struct (or tuple) argument into one kernel
+    parameter per scalar leaf, in field order; a complex leaf is two."""
+    if isinstance(ty, StructType):
+        return tuple(slot.under(name) for name, ftype in ty.fields for slot in value_slots(ftype))
+    if isinstance(ty, nt.BaseTuple):
+        return tuple(slot.under(i) for i, etype in enumerate(ty) for slot in value_slots(etype))
+    if isinstance(ty, nt.Complex):
+        code = SLOT_CODES[str(ty.underlying_float)]
+        return (Slot(code, ("real",)), Slot(code, ("imag",)))
+    if isinstance(ty, (nt.Integer, nt.Float, nt.Boolean)):
+        return (Slot(_scalar_code(ty)),)
+    raise TypeError(f"overdub cannot pass a {ty} inside a struct or named tuple to a CUDA kernel")
+
+
+def slot_format(slots) -> str:
+    """The struct format of ``slots``, little-endian."""
+    return "<" + "".join(slot.code for slot in slots)
+
+
+def _access(expression: str, path: tuple) -> str:
+    return expression + "".join(f"[{step}]" if isinstance(step, int) else f".{step}" for step in path)
+
+
+def slot_values(slots, name: str, namespace: dict) -> list[str]:
+    """Python expressions of the slots' values for the argument variable ``name`` (a helper's run of slots is
+    one starred call); ``namespace`` receives the helpers they call."""
+    values, i = [], 0
+    while i < len(slots):
+        slot = slots[i]
+        if slot.constant is not None:
+            values.append(repr(slot.constant))
+        elif slot.helper is None:
+            values.append(_access(name, slot.path))
+        else:
+            group = (slot.helper, slot.base, slot.extra)
+            end = i
+            while end < len(slots) and (slots[end].helper, slots[end].base, slots[end].extra) == group:
+                end += 1
+            namespace[slot.helper.__name__] = slot.helper
+            extra = "".join(f", {value!r}" for value in slot.extra)
+            values.append(f"*{slot.helper.__name__}({_access(name, slot.base)}{extra})")
+            i = end
+            continue
+        i += 1
+    return values
+
+
+def _reader(slot: Slot) -> Callable:
+    """A function reading ``slot``'s value from an argument (no generated code: struct packers use it)."""
+    if slot.constant is not None:
+        return lambda value, constant=slot.constant: constant
+    steps = [operator.itemgetter(s) if isinstance(s, int) else operator.attrgetter(s) for s in slot.path]
+
+    def read(value):
+        for step in steps:
+            value = step(value)
+        return value
+
+    return read
 
 
 class ArgumentKind:
@@ -83,22 +198,38 @@ class ArgumentKind:
         values the conditions name."""
         return [f"signature_{self.name}({name}) == {name}_signature"]
 
-    def cuda_slots(self, ty) -> tuple[str, str]:
-        """(struct format of its 8-byte parameter slots, Python expression of their values over ``{v}``)."""
+    def slots(self, signature, ty) -> tuple[Slot, ...]:
+        """Its CUDA parameter slots (:class:`Slot`) for values with ``signature`` (typed ``ty``): the one
+        layout the generated launch code, the struct packer and the native spec all derive from."""
         raise TypeError(f"overdub cannot pass a {self.name} to a CUDA kernel")
 
-    def slots(self, value, ty) -> tuple[str, str]:
-        """:meth:`cuda_slots` for arguments like ``value`` (a kind whose slots depend on more than the type
-        says so here)."""
-        return self.cuda_slots(ty)
-
-    def native_spec(self, signature, ty) -> tuple | None:
-        """How ``_fastlaunch.c`` guards and marshals it, or None where it has no table entry for it."""
+    def native_spec(self, signature, slots: tuple[Slot, ...]) -> tuple | None:
+        """How ``_fastlaunch.c`` guards and marshals it (a tuple its table reads), or None where it has no
+        entry for this kind."""
         return None
 
-    def slot_count(self, ty) -> int:
-        """How many 8-byte parameter slots a value of type ``ty`` takes."""
-        return struct.calcsize("<" + self.cuda_slots(ty)[0]) // 8
+
+@dataclass(frozen=True, slots=True)
+class Argument:
+    """One argument of a kernel call, described once: its value, its kind (None where overdub has none: the
+    target's numba typeof typed it, and no launch function made for it is cached), the kind's signature of the
+    value, and its numba type -- a function of the signature, so the type a kernel is compiled for and the
+    guards of its launch functions agree by construction."""
+
+    value: object
+    kind: ArgumentKind | None
+    signature: object
+    type: nt.Type
+
+    @classmethod
+    def of_kind(cls, value, kind: ArgumentKind) -> Argument:
+        signature = kind.signature(value)
+        return cls(value, kind, signature, kind.numba_type(signature))
+
+    @classmethod
+    def of_type(cls, ty: nt.Type) -> Argument:
+        """An argument known only by its numba type (a reflection: ``od.code_ptx(kernel, float32[:])``)."""
+        return cls(None, None, None, ty)
 
 
 class PythonInt(ArgumentKind):
@@ -118,18 +249,18 @@ class PythonInt(ArgumentKind):
     def guards(self, name, signature, consts):
         return [f"-{2**63} <= {name} < {2**63}" if signature == "int64" else f"{name} >= {2**63}"]
 
-    def cuda_slots(self, ty):
-        return _scalar_slot(ty), "{v}"
+    def slots(self, signature, ty):
+        return value_slots(ty)
 
-    def native_spec(self, signature, ty):
-        return ("s", _scalar_slot(ty)[0])
+    def native_spec(self, signature, slots):
+        return ("s", slots[0].code[0])
 
 
 class Scalar(ArgumentKind):
     """A float, bool or complex, or a numpy number or bool: the class alone decides the type."""
 
     name = "scalar"
-    _python = {float: nt.float64, bool: nt.boolean, complex: nt.complex128}
+    _python: ClassVar[dict] = {float: nt.float64, bool: nt.boolean, complex: nt.complex128}
 
     def accepts(self, value) -> bool:
         return type(value) in self._python or (
@@ -145,14 +276,12 @@ class Scalar(ArgumentKind):
     def guards(self, name, signature, consts):
         return []
 
-    def cuda_slots(self, ty):
-        if isinstance(ty, nt.Complex):
-            return SLOT_CODES[str(ty.underlying_float)] * 2, "{v}.real, {v}.imag"
-        return _scalar_slot(ty), "{v}"
+    def slots(self, signature, ty):
+        return value_slots(ty)
 
-    def native_spec(self, signature, ty):
-        if isinstance(ty, (nt.Integer, nt.Float, nt.Boolean)) and ty != nt.float16:
-            return ("s", _scalar_slot(ty)[0])
+    def native_spec(self, signature, slots):
+        if len(slots) == 1 and slots[0].code != SLOT_CODES["float16"]:  # not complex, not float16
+            return ("s", slots[0].code[0])
         return None
 
 
@@ -163,8 +292,18 @@ def _array_type(dtype, ndim: int, layout: str, readonly: bool = False) -> nt.Arr
     return nt.Array(element, ndim, layout, readonly=readonly)
 
 
-def _array_slots(ty) -> tuple[str, int]:
-    return "q" * (5 + 2 * ty.ndim), dtype_of(ty.dtype).itemsize
+def _array_slots(ty) -> tuple[Slot, ...]:
+    """numba's exploded array fields: meminfo, parent, nitems, itemsize, data, shape..., strides..."""
+    ndim = ty.ndim
+    return (
+        Slot("q", constant=0),
+        Slot("q", constant=0),
+        Slot("q", ("size",)),
+        Slot("q", constant=dtype_of(ty.dtype).itemsize),
+        Slot("q", ("data", "ptr")),
+        *(Slot("q", ("shape", i)) for i in range(ndim)),
+        *(Slot("q", ("strides", i)) for i in range(ndim)),
+    )
 
 
 def struct_of(dtype):
@@ -245,11 +384,10 @@ class CupyArray(ArgumentKind):
             {"C": c, "F": f"(not {c} and {f})", "A": f"not ({c} or {f})"}[layout],
         ] + _struct_guard(name, dtype, consts)
 
-    def cuda_slots(self, ty):
-        fmt, itemsize = _array_slots(ty)
-        return fmt, f"0, 0, {{v}}.size, {itemsize}, {{v}}.data.ptr, *{{v}}.shape, *{{v}}.strides"
+    def slots(self, signature, ty):
+        return _array_slots(ty)
 
-    def native_spec(self, signature, ty):
+    def native_spec(self, signature, slots):
         dtype, ndim, layout = signature
         if dtype.fields is not None:
             return None  # _fastlaunch.c compares dtypes with ==, blind to which struct: the Python path
@@ -277,9 +415,10 @@ class DeviceArray(ArgumentKind):
     def numba_type(self, signature):
         return _array_type(*signature)
 
-    def cuda_slots(self, ty):
-        fmt, itemsize = _array_slots(ty)
-        return fmt, f"*interface_fields({{v}}, {itemsize})"
+    def slots(self, signature, ty):
+        itemsize = dtype_of(ty.dtype).itemsize
+        count = len(_array_slots(ty))
+        return tuple(Slot("q", (i,), helper=interface_fields, extra=(itemsize,)) for i in range(count))
 
 
 def interface_fields(value, itemsize: int) -> tuple:
@@ -321,10 +460,10 @@ class PointerArgument(ArgumentKind):
         consts[f"{name}_dtype"] = signature[0]
         return [f"{name}.dtype == {name}_dtype", f"{name}.device is {signature[1]}"]
 
-    def cuda_slots(self, ty):
-        return "Q", "{v}.address"
+    def slots(self, signature, ty):
+        return (Slot("Q", ("address",)),)
 
-    def native_spec(self, signature, ty):
+    def native_spec(self, signature, slots):
         return ("p", *signature)
 
 
@@ -373,29 +512,8 @@ class RecordArgument(ArgumentKind):
     def numba_type(self, signature):
         return numba.from_dtype(signature)
 
-    def cuda_slots(self, ty):
-        return "Q", "{v}.address"
-
-
-def _value_slots(ty, expression: str) -> tuple[list[str], list[str]]:
-    """The parameter slots of a value passed by value: numba-cuda flattens a struct (or tuple) argument into
-    one kernel parameter per scalar leaf, in field order; a complex leaf is two."""
-    if isinstance(ty, StructType):
-        leaves = [(ftype, f"{expression}.{name}") for name, ftype in ty.fields]
-    elif isinstance(ty, nt.BaseTuple):
-        leaves = [(etype, f"{expression}[{i}]") for i, etype in enumerate(ty)]
-    elif isinstance(ty, nt.Complex):
-        return [SLOT_CODES[str(ty.underlying_float)]] * 2, [f"{expression}.real", f"{expression}.imag"]
-    elif isinstance(ty, (nt.Integer, nt.Float, nt.Boolean)):
-        return [_scalar_slot(ty)], [expression]
-    else:
-        raise TypeError(f"overdub cannot pass a {ty} inside a struct or named tuple to a CUDA kernel")
-    formats, values = [], []
-    for leaf_type, leaf in leaves:
-        leaf_formats, leaf_values = _value_slots(leaf_type, leaf)
-        formats += leaf_formats
-        values += leaf_values
-    return formats, values
+    def slots(self, signature, ty):
+        return (Slot("Q", ("address",)),)
 
 
 class StructArgument(ArgumentKind):
@@ -419,12 +537,11 @@ class StructArgument(ArgumentKind):
         consts[f"{name}_definition"] = signature.definition
         return [f"{name}_definition.valid"]  # false once the class is redefined: the slow path refuses it
 
-    def cuda_slots(self, ty):
-        formats, values = _value_slots(ty, "{v}")
-        return "".join(formats), ", ".join(values)
+    def slots(self, signature, ty):
+        return value_slots(ty)
 
-    def native_spec(self, signature, ty):
-        return ("v", signature.definition, self.slot_count(ty))
+    def native_spec(self, signature, slots):
+        return ("v", signature.definition, len(slots))
 
 
 def packed_slots(value) -> bytes:
@@ -433,14 +550,14 @@ def packed_slots(value) -> bytes:
     struct_type = type(value).__overdub_type__
     packer = _packers.get(struct_type)
     if packer is None:
-        formats, values = _value_slots(struct_type, "v")
-        layout = struct.Struct("<" + "".join(formats))
-        fields = eval(f"lambda v: ({', '.join(values)},)")  # the field paths, read in slot order
-        packer = _packers[struct_type] = lambda v: layout.pack(*fields(v))
+        slots = value_slots(struct_type)
+        layout, readers = struct.Struct(slot_format(slots)), [_reader(slot) for slot in slots]
+        packer = _packers[struct_type] = lambda v: layout.pack(*[read(v) for read in readers])
     return packer(value)
 
 
-_packers: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_packers: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+runtime.register_cache(f"{__name__}._packers", _packers)
 
 
 def _element_type(item):
@@ -464,9 +581,8 @@ class NamedTupleArgument(ArgumentKind):
         cls, element_types = signature
         return nt.BaseTuple.from_types(element_types, cls)
 
-    def cuda_slots(self, ty):
-        formats, values = _value_slots(ty, "{v}")
-        return "".join(formats), ", ".join(values)
+    def slots(self, signature, ty):
+        return value_slots(ty)
 
 
 class TupleArgument(ArgumentKind):
@@ -496,13 +612,12 @@ class TupleArgument(ArgumentKind):
     def typeof(self, value):
         return self.numba_type(self.signature(value))
 
-    def slots(self, value, ty) -> tuple[str, str]:
-        formats, expressions = [], []
-        for i, (element, element_ty) in enumerate(zip(value, ty)):
-            fmt, expression = kind_of(element).slots(element, element_ty)
-            formats.append(fmt)
-            expressions.append(expression.replace("{v}", f"{{v}}[{i}]"))
-        return "".join(formats), ", ".join(e for e in expressions if e)
+    def slots(self, signature, ty):
+        return tuple(
+            slot.under(i)
+            for i, ((kind, element), element_ty) in enumerate(zip(signature, ty))
+            for slot in kind.slots(element, element_ty)
+        )
 
 
 def _cupy_ndarray():
@@ -517,6 +632,7 @@ _PYTHON_INT, _SCALAR, _NUMPY, _DEVICE, _POINTER = PythonInt(), Scalar(), NumpyAr
 _HOST_RECORD, _RECORD, _TUPLE = HostRecord(), RecordArgument(), TupleArgument()
 _STRUCT, _NAMEDTUPLE = StructArgument(), NamedTupleArgument()
 _by_class: dict[type, ArgumentKind | None] = {}
+runtime.register_cache(f"{__name__}._by_class", _by_class, kept="a pure function of the class")
 
 
 def refuse_container(value, ty) -> None:
@@ -547,17 +663,14 @@ def kind_of(value) -> ArgumentKind | None:
     return kind
 
 
-def signature_guards(names, values, argtypes) -> tuple[list[str], dict] | None:
-    """The guard conditions (and the constants they name) under which arguments of the same classes as
-    ``values`` have ``argtypes``; None when some argument has no kind."""
+def signature_guards(names, described) -> tuple[list[str], dict] | None:
+    """The guard conditions (and the constants they name) under which arguments of the same classes as the
+    ``described`` ones (:class:`Argument`) have their types; None when some argument has no kind."""
     conditions, consts = [], {}
-    for name, value, ty in zip(names, values, argtypes):
-        kind = kind_of(value)
+    for name, argument in zip(names, described):
+        kind, signature = argument.kind, argument.signature
         if kind is None:
             return None
-        signature = kind.signature(value)
-        if kind.numba_type(signature) != ty:
-            return None  # typed otherwise (by a context's typeof, say): no guard can pin it
         conditions += kind.guards(name, signature, consts)
         consts[f"{name}_signature"] = signature
         consts[f"signature_{kind.name}"] = kind.signature

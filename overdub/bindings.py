@@ -323,7 +323,7 @@ class Guard:
             elif check[1].value != value:
                 check[1].value = _UNSEEN  # read at different moments: the first check is the slow one
 
-    def include(self, other: "Guard") -> None:
+    def include(self, other: Guard) -> None:
         """Also guard what ``other`` guards (a callee's state is its callers' edges too)."""
         for group in other._edges.values():
             for edge in group:
@@ -362,14 +362,15 @@ class Guard:
 
 class Guarded(world.Node):
     """A compiled thing: its validity also depends on Python state (its :class:`Guard`), and it may need
-    things of the target at run time (``needs``: named by the target, inherited by every caller)."""
+    things of the target at run time (``needs``: records and enum members named by the target or the bridge,
+    inherited by every caller)."""
 
     __slots__ = ("guard", "needs")
 
     def __init__(self):
         super().__init__()
         self.guard = Guard()
-        self.needs: set[str] = set()
+        self.needs: set = set()
 
     def usable(self) -> bool:
         """Valid and none of its state changed (one word read per watched word; the slow check on a move)."""

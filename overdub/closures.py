@@ -15,8 +15,8 @@ constants and tracked as edges (:mod:`overdub.bindings`); so is a closure whose 
 """
 
 from __future__ import annotations
-
 import __future__
+
 import ast
 import functools
 import inspect
@@ -25,10 +25,10 @@ import textwrap
 import types as pytypes
 import weakref
 
-from . import arguments, compiler
+from . import arguments
 from .runtime import runtime
 
-__all__ = ["Lifted", "lift", "kernel_job", "compiled_kernel", "with_captured_values"]
+__all__ = ["Lifted", "lift", "keep_unlifted", "with_captured_values"]
 
 
 class Lifted:
@@ -135,55 +135,21 @@ def _compile_lifted(kernel):
     return lifted
 
 
-def kernel_job(kernel, args: tuple, typeof, chain: tuple, hidden: tuple = ()) -> tuple:
-    """(the compile job, the arguments to launch it with, their types, the Lifted or None) for ``kernel`` and
-    ``args`` (typed by ``typeof``) in ``chain``: a lifted closure takes its captured values first, after the
-    ``hidden`` arguments (a launch's state)."""
-    lifted = lift(kernel)
-    function, launched = (
-        (kernel, hidden + tuple(args))
-        if lifted is None
-        else (lifted.function, hidden + lifted.captured_values() + tuple(args))
-    )
-    argtypes = tuple(_argument_type(typeof, function, i - len(hidden), value) for i, value in enumerate(launched))
-    return compiler.CompileJob.of(function, argtypes, chain), launched, argtypes, lifted
-
-
-def _argument_type(typeof, function, position: int, value):
-    """``typeof(value)``; an argument the target refuses is named by the kernel's parameter it was passed to."""
-    try:
-        return typeof(value)
-    except (TypeError, ValueError) as error:  # overdub's refusals; numba's "cannot determine the type"
-        code = function.__code__
-        params = code.co_varnames[: code.co_argcount]
-        where = f"parameter {params[position]!r}" if 0 <= position < len(params) else f"argument {position}"
-        error.args = (f"{function.__qualname__}, {where}: {error}",)
-        raise
-
-
-def compiled_kernel(kernel, args: tuple, typeof, chain: tuple, hidden: tuple = ()) -> tuple:
-    """:func:`kernel_job`'s answer with the job compiled: (compiled kernel, launch arguments, their types,
-    Lifted or None). A closure whose lifted form does not compile -- it uses a captured value where numba
-    needs a constant, such as an array shape -- is compiled as it is, its captured values constants, from then
-    on."""
-    job, launched, argtypes, lifted = kernel_job(kernel, args, typeof, chain, hidden)
-    try:
-        return compiler.cached_kernel(job), launched, argtypes, lifted
-    except compiler.CompileError:
-        if lifted is None:
-            raise
+def keep_unlifted(kernel) -> None:
+    """From now on compile ``kernel`` as it is, its captured values constants: its lifted form did not compile
+    (it uses a captured value where numba needs a constant, such as an array shape)."""
     runtime.lifted[kernel.__code__] = None
-    return compiled_kernel(kernel, args, typeof, chain, hidden)
 
 
-def with_captured_values(launch, lifted: Lifted, kernel, launched_args: tuple, hidden: int = 0):
+def with_captured_values(launch, lifted: Lifted, kernel, described: tuple, hidden: int = 0):
     """A launch function for the closure ``kernel`` (held weakly) from ``launch``, the lifted kernel's, made
-    for ``launched_args``: it passes the captured values as they are at each launch (after the ``hidden``
+    for arguments like the ``described`` ones (:class:`overdub.arguments.Argument`: the hidden ones, the
+    captured values, the launch's own): it passes the captured values as they are at each launch (after the ``hidden``
     leading arguments it is given: a launch's state), and declines (False: the
     slow path) once one has another class than when it was made (launch functions rely on their caller to key
     argument classes), a captured variable was deleted, or the closure's code was replaced in place."""
     kernel_ref = weakref.ref(kernel)
-    classes = tuple(map(type, launched_args[hidden : hidden + len(lifted.cells)]))
+    classes = tuple(type(argument.value) for argument in described[hidden : hidden + len(lifted.cells)])
 
     def launch_closure(args, blocks, threads, shmem, stream):
         closure = kernel_ref()

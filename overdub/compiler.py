@@ -24,13 +24,13 @@ from dataclasses import dataclass
 
 from numba.core import types as nt
 
-from . import bridge, diskcache, dunders, hooks, world
+from . import bridge, diskcache, hooks, world
 from .bindings import Guarded
-from .extending import user_methods
 from .operators import OperatorSite, numba_signature
 from .registry import GenericFunction, MethodError
 from .rewrite import Overdubbed, Unobserved, interned, rewrite, state_type, substitute, takes_state
 from .runtime import runtime
+from .tables import asked
 
 log = logging.getLogger("overdub")
 
@@ -59,6 +59,8 @@ class CompileError(Exception):
 
 _AS_NUMBA_CLASS: dict = {}  # numba error class -> the CompileError subclass that is also one
 _NUMBA_CLASS: dict = {}  # and back
+runtime.register_cache(f"{__name__}._AS_NUMBA_CLASS", _AS_NUMBA_CLASS, kept="the classes made are definitions")
+runtime.register_cache(f"{__name__}._NUMBA_CLASS", _NUMBA_CLASS, kept="the classes made are definitions")
 
 
 def _compile_error(numba_class, message: str) -> CompileError:
@@ -98,7 +100,7 @@ class CompileJob:
     name: str = ""
 
     @classmethod
-    def of(cls, func, argtypes: tuple, chain: tuple, kwtypes: dict | None = None) -> "CompileJob":
+    def of(cls, func, argtypes: tuple, chain: tuple, kwtypes: dict | None = None) -> CompileJob:
         return cls(weakref.ref(func), tuple(argtypes), chain, tuple(sorted((kwtypes or {}).items())), func.__qualname__)
 
     def __eq__(self, other):
@@ -308,21 +310,11 @@ def resolve_call(site: Overdubbed, typing_context, args: tuple, kws: dict):
 
 def _user_method(chain: tuple, callee, argtypes: tuple):
     """(the def, the chain to compile it in) of the overdub or added method a call reaches, or None. Each
-    table asked is an edge, whatever its answer."""
-    for depth, ctx in enumerate(chain):
-        if not ctx.overdubbable:
-            break
-        match = ctx.table(callee).dispatch(argtypes)
+    table asked (:func:`overdub.tables.asked`) is an edge, whatever its answer."""
+    for each in asked(chain, callee):
+        match = each.table.dispatch(argtypes)
         if match.method is not None:
-            return match.method.func, chain[depth + 1 :]
-        if match.ambiguous:
-            _raise_at_call_site(match.error())
-    if isinstance(callee, GenericFunction):
-        return None  # its added methods are in its own table
-    for table in [user_methods.table(callee)] + dunders.tables(callee):
-        match = table.dispatch(argtypes)
-        if match.method is not None:
-            return match.method.func, chain
+            return match.method.func, each.below
         if match.ambiguous:
             _raise_at_call_site(match.error())
     return None
@@ -333,7 +325,7 @@ def _numba_operator(site: OperatorSite, typing_context, args: tuple, argtypes: t
     numba has no meaning for it either, a MethodError listing the methods added to the operator -- or, if
     none was, numba's own error, as for an operator never rerouted."""
     candidates = [
-        m for op in site.operators for table in [user_methods.table(op)] + dunders.tables(op) for m in table.methods
+        m for op in site.operators for each in asked(site.chain, op) if not each.overdub for m in each.table.methods
     ]
     try:
         sig = numba_signature(site, typing_context, args)
@@ -425,35 +417,40 @@ class Kernel(Guarded):
 
 
 def cached_kernel(job: CompileJob) -> Kernel:
-    """The launch path's lookup: a usable compiled kernel, compiling (again) only when needed."""
+    """The compiled kernel of ``job`` (the tiers after the launch table, :mod:`overdub.call`)."""
+    # somewhat fast path: compiled in this process and still valid
     kernel = runtime.kernels.get(job)
     if kernel is not None and kernel.usable():
         return kernel
-    return _compile_kernel(job, kernel)
-
-
-def _compile_kernel(job: CompileJob, stale: Kernel | None) -> Kernel:
+    # slow path: under the compile lock, the disk cache, else a compile
     target = job.target
     with target.compile_lock, world.lock:
         runtime.collect()
         current = runtime.kernels.get(job)
-        if current is not None and current is not stale and current.usable():
+        if current is not None and current is not kernel and current.usable():
             return current  # another thread compiled it meanwhile
-        reason = _reason(job, stale)
-        kernel = _loaded_kernel(job)
-        verb = "loaded from the disk cache" if kernel is not None else "compiled"
-        kernel = kernel or _built_kernel(job)
-        runtime.kernels.put(job, kernel)
+        reason = _reason(job, kernel)
+        loaded = _loaded_kernel(job)
+        built = loaded or _built_kernel(job)
+        runtime.kernels.put(job, built)
+        verb = "loaded from the disk cache" if loaded is not None else "compiled"
         log.info("%s %s for %s: %s", verb, job.call(), target.label, reason)
-        return kernel
+        return built
+
+
+def _building(job: CompileJob, kernel: Kernel) -> bool:
+    """Start building ``kernel`` (inside ``world.building``): it depends on each context of the chain; False
+    where the chain is no longer what the job's first context makes (a parent changed since the job was
+    made), so the kernel is built invalid and the next launch makes the job anew."""
+    _consult_chain(job.chain)
+    return job.chain[0].chain(job.target, state_type(job.chain)) == job.chain
 
 
 def _loaded_kernel(job: CompileJob) -> Kernel | None:
     """``job``'s kernel from the disk cache, its recorded edges re-checked (and made its edges) here."""
     kernel = Kernel(job)
     with world.building(kernel):
-        _consult_chain(job.chain)
-        loaded = job.chain[0].chain(job.target, state_type(job.chain)) == job.chain and diskcache.load(job, kernel)
+        loaded = _building(job, kernel) and diskcache.load(job, kernel)
     if loaded:
         return kernel
     world.retire([kernel])  # it holds the edges of a partial check
@@ -466,11 +463,9 @@ def _built_kernel(job: CompileJob) -> Kernel:
     kernel = Kernel(job)
     try:
         with world.building(kernel):
-            _consult_chain(job.chain)
-            if job.chain[0].chain(target, state_type(job.chain)) != job.chain:  # a parent changed since
+            if not _building(job, kernel):
                 kernel.valid = False
-            rewritten = rewrite(job.func, job.chain)
-            kernel.launcher = target.compile_kernel(rewritten, job.argtypes)
+            kernel.launcher = target.compile_kernel(rewrite(job.func, job.chain), job.argtypes)
     except Exception as exc:
         world.retire([kernel])
         message = None if isinstance(exc, MethodError) else bridge.compile_error_message(exc)

@@ -37,6 +37,7 @@ import threading
 import time
 import warnings
 
+from . import settings
 from .fingerprint import Uncacheable, context_digest, function_digest, record, replay, type_digest
 from .runtime import runtime
 
@@ -44,33 +45,27 @@ log = logging.getLogger("overdub")
 
 __all__ = ["directory", "load", "store"]
 
-FORMAT = 1
+FORMAT = 2  # 2: facts and needs are records (fingerprint.Fact, enum members), not tuples and strings
 _MAGIC = b"ODKC"
 _SUFFIX = ".odk"
 _TRIMMED_TO = 0.8  # after trimming, the directory holds at most this fraction of the limit
 _RESCAN_SECONDS = 10.0  # a process scans the directory's size again at least this often while it stores
 _usage: dict = {}  # directory -> (bytes it holds by this process's last scan and writes, scan time)
+runtime.register_cache(f"{__name__}._usage", _usage)  # cleared: the next store measures the directory again
 _usage_lock = threading.Lock()
 _versions: str | None = None
+runtime.register_cache(f"{__name__}._versions", kept="the versions installed: facts of the process")
 
 
 def directory() -> pathlib.Path | None:
     """The cache directory, or None when ``OVERDUB_CACHE`` turns the cache off."""
-    if os.environ.get("OVERDUB_CACHE", "1").strip().lower() in ("0", "false", "no", "off"):
+    if not settings.CACHE.value():
         return None
-    base = os.environ.get("OVERDUB_CACHE_DIR")
-    if not base:
-        base = os.path.join(
-            os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "overdub"
-        )
-    return pathlib.Path(base) / f"v{FORMAT}"
+    return pathlib.Path(settings.CACHE_DIR.value()) / f"v{FORMAT}"
 
 
 def _limit() -> int:
-    try:
-        return int(float(os.environ.get("OVERDUB_CACHE_SIZE", "1024")) * 2**20)
-    except ValueError:
-        return 2**30
+    return settings.CACHE_SIZE.value()
 
 
 # --- the key --------------------------------------------------------------------------------------------
@@ -96,13 +91,6 @@ def _package_versions() -> str:
 
 
 _KEYED_FIELDS = ("func_ref", "name")  # the function is keyed by its code; its name is for messages
-_settings: dict = {}  # name -> what reads a process-wide setting that changes code (modules above add)
-
-
-def key_setting(name: str, read) -> None:
-    """Key every entry on ``read()`` too: a setting of a module above this one that changes what a compile
-    produces (``OVERDUB_REROUTE``: which operators become calls, so which edges a kernel records)."""
-    _settings[name] = read
 
 
 def _key(job) -> str:
@@ -121,7 +109,7 @@ def _key(job) -> str:
         [(k, type_digest(t)) for k, t in job.kwtypes],
         [context_digest(ctx) for ctx in job.chain],
         options,
-        sorted((name, read()) for name, read in _settings.items()),
+        settings.code_settings(),  # OVERDUB_REROUTE: which operators become calls, so which edges are recorded
     ]
     return hashlib.sha256(repr(parts).encode()).hexdigest()
 

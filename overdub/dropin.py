@@ -24,13 +24,15 @@ import math
 import sys
 import warnings
 
-from . import bridge, closures, reflect
+from . import reflect
+from .bridge.signatures import array_fits, as_scalar_of, signature_argtypes, typeof_or_none
+from .call import KernelCall
 from .context import Context
 from .launch import cuda
 from .registry import function
 from .runtime import runtime
-from .targets import cuda as cuda_target
 from .targets import CompileOptions, get_target
+from .targets import cuda as cuda_target
 
 __all__ = ["jit", "Kernel", "Overload"]
 
@@ -85,7 +87,7 @@ def _make(func, signatures, device, context, options, scope):
             )
         gf = None
         for sig in signatures or [None]:
-            gf = function(func, None if sig is None else bridge.signature_argtypes(sig), scope=scope)
+            gf = function(func, None if sig is None else signature_argtypes(sig), scope=scope)
         return gf
     compile_options = CompileOptions.of(**{k: v for k, v in options.items() if k in _COMPILE_OPTIONS})
     if options.get("boundscheck"):
@@ -112,19 +114,17 @@ class Kernel:
         self.__name__, self.__qualname__ = py_func.__name__, py_func.__qualname__
         self.__doc__, self.__module__ = py_func.__doc__, py_func.__module__
         self._configs: dict = {}
-        self.signatures = [bridge.signature_argtypes(sig) for sig in signatures]
+        self.signatures = [signature_argtypes(sig) for sig in signatures]
         for argtypes in self.signatures:
             self.compile(argtypes)
 
     def compile(self, argtypes: tuple):
         """Compile for ``argtypes`` now (on this kernel's target), as an explicit signature does."""
-        return self._compiled(argtypes, lambda t: t)
+        return KernelCall.of(self.py_func, argtypes, self.target, self.context, typed=True).compiled()
 
-    def _compiled(self, args: tuple, typeof=None):
-        """The compiled kernel for ``args`` on this kernel's target and context (typed by the target)."""
-        target = self.target
-        chain = (self.context or target.base).chain(target)
-        return closures.compiled_kernel(self.py_func, args, typeof or target.typeof, chain)[0]
+    def _compiled(self, args: tuple):
+        """The compiled kernel for ``args`` on this kernel's target and context."""
+        return KernelCall.of(self.py_func, args, self.target, self.context).compiled()
 
     @property
     def target(self):
@@ -132,7 +132,7 @@ class Kernel:
         target = get_target(self.target_name)
         return target.configured(self.options.replaced(debug=self.options.debug or target.options.debug))
 
-    def __getitem__(self, config) -> "_Configured":
+    def __getitem__(self, config) -> _Configured:
         configured = self._configs.get(config)
         if configured is None:
             configured = self._configs[config] = _Configured(self, *_launch_config(config))
@@ -141,13 +141,13 @@ class Kernel:
     def __call__(self, *args, **kwargs):
         raise TypeError(f"launch the kernel {self.__qualname__} with a grid: {self.__name__}[blocks, threads](...)")
 
-    def forall(self, ntasks: int, tpb: int = 0, stream=0, sharedmem: int = 0) -> "_ForAll":
+    def forall(self, ntasks: int, tpb: int = 0, stream=0, sharedmem: int = 0) -> _ForAll:
         """A launch covering ``ntasks`` threads (one per task): ``kernel.forall(n)(*args)``; the block size is
         ``tpb``, else the one the target suggests for the kernel compiled for the arguments (on CUDA, the
         driver's occupancy-optimal size)."""
         return _ForAll(self, int(ntasks), tpb, stream, sharedmem)
 
-    def specialize(self, *args) -> "Kernel":
+    def specialize(self, *args) -> Kernel:
         """numba-cuda's specialization to the types of ``args``: overdub already compiles per argument types
         at each launch, so the kernel itself."""
         return self
@@ -157,7 +157,7 @@ class Kernel:
         """The compiled kernels of this function now cached, by argument types (as numba-cuda's dict)."""
         return {node.job.argtypes: Overload(node) for node in runtime.kernels.nodes() if node.job.func is self.py_func}
 
-    def in_context(self, context: Context) -> "Kernel":
+    def in_context(self, context: Context) -> Kernel:
         """The same kernel, launched in ``context``."""
         return Kernel(self.py_func, (), context, self.target_name, self.options, self.extensions)
 
@@ -165,7 +165,7 @@ class Kernel:
     def _inspect(self, code, signature):
         options = dataclasses.asdict(self.options)
         if signature is not None:
-            return code(self.py_func, *bridge.signature_argtypes(signature), context=self.context, **options)
+            return code(self.py_func, *signature_argtypes(signature), context=self.context, **options)
         return {
             argtypes: code(self.py_func, *argtypes, context=self.context, **options) for argtypes in self.signatures
         }
@@ -261,7 +261,7 @@ class _Configured:
         stream=, retr=)``, ``ty`` the value's numba type where it has one) and may queue write-backs."""
         stream, retr, prepared = self.options["stream"] or 0, [], []
         for value in args:
-            ty = bridge.typeof_or_none(value)
+            ty = typeof_or_none(value)
             for extension in self.extensions:
                 ty, value = extension.prepare_args(ty, value, stream=stream, retr=retr)
             prepared.append(value)
@@ -285,8 +285,8 @@ def _as_signature(args: tuple, signatures: list) -> tuple:
     """``args`` converted to the first of ``signatures`` whose arrays match theirs (rank and dtype): scalars
     become numpy scalars of the signature's types. Arguments matching none are passed as they are."""
     for argtypes in signatures:
-        if len(argtypes) == len(args) and all(map(bridge.array_fits, args, argtypes)):
-            return tuple(map(bridge.as_scalar_of, args, argtypes))
+        if len(argtypes) == len(args) and all(map(array_fits, args, argtypes)):
+            return tuple(map(as_scalar_of, args, argtypes))
     return args
 
 

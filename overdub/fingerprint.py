@@ -5,7 +5,9 @@ code. For the disk cache (:mod:`overdub.diskcache`) each becomes a *fact* anothe
 to find the thing again there (a *locator*: a module and a qualified name, a generic function's table and a
 signature, the kernel itself) and a *content digest* of what it was (code by its bytecode, constants and
 names -- not its file, line numbers or the file's time; data by its bits; a generic function or a module by
-its name, its methods being facts of their own). :func:`record` writes the facts of a compiled kernel;
+its name, its methods being facts of their own). Each kind of fact is a small record that checks itself
+(:class:`DispatchFact`, :class:`EmptyTableFact`, :class:`StructFact`, :class:`FunctionFact`,
+:class:`GlobalFact`). :func:`record` writes the facts of a compiled kernel;
 :func:`replay` re-checks them in this process *through the same calls a compile makes* (a dispatch, a read of
 a global, a read of a function's code), so the node being built gets exactly the edges a fresh compile would
 have given it, and in-process invalidation works the same after a load.
@@ -18,6 +20,8 @@ are digested by their names: their code is covered by the package versions in th
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import functools
 import hashlib
 import os
@@ -34,9 +38,24 @@ from . import bindings, bridge, world
 from .bindings import Binding, CellBinding, FunctionState, Guarded
 from .context import POSTHOOK, PREHOOK, Context, ContextShape, TargetRoot
 from .registry import EmptyTable, GenericFunction, MethodMatch
+from .runtime import runtime
 from .types import StructType, type_name
 
-__all__ = ["Uncacheable", "record", "replay", "value_digest", "function_digest", "context_digest", "type_digest"]
+__all__ = [
+    "Uncacheable",
+    "Fact",
+    "DispatchFact",
+    "EmptyTableFact",
+    "StructFact",
+    "FunctionFact",
+    "GlobalFact",
+    "record",
+    "replay",
+    "value_digest",
+    "function_digest",
+    "context_digest",
+    "type_digest",
+]
 
 
 class Uncacheable(Exception):
@@ -55,6 +74,7 @@ _LIBRARY_PATHS = tuple(
     )
 )
 _code_digests: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+runtime.register_cache(f"{__name__}._code_digests", _code_digests)
 
 
 def is_library_module(name) -> bool:
@@ -74,6 +94,9 @@ def _is_library_file(file: str) -> bool:
     """Is ``file`` under an installed package's or the standard library's directory? (``realpath`` asks
     the file system for every link on the path: once per file.)"""
     return os.path.realpath(file).startswith(_LIBRARY_PATHS)
+
+
+runtime.register_cache(f"{__name__}._is_library_file", _is_library_file)
 
 
 def code_digest(code: pytypes.CodeType) -> str:
@@ -253,7 +276,9 @@ def _resolves_to(module, qualname, obj) -> bool:
 _NOWHERE = pytypes.ModuleType("<nowhere>")
 
 
-_found_variables: dict[int, tuple[str, str]] = {}  # id(obj) -> the variable _ref found it in (re-checked)
+# obj -> the variable _ref found it in (re-checked before reuse); held weakly, so an entry dies with its object
+_found_variables: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+runtime.register_cache(f"{__name__}._found_variables", _found_variables)
 
 
 def _ref(obj) -> tuple[str, str]:
@@ -264,10 +289,15 @@ def _ref(obj) -> tuple[str, str]:
     for candidate in (module, "numpy" if isinstance(obj, np.ufunc) else None):
         if _resolves_to(candidate, qualname, obj):
             return candidate, qualname
-    found = _found_variables.get(id(obj))
+    try:
+        found = _found_variables.get(obj)
+    except TypeError:  # no weak reference to it, or unhashable: searched each time
+        found = None
     if found is not None and _resolves_to(*found, obj):
         return found
-    found = _found_variables[id(obj)] = _variable_of(obj, module)
+    found = _variable_of(obj, module)
+    with contextlib.suppress(TypeError):
+        _found_variables[obj] = found
     return found
 
 
@@ -368,6 +398,113 @@ def _find_namespace(ref: tuple, functions: dict) -> dict:
     return functions[ref[1]].__globals__
 
 
+# --- facts ----------------------------------------------------------------------------------------------
+# A fact is a record of locators and digests (plain data: it is pickled into a disk cache entry and read by
+# another process), and it checks itself: through the calls a compile makes, so the node being built gets
+# the edge a fresh compile would give it. ``functions`` maps the locator of each function checked so far to
+# that function, where a global's fact finds the namespace it was read from.
+
+
+class Fact:
+    """One thing a compile consulted, as another process re-checks it."""
+
+    __slots__ = ()
+
+    def check(self, job, functions: dict) -> str | None:
+        """None when the fact holds in this process (for the compile of ``job``), else what changed."""
+        raise NotImplementedError
+
+    def describe(self) -> str:
+        """The fact, for a message saying it cannot be checked here."""
+        raise NotImplementedError
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class DispatchFact(Fact):
+    """In the method table ``table`` (a locator), ``argtypes`` reached the answer ``answer`` digests."""
+
+    table: tuple
+    argtypes: tuple
+    answer: str
+
+    def check(self, job, functions: dict) -> str | None:
+        match = _find_table(self.table, job).dispatch(self.argtypes)
+        return None if _answer_digest(match) == self.answer else f"{match.describe()} is a new answer"
+
+    def describe(self) -> str:
+        return f"the dispatch of ({_signature_digest(self.argtypes)}) in {self.table!r:.80}"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class EmptyTableFact(Fact):
+    """The method table ``table`` (a locator) had no method."""
+
+    table: tuple
+
+    def check(self, job, functions: dict) -> str | None:
+        table = _find_table(self.table, job)
+        return None if table.is_empty() else f"{table.name} has methods now"
+
+    def describe(self) -> str:
+        return f"the empty table {self.table!r:.80}"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class StructFact(Fact):
+    """The ``@od.struct`` class ``cls`` (a module and a qualified name) had the layout ``digest``."""
+
+    cls: tuple[str, str]
+    digest: str
+
+    def check(self, job, functions: dict) -> str | None:
+        cls = resolve_imported(*self.cls)
+        world.consult(cls.__overdub_definition__)
+        same = cls.__overdub_definition__.valid and _struct_digest(cls.__overdub_type__) == self.digest
+        return None if same else f"the struct {cls.__qualname__} changed"
+
+    def describe(self) -> str:
+        return f"the struct {'.'.join(self.cls)}"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class FunctionFact(Fact):
+    """The function ``function`` (a locator: the kernel, a method of a table, a module's variable) compiled
+    had the code ``digest``."""
+
+    function: tuple
+    digest: str
+
+    def check(self, job, functions: dict) -> str | None:
+        func = functions[self.function] = _find_function(self.function, job)
+        bindings.read_function(func)
+        if function_digest(func) == self.digest:
+            return None
+        return f"the code of {func.__module__}.{func.__qualname__} changed"
+
+    def describe(self) -> str:
+        return f"the function {self.function!r:.80}"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class GlobalFact(Fact):
+    """The global ``name`` of ``namespace`` (a module, or the globals of a function compiled before it), read
+    with or without the builtins behind it, had a value ``digest``."""
+
+    namespace: tuple
+    name: str
+    with_builtins: bool
+    digest: str
+
+    def check(self, job, functions: dict) -> str | None:
+        value = bindings.read(_find_namespace(self.namespace, functions), self.name, self.with_builtins)
+        if value_digest(value) == self.digest:
+            return None
+        return f"the global {self.name} of {self.namespace[-1]!r} changed"
+
+    def describe(self) -> str:
+        return f"the global {self.name} of {self.namespace!r:.80}"
+
+
 # --- record and replay ----------------------------------------------------------------------------------
 
 
@@ -386,44 +523,36 @@ def _leaves(node) -> list:
     return list(seen)
 
 
-def record(job, kernel) -> list[tuple]:
+def record(job, kernel) -> list[Fact]:
     """The facts of the compiled ``kernel``: dispatch answers, then code, then globals (the order
     :func:`replay` finds them in). Raises :class:`Uncacheable`."""
     for need in kernel.needs:
-        module = need[len(bridge.TYPED_IN) :].strip() if need.startswith(bridge.TYPED_IN) else None
-        if module is not None and not is_library_module(module):
-            raise Uncacheable(f"numba typing templates of {module} typed a call: their code is no fact")
+        if isinstance(need, bridge.TypedByTemplates) and not is_library_module(need.module):
+            raise Uncacheable(f"numba typing templates of {need.module} typed a call: their code is no fact")
     leaves = _leaves(kernel)
     facts, methods, namespaces, compiled = [], {}, {}, set()
     for node in leaves:
         if isinstance(node, MethodMatch):
             table = _table_ref(node.table)
-            facts.append(("dispatch", table, _portable_types(node.argtypes), _answer_digest(node)))
+            facts.append(DispatchFact(table, _portable_types(node.argtypes), _answer_digest(node)))
             for method in [node.method] if node.method is not None else []:
                 methods.setdefault(id(method.func), ("method", table, _signature_digest(method.sig)))
         elif isinstance(node, EmptyTable):
-            facts.append(("empty", _table_ref(node.table)))
+            facts.append(EmptyTableFact(_table_ref(node.table)))
     for node in leaves:
         if isinstance(node, FunctionState):
             func = node.function()
             if func is None:
                 raise Uncacheable("a function it compiled no longer exists")
             ref = _function_ref(func, job, methods)
-            facts.append(("function", ref, function_digest(func)))
+            facts.append(FunctionFact(ref, function_digest(func)))
             namespaces.setdefault(id(func.__globals__), ref)
             compiled.add(func)
     for node in leaves:
         if isinstance(node, Binding):
             _check_compiled(node.value, compiled)
-            facts.append(
-                (
-                    "global",
-                    _namespace_ref(node.namespace, namespaces),
-                    node.name,
-                    node.with_builtins,
-                    value_digest(node.value),
-                )
-            )
+            namespace = _namespace_ref(node.namespace, namespaces)
+            facts.append(GlobalFact(namespace, node.name, node.with_builtins, value_digest(node.value)))
         elif isinstance(node, CellBinding):
             raise Uncacheable(f"it reads {node.describe()} (a closure's cell)")
         elif isinstance(node, ContextShape):
@@ -431,7 +560,7 @@ def record(job, kernel) -> list[tuple]:
                 raise Uncacheable(f"it depends on {node.context!r}, outside its chain")
         elif _is_struct_definition(node):
             struct_type = node.cls.__overdub_type__
-            facts.append(("struct", _ref(node.cls), _struct_digest(struct_type)))
+            facts.append(StructFact(_ref(node.cls), _struct_digest(struct_type)))
         elif not isinstance(node, (MethodMatch, FunctionState, EmptyTable)):
             raise Uncacheable(f"it depends on {node.describe()}")
     return facts
@@ -463,40 +592,17 @@ def _check_compiled(value, compiled: set) -> None:
         raise Uncacheable(f"{function.__module__}.{function.__qualname__} was read but not compiled by overdub")
 
 
-def replay(job, facts: list[tuple]) -> str | None:
+def replay(job, facts: list[Fact]) -> str | None:
     """Re-check each fact in this process through the calls a compile makes (so the node being built on this
     thread gets the same edges); None when all hold, else which one does not."""
     functions: dict = {}
     for fact in facts:
+        if not isinstance(fact, Fact):  # an entry of an older format: a miss
+            return f"a fact of another format ({type(fact).__name__}) cannot be checked here"
         try:
-            changed = _check(fact, job, functions)
+            changed = fact.check(job, functions)
         except Exception as exc:  # not importable here, a method gone, an undigestable new value
-            return f"{fact[0]} {fact[1]!r:.80} cannot be checked here ({type(exc).__name__}: {exc})"
+            return f"{fact.describe()} cannot be checked here ({type(exc).__name__}: {exc})"
         if changed:
             return changed
     return None
-
-
-def _check(fact: tuple, job, functions: dict) -> str | None:
-    kind = fact[0]
-    if kind == "dispatch":
-        _, table, argtypes, answer = fact
-        match = _find_table(table, job).dispatch(argtypes)
-        return None if _answer_digest(match) == answer else f"{match.describe()} is a new answer"
-    if kind == "empty":
-        table = _find_table(fact[1], job)
-        return None if table.is_empty() else f"{table.name} has methods now"
-    if kind == "struct":
-        _, ref, digest = fact
-        cls = resolve_imported(*ref)
-        world.consult(cls.__overdub_definition__)
-        same = cls.__overdub_definition__.valid and _struct_digest(cls.__overdub_type__) == digest
-        return None if same else f"the struct {cls.__qualname__} changed"
-    if kind == "function":
-        _, ref, digest = fact
-        func = functions[ref] = _find_function(ref, job)
-        bindings.read_function(func)
-        return None if function_digest(func) == digest else f"the code of {func.__module__}.{func.__qualname__} changed"
-    _, namespace, name, with_builtins, digest = fact
-    value = bindings.read(_find_namespace(namespace, functions), name, with_builtins)
-    return None if value_digest(value) == digest else f"the global {name} of {namespace[-1]!r} changed"

@@ -7,17 +7,18 @@ methods can also be run as plain Python (for testing, or as an oracle).
 
 from __future__ import annotations
 
+import enum
 import functools
 
+import numba
 import numpy as np
 from llvmlite import ir
 from numba.core import cgutils, types
 from numba.core.extending import intrinsic, typeof_impl
 from numba.cuda import nvvmutils
-import numba
 
 from . import world
-from .bridge import load_element, store_element
+from .bridge.pointers import load_element, store_element
 from .types import PtrType
 
 __all__ = ["Pointer", "pointer", "unsafe_load", "unsafe_store", "vload", "vstore", "cuprintln", "state", "Intrinsic"]
@@ -310,11 +311,15 @@ def _emit_printf(context, builder, fmt: str, values: list) -> None:
     builder.call(printf, [_c_string(context, builder, fmt)] + values)
     built = world.being_built()
     if built is not None:
-        built.needs.add(PRINTS)
+        built.needs.add(LaunchNeed.FLUSH_STDOUT)
 
 
-PRINTS = "printf on the host"
-"""What a kernel whose code (or a callee's) calls C's printf needs: its launch flushes stdout when it ends."""
+class LaunchNeed(enum.Enum):
+    """What a kernel's code (or a callee's) needs of each of its launches, recorded at its code generation in
+    the ``needs`` of the kernel being built (which its callers inherit, and the disk cache stores)."""
+
+    FLUSH_STDOUT = "printf on the host"
+    """It calls C's printf: its launch flushes stdout when it ends."""
 
 
 @intrinsic(prefer_literal=True)
@@ -350,7 +355,7 @@ cuprintln = Intrinsic(_cuprintln_host, _println)
 
 # --- a launch's state -----------------------------------------------------------------------------------
 # Every function compiled for a launch with state takes the state as a hidden first parameter, and passes
-# its own to each function it calls (overdub.rewrite, overdub.bridge.HiddenArgumentCall). od.state()'s device
+# its own to each function it calls (overdub.rewrite, overdub.bridge.hidden.HiddenArgumentCall). od.state()'s device
 # function is the one that takes it as a parameter of its own: it returns it.
 
 

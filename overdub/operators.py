@@ -28,7 +28,6 @@ numba's string-literal getitem rewrite -- and the typing context's ``resolve_sta
 from __future__ import annotations
 
 import operator
-import os
 
 import numba.core.errors
 import numba.core.ir
@@ -38,18 +37,17 @@ import numba.cuda.core.ir
 import numba.cuda.core.rewrites
 from numba.core.typing.templates import signature
 
-from . import bridge, diskcache, dunders
-from .extending import user_methods
+from . import bridge, settings
 from .rewrite import CHAIN_MARK, Overdubbed
+from .tables import asked
 
-__all__ = ["OperatorSite", "numba_signature", "tables", "INPLACE"]
+__all__ = ["OperatorSite", "numba_signature", "INPLACE"]
 
-REROUTE = os.environ.get("OVERDUB_REROUTE", "when-extended")
-"""Which operator nodes become calls: ``"when-extended"`` (those of operators some table of the chain has a
-method for), ``"always"`` or ``"never"`` (then operators reach no method or overdub). The last two exist to
-measure what rerouting costs and to check that it changes no code (``OVERDUB_REROUTE=always`` runs the test
-suite through the rerouted path); they are not an API."""
-diskcache.key_setting("OVERDUB_REROUTE", lambda: REROUTE)  # it decides which edges a kernel records
+# Which operator nodes become calls is ``settings.REROUTE`` (``OVERDUB_REROUTE``): ``"when-extended"`` (those of
+# operators some table of the chain has a method for), ``"always"`` or ``"never"`` (then operators reach no
+# method or overdub). The last two exist to measure what rerouting costs and to check that it changes no code
+# (``OVERDUB_REROUTE=always`` runs the test suite through the rerouted path); they are not an API. It decides
+# which edges a kernel records, so the disk cache keys on it (settings.code_settings).
 
 # Python's `is` cannot be overloaded; numba's branch pruning reads `x is None` nodes
 _NEVER_REROUTED = frozenset({operator.is_, operator.is_not})
@@ -92,16 +90,9 @@ class OperatorSite(Overdubbed):
         return (self.callee,) if fallback is None else (self.callee, fallback)
 
 
-def tables(chain: tuple, op) -> list:
-    """Every table a call of ``op`` in ``chain`` asks: each context's overdubs, the methods added to ``op``,
-    and the struct dunders of ``op``."""
-    found = [ctx.table(op) for ctx in chain if ctx.overdubbable]
-    return found + [user_methods.table(op)] + dunders.tables(op)
-
-
 def _may_apply(chain: tuple, ops: tuple) -> bool:
     """Could any table apply to a call of one of ``ops``? (While not, every table's emptiness is an edge.)"""
-    return not all(table.is_empty() for op in ops for table in tables(chain, op))
+    return not all(each.table.is_empty() for op in ops for each in asked(chain, op))
 
 
 def numba_signature(site: OperatorSite, context, args: tuple):
@@ -177,9 +168,10 @@ def _make_reroute(registry_module, ir, errors):
             return bool(self.found)
 
         def _reroutes(self, kind, op, operands, constants) -> bool:
-            if REROUTE == "never" or kind in ("binop", "unary") and all(self._constant(v) for v in operands):
+            reroute = settings.REROUTE.value()
+            if reroute == "never" or (kind in ("binop", "unary") and all(self._constant(v) for v in operands)):
                 return False
-            if REROUTE == "always":
+            if reroute == "always":
                 return True
             ops = (op, INPLACE[op]) if kind == "inplace_binop" and op in INPLACE else (op,)
             if ops not in self.open:

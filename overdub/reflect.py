@@ -2,41 +2,29 @@
 
 from __future__ import annotations
 
-from . import bridge, closures, compiler
+from . import compiler
+from .call import KernelCall
 from .context import Context
+from .targets import CompileOptions
 from .targets import cuda as cuda_target
-from .targets import CompileOptions, get_target
-from .types import is_concrete
 
 __all__ = ["explain", "stats", "code_ptx", "code_llvm", "code_sass", "code_typed", "code_lto_ptx"]
 
 stats = compiler.stats
 
 
-def _typeof(target):
-    return lambda arg: arg if is_concrete(arg) else target.typeof(arg)
-
-
-def _kernel(kernel, args, target, context, state=None) -> tuple:
-    """(the function to compile, the arguments, how to type them, the chain, the hidden arguments) for a
-    kernel on ``target`` (in a context with state, ``state`` is the state's value or numba type)."""
-    ctx, typeof = context or target.base, _typeof(target)
-    chain = ctx.chain(target, ctx.launch_state_type(state, typeof))
-    return bridge.python_function(kernel) or kernel, args, typeof, chain, () if state is None else (state,)
-
-
 def explain(kernel, *args, target: str | None = None, context: Context | None = None, state=None) -> list[str]:
     """The edges of the cached kernel for these arguments (or argument types): every dispatch answer,
     compiled callee and global its validity depends on, each with the world range it is valid for. Empty
     when no such kernel is cached."""
-    return compiler.explain(closures.kernel_job(*_kernel(kernel, args, get_target(target), context, state))[0])
+    return compiler.explain(KernelCall.of(kernel, args, target, context, state, typed=True).job)
 
 
 def _cuda_compiled(kernel, args, cc, context, state, options: dict):
     """The compiled kernel on the CUDA target, compiled -- if it is not yet -- to be read, not launched."""
     target = cuda_target.target_for(tuple(cc)).configured(CompileOptions.of(**options))
     with cuda_target.reflecting():
-        return closures.compiled_kernel(*_kernel(kernel, args, target, context, state))[0], target
+        return KernelCall.of(kernel, args, target, context, state, typed=True).compiled(), target
 
 
 def _cuda_library(kernel, args, cc, context, state, options: dict):

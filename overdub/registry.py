@@ -170,7 +170,7 @@ def _fill_defaults(func, params: tuple, defaults: tuple, arity: int, full):
     return wrapper
 
 
-def methods_from(name: str, func, sig: tuple | None = None, full=None, scope: dict | None = None) -> list["Method"]:
+def methods_from(name: str, func, sig: tuple | None = None, full=None, scope: dict | None = None) -> list[Method]:
     """The methods a def defines: one for its full arity and, for each trailing default, one for the arity
     without it, calling ``full`` (the generic function; the def itself for a context's overdub, whose
     default-arity methods run the def they come from). ``sig`` (for all parameters) overrides the
@@ -211,7 +211,7 @@ class Method:
     def applies_to(self, argtypes: tuple) -> bool:
         return len(argtypes) == len(self.sig) and all(map(issubtype, argtypes, self.sig))
 
-    def more_specific_than(self, other: "Method") -> bool:
+    def more_specific_than(self, other: Method) -> bool:
         return len(self.sig) == len(other.sig) and self.sig != other.sig and all(map(issubtype, self.sig, other.sig))
 
     def signature_repr(self) -> str:
@@ -231,7 +231,7 @@ class MethodMatch(world.Node):
 
     __slots__ = ("table", "argtypes", "method", "ambiguous")
 
-    def __init__(self, table: "MethodTable", argtypes: tuple, method: Method | None, ambiguous: tuple):
+    def __init__(self, table: MethodTable, argtypes: tuple, method: Method | None, ambiguous: tuple):
         super().__init__()
         self.table, self.argtypes, self.method, self.ambiguous = table, argtypes, method, ambiguous
 
@@ -263,7 +263,7 @@ class EmptyTable(world.Node):
 
     __slots__ = ("table",)
 
-    def __init__(self, table: "MethodTable"):
+    def __init__(self, table: MethodTable):
         super().__init__()
         self.table = table
 
@@ -271,7 +271,7 @@ class EmptyTable(world.Node):
         return f"{self.table.name} has no methods"
 
 
-def _method_of(owner, sig: tuple) -> "Method":
+def _method_of(owner, sig: tuple) -> Method:
     table = owner.table if isinstance(owner, GenericFunction) else owner[0].table(owner[1])
     return next(m for m in table.methods if m.sig == sig)
 

@@ -19,11 +19,9 @@ import dis
 import types as pytypes
 import weakref
 
-from numba.core import types as nt
-
 from . import bindings
 from .runtime import runtime
-
+from .types import is_concrete
 
 CHAIN_MARK = "__overdub_chain__"
 """The global a rewritten function carries its chain in (so numba passes know overdub compiled it)."""
@@ -91,7 +89,7 @@ def is_overdubbable(value) -> bool:
     """Callables a context may substitute: generic, plain Python, builtin and module functions, intrinsics,
     ufuncs. Classes and numba types (``range``, ``np.float32``, ``numba.int32``) stay what they are, and so
     does ``len``, which numba requires to be the builtin."""
-    return callable(value) and not isinstance(value, (type, nt.Type)) and value not in _FIXED_BUILTINS
+    return callable(value) and not isinstance(value, type) and not is_concrete(value) and value not in _FIXED_BUILTINS
 
 
 def substitute(value, chain: tuple):
@@ -124,6 +122,7 @@ _GLOBAL_OPS = frozenset({"LOAD_GLOBAL", "LOAD_NAME", "STORE_GLOBAL", "DELETE_GLO
 
 
 _global_names: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # code -> its global names
+runtime.register_cache(f"{__name__}._global_names", _global_names)
 
 
 def global_names(code: pytypes.CodeType) -> tuple[str, ...]:
@@ -184,7 +183,7 @@ def rewrite(func: pytypes.FunctionType, chain: tuple) -> pytypes.FunctionType:
 # A launch in a context with state passes the state as a hidden first argument of the kernel and of every
 # function compiled for that launch (Cassette's metadata, passed as data: one compile per state *type*).
 # The clone of a function gets the parameter here; the call of a compiled function passes its caller's
-# (overdub.bridge.pass_hidden_argument), and od.state() returns it.
+# (overdub.bridge.hidden), and od.state() returns it.
 
 STATE_PARAMETER = "__overdub_state__"
 _FAST_LOCAL_OPS = frozenset(dis.haslocal) | frozenset(dis.hasfree)  # opargs indexing the fast locals

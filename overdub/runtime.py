@@ -15,12 +15,23 @@ What a redefinition or a re-run notebook cell leaves behind must not stay alive:
 
 Functions die inside the garbage collector, which may run in the middle of anything; their death only queues
 the cleanup, and :meth:`Runtime.collect` (run by every compile and every slow-path launch) carries it out.
+
+Caches that live beside their owner, at module level (a code object's digest, a class's argument kind, the
+loader of a launch tuple), are *registered* here beside their definition, as JAX's ``linear_util.cache``
+registers its clearing function: ``runtime.register_cache(f"{__name__}._kinds", _kinds)``. :meth:`reset`
+clears each of them, except those registered ``kept=`` with the reason they must outlive a reset -- numba's
+typing keeps every intrinsic's template, so a new loader per reset would leak; a class made at run time is a
+definition that live objects are instances of. :meth:`Runtime.caches` lists them all, and
+tests/test_caches.py checks that every module-level cache of the package is registered. None of them is
+keyed by the ``id()`` of an object that can die.
 """
 
 from __future__ import annotations
 
 import itertools
 import weakref
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from . import world
 
@@ -29,7 +40,7 @@ try:
 except ImportError:  # built without a C compiler: launches go through generated Python
     _fastlaunch = None
 
-__all__ = ["Runtime", "FunctionCache", "runtime", "launch_key", "strong_or_weak", "STATE_MARK"]
+__all__ = ["Runtime", "FunctionCache", "ModuleCache", "runtime", "launch_key", "strong_or_weak", "STATE_MARK"]
 
 
 def strong_or_weak(obj):
@@ -49,13 +60,20 @@ STATE_MARK = _StateMark()
 """In a launch key, says that the next class is the class of a launch's state."""
 
 
-def launch_key(kernel, context, target, args, state=None) -> tuple:
-    """The launch table's key: (kernel, context, target option, argument classes); for a launch passing
-    state, (kernel, context, target option, :data:`STATE_MARK`, the state's class, argument classes). The
-    native launcher in ``_fastlaunch.c`` builds the same tuple."""
+def _launch_key(kernel, context, target, args, state=None) -> tuple:
     if state is None:
         return (strong_or_weak(kernel), context, target, *map(type, args))
     return (strong_or_weak(kernel), context, target, STATE_MARK, type(state), *map(type, args))
+
+
+def launch_key(kernel, context, target, args, state=None) -> tuple:
+    """The launch table's key: (kernel, context, target option, argument classes); for a launch passing
+    state, (kernel, context, target option, :data:`STATE_MARK`, the state's class, argument classes). Where
+    the native extension is built this is its own function, the one its lookup uses (``_fastlaunch.c``); the
+    Python definition serves builds without it, and tests/test_fastlaunch.py checks the two agree."""
+    if _fastlaunch is None:
+        return _launch_key(kernel, context, target, args, state)
+    return _fastlaunch.launch_key(kernel, tuple(args), context, target, state)
 
 
 class FunctionCache:
@@ -64,7 +82,7 @@ class FunctionCache:
     An entry removed by invalidation leaves only why it was removed (a string), which the next compile of
     the same job reports as its reason."""
 
-    def __init__(self, owner: "Runtime"):
+    def __init__(self, owner: Runtime):
         self._owner = owner
         self._nodes: dict = {}
         self._reasons: dict = {}  # job -> why its last node was invalidated
@@ -118,6 +136,17 @@ class FunctionCache:
         return len(self._nodes)
 
 
+@dataclass(frozen=True)
+class ModuleCache:
+    """A module-level cache the runtime accounts for: :meth:`Runtime.reset` calls ``clear``, or, for a cache
+    ``kept`` across resets, nothing (``kept`` says why)."""
+
+    name: str  # "overdub.module.variable"
+    cache: object  # the dict, weak dictionary or functools cache; None for a value memoized in a global
+    clear: Callable[[], None] | None
+    kept: str | None
+
+
 class Runtime:
     """The process's caches and counters (see the module docstring); :meth:`reset` empties them."""
 
@@ -138,6 +167,7 @@ class Runtime:
         self._counters = {"compiles": 0, "method_instances": 0, "disk_hits": 0, "disk_misses": 0, "disk_uncacheable": 0}
         self._launches = itertools.count()  # next() is atomic under the GIL: no lock on the hot path
         self._launch_base = 0
+        self._module_caches: dict[str, ModuleCache] = {}  # name -> the module-level cache registered under it
 
     # -- functions dying ---------------------------------------------------------------------------------
     def watch(self, ref) -> None:
@@ -202,10 +232,24 @@ class Runtime:
         python = int(repr(self._launches)[6:-1])  # repr "count(N)" reads, not advances
         return python + (_fastlaunch.launch_count() if _fastlaunch is not None else 0)
 
+    # -- module-level caches ------------------------------------------------------------------------------
+    def register_cache(self, name: str, cache=None, *, kept: str | None = None, clear=None):
+        """Account for the module-level cache ``name`` ("overdub.module.variable") and return ``cache``.
+        :meth:`reset` empties it -- with ``clear``, else its ``cache_clear()`` (a functools cache) or
+        ``clear()`` -- unless ``kept`` gives the reason it must outlive a reset."""
+        if kept is None and clear is None:
+            clear = getattr(cache, "cache_clear", None) or cache.clear
+        self._module_caches[name] = ModuleCache(name, cache, None if kept is not None else clear, kept)
+        return cache
+
+    def caches(self) -> list[ModuleCache]:
+        """The registered module-level caches, cleared by :meth:`reset` or kept across it."""
+        return list(self._module_caches.values())
+
     # -- reset -------------------------------------------------------------------------------------------
     def reset(self) -> None:
-        """Forget every compiled kernel, method instance, launch function, proxy and binding, and zero the
-        counters. Generic functions, their methods and contexts are definitions, not caches: they stay.
+        """Forget every compiled kernel, method instance, launch function, proxy and binding, empty the
+        registered module-level caches not kept, and zero the counters. Generic functions, their methods and contexts are definitions, not caches: they stay.
         Everything forgotten is retired (detached from what it consulted), so the next launch compiles
         afresh and nothing reachable keeps the old code alive. Used by the tests between tests."""
         with world.lock:
@@ -222,6 +266,9 @@ class Runtime:
             self._watchers.clear()
             self._dead.clear()
             self._counters = dict.fromkeys(self._counters, 0)
+            for cache in self._module_caches.values():
+                if cache.clear is not None:
+                    cache.clear()
             self._launch_base = self._raw_launches()
 
 

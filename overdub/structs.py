@@ -33,10 +33,10 @@ import typing
 
 import numpy as np
 
-from . import dunders
+from . import dunders, world
 from . import types as lattice
-from . import world
 from .arguments import packed_slots
+from .runtime import runtime
 from .types import LatticeMeta, StructPattern, StructType
 
 __all__ = ["struct", "struct_array", "StructMeta", "StructValue", "StructDefinition", "bind"]
@@ -44,6 +44,7 @@ __all__ = ["struct", "struct_array", "StructMeta", "StructValue", "StructDefinit
 _lock = threading.RLock()  # instantiations: one at a time
 _PYTHON_FIELDS = {int: lattice.int64, float: lattice.float64, bool: lattice.bool_, complex: lattice.complex128}
 _latest: dict[tuple[str, str], type] = {}  # (module, qualname) -> the current module-level struct class
+runtime.register_cache(f"{__name__}._latest", _latest, kept="a definition table (which class is current), not a cache")
 
 
 # --- what a class statement says --------------------------------------------------------------------------
@@ -266,6 +267,7 @@ def _convert(cls, name: str, value, ftype):
 
 
 _scalar_classes: dict = {}
+runtime.register_cache(f"{__name__}._scalar_classes", _scalar_classes)
 
 
 def _scalar_class(ftype):
@@ -362,6 +364,7 @@ def _promote(cls, param, found: list):
 
 
 _promoted: dict = {}  # numeric types -> the type numpy promotes them to
+runtime.register_cache(f"{__name__}._promoted", _promoted)
 
 
 # --- making struct classes --------------------------------------------------------------------------------

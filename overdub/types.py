@@ -41,6 +41,8 @@ from numba import _dispatcher
 from numba.core import types as nt
 from numba.core.typing.typeof import Purpose
 
+from .runtime import runtime
+
 __all__ = [
     "AbstractType",
     "LatticeMeta",
@@ -109,7 +111,7 @@ class AbstractType(metaclass=LatticeMeta):
             )
         return super().__new__(cls)
 
-    def __init__(self, name: str, parent: "AbstractType | None", numba_class: type | tuple | None = None):
+    def __init__(self, name: str, parent: AbstractType | None, numba_class: type | tuple | None = None):
         self.name = name
         self.parent = parent
         self._numba_class = numba_class  # concrete numba types of this class are its leaves
@@ -143,7 +145,7 @@ def _is_node(t) -> bool:
     return type(t) is AbstractType
 
 
-def _abstract_type(name: str) -> "AbstractType":
+def _abstract_type(name: str) -> AbstractType:
     """The lattice's abstract type called ``name`` (abstract types pickle by name)."""
     return globals()[name]
 
@@ -211,7 +213,7 @@ class ArrayPattern:
 STRUCT_METADATA = "overdub.struct"  # the key of a struct array's dtype metadata naming its StructType
 
 
-def _struct_type_of(cls) -> "StructType":
+def _struct_type_of(cls) -> StructType:
     return cls.__overdub_type__
 
 
@@ -443,6 +445,7 @@ def numeric_kind(t) -> int | None:
 
 
 _kinds: dict = {}
+runtime.register_cache(f"{__name__}._kinds", _kinds)
 
 
 def dtype_of(t) -> np.dtype:

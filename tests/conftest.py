@@ -4,9 +4,8 @@ import os
 
 import pytest
 
-from overdub.runtime import runtime
-
 from helpers import SourceModule, unique_name
+from overdub.runtime import runtime
 
 
 def _gpu_usable() -> bool:
@@ -26,6 +25,12 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip_gpu)
         if "slow" in item.keywords and skip_slow:
             item.add_marker(skip_slow)
+
+
+@pytest.fixture(scope="session")
+def cupy():
+    """The cupy module, for GPU tests' device arrays; the test is skipped where cupy is not installed."""
+    return pytest.importorskip("cupy")
 
 
 @pytest.fixture

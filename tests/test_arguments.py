@@ -8,11 +8,10 @@ from numba.cuda.typing.typeof import Purpose
 from numba.cuda.typing.typeof import typeof as cuda_typeof
 
 import overdub as od
+from helpers import compiles
 from overdub import arguments
 from overdub.targets import cuda as cuda_target
 from overdub.targets import get_target
-
-from helpers import compiles
 
 
 class Interface:
@@ -30,8 +29,8 @@ class Interface:
 
 def guards_accept(value, like):
     """Do the guards of a launch function made for ``like`` accept ``value``?"""
-    ty = arguments.kind_of(like).typeof(like)
-    conditions, consts = arguments.signature_guards(["a0"], [like], [ty])
+    described = arguments.Argument.of_kind(like, arguments.kind_of(like))
+    conditions, consts = arguments.signature_guards(["a0"], [described])
     return all(eval(condition, dict(consts, a0=value)) for condition in conditions)
 
 
@@ -152,13 +151,14 @@ def test_a_device_array_is_rejected_by_the_cpu_target_and_a_host_array_by_the_cu
 
 def test_a_kernel_with_more_parameter_slots_than_the_native_buffer_takes_the_python_path():
     pointers = [od.Pointer(0x1000 + 8 * i, np.float64, device=True) for i in range(arguments.MAX_NATIVE_SLOTS + 1)]
-    argtypes = tuple(map(cuda_target.target_for((9, 0)).typeof, pointers))
-    launcher = cuda_target.CUDALauncher(library=None, argtypes=argtypes)
+    described = tuple(map(cuda_target.target_for((9, 0)).argument, pointers))
+    launcher = cuda_target.CUDALauncher(library=None, argtypes=tuple(a.type for a in described))
 
     class Kernel:  # the validity checks a native launcher reads
         guard = type("Guard", (), {"native_checks": staticmethod(lambda: [])})()
 
-    assert launcher._native(Kernel(), pointers, argtypes) is None
+    slots = [a.kind.slots(a.signature, a.type) for a in described]
+    assert launcher._native(Kernel(), described, slots) is None
 
 
 class FakeCupy:
@@ -182,11 +182,12 @@ def test_a_cupy_array_is_typed_by_its_flags_and_passed_as_numbas_exploded_array(
     assert kind.typeof(FakeCupy((3, 4))) == numba.types.Array(numba.float32, 2, "C")
     assert kind.typeof(FakeCupy((3, 4), order="F")) == numba.types.Array(numba.float32, 2, "F")
     c_array = FakeCupy((3, 4))
-    fmt, expression = kind.cuda_slots(kind.typeof(c_array))
-    assert fmt == "q" * 9
-    assert eval(f"({expression.format(v='a')},)", {"a": c_array}) == (0, 0, 12, 4, 0x2000, 3, 4, 16, 4)
-    assert kind.native_spec(kind.signature(c_array), None) == ("a", np.dtype(np.float32), 2, 4, "C")
     signature = kind.signature(c_array)
+    slots = kind.slots(signature, kind.typeof(c_array))
+    assert arguments.slot_format(slots) == "<" + "q" * 9
+    values = arguments.slot_values(slots, "a", namespace := {})
+    assert eval(f"({', '.join(values)},)", dict(namespace, a=c_array)) == (0, 0, 12, 4, 0x2000, 3, 4, 16, 4)
+    assert kind.native_spec(signature, slots) == ("a", np.dtype(np.float32), 2, 4, "C")
     conditions = kind.guards("a0", signature, consts := {})
     accepts = lambda value: all(eval(c, dict(consts, a0=value)) for c in conditions)  # noqa: E731
     assert accepts(FakeCupy((5, 2)))
@@ -213,8 +214,10 @@ def test_a_record_interface_object_keeps_its_fields_and_compiles_to_ptx():
     interface.__cuda_array_interface__["descr"] = RECORD.descr
     ty = cuda_target.target_for((9, 0)).typeof(interface)
     assert isinstance(ty.dtype, numba.types.Record) and [f for f, _ in ty.dtype.members] == ["x", "n"]
-    fmt, _ = arguments.DeviceArray().cuda_slots(ty)
-    assert fmt == "q" * 7
+    slots = arguments.DeviceArray().slots(None, ty)
+    assert arguments.slot_format(slots) == "<" + "q" * 7
+    assert arguments.slot_values(slots, "a", namespace := {}) == ["*interface_fields(a, 16)"]
+    assert namespace == {"interface_fields": arguments.interface_fields}
 
     def kernel(out, points):
         out[0] = points[1].x
@@ -227,7 +230,8 @@ def test_a_record_on_the_device_is_passed_by_address_as_its_record_type():
     on_device = arguments.RecordOnDevice(0x3000, record.dtype, None)
     ty = cuda_target.target_for((9, 0)).typeof(on_device)
     assert ty == numba.from_dtype(RECORD)
-    assert arguments.kind_of(on_device).cuda_slots(ty) == ("Q", "{v}.address")
+    slots = arguments.kind_of(on_device).slots(None, ty)
+    assert (arguments.slot_format(slots), arguments.slot_values(slots, "v", {})) == ("<Q", ["v.address"])
     with pytest.raises(cuda_target.HostMemoryError, match="record"):
         cuda_target.target_for((9, 0)).typeof(record)
 
@@ -250,7 +254,9 @@ def test_a_tuple_is_passed_as_its_elements_slots_one_after_another():
     kind = arguments.kind_of(value)
     ty = kind.typeof(value)
     assert str(ty) == "Tuple(int64, float32, Tuple(int64, float64))"
-    assert kind.slots(value, ty) == ("qf4xqd", "{v}[0], {v}[1], {v}[2][0], {v}[2][1]")
+    slots = kind.slots(kind.signature(value), ty)
+    assert arguments.slot_format(slots) == "<qf4xqd"
+    assert arguments.slot_values(slots, "v", {}) == ["v[0]", "v[1]", "v[2][0]", "v[2][1]"]
     assert arguments.kind_of((1, object())) is None
 
 

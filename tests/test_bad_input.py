@@ -7,9 +7,8 @@ import pytest
 from numba import cuda
 
 import overdub as od
-from overdub import targets
-
 from helpers import compiles
+from overdub import targets
 
 
 def kernel(out):
@@ -96,7 +95,7 @@ def test_overdubbing_a_class_says_it_is_a_class():
 
 def test_overdubbing_a_targets_root_names_the_base_context_to_use():
     root = targets.get_target("cpu").root
-    with pytest.raises(TypeError, match="add them to od.CPU"):
+    with pytest.raises(TypeError, match=r"add them to od.CPU"):
         root.overdub(print)
 
 
@@ -143,5 +142,5 @@ def test_an_argument_no_kernel_can_take_is_refused_naming_the_kernel_and_its_par
 def test_the_cuda_target_refuses_python_containers_as_arguments_too():
     from overdub.targets import cuda as cuda_target
 
-    with pytest.raises(TypeError, match="a list .* cannot be a kernel argument"):
+    with pytest.raises(TypeError, match=r"a list .* cannot be a kernel argument"):
         cuda_target.target_for((9, 0)).typeof([1.0, 2.0])

@@ -4,7 +4,6 @@ globals read through the module (module proxies) -- the last two seen afresh aft
 """
 
 import overdub as od
-
 from helpers import run
 
 

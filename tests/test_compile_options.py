@@ -13,10 +13,9 @@ from numba import types as numba_types
 from numba.core.extending import overload
 
 import overdub as od
-from overdub import bridge
-from overdub.targets import CompileOptions, get_target
-
 from helpers import compiles
+from overdub.bridge import signatures
+from overdub.targets import CompileOptions, get_target
 
 SOURCE = """
 from numba import cuda
@@ -176,7 +175,7 @@ def _axpy(out, a, x, y):
 
 
 _AXPY_SIG = "void(float32[::1], float32, float32[::1], float32[::1])"
-_AXPY_TYPES = bridge.signature_argtypes(_AXPY_SIG)
+_AXPY_TYPES = signatures.signature_argtypes(_AXPY_SIG)
 
 
 def _ptx(**options):
@@ -211,7 +210,7 @@ def test_launches_beyond_cudas_limits_are_refused_on_the_cpu_target_as_on_the_gp
     def kernel(a):
         pass
 
-    with pytest.raises(ValueError, match="exceeds CUDA.s limits|tuple of 1-3 positive integers"):
+    with pytest.raises(ValueError, match=r"exceeds CUDA.s limits|tuple of 1-3 positive integers"):
         od.cuda(kernel, np.zeros(1), blocks=blocks, threads=threads, target="cpu")
 
 
@@ -235,6 +234,7 @@ def test_code_typed_and_inspect_types_show_the_types_after_dispatch(capsys):
 
 def test_a_numba_typing_error_in_a_kernel_is_both_a_compile_error_and_numbas_typing_error():
     import pickle
+
     from numba.core.errors import TypingError
 
     def broken(a):

@@ -10,9 +10,7 @@ import numpy as np
 import pytest
 
 import overdub as od
-
-from helpers import compiles, run
-
+from helpers import CALLS_F, CALLS_F_OF_X, compiles, method_f, run
 
 # --- the kernel cache -----------------------------------------------------------------------------------
 
@@ -70,65 +68,26 @@ def test_a_failed_compile_leaves_an_earlier_kernel_usable(make_module):
 
 
 def test_a_redefinition_that_fails_to_compile_never_runs_the_stale_kernel(make_module):
-    m = make_module("""
-        import overdub as od
-
-        @od.function
-        def f(x: od.Integer):
-            return 1
-
-        def kernel(out):
-            out[0] = f(0)
-    """)
+    m = make_module(method_f("1") + CALLS_F)
     assert run(m.kernel) == [1]
-    m.run("""
-        @od.function
-        def f(x: od.Integer):
-            return "not a number"
-    """)
+    m.run(method_f('"not a number"'))
     for _ in range(2):
         with pytest.raises(od.CompileError):
             run(m.kernel)
 
 
 def test_the_next_good_launch_after_a_failed_compile_works(make_module):
-    m = make_module("""
-        import overdub as od
-
-        @od.function
-        def f(x: od.Integer):
-            return 1
-
-        def kernel(out):
-            out[0] = f(0)
-    """)
+    m = make_module(method_f("1") + CALLS_F)
     run(m.kernel)
-    m.run("""
-        @od.function
-        def f(x: od.Integer):
-            return "not a number"
-    """)
+    m.run(method_f('"not a number"'))
     with pytest.raises(od.CompileError):
         run(m.kernel)
-    m.run("""
-        @od.function
-        def f(x: od.Integer):
-            return 3
-    """)
+    m.run(method_f("3"))
     assert run(m.kernel) == [3]
 
 
 def test_a_method_error_leaves_other_argument_types_usable(make_module):
-    m = make_module("""
-        import overdub as od
-
-        @od.function
-        def f(x: od.Integer):
-            return x
-
-        def kernel(out, x):
-            out[0] = f(x)
-    """)
+    m = make_module(method_f("x") + CALLS_F_OF_X)
     assert run(m.kernel, 4) == [4]
     with pytest.raises(od.MethodError):
         run(m.kernel, 4.0)
@@ -176,26 +135,14 @@ def test_first_compile_logs_one_info_record_with_its_reason(make_module, caplog)
 
 
 def test_recompile_after_redefinition_logs_the_redefinition_and_its_location(make_module, caplog):
-    m = make_module("""
-        import overdub as od
-
-        @od.function
-        def f(x: od.Integer):
-            return 1
-
-        def kernel(out):
-            out[0] = f(0)
-    """)
+    m = make_module(method_f("1") + CALLS_F)
     run(m.kernel)
     caplog.set_level(logging.INFO, logger="overdub")
-    path = m.run("""
-        @od.function
-        def f(x: od.Integer):
-            return 2
-    """)
+    path = m.run(method_f("2"))
     run(m.kernel)
     [record] = _compile_records(caplog)
-    assert f"f(x: Integer) redefined at {os.path.basename(path)}:2" in record.getMessage()
+    line = m.line_of("@od.function", chunk=1)
+    assert f"f(x: Integer) redefined at {os.path.basename(path)}:{line}" in record.getMessage()
 
 
 def test_recompile_after_rebinding_logs_the_global(make_module, caplog):

@@ -12,20 +12,12 @@ import numpy as np
 import pytest
 
 import overdub as od
+from helpers import CALLS_F, method_f
 
 
 def soak(make_module, seconds: float) -> tuple[int, int]:
     """(launches, redefinitions) made in ``seconds``; fails on any error or any value never defined."""
-    m = make_module("""
-        import overdub as od
-
-        @od.function
-        def f(x: od.Integer):
-            return 0
-
-        def kernel(out):
-            out[0] = f(0)
-    """)
+    m = make_module(method_f("0") + CALLS_F)
     stop, errors, launches = threading.Event(), [], [0]
     defined = {0}
 
@@ -36,7 +28,7 @@ def soak(make_module, seconds: float) -> tuple[int, int]:
                 od.cuda(m.kernel, out)
                 assert int(out[0]) in defined, f"launch ran {int(out[0])}, never defined"
                 launches[0] += 1
-        except BaseException as error:  # noqa: BLE001 -- any error is the failure
+        except BaseException as error:  # any error is the failure
             errors.append(error)
 
     threads = [threading.Thread(target=launcher) for _ in range(4)]

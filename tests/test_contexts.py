@@ -12,8 +12,7 @@ import numpy as np
 import pytest
 
 import overdub as od
-
-from helpers import compiles, run, unique_name
+from helpers import CALLS_HELPER, compiles, run, unique_name
 
 
 def generic(name, body, sig=(od.Integer,)):
@@ -71,13 +70,7 @@ def test_overdub_that_does_not_apply_falls_through_to_the_callee(g):
 
 
 def test_context_overdub_of_a_plain_function(make_module):
-    m = make_module("""
-        def helper(x):
-            return x + 1
-
-        def kernel(out):
-            out[0] = helper(10)
-    """)
+    m = make_module(CALLS_HELPER)
     ctx = od.Context("ctx")
 
     @ctx.overdub(m.helper)
@@ -88,13 +81,7 @@ def test_context_overdub_of_a_plain_function(make_module):
 
 
 def test_overdub_of_a_plain_function_survives_its_redefinition(make_module):
-    m = make_module("""
-        def helper(x):
-            return x + 1
-
-        def kernel(out):
-            out[0] = helper(10)
-    """)
+    m = make_module(CALLS_HELPER)
     ctx = od.Context("ctx")
 
     @ctx.overdub(m.helper)
@@ -356,13 +343,7 @@ def test_overdub_added_after_compilation_triggers_a_recompile(g):
 
 
 def test_overdub_of_a_plain_function_added_after_compilation_triggers_a_recompile(make_module):
-    m = make_module("""
-        def helper(x):
-            return x + 1
-
-        def kernel(out):
-            out[0] = helper(10)
-    """)
+    m = make_module(CALLS_HELPER)
     ctx = od.Context("ctx")
     assert run(m.kernel, context=ctx) == [11]
 

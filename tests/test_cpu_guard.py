@@ -9,13 +9,10 @@ import pytest
 from numba import cuda
 
 import overdub as od
+from helpers import counting_reads
 from overdub import rewrite
 from overdub.targets import cpu
 from overdub.targets.cpu import guard as cpu_guard
-
-
-def run(kernel, *args, blocks, threads, **kw):
-    od.cuda(kernel, *args, blocks=blocks, threads=threads, target="cpu", **kw)
 
 
 def bounds(kernel, context=None):
@@ -97,7 +94,7 @@ def test_a_guard_with_anything_before_beside_or_after_it_bounds_nothing():
 @pytest.mark.parametrize("kernel", [count_first, count_after, else_branch])
 def test_threads_with_something_to_do_past_the_guard_all_run(kernel, workers):
     a, count = np.zeros(100, np.int64), np.zeros(1, np.int64)
-    run(kernel, a, count, 70, blocks=4, threads=32)
+    od.cuda(kernel, a, count, 70, blocks=4, threads=32, target="cpu")
     assert (a[:70] == 1).all() and (a[70:] == 0).all()
     expected = {count_first: 128, count_after: 128, else_branch: 128 - 70}[kernel]
     assert count[0] == expected
@@ -109,20 +106,16 @@ def test_threads_with_something_to_do_past_the_guard_all_run(kernel, workers):
 def test_saxpy_and_the_early_exit_form_touch_exactly_the_admitted_elements(workers):
     x = np.arange(1000, dtype=np.float32)
     y = np.ones(1000, np.float32)
-    run(saxpy, np.float32(2), x, y, blocks=5, threads=256)  # 1280 threads for 1000 elements
+    od.cuda(saxpy, np.float32(2), x, y, blocks=5, threads=256, target="cpu")  # 1280 threads for 1000 elements
     np.testing.assert_array_equal(y, 2 * np.arange(1000, dtype=np.float32) + 1)
     a = np.zeros(300, np.int64)
-    run(early_exit, a, 250, 17, blocks=3, threads=128)
+    od.cuda(early_exit, a, 250, 17, blocks=3, threads=128, target="cpu")
     assert (a[17:250] == 1).all() and (a[:17] == 0).all() and (a[250:] == 0).all()
 
 
 def compare_with(a, n, op):
     i = cuda.grid(1)
-    if op == 0 and i <= n:
-        a[i] += 1
-    elif op == 1 and n > i:
-        a[i] += 1
-    elif op == 2 and i > n:
+    if (op == 0 and i <= n) or (op == 1 and n > i) or (op == 2 and i > n):
         a[i] += 1
 
 
@@ -141,7 +134,7 @@ def test_every_comparison_and_type_of_bound_admits_the_threads_numba_s_compariso
 
     bound = dtype(n)
     a = np.zeros(256, np.int64)
-    run(kernel, a, bound, blocks=2, threads=128)
+    od.cuda(kernel, a, bound, blocks=2, threads=128, target="cpu")
     i = np.arange(256)
     expected = ((i <= n) & (n - 1 < i + 3)).astype(np.int64) + 2 * (i > n)
     np.testing.assert_array_equal(a, expected)
@@ -170,7 +163,7 @@ def test_a_fractional_bound_and_the_top_of_the_integers_are_exact():
         (at_most, np.uint64(2**64 - 1), 64),
     ):
         a = np.zeros(64, np.int64)
-        run(kernel, a, bound, blocks=2, threads=32)
+        od.cuda(kernel, a, bound, blocks=2, threads=32, target="cpu")
         assert a.sum() == expected, (kernel.__name__, bound)
 
 
@@ -185,7 +178,7 @@ def test_two_dimensional_grids_whose_chunks_cross_rows_of_blocks_run_every_admit
 
     n, m = 103, 45
     out = np.full((m, n, 4), -1, np.int64)
-    run(indices, out, n, m, blocks=(7, 5), threads=(16, 10))
+    od.cuda(indices, out, n, m, blocks=(7, 5), threads=(16, 10), target="cpu")
     y, x = np.mgrid[:m, :n]
     np.testing.assert_array_equal(out, np.stack([x % 16, y % 10, x // 16, y // 10], axis=-1))
     np.testing.assert_array_equal(bounds(indices), (("<", "a1"),))
@@ -199,7 +192,7 @@ def test_three_dimensional_blocks_and_grids_see_their_own_indices(workers):
         out[z, y, x] = tx + 10 * ty + 100 * tz + 1000 * bx + 10000 * by + 100000 * bz
 
     out = np.zeros((6, 8, 9), np.int64)
-    run(everything, out, blocks=(3, 2, 3), threads=(3, 4, 2))
+    od.cuda(everything, out, blocks=(3, 2, 3), threads=(3, 4, 2), target="cpu")
     z, y, x = np.mgrid[:6, :8, :9]
     expected = x % 3 + 10 * (y % 4) + 100 * (z % 2) + 1000 * (x // 3) + 10000 * (y // 4) + 100000 * (z // 2)
     np.testing.assert_array_equal(out, expected)
@@ -222,7 +215,7 @@ def test_a_context_overdubbing_cuda_grid_or_a_comparison_is_obeyed():
 
     assert bounds(kernel, shifted) == ()
     a = np.zeros(64, np.int64)
-    run(kernel, a, 40, blocks=2, threads=32, context=shifted)
+    od.cuda(kernel, a, 40, blocks=2, threads=32, context=shifted, target="cpu")
     assert a.sum() == 30
 
     flipped = od.Context("flipped")
@@ -233,7 +226,7 @@ def test_a_context_overdubbing_cuda_grid_or_a_comparison_is_obeyed():
 
     assert bounds(kernel, flipped) == ()
     a = np.zeros(64, np.int64)
-    run(kernel, a, 40, blocks=2, threads=32, context=flipped)
+    od.cuda(kernel, a, 40, blocks=2, threads=32, context=flipped, target="cpu")
     assert a[30:54].sum() == 24 and a.sum() == 24
 
 
@@ -250,7 +243,7 @@ def test_a_hook_observing_calls_sees_every_thread():
             a[i] = 1
 
     a, calls = np.zeros(64, np.int64), np.zeros(1, np.int64)
-    run(kernel, a, 40, blocks=2, threads=32, context=counted, state=calls)
+    od.cuda(kernel, a, 40, blocks=2, threads=32, context=counted, state=calls, target="cpu")
     assert a.sum() == 40 and calls[0] == 64  # cuda.grid's call, in every one of the 64 threads
 
 
@@ -266,12 +259,12 @@ def global_bound(a):
 def test_rebinding_the_global_a_bound_reads_moves_the_bound():
     global N
     a = np.zeros(128, np.int64)
-    run(global_bound, a, blocks=2, threads=64)
+    od.cuda(global_bound, a, blocks=2, threads=64, target="cpu")
     assert a.sum() == 50
     N = 100
     try:
         a[:] = 0
-        run(global_bound, a, blocks=2, threads=64)
+        od.cuda(global_bound, a, blocks=2, threads=64, target="cpu")
         assert a.sum() == 100
     finally:
         N = 50
@@ -286,7 +279,7 @@ def test_a_checked_kernel_still_runs_every_thread_and_names_the_bad_index():
 
     a = np.zeros(40, np.int64)
     with pytest.raises(IndexError, match="index 40"):
-        run(reads_first, a, 40, blocks=2, threads=32, debug=True)
+        od.cuda(reads_first, a, 40, blocks=2, threads=32, debug=True, target="cpu")
 
 
 @od.struct
@@ -309,17 +302,12 @@ def test_a_comparison_method_for_a_user_type_leaves_the_guards_on_integers_alone
     versions = od.struct_array(Version, 5, target="cpu")
     versions["major"] = [3, 1, 4, 1, 5]
     out = np.full(8, 7, np.int64)
-    run(kernel, out, versions, 5, blocks=1, threads=8)
+    od.cuda(kernel, out, versions, 5, blocks=1, threads=8, target="cpu")
     assert out.tolist() == [0, 1, 0, 1, 0, 7, 7, 7]
 
 
 def test_a_read_a_context_overdubs_before_the_guard_runs_in_every_thread():
-    counting = od.Context("counting", state=od.Array[od.int64, 1])
-
-    @counting.overdub(operator.getitem)
-    def _counted(a: od.Array[od.int64, 1], i: od.Integer):
-        cuda.atomic.add(od.state(), 0, 1)
-        return a[i]
+    counting = counting_reads("counting", od.int64)
 
     def kernel(a, out, n):
         i = cuda.grid(1)
@@ -328,7 +316,7 @@ def test_a_read_a_context_overdubs_before_the_guard_runs_in_every_thread():
             out[i] = v
 
     a, out, reads = np.arange(40, dtype=np.int64), np.zeros(40, np.int64), np.zeros(1, np.int64)
-    run(kernel, a, out, 40, blocks=2, threads=32, context=counting, state=reads)
+    od.cuda(kernel, a, out, 40, blocks=2, threads=32, context=counting, state=reads, target="cpu")
     assert out.tolist() == list(range(40)) and reads[0] == 64
 
 
@@ -344,7 +332,7 @@ def grid_stride(a, n):
 def test_a_grid_stride_loop_covers_every_element_whether_the_grid_is_larger_or_smaller(n, workers):
     assert bounds(grid_stride) == (("<", "a1"),)
     a = np.zeros(1000, np.int64)
-    run(grid_stride, a, n, blocks=3, threads=32)
+    od.cuda(grid_stride, a, n, blocks=3, threads=32, target="cpu")
     assert (a[:n] == 1).all() and (a[n:] == 0).all()
 
 
@@ -360,7 +348,7 @@ def make_kernel(scale):
 def test_closures_made_by_a_factory_each_bound_by_their_own_captured_value():
     for scale in (3, 10, 3):
         out = np.zeros(64, np.int64)
-        run(make_kernel(scale), out, 40, blocks=2, threads=32)
+        od.cuda(make_kernel(scale), out, 40, blocks=2, threads=32, target="cpu")
         assert out.tolist() == [scale] * (40 - scale) + [0] * (24 + scale), scale
 
 
@@ -373,10 +361,10 @@ def test_a_kernel_with_launch_state_is_bounded_by_its_own_arguments():
             out[i] = od.state() * i
 
     out = np.zeros(64)
-    run(kernel, out, 40, blocks=2, threads=32, context=scaled, state=0.5)
+    od.cuda(kernel, out, 40, blocks=2, threads=32, context=scaled, state=0.5, target="cpu")
     np.testing.assert_array_equal(out, np.where(np.arange(64) < 40, 0.5 * np.arange(64), 0))
     out[:] = 0
-    run(kernel, out, 20, blocks=2, threads=32, context=scaled, state=2.0)
+    od.cuda(kernel, out, 20, blocks=2, threads=32, context=scaled, state=2.0, target="cpu")
     np.testing.assert_array_equal(out, np.where(np.arange(64) < 20, 2.0 * np.arange(64), 0))
 
 
@@ -395,7 +383,7 @@ def test_kernels_and_callees_reading_the_thread_and_block_x_index_apart_see_thei
 
     n = 64 * 32 - 5
     out = np.zeros((n, 3), np.int64)
-    run(kernel, out, n, blocks=64, threads=32)
+    od.cuda(kernel, out, n, blocks=64, threads=32, target="cpu")
     i = np.arange(n)
     np.testing.assert_array_equal(out, np.stack([i % 32 + 1000 * (i // 32), i % 32, i], axis=1))
 
@@ -427,10 +415,10 @@ def test_launch_shapes_drawn_at_random_run_each_thread_once_with_its_own_indices
     shape = (blocks[2] * threads[2], blocks[1] * threads[1], blocks[0] * threads[0])
     n = int(rng.integers(0, shape[2] + 3))
     out = np.zeros(shape, np.int64)
-    run(global_index, out, n, blocks=blocks, threads=threads)
+    od.cuda(global_index, out, n, blocks=blocks, threads=threads, target="cpu")
     z, y, x = np.indices(shape)
     np.testing.assert_array_equal(out, np.where(x < n, x + 1, 0))
     out[:] = -1
-    run(every_index, out, blocks=blocks, threads=threads)
+    od.cuda(every_index, out, blocks=blocks, threads=threads, target="cpu")
     (tx, bx), (ty, by), (tz, bz) = ((axis % t, axis // t) for axis, t in zip((x, y, z), threads))
     np.testing.assert_array_equal(out, tx + 7 * bx + 100 * ty + 1000 * by + 10000 * tz + 100000 * bz)

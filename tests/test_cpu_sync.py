@@ -6,10 +6,10 @@ The kernels live in sync_kernels.py; tests/test_gpu.py runs the same ones on the
 
 import os
 import shutil
-import sysconfig
 import signal
 import subprocess
 import sys
+import sysconfig
 import textwrap
 import threading
 
@@ -56,10 +56,6 @@ def four_workers():
     cpu.TARGET.workers = saved
 
 
-def launch(kernel, *args, **kw):
-    od.cuda(kernel, *args, target="cpu", **kw)
-
-
 # --- block barriers and shared memory --------------------------------------------------------------------
 
 
@@ -67,7 +63,7 @@ def test_shared_memory_tree_reduction_sums_each_block():
     a = np.random.default_rng(1).random(1000)
     blocks = -(-a.size // k.REDUCE_THREADS)
     out = np.zeros(blocks)
-    launch(k.tree_sum, a, out, blocks=blocks, threads=k.REDUCE_THREADS)
+    od.cuda(k.tree_sum, a, out, blocks=blocks, threads=k.REDUCE_THREADS, target="cpu")
     padded = np.concatenate([a, np.zeros(blocks * k.REDUCE_THREADS - a.size)])
     np.testing.assert_allclose(out, padded.reshape(blocks, -1).sum(axis=1))
 
@@ -78,14 +74,14 @@ def test_tiled_shared_memory_matmul_matches_numpy():
     A, B = rng.random((n, n), dtype=np.float32), rng.random((n, n), dtype=np.float32)
     C = np.zeros((n, n), np.float32)
     grid = -(-n // k.TPB)
-    launch(k.docs_fast_matmul, A, B, C, blocks=(grid, grid), threads=(k.TPB, k.TPB))
+    od.cuda(k.docs_fast_matmul, A, B, C, blocks=(grid, grid), threads=(k.TPB, k.TPB), target="cpu")
     np.testing.assert_allclose(C, A @ B, rtol=1e-5)
 
 
 def test_a_barrier_in_a_loop_passes_data_between_threads():
     a = np.arange(3 * 64, dtype=np.int64)
     out = np.zeros_like(a)
-    launch(k.rotate, a, out, 5, blocks=3, threads=64)
+    od.cuda(k.rotate, a, out, 5, blocks=3, threads=64, target="cpu")
     expected = np.concatenate([np.roll(block, -5) for block in a.reshape(3, 64)])
     np.testing.assert_array_equal(out, expected)
 
@@ -93,7 +89,7 @@ def test_a_barrier_in_a_loop_passes_data_between_threads():
 def test_dynamic_shared_memory_has_the_launch_s_shmem_bytes():
     a = np.arange(96.0)
     out = np.zeros_like(a)
-    launch(k.reverse_dynamic, a, out, blocks=3, threads=32, shmem=32 * 8)
+    od.cuda(k.reverse_dynamic, a, out, blocks=3, threads=32, shmem=32 * 8, target="cpu")
     expected = np.concatenate([block[::-1] for block in a.reshape(3, 32)]) + 32
     np.testing.assert_array_equal(out, expected)
 
@@ -114,7 +110,7 @@ def test_two_shared_arrays_of_one_kernel_do_not_alias(make_module):
             out[t] = x[31 - t] * 1000 + y[31 - t]
     """)
     out = np.zeros(32, np.int64)
-    launch(m.kernel, out, blocks=1, threads=32)
+    od.cuda(m.kernel, out, blocks=1, threads=32, target="cpu")
     t = np.arange(32)
     np.testing.assert_array_equal(out, (31 - t) * 1000 + 100 + 31 - t)
 
@@ -135,7 +131,7 @@ def test_each_block_has_its_own_shared_memory(make_module):
             out[cuda.blockIdx.x, t] = total
     """)
     out = np.zeros((20, 32), np.float32)
-    launch(m.kernel, out, blocks=20, threads=32)
+    od.cuda(m.kernel, out, blocks=20, threads=32, target="cpu")
     np.testing.assert_array_equal(out, np.repeat(np.arange(20, dtype=np.float32)[:, None] * 32, 32, axis=1))
 
 
@@ -144,7 +140,7 @@ def test_syncthreads_count_and_or_reduce_a_predicate_over_the_block():
     a[64:70] = 0  # block 1: 58 true
     a[128:] = 0  # block 2: none
     out = np.zeros((3, 3), np.int64)
-    launch(k.barrier_votes, a, out, blocks=3, threads=64)
+    od.cuda(k.barrier_votes, a, out, blocks=3, threads=64, target="cpu")
     np.testing.assert_array_equal(out, [[64, 1, 1], [58, 0, 1], [0, 0, 0]])
 
 
@@ -164,14 +160,14 @@ def test_threads_that_exited_count_as_arrived_at_a_barrier(make_module):
     """)
     a = np.arange(40, dtype=np.int64)
     out = np.zeros(40, np.int64)
-    launch(m.kernel, a, out, blocks=1, threads=64)
+    od.cuda(m.kernel, a, out, blocks=1, threads=64, target="cpu")
     np.testing.assert_array_equal(out, a[::-1])
 
 
 def test_a_callee_that_synchronizes_makes_its_kernel_run_its_threads_as_fibers():
     a = np.arange(2 * 64, dtype=np.int64) % 7
     out = np.zeros_like(a)
-    launch(k.scan_in_callee, a, out, blocks=2, threads=64)
+    od.cuda(k.scan_in_callee, a, out, blocks=2, threads=64, target="cpu")
     expected = np.concatenate([np.cumsum(block) for block in a.reshape(2, 64)])
     np.testing.assert_array_equal(out, expected)
 
@@ -182,7 +178,7 @@ def test_a_callee_that_synchronizes_makes_its_kernel_run_its_threads_as_fibers()
 def test_warp_shuffle_reduction_sums_every_warp():
     a = np.arange(512, dtype=np.int64)
     out = np.zeros(1, np.int64)
-    launch(k.warp_sum, a, out, blocks=4, threads=128)
+    od.cuda(k.warp_sum, a, out, blocks=4, threads=128, target="cpu")
     assert out[0] == a.sum()
 
 
@@ -190,7 +186,7 @@ def test_warp_functions_have_cuda_semantics_for_warps_of_32():
     a = np.arange(64, dtype=np.int64)
     a[40] = 5
     out = np.zeros((64, 6), np.int64)
-    launch(k.warp_ops, a, out, blocks=1, threads=64)
+    od.cuda(k.warp_ops, a, out, blocks=1, threads=64, target="cpu")
     lanes, warps = a.reshape(2, 32), np.arange(64) // 32
     np.testing.assert_array_equal(out[:, 0], lanes[:, 3][warps])
     up = np.concatenate([np.concatenate([[w[0]], w[:-1]]) for w in lanes])
@@ -205,7 +201,7 @@ def test_warp_functions_have_cuda_semantics_for_warps_of_32():
 def test_docs_warp_reduction_with_activemask_and_warpsize():
     data = np.arange(256, dtype=np.int64)
     out = np.zeros(8, np.int64)
-    launch(k.docs_warp_reduce, data, out, blocks=2, threads=128)
+    od.cuda(k.docs_warp_reduce, data, out, blocks=2, threads=128, target="cpu")
     np.testing.assert_array_equal(out, data.reshape(8, 32).sum(axis=1))
 
 
@@ -214,14 +210,14 @@ def test_docs_warp_reduction_with_activemask_and_warpsize():
 
 def test_a_grid_sync_separates_two_phases_across_blocks():
     a, b = np.zeros(8 * 64, np.int64), np.zeros(8 * 64, np.int64)
-    launch(k.two_phase, a, b, blocks=8, threads=64)
+    od.cuda(k.two_phase, a, b, blocks=8, threads=64, target="cpu")
     i = np.arange(a.size)
     np.testing.assert_array_equal(b, ((i + 64) % a.size) * 3)
 
 
 def test_docs_sequential_rows_with_a_grid_group():
     M = np.zeros((16, 128), np.int32)
-    launch(k.docs_sequential_rows, M, blocks=4, threads=32)
+    od.cuda(k.docs_sequential_rows, M, blocks=4, threads=32, target="cpu")
     expected = np.zeros_like(M)
     for row in range(1, 16):
         expected[row] = expected[row - 1, ::-1] + 1
@@ -230,7 +226,7 @@ def test_docs_sequential_rows_with_a_grid_group():
 
 def test_docs_shared_memory_reduction_in_one_block():
     data = np.arange(k.nelem, dtype=np.int32)
-    launch(k.docs_array_sum, data, blocks=1, threads=k.nelem)
+    od.cuda(k.docs_array_sum, data, blocks=1, threads=k.nelem, target="cpu")
     assert data[0] == np.arange(k.nelem).sum()
 
 
@@ -251,7 +247,7 @@ def test_integer_atomics_are_exact_on_one_worker_and_on_several(workers):
     cpu.TARGET.workers = workers
     a = np.random.default_rng(4).integers(0, 1000, 200_000)
     out = np.zeros(13, np.int64)
-    launch(k.histogram, a, out, blocks=-(-a.size // 128), threads=128)
+    od.cuda(k.histogram, a, out, blocks=-(-a.size // 128), threads=128, target="cpu")
     np.testing.assert_array_equal(out, 50 * np.bincount(a % 13, minlength=13))
 
 
@@ -260,7 +256,7 @@ def test_atomic_max_min_and_cas_are_exact_on_one_worker_and_on_several(workers):
     cpu.TARGET.workers = workers
     a = np.random.default_rng(5).integers(-(10**9), 10**9, 100_000)
     out = np.array([np.iinfo(np.int64).min, np.iinfo(np.int64).max, 0])
-    launch(k.atomic_extremes, a, out, blocks=-(-a.size // 64), threads=64)
+    od.cuda(k.atomic_extremes, a, out, blocks=-(-a.size // 64), threads=64, target="cpu")
     np.testing.assert_array_equal(out, [a.max(), a.min(), (a > 0).sum()])
 
 
@@ -283,7 +279,7 @@ def test_float_atomic_add_and_the_other_integer_atomics(make_module, workers):
     """)
     f, u = np.zeros(2), np.zeros(2, np.uint32)
     i = np.array([0, -1, 0, 0])
-    launch(m.kernel, f, u, i, blocks=25, threads=40)
+    od.cuda(m.kernel, f, u, i, blocks=25, threads=40, target="cpu")
     assert f[0] == 500.0 and f[1] == -250.0
     assert u[0] == 1000 % 10 and u[1] == (-1000) % 10
     assert i[0] == (1 << 40) - 1 and i[1] == -(1 << 40) and i[2] == 0 and i[3] == 7
@@ -304,8 +300,8 @@ def test_threads_waiting_at_different_barriers_are_a_deadlock_error(make_module)
             out[0] = 1
     """)
     with pytest.raises(cpu.CPUGridError, match=r"kernel\(.*deadlock in block \(0, 0, 0\)"):
-        launch(m.kernel, np.zeros(1), blocks=1, threads=64)
-    launch(m.kernel, np.zeros(1), blocks=1, threads=1)  # the runner is usable afterwards
+        od.cuda(m.kernel, np.zeros(1), blocks=1, threads=64, target="cpu")
+    od.cuda(m.kernel, np.zeros(1), blocks=1, threads=1, target="cpu")  # the runner is usable afterwards
 
 
 def test_an_exception_in_a_fiber_reaches_the_launch(make_module):
@@ -321,7 +317,7 @@ def test_an_exception_in_a_fiber_reaches_the_launch(make_module):
             out[cuda.grid(1)] = 1
     """)
     with pytest.raises(ValueError, match="thread 5 of block 3"):
-        launch(m.kernel, np.zeros(8 * 32), blocks=8, threads=32)
+        od.cuda(m.kernel, np.zeros(8 * 32), blocks=8, threads=32, target="cpu")
 
 
 def test_an_exception_in_the_grid_loop_reaches_the_launch(make_module):
@@ -334,7 +330,7 @@ def test_an_exception_in_the_grid_loop_reaches_the_launch(make_module):
             out[cuda.grid(1)] = 1
     """)
     with pytest.raises(ValueError, match="thread 700"):
-        launch(m.kernel, np.zeros(1024), blocks=4, threads=256)
+        od.cuda(m.kernel, np.zeros(1024), blocks=4, threads=256, target="cpu")
 
 
 def test_bad_shared_array_arguments_name_the_construct(make_module):
@@ -345,15 +341,15 @@ def test_bad_shared_array_arguments_name_the_construct(make_module):
             s = cuda.shared.array(n, dtype=out.dtype)
     """)
     with pytest.raises(od.CompileError, match=r"cuda\.shared\.array\(shape, dtype\) takes a constant shape"):
-        launch(m.kernel, np.zeros(4), 4, blocks=1, threads=4)
+        od.cuda(m.kernel, np.zeros(4), 4, blocks=1, threads=4, target="cpu")
 
 
 def test_overdub_cpu_threads_must_be_a_positive_number(monkeypatch):
     monkeypatch.setenv("OVERDUB_CPU_THREADS", "0")
     with pytest.raises(ValueError, match="OVERDUB_CPU_THREADS is '0'"):
-        cpu.target._workers_from_environment()
+        cpu.CPUTarget()
     monkeypatch.setenv("OVERDUB_CPU_THREADS", "3")
-    assert cpu.target._workers_from_environment() == 3
+    assert cpu.CPUTarget().workers == 3
 
 
 # --- parallel blocks -------------------------------------------------------------------------------------
@@ -369,7 +365,7 @@ def test_every_block_runs_once_whatever_the_number_of_workers(make_module):
     for workers in (1, 2, 3, 7):
         cpu.TARGET.workers = workers
         out = np.zeros(1001, np.int64)
-        launch(m.kernel, out, blocks=1001, threads=3)
+        od.cuda(m.kernel, out, blocks=1001, threads=3, target="cpu")
         assert (out == 3).all(), workers
 
 
@@ -383,11 +379,11 @@ def test_launches_from_two_python_threads_run_whole_and_in_order(make_module):
                 out[i] = out[i] * 2 + value
     """)
     outs = [np.zeros(100_000, np.int64) for _ in range(2)]
-    launch(m.kernel, outs[0], 1, blocks=400, threads=256)  # compiled before the threads start
+    od.cuda(m.kernel, outs[0], 1, blocks=400, threads=256, target="cpu")  # compiled before the threads start
 
     def work(out):
         for value in range(20):
-            launch(m.kernel, out, value, blocks=400, threads=256)
+            od.cuda(m.kernel, out, value, blocks=400, threads=256, target="cpu")
 
     threads = [threading.Thread(target=work, args=(out,)) for out in outs]
     for t in threads:
@@ -418,7 +414,7 @@ def test_blocks_run_at_the_same_time_on_two_workers(make_module):
     """)
     cpu.TARGET.workers = 2
     flags, spins = np.zeros(2, np.int64), np.zeros(2, np.int64)
-    launch(m.kernel, flags, spins, blocks=2, threads=1)  # blocks one after another: a block spins out
+    od.cuda(m.kernel, flags, spins, blocks=2, threads=1, target="cpu")  # blocks one after another: a block spins out
     assert (spins < 2_000_000_000).all()
 
 
@@ -431,7 +427,7 @@ def test_laneid_is_the_thread_s_lane_in_its_warp(make_module):
             out[t] = cuda.laneid * 2 + 1
     """)
     out = np.zeros(48 * 2, np.int64)
-    launch(m.kernel, out, blocks=1, threads=(48, 2))
+    od.cuda(m.kernel, out, blocks=1, threads=(48, 2), target="cpu")
     np.testing.assert_array_equal(out, (np.arange(96) % 32) * 2 + 1)
 
 
@@ -448,7 +444,7 @@ def test_const_array_like_reads_a_global_table(make_module):
             out[i] = table[i % 5]
     """)
     out = np.zeros(10, np.int64)
-    launch(m.kernel, out, blocks=2, threads=5)
+    od.cuda(m.kernel, out, blocks=2, threads=5, target="cpu")
     np.testing.assert_array_equal(out, [3, 1, 4, 1, 5] * 2)
 
 
@@ -460,7 +456,7 @@ def test_a_boolean_barrier_predicate_is_refused_as_on_the_gpu(make_module):
             out[0] = cuda.syncthreads_count(cuda.threadIdx.x > 1)
     """)
     with pytest.raises(od.CompileError, match=r"cuda\.syncthreads_count takes an integer predicate"):
-        launch(m.kernel, np.zeros(1, np.int64), blocks=1, threads=4)
+        od.cuda(m.kernel, np.zeros(1, np.int64), blocks=1, threads=4, target="cpu")
 
 
 def test_a_forked_child_runs_grids_on_a_pool_of_its_own(make_module):
@@ -471,13 +467,13 @@ def test_a_forked_child_runs_grids_on_a_pool_of_its_own(make_module):
             cuda.atomic.add(out, 0, 1)
     """)
     out = np.zeros(1, np.int64)
-    launch(m.kernel, out, blocks=64, threads=8)  # the parent's pool is running
+    od.cuda(m.kernel, out, blocks=64, threads=8, target="cpu")  # the parent's pool is running
     pid = os.fork()
     if pid == 0:  # the child: exit 0 only if its launch completes
         signal.alarm(60)  # a child whose launch hangs dies
         try:
             child = np.zeros(1, np.int64)
-            launch(m.kernel, child, blocks=64, threads=8)
+            od.cuda(m.kernel, child, blocks=64, threads=8, target="cpu")
             os._exit(0 if child[0] == 512 else 1)
         finally:
             os._exit(2)
@@ -544,7 +540,7 @@ def test_atomics_in_a_callee_compiled_on_its_own_are_exact(make_module):
     """)
     a = np.random.default_rng(6).integers(0, 1000, 100_000)
     out = np.zeros(7, np.int64)
-    launch(m.kernel, a, out, blocks=-(-a.size // 128), threads=128)
+    od.cuda(m.kernel, a, out, blocks=-(-a.size // 128), threads=128, target="cpu")
     np.testing.assert_array_equal(out, 50 * np.bincount(a % 7, minlength=7))
 
 
@@ -585,7 +581,7 @@ def test_local_arrays_take_keyword_shapes_and_tuples_per_thread(make_module):
             out[t] = tmp[0, 2] + tmp[1, 2]
     """)
     out = np.zeros(64, np.int64)
-    launch(m.kernel, out, blocks=2, threads=32)
+    od.cuda(m.kernel, out, blocks=2, threads=32, target="cpu")
     t = np.arange(64)
     np.testing.assert_array_equal(out, t + 2 + 2 * t)
 
@@ -607,8 +603,8 @@ def test_a_grid_sync_over_more_threads_than_can_be_resident_is_refused():
         match=r"grid sync needs every block of the grid resident, and 16385 "
         r"blocks of 64 threads",
     ):
-        launch(k.two_phase, a, b, blocks=16385, threads=64)
-    launch(k.two_phase, a[:512], b[:512], blocks=8, threads=64)  # a grid that fits still runs
+        od.cuda(k.two_phase, a, b, blocks=16385, threads=64, target="cpu")
+    od.cuda(k.two_phase, a[:512], b[:512], blocks=8, threads=64, target="cpu")  # a grid that fits still runs
     assert b[0] == 64 * 3
 
 
@@ -627,7 +623,7 @@ def test_more_shared_arrays_than_the_runner_keeps_are_refused_and_64_work(make_m
         )
 
     out = np.zeros(1, np.int64)
-    launch(make_module(kernel_source(64)).kernel, out, blocks=1, threads=2)
+    od.cuda(make_module(kernel_source(64)).kernel, out, blocks=1, threads=2, target="cpu")
     assert out[0] == sum(range(64))
     with pytest.raises(cpu.CPUGridError, match="more than 64 shared arrays"):
-        launch(make_module(kernel_source(65)).kernel, out, blocks=1, threads=2)
+        od.cuda(make_module(kernel_source(65)).kernel, out, blocks=1, threads=2, target="cpu")

@@ -6,14 +6,7 @@ warp operations: tests/test_cpu_sync.py.
 import numpy as np
 
 import overdub as od
-
-import helpers
-
-
-def run(kernel, *args, **launch):
-    """helpers.run on the CPU target, whatever the machine's default."""
-    return helpers.run(kernel, *args, target="cpu", **launch)
-
+from helpers import run
 
 # --- grid indexing --------------------------------------------------------------------------------------
 
@@ -27,7 +20,7 @@ def test_grid_1d_indexes_every_thread_of_every_block(make_module):
             if i < out.shape[0]:
                 out[i] = i + 1
     """)
-    assert run(m.kernel, n=13, blocks=3, threads=4) == list(range(1, 13)) + [0]
+    assert run(m.kernel, n=13, blocks=3, threads=4, target="cpu") == list(range(1, 13)) + [0]
 
 
 def test_thread_and_block_indices_match_the_grid_index(make_module):
@@ -38,7 +31,7 @@ def test_thread_and_block_indices_match_the_grid_index(make_module):
             i = cuda.grid(1)
             out[i] = cuda.blockIdx.x * 100 + cuda.threadIdx.x
     """)
-    assert run(m.kernel, n=12, blocks=3, threads=4) == [b * 100 + t for b in range(3) for t in range(4)]
+    assert run(m.kernel, n=12, blocks=3, threads=4, target="cpu") == [b * 100 + t for b in range(3) for t in range(4)]
 
 
 def test_callees_read_the_same_thread_indices_as_the_kernel(make_module):
@@ -57,7 +50,7 @@ def test_callees_read_the_same_thread_indices_as_the_kernel(make_module):
             i = my_index()
             out[i] = (block_base() + cuda.threadIdx.x) * 100 + cuda.grid(1)
     """)
-    assert run(m.kernel, n=12, blocks=3, threads=4) == [i * 101 for i in range(12)]
+    assert run(m.kernel, n=12, blocks=3, threads=4, target="cpu") == [i * 101 for i in range(12)]
 
 
 def test_grid_dimensions_are_visible_to_every_thread(make_module):
@@ -70,7 +63,7 @@ def test_grid_dimensions_are_visible_to_every_thread(make_module):
                 out[1] = cuda.blockDim.x
                 out[2] = cuda.gridDim.x
     """)
-    assert run(m.kernel, n=3, blocks=3, threads=5) == [15, 5, 3]
+    assert run(m.kernel, n=3, blocks=3, threads=5, target="cpu") == [15, 5, 3]
 
 
 def test_grid_2d_covers_a_2d_array(make_module):
@@ -97,7 +90,7 @@ def test_grid_3d_covers_a_3d_grid(make_module):
             out[(z * ny + y) * nx + x] = z * 100 + y * 10 + x
     """)
     expected = [z * 100 + y * 10 + x for z in range(4) for y in range(3) for x in range(2)]
-    assert run(m.kernel, n=24, blocks=(2, 1, 2), threads=(1, 3, 2)) == expected
+    assert run(m.kernel, n=24, blocks=(2, 1, 2), threads=(1, 3, 2), target="cpu") == expected
 
 
 def test_callees_read_the_grid_state_of_the_calling_thread(make_module):
@@ -115,8 +108,8 @@ def test_callees_read_the_grid_state_of_the_calling_thread(make_module):
         def kernel(out):
             out[index()] = position(100)
     """)
-    assert run(m.kernel, n=12, blocks=3, threads=4) == [b * 100 + t for b in range(3) for t in range(4)]
-    assert run(m.kernel, n=12, blocks=2, threads=6) == [b * 100 + t for b in range(2) for t in range(6)]
+    assert run(m.kernel, n=12, blocks=3, threads=4, target="cpu") == [b * 100 + t for b in range(3) for t in range(4)]
+    assert run(m.kernel, n=12, blocks=2, threads=6, target="cpu") == [b * 100 + t for b in range(2) for t in range(6)]
 
 
 # --- atomics and local arrays ---------------------------------------------------------------------------
@@ -130,7 +123,7 @@ def test_atomic_add_accumulates_over_the_grid(make_module):
             cuda.atomic.add(out, 0, 1)
             cuda.atomic.add(out, 1, cuda.grid(1))
     """)
-    assert run(m.kernel, n=2, blocks=5, threads=7) == [35, sum(range(35))]
+    assert run(m.kernel, n=2, blocks=5, threads=7, target="cpu") == [35, sum(range(35))]
 
 
 def test_local_array_works_per_thread(make_module):
@@ -144,7 +137,7 @@ def test_local_array_works_per_thread(make_module):
                 scratch[k] = cuda.grid(1) + k
             out[cuda.grid(1)] = scratch[0] + scratch[3]
     """)
-    assert run(m.kernel, n=4, threads=4) == [2 * i + 3 for i in range(4)]
+    assert run(m.kernel, n=4, threads=4, target="cpu") == [2 * i + 3 for i in range(4)]
 
 
 # --- unsupported on the CPU -----------------------------------------------------------------------------
@@ -178,5 +171,5 @@ def test_a_kernel_that_does_not_print_prints_nothing(make_module, capfd):
             out[0] = 1
     """)
     capfd.readouterr()
-    run(m.kernel)
+    run(m.kernel, target="cpu")
     assert capfd.readouterr() == ("", "")

@@ -10,19 +10,7 @@ import pytest
 from numba.core import types
 
 import overdub as od
-
-
-SEED = """
-import overdub as od
-
-@od.function
-def doit(ptr):
-    od.unsafe_store(ptr, 0)
-    print(1)
-
-def kernel(ptr):
-    doit(ptr)
-"""
+from helpers import CALLS_F_OF_X, SEED, method_f
 
 
 def test_seed_kernel_ptx_targets_sm90_and_calls_vprintf(make_module):
@@ -145,25 +133,13 @@ def test_vector_loads_and_stores_are_128_bit_transactions(make_module):
 
 
 def test_a_method_error_on_the_cuda_path_names_the_real_file_and_line(make_module):
-    m = make_module(
-        """
-        import overdub as od
-
-        @od.function
-        def g(x: od.Integer):
-            return x
-
-        def kernel(out, x):
-            out[0] = g(x)
-    """,
-        prefix="cuda_method_error",
-    )
+    m = make_module(method_f("x") + CALLS_F_OF_X, prefix="cuda_method_error")
     with pytest.raises(od.MethodError) as info:
         od.code_ptx(m.kernel, types.float64[:], od.float64)
     message = str(info.value)
-    assert "no method matching g(float64)" in message and "<string>" not in message
-    assert f"called at {m.filename}:{m.line_of('out[0] = g(x)')}" in message
-    assert f"g(x: Integer) at {m.filename}:{m.line_of('@od.function')}" in message
+    assert "no method matching f(float64)" in message and "<string>" not in message
+    assert f"called at {m.filename}:{m.line_of('out[0] = f(x)')}" in message
+    assert f"f(x: Integer) at {m.filename}:{m.line_of('@od.function')}" in message
 
 
 # --- what numba-cuda implements itself is delegated to it; numba dispatchers are compiled as callees ------
@@ -287,11 +263,7 @@ def test_od_cuda_launches_a_numba_cuda_jit_kernel_through_overdub(make_module):
     out = np.zeros(1, dtype=np.int64)
     od.cuda(m.kernel, out, target="cpu")
     assert out[0] == 1
-    m.run("""
-        @od.function
-        def f(x: od.Integer):
-            return 2
-    """)
+    m.run(method_f("2"))
     od.cuda(m.kernel, out, target="cpu")
     assert out[0] == 2
 

@@ -4,6 +4,8 @@ Cross-process behaviour runs real subprocesses on module files in a temporary di
 this process, where ``runtime.reset()`` forgets every compiled kernel as a new process would.
 """
 
+import dataclasses
+import hashlib
 import importlib
 import inspect
 import json
@@ -19,12 +21,11 @@ import numpy as np
 import pytest
 
 import overdub as od
+import sync_kernels
+from helpers import CALLS_F, method_f, run, unique_name
 from overdub import diskcache
 from overdub.runtime import runtime
 from overdub.targets import cpu
-
-import sync_kernels
-from helpers import unique_name
 
 WORKTREE = pathlib.Path(od.__file__).resolve().parent.parent
 
@@ -123,7 +124,7 @@ def test_a_kernel_compiled_in_one_process_is_loaded_by_the_next(program):
 
 
 def test_editing_a_callee_in_another_modules_file_is_a_miss_with_the_new_result(program):
-    directory, cache = program
+    directory, _cache = program
     launch_in_new_process(*program)
     (directory / "lib.py").write_text(LIB.replace("x + 1", "x + 2"))
     edited = launch_in_new_process(*program)
@@ -157,7 +158,7 @@ def test_rebinding_a_global_in_the_kernels_file_is_a_miss(program):
 
 
 def test_a_corrupted_entry_is_compiled_again_with_a_warning(program):
-    directory, cache = program
+    _directory, cache = program
     launch_in_new_process(*program)
     [entry] = _entries(cache)
     data = bytearray(entry.read_bytes())
@@ -171,7 +172,7 @@ def test_a_corrupted_entry_is_compiled_again_with_a_warning(program):
 
 
 def test_a_truncated_entry_is_compiled_again_with_a_warning(program):
-    directory, cache = program
+    _directory, cache = program
     launch_in_new_process(*program)
     [entry] = _entries(cache)
     entry.write_bytes(entry.read_bytes()[:100])
@@ -254,10 +255,9 @@ KERNEL_SOURCE = """
 """
 
 
-def _launch(kern, n=4):
-    out, x = np.zeros(n), np.arange(n, dtype=np.float64)
-    od.cuda(kern.kernel, out, x, blocks=1, threads=n, target="cpu")
-    return out.tolist()
+def _launch(kern):
+    """The module's ``kernel(out, x)`` on x = [0, 1, 2, 3] on the CPU target: ``out`` as a list."""
+    return run(kern.kernel, np.arange(4.0), n=4, dtype=np.float64, blocks=1, threads=4, target="cpu")
 
 
 def _as_new_process():
@@ -283,7 +283,7 @@ def test_a_loaded_kernel_is_invalidated_by_a_redefinition_as_a_compiled_one_is(m
 
 
 def test_a_loaded_kernel_recompiles_when_a_global_it_read_is_rebound(modules):
-    lib, kern = modules(LIB_SOURCE, KERNEL_SOURCE)
+    _lib, kern = modules(LIB_SOURCE, KERNEL_SOURCE)
     _launch(kern)
     _as_new_process()
     _launch(kern)
@@ -300,6 +300,23 @@ def test_a_loaded_kernel_recompiles_when_a_callees_code_is_replaced_in_place(mod
     [method] = lib.g.methods
     method.func.__code__ = (lambda x: 7.0 * x).__code__
     assert _launch(kern) == [0.0, 21.0, 42.0, 63.0]
+
+
+def test_an_entry_whose_facts_are_tagged_tuples_of_the_first_format_is_a_miss_not_an_error(modules):
+    """Format 1 wrote each fact as a tuple tagged by its kind; such an entry, found where this format's would
+    be, is a miss: the kernel is compiled again, with no warning."""
+    _lib, kern = modules(LIB_SOURCE, KERNEL_SOURCE)
+    _launch(kern)
+    [path] = _entries(os.environ["OVERDUB_CACHE_DIR"])
+    entry = diskcache._read(path)
+    entry["facts"] = [(type(fact).__name__, *dataclasses.astuple(fact)) for fact in entry["facts"]]
+    body = diskcache._pickled(entry)
+    path.write_bytes(diskcache._MAGIC + hashlib.sha256(body).digest() + body)
+    _as_new_process()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert _launch(kern) == [0.0, 6.0, 12.0, 18.0]
+    assert (od.stats()["disk_hits"], od.stats()["disk_misses"], od.stats()["compiles"]) == (0, 1, 1)
 
 
 def test_a_callee_edited_between_processes_is_a_miss(modules):
@@ -334,7 +351,7 @@ def test_an_overdub_added_in_a_context_between_processes_is_a_miss(modules):
 
 
 def test_a_kernel_calling_a_lambda_found_by_its_global_is_cached(modules):
-    lib, kern = modules(
+    _lib, kern = modules(
         """
         h = lambda x: x + 1.0
     """,
@@ -350,7 +367,7 @@ def test_a_kernel_calling_a_lambda_found_by_its_global_is_cached(modules):
 
 
 def test_a_kernel_calling_a_numba_intrinsic_of_the_users_code_is_compiled_and_not_stored(modules):
-    lib, kern = modules(
+    _lib, kern = modules(
         """
         from numba.core import types
         from numba.core.extending import intrinsic
@@ -405,26 +422,17 @@ def test_a_kernel_reading_only_its_own_modules_globals_is_cached_even_where_that
 
 
 def test_a_kernel_calling_a_generic_function_that_cannot_be_imported_is_not_stored(make_module):
-    m = make_module("""
-        import overdub as od
-
-        @od.function
-        def f(x: od.Integer):
-            return x + 1
-
-        def kernel(out):
-            out[0] = f(1)
-    """)
+    m = make_module(method_f("x + 1") + CALLS_F)
     out = np.zeros(1)
     od.cuda(m.kernel, out, target="cpu")
     _as_new_process()
     od.cuda(m.kernel, out, target="cpu")
-    assert (out[0], od.stats()["compiles"], od.stats()["disk_hits"]) == (2, 1, 0)
+    assert (out[0], od.stats()["compiles"], od.stats()["disk_hits"]) == (1, 1, 0)
     assert od.stats()["disk_uncacheable"] == 1
 
 
 def test_a_kernel_reading_the_grid_state_through_a_callee_runs_loaded(modules):
-    lib, kern = modules(
+    _lib, kern = modules(
         """
         from numba import cuda
 
@@ -504,7 +512,7 @@ def test_an_object_known_by_a_variable_is_found_where_it_is_now():
 
 
 def test_a_hit_refreshes_its_entry_for_the_lru(modules, monkeypatch):
-    lib, kern = modules(LIB_SOURCE, KERNEL_SOURCE)
+    _lib, kern = modules(LIB_SOURCE, KERNEL_SOURCE)
     _launch(kern)
     [entry] = _entries(os.environ["OVERDUB_CACHE_DIR"])
     os.utime(entry, (0, 0))
@@ -538,6 +546,7 @@ def fake_gpu(monkeypatch):
     cubin -- linked from the PTX for the device's arch-specific target -- stands in as that PTX. Returns the
     compute capabilities NVVM was asked to compile for."""
     from numba.cuda.codegen import CUDACodeLibrary
+
     from overdub.targets import cuda as cuda_target
 
     compiled = []
@@ -563,11 +572,12 @@ def fake_gpu(monkeypatch):
 def _compile_for_launch(kern):
     """What a CUDA launch compiles (the launch itself needs the driver)."""
     from numba import float64
-    from overdub import closures, reflect
+
+    from overdub.call import KernelCall
     from overdub.targets import cuda as cuda_target
 
     args = (float64[::1], float64[::1])
-    return closures.compiled_kernel(*reflect._kernel(kern.kernel, args, cuda_target.target_for((8, 0)), None))[0]
+    return KernelCall.of(kern.kernel, args, cuda_target.target_for((8, 0)), typed=True).compiled()
 
 
 def _cubins(cache) -> list:
@@ -575,7 +585,7 @@ def _cubins(cache) -> list:
 
 
 def test_with_a_gpu_a_launchs_entry_holds_the_cubin_and_nvvm_runs_once(modules, fake_gpu):
-    lib, kern = modules(LIB_SOURCE, KERNEL_SOURCE)
+    _lib, kern = modules(LIB_SOURCE, KERNEL_SOURCE)
     _compile_for_launch(kern)
     assert fake_gpu == [(8, 0, "a")]
     assert _cubins(os.environ["OVERDUB_CACHE_DIR"]) == [{(8, 0, "a"): b"// PTX for (8, 0, 'a')"}]
@@ -584,7 +594,7 @@ def test_with_a_gpu_a_launchs_entry_holds_the_cubin_and_nvvm_runs_once(modules, 
 def test_with_a_gpu_code_ptx_links_no_cubin_and_a_launch_does_not_load_its_entry(modules, fake_gpu):
     from numba import float64
 
-    lib, kern = modules(LIB_SOURCE, KERNEL_SOURCE)
+    _lib, kern = modules(LIB_SOURCE, KERNEL_SOURCE)
     assert od.code_ptx(kern.kernel, float64[::1], float64[::1], cc=(8, 0)) == "// PTX for (8, 0)"
     assert fake_gpu == [(8, 0)]
     assert _cubins(os.environ["OVERDUB_CACHE_DIR"]) == [{}]
@@ -642,50 +652,21 @@ def lane():
 """
 )
 
-SYNC_KERNELS = """
+SYNC_KERNELS = (
+    f"""
 import numba
 from numba import cuda
 from synclib import block_prefix, lane
 
-
-def tree_sum(a, out):
-    s = cuda.shared.array(64, numba.float64)
-    t = cuda.threadIdx.x
-    s[t] = a[cuda.grid(1)]
-    cuda.syncthreads()
-    step = cuda.blockDim.x // 2
-    while step > 0:
-        if t < step:
-            s[t] += s[t + step]
-        cuda.syncthreads()
-        step //= 2
-    everyone = cuda.syncthreads_count(numba.int32(1))
-    if t == 0:
-        out[cuda.blockIdx.x] = s[0] + everyone
+REDUCE_THREADS = {sync_kernels.REDUCE_THREADS}
 
 
-def scan_in_callee(a, out):
-    i = cuda.grid(1)
-    out[i] = block_prefix(a[i])
-
-
-def warp_sum(a, out):
-    v = a[cuda.grid(1)]
-    offset = 16
-    while offset > 0:
-        v += cuda.shfl_down_sync(0xFFFFFFFF, v, offset)
-        offset //= 2
-    if cuda.threadIdx.x % 32 == 0:
-        cuda.atomic.add(out, 0, v)
-
-
-def two_phase(a, b):
-    g = cuda.cg.this_grid()
-    i = cuda.grid(1)
-    a[i] = i * 3
-    g.sync()
-    b[i] = a[(i + cuda.blockDim.x) % cuda.gridsize(1)]
-
+"""
+    + "\n\n".join(
+        inspect.getsource(getattr(sync_kernels, name))
+        for name in ("tree_sum", "barrier_votes", "scan_in_callee", "warp_sum", "two_phase")
+    )
+    + """
 
 def lanes(out):
     i = cuda.grid(1)
@@ -699,6 +680,8 @@ def checked_sqrt(a, out):
         raise ValueError("a negative input")
     out[i] = a[i] ** 0.5
 """
+)
+"""Kernels of every grid mode for the processes below: sync_kernels' own source, and two that need no fibers."""
 
 SYNC_LAUNCH = """
 import json, sys
@@ -712,9 +695,12 @@ cpu = dict(target="cpu")
 results = {}
 if sys.argv[1] == "runner":
     a = np.arange(256.0)
-    out = np.zeros(4)
-    od.cuda(k.tree_sum, a, out, blocks=4, threads=64, **cpu)
+    out = np.zeros(2)
+    od.cuda(k.tree_sum, a, out, blocks=2, threads=k.REDUCE_THREADS, **cpu)
     results["tree_sum"] = out.tolist()
+    votes = np.zeros((2, 3), dtype=np.int64)
+    od.cuda(k.barrier_votes, np.arange(128) - 100, votes, blocks=2, threads=64, **cpu)
+    results["barrier_votes"] = votes.tolist()
     ai = np.arange(128, dtype=np.int64) % 7
     scanned = np.zeros(128, dtype=np.int64)
     od.cuda(k.scan_in_callee, ai, scanned, blocks=2, threads=64, **cpu)
@@ -750,7 +736,8 @@ def _expected_sync_results(mode: str) -> dict:
     if mode == "runner":
         expected.update(
             {
-                "tree_sum": (np.arange(256.0).reshape(4, 64).sum(axis=1) + 64).tolist(),
+                "tree_sum": np.arange(256.0).reshape(2, 128).sum(axis=1).tolist(),
+                "barrier_votes": [[0, 0, 0], [27, 0, 1]],  # block 1: 27 of -36..27 positive, not all, some
                 "scan_in_callee": np.concatenate([np.cumsum(ai[:64]), np.cumsum(ai[64:])]).tolist(),
                 "warp_sum": [int(ai.sum())],
                 "two_phase": [((i + 8) % 64) * 3 for i in range(64)],
@@ -782,14 +769,14 @@ def sync_program(tmp_path):
     cpu.runner.SYMBOLS is None, reason="overdub._cpugrid is not built (tests/test_cpu_sync.py fails for it)"
 )
 def test_cpu_kernels_of_every_grid_mode_are_loaded_by_the_next_process_and_run_in_their_mode(sync_program):
-    """Barriers and shared memory (a kernel's own, a callee's), warp shuffles, a grid sync, a callee reading
-    the grid state, an exception: the second process compiles nothing, and each loaded kernel computes what
-    the compiled one did (a barrier kernel run in the grid loop's mode would abort the process)."""
+    """Barriers and shared memory (a kernel's own, a callee's), barrier votes, warp shuffles, a grid sync, a
+    callee reading the grid state, an exception: the second process compiles nothing, and each loaded kernel
+    computes what the compiled one did (a barrier kernel run in the grid loop's mode would abort the process)."""
     first = _sync_process(*sync_program, "runner")
     second = _sync_process(*sync_program, "runner")
     assert first["results"] == second["results"] == _expected_sync_results("runner")
-    assert (first["stats"]["compiles"], first["stats"]["disk_hits"]) == (6, 0)
-    assert (second["stats"]["compiles"], second["stats"]["disk_hits"], second["stats"]["method_instances"]) == (0, 6, 0)
+    assert (first["stats"]["compiles"], first["stats"]["disk_hits"]) == (7, 0)
+    assert (second["stats"]["compiles"], second["stats"]["disk_hits"], second["stats"]["method_instances"]) == (0, 7, 0)
 
 
 def test_a_process_without_the_runner_neither_loads_nor_is_loaded_by_one_with_it(sync_program):
@@ -801,7 +788,7 @@ def test_a_process_without_the_runner_neither_loads_nor_is_loaded_by_one_with_it
     if cpu.runner.SYMBOLS is not None:
         runner = _sync_process(*sync_program, "runner")
         assert runner["results"] == _expected_sync_results("runner")
-        assert (runner["stats"]["compiles"], runner["stats"]["disk_hits"]) == (6, 0)
+        assert (runner["stats"]["compiles"], runner["stats"]["disk_hits"]) == (7, 0)
 
 
 # --- what is and is not stored ---------------------------------------------------------------------------
@@ -829,7 +816,7 @@ def pointer_module(modules):
 
 
 def test_a_kernel_taking_a_pointer_is_stored_and_loaded(pointer_module):
-    lib, kern = pointer_module
+    _lib, kern = pointer_module
     for expected_hits in (0, 1):
         _as_new_process()
         out = np.zeros(4)
@@ -839,7 +826,7 @@ def test_a_kernel_taking_a_pointer_is_stored_and_loaded(pointer_module):
 
 
 def test_a_checked_debug_kernel_is_compiled_and_not_stored(modules):
-    lib, kern = modules(LIB_SOURCE, KERNEL_SOURCE)
+    _lib, kern = modules(LIB_SOURCE, KERNEL_SOURCE)
     out, x = np.zeros(4), np.arange(4, dtype=np.float64)
     od.cuda(kern.kernel, out, x, blocks=1, threads=4, target="cpu", debug=True)
     _as_new_process()
@@ -850,7 +837,7 @@ def test_a_checked_debug_kernel_is_compiled_and_not_stored(modules):
 def test_kernels_compiled_with_other_options_are_other_entries(modules):
     from overdub.targets import CompileOptions, get_target
 
-    lib, kern = modules(LIB_SOURCE, KERNEL_SOURCE)
+    _lib, kern = modules(LIB_SOURCE, KERNEL_SOURCE)
     plain = get_target("cpu")
     fast = plain.configured(CompileOptions(fastmath=True))
     assert fast.cache_tag != plain.cache_tag
@@ -865,7 +852,7 @@ def test_kernels_compiled_with_other_options_are_other_entries(modules):
 
 
 def test_a_function_passed_as_an_argument_to_a_generic_function_makes_the_kernel_uncacheable(modules):
-    lib, kern = modules(
+    _lib, kern = modules(
         """
         import overdub as od
 
@@ -927,7 +914,7 @@ def test_a_struct_edited_in_its_file_is_another_entry(modules):
 
 
 def test_a_kernel_typed_by_an_overload_in_the_users_code_is_compiled_and_not_stored(modules):
-    lib, kern = modules(
+    _lib, kern = modules(
         """
         import math
         from numba.core.extending import overload

@@ -8,17 +8,14 @@ from hypothesis import strategies as st
 import overdub as od
 from overdub import world
 
+SCALARS = [od.int32, od.int64, od.float32, od.float64, od.bool_]
 ANNOTATIONS = [
     od.Any,
     od.Number,
     od.Integer,
     od.Float,
     od.Boolean,
-    od.int32,
-    od.int64,
-    od.float32,
-    od.float64,
-    od.bool_,
+    *SCALARS,
     od.Ptr[od.Any],
     od.Ptr[od.Integer],
     od.Ptr[od.Number],
@@ -30,11 +27,7 @@ ANNOTATIONS = [
     od.Array[od.int64, 2],
 ]
 CONCRETE = [
-    od.int32,
-    od.int64,
-    od.float32,
-    od.float64,
-    od.bool_,
+    *SCALARS,
     od.Ptr[od.int64],
     od.Ptr[od.float32],
     numba.types.Array(od.float32, 1, "C"),

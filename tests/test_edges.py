@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 
 import overdub as od
-
 from helpers import compiles, run
 
 
@@ -214,7 +213,7 @@ def test_reassigning_a_captured_number_changes_the_data_not_the_code():
 
     assert run(kernel) == [1]
     before = compiles()
-    for k in range(2, 6):  # noqa: B007  (the loop variable is what the kernel captures)
+    for k in range(2, 6):  # the loop variable is what the kernel captures
         assert run(kernel) == [k]
     assert compiles() == before
 

@@ -167,7 +167,7 @@ def test_a_struct_value_is_marshalled_from_its_packed_slots_while_its_definition
     p = Particle(1.5, -3, True)
     struct_type = Particle.__overdub_type__
     kind = arguments.kind_of(p)
-    spec = kind.native_spec(kind.signature(p), struct_type)
+    spec = kind.native_spec(kind.signature(p), kind.slots(kind.signature(p), struct_type))
     assert spec == ("v", struct_type.definition, 3)
     launcher, driver = make([spec, ("s", "i")], 4)
     assert launcher((p, 7), 1, 1, 0, None) is True

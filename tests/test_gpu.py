@@ -17,18 +17,10 @@ import pytest
 from numba import cuda
 
 import overdub as od
+from helpers import CALLS_F_OF_X, SEED, TWO_ARGS, method_f
 
 pytestmark = pytest.mark.gpu
 ROOT = Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture(scope="module")
-def cp():
-    return pytest.importorskip("cupy")
-
-
-def launch(kernel, *args, **kw):
-    od.cuda(kernel, *args, target="cuda", **kw)
 
 
 def test_seed_scenario_prints_1_then_2_on_the_gpu():
@@ -45,36 +37,18 @@ def test_seed_scenario_prints_1_then_2_on_the_gpu():
     assert result.stdout == "1\n2\n"
 
 
-def test_seed_scenario_in_process_captured_at_fd_level(cp, capfd, make_module):
-    m = make_module(
-        """
-        import overdub as od
-
-        @od.function
-        def doit(ptr):
-            od.unsafe_store(ptr, 0)
-            print(1)
-
-        def kernel(ptr):
-            doit(ptr)
-    """,
-        prefix="gpu_seed",
-    )
-    arr = cp.ones(1, dtype=np.int64)
-    launch(m.kernel, od.pointer(arr))
-    m.run("""
-        @od.function
-        def doit(ptr):
-            od.unsafe_store(ptr, 0)
-            print(2)
-    """)
-    launch(m.kernel, od.pointer(arr))
+def test_seed_scenario_in_process_captured_at_fd_level(cupy, capfd, make_module):
+    m = make_module(SEED, prefix="gpu_seed")
+    arr = cupy.ones(1, dtype=np.int64)
+    od.cuda(m.kernel, od.pointer(arr), target="cuda")
+    m.run(SEED.replace("print(1)", "print(2)").split("def kernel")[0])
+    od.cuda(m.kernel, od.pointer(arr), target="cuda")
     od.synchronize(target="cuda")
     assert capfd.readouterr().out == "1\n2\n"
     assert int(arr[0]) == 0
 
 
-def test_plain_function_callee_redefined(cp, make_module):
+def test_plain_function_callee_redefined(cupy, make_module):
     m = make_module(
         """
         def f(x):
@@ -85,17 +59,17 @@ def test_plain_function_callee_redefined(cp, make_module):
     """,
         prefix="gpu_plain",
     )
-    a = cp.zeros(1, dtype=np.int64)
-    launch(m.kernel, a)
+    a = cupy.zeros(1, dtype=np.int64)
+    od.cuda(m.kernel, a, target="cuda")
     m.run("""
         def f(x):
             return x + 100
     """)
-    launch(m.kernel, a)
+    od.cuda(m.kernel, a, target="cuda")
     assert int(a[0]) == 101
 
 
-def test_global_constant_rebound(cp, make_module):
+def test_global_constant_rebound(cupy, make_module):
     m = make_module(
         """
         N = 3
@@ -105,14 +79,14 @@ def test_global_constant_rebound(cp, make_module):
     """,
         prefix="gpu_global",
     )
-    a = cp.zeros(1, dtype=np.int64)
-    launch(m.kernel, a)
+    a = cupy.zeros(1, dtype=np.int64)
+    od.cuda(m.kernel, a, target="cuda")
     m.N = 7
-    launch(m.kernel, a)
+    od.cuda(m.kernel, a, target="cuda")
     assert int(a[0]) == 7
 
 
-def test_chain_with_leaf_redefined(cp, make_module):
+def test_chain_with_leaf_redefined(cupy, make_module):
     m = make_module(
         """
         import overdub as od
@@ -132,18 +106,18 @@ def test_chain_with_leaf_redefined(cp, make_module):
     """,
         prefix="gpu_chain",
     )
-    out = cp.ones(1, dtype=np.int64)
-    launch(m.kernel, out)
+    out = cupy.ones(1, dtype=np.int64)
+    od.cuda(m.kernel, out, target="cuda")
     assert int(out[0]) == 4
     m.run("""
         def c(x):
             return x + 10
     """)
-    launch(m.kernel, out)
+    od.cuda(m.kernel, out, target="cuda")
     assert int(out[0]) == 28
 
 
-def test_more_specific_method_and_selective_invalidation(cp, make_module):
+def test_more_specific_method_and_selective_invalidation(cupy, make_module):
     m = make_module(
         """
         import overdub as od
@@ -164,22 +138,18 @@ def test_more_specific_method_and_selective_invalidation(cp, make_module):
     """,
         prefix="gpu_specific",
     )
-    out = cp.zeros(1, dtype=np.int64)
-    launch(m.uses_f, out, 3)
-    launch(m.uses_g, out, 3)
+    out = cupy.zeros(1, dtype=np.int64)
+    od.cuda(m.uses_f, out, 3, target="cuda")
+    od.cuda(m.uses_g, out, 3, target="cuda")
     compiles = od.stats()["compiles"]
-    m.run("""
-        @od.function
-        def f(x: od.Integer):
-            return 2
-    """)
-    launch(m.uses_g, out, 3)
+    m.run(method_f("2"))
+    od.cuda(m.uses_g, out, 3, target="cuda")
     assert od.stats()["compiles"] == compiles and int(out[0]) == 5
-    launch(m.uses_f, out, 3)
+    od.cuda(m.uses_f, out, 3, target="cuda")
     assert od.stats()["compiles"] == compiles + 1 and int(out[0]) == 2
 
 
-def test_overdub_added_after_compilation(cp, make_module):
+def test_overdub_added_after_compilation(cupy, make_module):
     m = make_module(
         """
         import math
@@ -190,19 +160,19 @@ def test_overdub_added_after_compilation(cp, make_module):
         prefix="gpu_negative",
     )
     ctx = od.Context("gpu_late")
-    out = cp.zeros(1, dtype=np.float64)
-    launch(m.kernel, out, 0.5, context=ctx)
+    out = cupy.zeros(1, dtype=np.float64)
+    od.cuda(m.kernel, out, 0.5, context=ctx, target="cuda")
     assert float(out[0]) == pytest.approx(math.sin(0.5))
 
     @ctx.overdub(math.sin)
     def _(x: od.Float):
         return 42.0
 
-    launch(m.kernel, out, 0.5, context=ctx)
+    od.cuda(m.kernel, out, 0.5, context=ctx, target="cuda")
     assert float(out[0]) == 42.0
 
 
-def test_grid_indexing_over_several_blocks(cp, make_module):
+def test_grid_indexing_over_several_blocks(cupy, make_module):
     m = make_module(
         """
         from numba import cuda
@@ -214,12 +184,12 @@ def test_grid_indexing_over_several_blocks(cp, make_module):
     """,
         prefix="gpu_grid",
     )
-    a = cp.zeros(1000, dtype=np.int64)
-    launch(m.kernel, a, blocks=8, threads=128)
+    a = cupy.zeros(1000, dtype=np.int64)
+    od.cuda(m.kernel, a, blocks=8, threads=128, target="cuda")
     assert (a.get() == np.arange(1000) * 2).all()
 
 
-def test_shared_memory_block_reduction(cp, make_module):
+def test_shared_memory_block_reduction(cupy, make_module):
     m = make_module(
         """
         import numba
@@ -248,14 +218,14 @@ def test_shared_memory_block_reduction(cp, make_module):
     """,
         prefix="gpu_reduce",
     )
-    a = cp.arange(4096, dtype=np.float32)
-    out = cp.zeros(16, dtype=np.float32)
-    launch(m.kernel, a, out, blocks=16, threads=256)
+    a = cupy.arange(4096, dtype=np.float32)
+    out = cupy.zeros(16, dtype=np.float32)
+    od.cuda(m.kernel, a, out, blocks=16, threads=256, target="cuda")
     expected = a.get().reshape(16, 256).sum(axis=1)
     assert np.allclose(out.get(), expected)
 
 
-def test_dynamic_shared_memory_from_shmem(cp, make_module):
+def test_dynamic_shared_memory_from_shmem(cupy, make_module):
     m = make_module(
         """
         import numba
@@ -270,12 +240,12 @@ def test_dynamic_shared_memory_from_shmem(cp, make_module):
     """,
         prefix="gpu_dynamic_shared",
     )
-    out = cp.zeros(64, dtype=np.int32)
-    launch(m.kernel, out, threads=64, shmem=64 * 4)
+    out = cupy.zeros(64, dtype=np.int32)
+    od.cuda(m.kernel, out, threads=64, shmem=64 * 4, target="cuda")
     assert (out.get() == np.arange(64)[::-1]).all()
 
 
-def test_atomics_accumulate_across_the_grid(cp, make_module):
+def test_atomics_accumulate_across_the_grid(cupy, make_module):
     m = make_module(
         """
         from numba import cuda
@@ -285,12 +255,12 @@ def test_atomics_accumulate_across_the_grid(cp, make_module):
     """,
         prefix="gpu_atomic",
     )
-    out = cp.zeros(1, dtype=np.int64)
-    launch(m.kernel, out, blocks=32, threads=128)
+    out = cupy.zeros(1, dtype=np.int64)
+    od.cuda(m.kernel, out, blocks=32, threads=128, target="cuda")
     assert int(out[0]) == 32 * 128
 
 
-def test_pointer_indexing_and_unsafe_load(cp, make_module):
+def test_pointer_indexing_and_unsafe_load(cupy, make_module):
     m = make_module(
         """
         from numba import cuda
@@ -303,13 +273,13 @@ def test_pointer_indexing_and_unsafe_load(cp, make_module):
     """,
         prefix="gpu_ptr",
     )
-    a = cp.arange(64, dtype=np.float32)
-    b = cp.zeros(64, dtype=np.float32)
-    launch(m.kernel, od.pointer(a), od.pointer(b), threads=64)
+    a = cupy.arange(64, dtype=np.float32)
+    b = cupy.zeros(64, dtype=np.float32)
+    od.cuda(m.kernel, od.pointer(a), od.pointer(b), threads=64, target="cuda")
     assert (b.get() == np.arange(64) * 2).all()
 
 
-def test_numba_device_arrays_and_streams(cp, make_module):
+def test_numba_device_arrays_and_streams(cupy, make_module):
     m = make_module(
         """
         from numba import cuda
@@ -320,8 +290,8 @@ def test_numba_device_arrays_and_streams(cp, make_module):
         prefix="gpu_numba_arrays",
     )
     a = cuda.to_device(np.zeros(32, dtype=np.float32))
-    launch(m.kernel, a, np.float32(1.5), threads=32, stream=cuda.stream())
-    launch(m.kernel, a, np.float32(1.5), threads=32, stream=cp.cuda.Stream())
+    od.cuda(m.kernel, a, np.float32(1.5), threads=32, stream=cuda.stream(), target="cuda")
+    od.cuda(m.kernel, a, np.float32(1.5), threads=32, stream=cupy.cuda.Stream(), target="cuda")
     od.synchronize(target="cuda")
     assert np.allclose(a.copy_to_host(), 3.0)
 
@@ -338,7 +308,7 @@ def test_torch_tensors_via_cuda_array_interface(make_module):
         prefix="gpu_torch",
     )
     t = torch.ones(16, device="cuda", dtype=torch.float32)
-    launch(m.kernel, t, threads=16)
+    od.cuda(m.kernel, t, threads=16, target="cuda")
     od.synchronize(target="cuda")
     assert t.cpu().tolist() == [3.0] * 16
 
@@ -352,10 +322,10 @@ def test_numpy_array_is_rejected_with_a_clear_message(make_module):
         prefix="gpu_numpy",
     )
     with pytest.raises(TypeError, match="host memory"):
-        launch(m.kernel, np.zeros(1))
+        od.cuda(m.kernel, np.zeros(1), target="cuda")
 
 
-def test_threads_launching_while_another_redefines(cp, make_module):
+def test_threads_launching_while_another_redefines(cupy, make_module):
     m = make_module(
         """
         import overdub as od
@@ -373,9 +343,9 @@ def test_threads_launching_while_another_redefines(cp, make_module):
 
     def launcher():
         try:
-            a = cp.zeros(1, dtype=np.int64)
+            a = cupy.zeros(1, dtype=np.int64)
             for _ in range(20):
-                launch(m.kernel, a)
+                od.cuda(m.kernel, a, target="cuda")
         except Exception as exc:  # reported by the assertion below
             errors.append(exc)
 
@@ -391,64 +361,36 @@ def test_threads_launching_while_another_redefines(cp, make_module):
     for t in threads:
         t.join()
     assert not errors
-    a = cp.zeros(1, dtype=np.int64)
-    launch(m.kernel, a)
+    a = cupy.zeros(1, dtype=np.int64)
+    od.cuda(m.kernel, a, target="cuda")
     assert int(a[0]) == 5
 
 
-def test_two_argument_dispatch_and_ambiguity_at_launch(cp, make_module):
-    m = make_module(
-        """
-        import overdub as od
-
-        @od.function
-        def f(x: od.Integer, y: od.Number):
-            return 1
-
-        @od.function
-        def f(x: od.Number, y: od.Integer):
-            return 2
-
-        def kernel(out, x, y):
-            out[0] = f(x, y)
-    """,
-        prefix="gpu_ambiguity",
-    )
-    out = cp.zeros(1, dtype=np.int64)
-    launch(m.kernel, out, 1, 2.5)
+def test_two_argument_dispatch_and_ambiguity_at_launch(cupy, make_module):
+    m = make_module(TWO_ARGS, prefix="gpu_ambiguity")
+    out = cupy.zeros(1, dtype=np.int64)
+    od.cuda(m.kernel, out, 1, 2.5, target="cuda")
     assert int(out[0]) == 1
     with pytest.raises(od.AmbiguityError, match="called at"):
-        launch(m.kernel, out, 1, 2)
+        od.cuda(m.kernel, out, 1, 2, target="cuda")
     m.run("""
         @od.function
-        def f(x: od.Integer, y: od.Integer):
-            return 3
+        def h(x: od.Integer, y: od.Integer):
+            return 4
     """)
-    launch(m.kernel, out, 1, 2)
-    assert int(out[0]) == 3
+    od.cuda(m.kernel, out, 1, 2, target="cuda")
+    assert int(out[0]) == 4
 
 
-def test_method_error_names_function_types_and_candidates_on_the_gpu(cp, make_module):
-    m = make_module(
-        """
-        import overdub as od
-
-        @od.function
-        def g(x: od.Integer):
-            return x
-
-        def kernel(out, x):
-            out[0] = g(x)
-    """,
-        prefix="gpu_method_error",
-    )
+def test_method_error_names_function_types_and_candidates_on_the_gpu(cupy, make_module):
+    m = make_module(method_f("x") + CALLS_F_OF_X, prefix="gpu_method_error")
     with pytest.raises(od.MethodError) as info:
-        launch(m.kernel, cp.zeros(1, dtype=np.float64), 1.5)
+        od.cuda(m.kernel, cupy.zeros(1, dtype=np.float64), 1.5, target="cuda")
     message = str(info.value)
-    assert "no method matching g(float64)" in message and "g(x: Integer)" in message
+    assert "no method matching f(float64)" in message and "f(x: Integer)" in message
 
 
-def test_context_inheritance_and_a_library_extending_cuda(cp, make_module):
+def test_context_inheritance_and_a_library_extending_cuda(cupy, make_module):
     m = make_module(
         """
         import overdub as od
@@ -477,10 +419,10 @@ def test_context_inheritance_and_a_library_extending_cuda(cp, make_module):
     def _(x: od.Integer):
         return 100
 
-    out = cp.zeros(1, dtype=np.int64)
-    launch(m.kernel, out, 1, context=child)
+    out = cupy.zeros(1, dtype=np.int64)
+    od.cuda(m.kernel, out, 1, context=child, target="cuda")
     assert int(out[0]) == 110
-    launch(m.kernel, out, 1)
+    od.cuda(m.kernel, out, 1, target="cuda")
     assert int(out[0]) == 100
 
 
@@ -498,7 +440,7 @@ def test_code_sass_on_the_gpu(make_module):
     assert "FMUL" in sass or "FADD" in sass
 
 
-def test_vector_loads_and_stores_on_the_gpu(cp, make_module):
+def test_vector_loads_and_stores_on_the_gpu(cupy, make_module):
     m = make_module(
         """
         from numba import cuda
@@ -514,13 +456,13 @@ def test_vector_loads_and_stores_on_the_gpu(cp, make_module):
     """,
         prefix="gpu_vector",
     )
-    x = cp.arange(4096, dtype=np.float32)
-    y = cp.ones(4096, dtype=np.float32)
-    launch(m.kernel, np.float32(2), od.pointer(x), od.pointer(y), 1024, blocks=4, threads=256)
+    x = cupy.arange(4096, dtype=np.float32)
+    y = cupy.ones(4096, dtype=np.float32)
+    od.cuda(m.kernel, np.float32(2), od.pointer(x), od.pointer(y), 1024, blocks=4, threads=256, target="cuda")
     assert (y.get() == 2 * np.arange(4096) + 1).all()
 
 
-def test_libdevice_warp_shuffles_and_numba_callees_run_on_the_gpu(cp, make_module):
+def test_libdevice_warp_shuffles_and_numba_callees_run_on_the_gpu(cupy, make_module):
     m = make_module(
         """
         import numba
@@ -543,13 +485,13 @@ def test_libdevice_warp_shuffles_and_numba_callees_run_on_the_gpu(cp, make_modul
     """,
         prefix="gpu_delegated",
     )
-    out, shuffled = cp.zeros(1), cp.zeros(32, dtype=cp.int32)
-    launch(m.kernel, out, shuffled, 0.5, threads=32)
+    out, shuffled = cupy.zeros(1), cupy.zeros(32, dtype=cupy.int32)
+    od.cuda(m.kernel, out, shuffled, 0.5, threads=32, target="cuda")
     assert abs(float(out[0]) - (math.sin(0.5) + 1.0 + 1.5)) < 1e-12
     assert shuffled.get().tolist() == list(range(1, 32)) + [31]
 
 
-def test_a_closure_capturing_data_compiles_once_and_reads_each_value_on_the_gpu(cp):
+def test_a_closure_capturing_data_compiles_once_and_reads_each_value_on_the_gpu(cupy):
     def make(k):
         def kernel(out):
             out[0] = k
@@ -557,14 +499,14 @@ def test_a_closure_capturing_data_compiles_once_and_reads_each_value_on_the_gpu(
         return kernel
 
     before = od.stats()["compiles"]
-    out = cp.zeros(1, dtype=cp.int64)
+    out = cupy.zeros(1, dtype=cupy.int64)
     for k in range(5):
-        launch(make(k), out)
+        od.cuda(make(k), out, target="cuda")
         assert int(out[0]) == k
     assert od.stats()["compiles"] == before + 1
 
 
-def test_xoroshiro_random_states_and_record_arrays_on_the_gpu(cp, make_module):
+def test_xoroshiro_random_states_and_record_arrays_on_the_gpu(cupy, make_module):
     from numba.cuda.random import create_xoroshiro128p_states
 
     m = make_module(
@@ -585,20 +527,20 @@ def test_xoroshiro_random_states_and_record_arrays_on_the_gpu(cp, make_module):
         prefix="gpu_records",
     )
     states = create_xoroshiro128p_states(256, seed=7)
-    out = cp.zeros(256, dtype=cp.float32)
-    launch(m.draw, states, out, threads=128, blocks=2)
+    out = cupy.zeros(256, dtype=cupy.float32)
+    od.cuda(m.draw, states, out, threads=128, blocks=2, target="cuda")
     values = out.get()
     assert ((values >= 0) & (values < 1)).all() and len(set(values.tolist())) > 200
     record = np.dtype([("x", np.float32), ("n", np.int64)], align=True)
     host = np.zeros(4, dtype=record)
     host["x"], host["n"] = [0.5, 1.5, 2.5, 3.5], [2, 2, 2, 2]
     points = cuda.to_device(host)
-    result = cp.zeros(4, dtype=cp.float64)
-    launch(m.read, points, result, threads=4)
+    result = cupy.zeros(4, dtype=cupy.float64)
+    od.cuda(m.read, points, result, threads=4, target="cuda")
     assert result.get().tolist() == [1.0, 3.0, 5.0, 7.0]
 
 
-def test_grid_sync_launches_cooperatively_and_a_too_large_grid_is_refused(cp, make_module):
+def test_grid_sync_launches_cooperatively_and_a_too_large_grid_is_refused(cupy, make_module):
     m = make_module(
         """
         from numba import cuda
@@ -613,12 +555,17 @@ def test_grid_sync_launches_cooperatively_and_a_too_large_grid_is_refused(cp, ma
         prefix="gpu_grid_sync",
     )
     n = 64 * 128
-    a, b = cp.zeros(n, dtype=cp.int64), cp.zeros(n, dtype=cp.int64)
-    launch(m.rotate, a, b, threads=128, blocks=64)
+    a, b = cupy.zeros(n, dtype=cupy.int64), cupy.zeros(n, dtype=cupy.int64)
+    od.cuda(m.rotate, a, b, threads=128, blocks=64, target="cuda")
     assert b.get().tolist() == [(i + 1) % n for i in range(n)]
     with pytest.raises(ValueError, match="resident at once"):
-        launch(
-            m.rotate, cp.zeros(10**7, dtype=cp.int64), cp.zeros(10**7, dtype=cp.int64), threads=128, blocks=10**7 // 128
+        od.cuda(
+            m.rotate,
+            cupy.zeros(10**7, dtype=cupy.int64),
+            cupy.zeros(10**7, dtype=cupy.int64),
+            threads=128,
+            blocks=10**7 // 128,
+            target="cuda",
         )
 
 
@@ -647,19 +594,19 @@ def test_od_jit_passes_a_record_by_its_device_copy_and_copies_it_back():
     assert host[0]["x"] == 6.0
 
 
-def test_forall_sizes_blocks_by_occupancy_and_covers_every_task(cp):
+def test_forall_sizes_blocks_by_occupancy_and_covers_every_task(cupy):
     @od.jit
     def fill(out):
         i = cuda.grid(1)
         if i < out.size:
             out[i] = 7
 
-    out = cp.zeros(100_000, dtype=cp.int64)
+    out = cupy.zeros(100_000, dtype=cupy.int64)
     fill.forall(out.size)(out)
     assert int((out == 7).sum()) == out.size
 
 
-def test_compile_options_on_the_gpu(cp, make_module, tmp_path):
+def test_compile_options_on_the_gpu(cupy, make_module, tmp_path):
     """debug: an exception raised in a kernel reaches the host naming the thread, block and line;
     max_registers limits the registers; link links a PTX file's device function."""
     m = make_module(
@@ -684,12 +631,12 @@ def test_compile_options_on_the_gpu(cp, make_module, tmp_path):
     """,
         prefix="gpu_options",
     )
-    a = cp.zeros(8, dtype=np.int64)
+    a = cupy.zeros(8, dtype=np.int64)
     with pytest.raises(ValueError) as info:
         od.cuda(m.fail_on_5, a, threads=8, target="cuda", debug=True)
     assert "five" in str(info.value) and "thread (5, 0, 0) of block (0, 0, 0)" in str(info.value)
     assert f"{m.filename}:{m.line_of('raise ValueError')}" in str(info.value)
-    od.cuda(m.fail_on_5, cp.zeros(4, dtype=np.int64), threads=4, target="cuda", debug=True)  # no error raised
+    od.cuda(m.fail_on_5, cupy.zeros(4, dtype=np.int64), threads=4, target="cuda", debug=True)  # no error raised
 
     from cuda.bindings import driver
 
@@ -701,10 +648,10 @@ def test_compile_options_on_the_gpu(cp, make_module, tmp_path):
         assert not err
         return regs
 
-    x = cp.arange(256, dtype=np.float64) / 256
-    out, limited_out = cp.zeros(256), cp.zeros(256)
+    x = cupy.arange(256, dtype=np.float64) / 256
+    out, limited_out = cupy.zeros(256), cupy.zeros(256)
     assert registers(od.jit(m.busy), out, x) > 32 >= registers(od.jit(max_registers=32)(m.busy), limited_out, x)
-    assert cp.allclose(out, limited_out)
+    assert cupy.allclose(out, limited_out)
 
     source = tmp_path / "triple.cu"  # numba-cuda's ABI for a declared device function
     source.write_text('extern "C" __device__ int triple(int* out, int x) { *out = 3 * x; return 0; }')
@@ -715,28 +662,28 @@ def test_compile_options_on_the_gpu(cp, make_module, tmp_path):
         out[i] = triple(i)
 
     linked = od.jit(link=[str(source)])(use_triple)
-    result = cp.zeros(4, dtype=np.int32)
+    result = cupy.zeros(4, dtype=np.int32)
     linked[1, 4](result)
     assert result.tolist() == [0, 3, 6, 9]
 
 
-def test_tuple_arguments_on_the_gpu(cp):
+def test_tuple_arguments_on_the_gpu(cupy):
     def area(out, shape, pair):
         out[0] = shape[0] * shape[1] + pair[0] + pair[1][0]
 
-    out = cp.zeros(1)
+    out = cupy.zeros(1)
     od.cuda(area, out, (3, 4), (0.5, (np.float32(2),)), target="cuda")
     od.cuda(area, out, (3, 5), (0.25, (np.float32(1),)), target="cuda")
     assert out.get()[0] == 16.25
 
 
-def test_a_kernel_reshaping_an_array_links_and_runs_on_the_gpu(cp):
+def test_a_kernel_reshaping_an_array_links_and_runs_on_the_gpu(cupy):
     def flat(out, a):
         b = a.reshape(6)
         for i in range(6):
             out[i] = b[i]
 
-    a = cp.arange(6.0).reshape(2, 3)
-    out = cp.zeros(6)
+    a = cupy.arange(6.0).reshape(2, 3)
+    out = cupy.zeros(6)
     od.cuda(flat, out, a, target="cuda")
     assert out.tolist() == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]

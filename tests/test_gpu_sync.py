@@ -13,11 +13,6 @@ import overdub as od
 import sync_kernels as k
 
 
-@pytest.fixture(scope="module")
-def cp():
-    return pytest.importorskip("cupy")
-
-
 def _rng(seed):
     return np.random.default_rng(seed)
 
@@ -94,16 +89,16 @@ CASES = {
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_the_cpu_target_computes_what_the_gpu_computes(cp, name):
+def test_the_cpu_target_computes_what_the_gpu_computes(cupy, name):
     kernel, make_args, launch = CASES[name]
     on_cpu = make_args()
-    on_gpu = tuple(cp.asarray(a) if isinstance(a, np.ndarray) else a for a in make_args())
+    on_gpu = tuple(cupy.asarray(a) if isinstance(a, np.ndarray) else a for a in make_args())
     od.cuda(kernel, *on_cpu, target="cpu", **launch)
     od.cuda(kernel, *on_gpu, target="cuda", **launch)
     od.synchronize("cuda")
     for cpu_value, gpu_value in zip(on_cpu, on_gpu):
         if isinstance(cpu_value, np.ndarray):
-            np.testing.assert_allclose(cpu_value, cp.asnumpy(gpu_value), rtol=1e-5, err_msg=name)
+            np.testing.assert_allclose(cpu_value, cupy.asnumpy(gpu_value), rtol=1e-5, err_msg=name)
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

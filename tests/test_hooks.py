@@ -16,10 +16,9 @@ import numpy as np
 import pytest
 
 import overdub as od
+from helpers import SCALED, compiles, in_threads
 from overdub import launch as od_launch
 from overdub.runtime import STATE_MARK, launch_key, runtime
-
-from helpers import SCALED, compiles
 
 COUNTING = """
 import math
@@ -51,10 +50,6 @@ def kernel(out, x):
 """
 
 
-def cpu(kernel, *args, **kw):
-    od.cuda(kernel, *args, target="cpu", **kw)
-
-
 def counting(make_module):
     m = make_module(COUNTING, prefix="counting")
     x = np.arange(8, dtype=np.float64)
@@ -67,7 +62,7 @@ def counting(make_module):
 def test_a_prehook_counts_calls_per_function_into_the_launchs_state(make_module):
     m, x, out = counting(make_module)
     counts = np.zeros(2, dtype=np.int64)
-    cpu(m.kernel, out, x, threads=8, context=m.prof, state=counts)
+    od.cuda(m.kernel, out, x, threads=8, context=m.prof, state=counts, target="cpu")
     assert counts.tolist() == [8, 16]
     np.testing.assert_array_equal(out, (x + 1) + 2 * x + 2)  # the calls themselves are unchanged
 
@@ -75,10 +70,10 @@ def test_a_prehook_counts_calls_per_function_into_the_launchs_state(make_module)
 def test_each_launch_passes_its_own_state_to_the_same_compiled_kernel(make_module):
     m, x, out = counting(make_module)
     first, second = np.zeros(2, dtype=np.int64), np.full(2, 100, dtype=np.int64)
-    cpu(m.kernel, out, x, threads=8, context=m.prof, state=first)
+    od.cuda(m.kernel, out, x, threads=8, context=m.prof, state=first, target="cpu")
     before = compiles()
-    cpu(m.kernel, out, x, threads=4, context=m.prof, state=second)
-    cpu(m.kernel, out, x, threads=8, context=m.prof, state=first)
+    od.cuda(m.kernel, out, x, threads=4, context=m.prof, state=second, target="cpu")
+    od.cuda(m.kernel, out, x, threads=8, context=m.prof, state=first, target="cpu")
     assert compiles() == before  # the state is data: no recompile for a new value
     assert first.tolist() == [16, 32] and second.tolist() == [104, 108]
 
@@ -86,10 +81,10 @@ def test_each_launch_passes_its_own_state_to_the_same_compiled_kernel(make_modul
 def test_a_scalar_state_is_read_by_an_overdub(make_module):
     m = make_module(SCALED + "def kernel(out):\n    out[0] = h(2.0)\n")
     out = np.zeros(1)
-    cpu(m.kernel, out, context=m.scaled, state=1.5)
+    od.cuda(m.kernel, out, context=m.scaled, state=1.5, target="cpu")
     assert out[0] == 3.0
     before = compiles()
-    cpu(m.kernel, out, context=m.scaled, state=-4.0)
+    od.cuda(m.kernel, out, context=m.scaled, state=-4.0, target="cpu")
     assert out[0] == -8.0 and compiles() == before
 
 
@@ -116,10 +111,10 @@ def test_a_struct_state_is_passed_by_value(make_module):
             out[0] = h(2.0)
     """)
     out = np.zeros(1)
-    cpu(m.kernel, out, context=m.ctx, state=m.Cfg(3.0, 1.0))
+    od.cuda(m.kernel, out, context=m.ctx, state=m.Cfg(3.0, 1.0), target="cpu")
     assert out[0] == 7.0
     before = compiles()
-    cpu(m.kernel, out, context=m.ctx, state=m.Cfg(-1.0, 0.5))
+    od.cuda(m.kernel, out, context=m.ctx, state=m.Cfg(-1.0, 0.5), target="cpu")
     assert out[0] == -1.5 and compiles() == before
 
 
@@ -144,47 +139,38 @@ def test_the_state_reaches_hooks_through_generic_functions_and_plain_callees(mak
             out[0] = middle(1) + middle(2)
     """)
     out, s = np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64)
-    cpu(m.kernel, out, context=m.ctx, state=s)
+    od.cuda(m.kernel, out, context=m.ctx, state=s, target="cpu")
     assert out[0] == 4 + 6 and s[0] == 2 + 3
 
 
 def test_state_from_two_host_threads_goes_to_each_threads_own_launches(make_module):
     m, x, _ = counting(make_module)
     states = [np.zeros(2, dtype=np.int64) for _ in range(4)]
-    errors = []
 
     def work(s):
-        try:
-            out = np.zeros_like(x)
-            for _ in range(25):
-                cpu(m.kernel, out, x, threads=8, context=m.prof, state=s)
-        except Exception as exc:  # pragma: no cover - reported below
-            errors.append(exc)
+        out = np.zeros_like(x)
+        for _ in range(25):
+            od.cuda(m.kernel, out, x, threads=8, context=m.prof, state=s, target="cpu")
 
-    threads = [threading.Thread(target=work, args=(s,)) for s in states]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors
+    assert in_threads(work, states) == []
     assert [s.tolist() for s in states] == [[200, 400]] * 4
 
 
 def test_a_launch_with_state_is_cached_under_the_key_the_native_lookup_builds(make_module):
     m, x, out = counting(make_module)
     counts = np.zeros(2, dtype=np.int64)
-    cpu(m.kernel, out, x, threads=8, context=m.prof, state=counts)
+    od.cuda(m.kernel, out, x, threads=8, context=m.prof, state=counts, target="cpu")
     key = launch_key(m.kernel, m.prof, "cpu", (out, x), counts)
     assert key[3] is STATE_MARK and len(runtime.launches[key]) == 1
     slow = []
     fastlaunch = pytest.importorskip("overdub._fastlaunch")
     fastlaunch.install(
-        runtime.launches, lambda *a: slow.append(a) or od_launch._launch_slow(*a), od_launch._cuda, STATE_MARK
+        runtime.launches, lambda *a: slow.append(a) or od_launch.launch_slow(*a), od_launch._python_cuda, STATE_MARK
     )
     try:
-        cpu(m.kernel, out, x, threads=8, context=m.prof, state=counts)  # found by the native lookup
+        od.cuda(m.kernel, out, x, threads=8, context=m.prof, state=counts, target="cpu")  # found by the native lookup
     finally:
-        fastlaunch.install(runtime.launches, od_launch._launch_slow, od_launch._cuda, STATE_MARK)
+        fastlaunch.install(runtime.launches, od_launch.launch_slow, od_launch._python_cuda, STATE_MARK)
     assert not slow and counts.tolist() == [16, 32]
 
 
@@ -210,7 +196,7 @@ def test_the_state_reaches_calls_in_closures_numba_inlines_and_varargs_functions
             out[0] = g(1) + varargs(1, 2, 3)
     """)
     s, out = np.zeros(1, dtype=np.int64), np.zeros(1)
-    cpu(m.kernel, out, context=m.ctx, state=s)
+    od.cuda(m.kernel, out, context=m.ctx, state=s, target="cpu")
     assert out[0] == 5 + 5 and s[0] == 2
 
 
@@ -218,7 +204,7 @@ def test_the_pure_python_launch_path_passes_state_too(make_module):
     m, x, out = counting(make_module)
     counts = np.zeros(2, dtype=np.int64)
     for _ in range(2):  # the slow path, then a cached launch function
-        od_launch._cuda(m.kernel, out, x, threads=8, target="cpu", context=m.prof, state=counts)
+        od_launch._python_cuda(m.kernel, out, x, threads=8, target="cpu", context=m.prof, state=counts)
     assert counts.tolist() == [16, 32]
 
 
@@ -233,8 +219,8 @@ def make(k):
 """
     )
     out, counts = np.zeros(1), np.zeros(2, dtype=np.int64)
-    cpu(m.make(3.0), out, context=m.prof, state=counts)
-    cpu(m.make(5.0), out, context=m.prof, state=counts)
+    od.cuda(m.make(3.0), out, context=m.prof, state=counts, target="cpu")
+    od.cuda(m.make(5.0), out, context=m.prof, state=counts, target="cpu")
     assert out[0] == 6.0 and counts.tolist() == [2, 0]
 
 
@@ -244,24 +230,26 @@ def make(k):
 def test_a_launch_of_a_stateful_context_without_state_is_an_error(make_module):
     m, x, out = counting(make_module)
     with pytest.raises(TypeError, match=r"declares state of type .*pass its value"):
-        cpu(m.kernel, out, x, context=m.prof)
+        od.cuda(m.kernel, out, x, context=m.prof, target="cpu")
 
 
 def test_a_state_of_the_wrong_type_is_an_error(make_module):
     m, x, out = counting(make_module)
-    cpu(m.kernel, out, x, context=m.prof, state=np.zeros(2, dtype=np.int64))  # a cached launch function...
+    od.cuda(
+        m.kernel, out, x, context=m.prof, state=np.zeros(2, dtype=np.int64), target="cpu"
+    )  # a cached launch function...
     with pytest.raises(TypeError, match=r"declares state of type .*not array\(float64"):
-        cpu(m.kernel, out, x, context=m.prof, state=np.zeros(2))
+        od.cuda(m.kernel, out, x, context=m.prof, state=np.zeros(2), target="cpu")
     with pytest.raises(TypeError, match=r"declares state of type .*not int64"):
-        cpu(m.kernel, out, x, context=m.prof, state=3)
+        od.cuda(m.kernel, out, x, context=m.prof, state=3, target="cpu")
     with pytest.raises(TypeError, match=r"declares state of type .*not array\(int64, 2d"):  # ...whose guard
-        cpu(m.kernel, out, x, context=m.prof, state=np.zeros((2, 2), dtype=np.int64))  # rejects it
+        od.cuda(m.kernel, out, x, context=m.prof, state=np.zeros((2, 2), dtype=np.int64), target="cpu")  # rejects it
 
 
 def test_state_for_a_context_without_state_is_an_error(make_module):
     m, x, out = counting(make_module)
     with pytest.raises(TypeError, match="declares no state"):
-        cpu(m.kernel, out, x, context=od.Context("plain"), state=np.zeros(2, dtype=np.int64))
+        od.cuda(m.kernel, out, x, context=od.Context("plain"), state=np.zeros(2, dtype=np.int64), target="cpu")
 
 
 def test_od_state_in_a_launch_without_state_names_its_line(make_module):
@@ -281,7 +269,7 @@ def test_od_state_in_a_launch_without_state_names_its_line(make_module):
             out[0] = h(1.0)
     """)
     with pytest.raises(od.CompileError, match=rf"od.state\(\) called at .*{m.filename}:{m.line_of('od.state()')}"):
-        cpu(m.kernel, np.zeros(1), context=m.ctx)
+        od.cuda(m.kernel, np.zeros(1), context=m.ctx, target="cpu")
 
 
 def test_od_state_on_the_host_says_where_it_belongs():
@@ -333,7 +321,7 @@ def kernel(out):
 def test_a_prehook_runs_before_the_overdub_and_a_posthook_after_with_the_result(make_module):
     m = make_module(SEQUENCE)
     s = np.zeros(6, dtype=np.int64)
-    cpu(m.kernel, np.zeros(1, dtype=np.int64), context=m.ctx, state=s)
+    od.cuda(m.kernel, np.zeros(1, dtype=np.int64), context=m.ctx, state=s, target="cpu")
     # s[i] is the order event i happened in: prehook 1st, overdub 2nd, f 3rd, posthook 4th (result 20)
     assert s[1:].tolist() == [1, 2, 3, 4, 20]
 
@@ -363,7 +351,7 @@ def test_hooks_dispatch_on_their_annotations(make_module):
             out[0] = f(1) + f(2) + f(1.5)
     """)
     s = np.zeros(3, dtype=np.int64)
-    cpu(m.kernel, np.zeros(1), context=m.ctx, state=s)
+    od.cuda(m.kernel, np.zeros(1), context=m.ctx, state=s, target="cpu")
     assert s.tolist() == [2, 1, 1]
 
 
@@ -397,7 +385,7 @@ def kernel(out):
 def test_a_prehook_of_any_observes_every_call_of_the_call_tree(make_module):
     m = make_module(ANY)
     s = np.zeros(1, dtype=np.int64)
-    cpu(m.kernel, np.zeros(4), threads=4, context=m.ctx, state=s)
+    od.cuda(m.kernel, np.zeros(4), threads=4, context=m.ctx, state=s, target="cpu")
     assert s[0] == 4 * 4  # cuda.grid, gen, plain, math.sin in each thread; the hook's own calls unobserved
 
 
@@ -442,7 +430,7 @@ def test_a_child_contexts_hooks_and_its_parents_both_run_the_childs_enclosing(ma
             out[0] = f(1)
     """)
     s = np.zeros(5, dtype=np.int64)
-    cpu(m.kernel, np.zeros(1), context=m.child, state=s)
+    od.cuda(m.kernel, np.zeros(1), context=m.child, state=s, target="cpu")
     assert s[1:].tolist() == [1, 2, 3, 4]
 
 
@@ -469,7 +457,7 @@ def test_a_parent_observes_what_a_childs_overdub_calls_not_the_call_the_overdub_
     """)
     s = np.zeros(1, dtype=np.int64)
     out = np.zeros(1)
-    cpu(m.kernel, out, context=m.child, state=s)
+    od.cuda(m.kernel, out, context=m.child, state=s, target="cpu")
     assert out[0] == 2 and s[0] == 2
 
 
@@ -502,7 +490,7 @@ def test_hooks_take_keyword_arguments_positionally_and_observe_void_calls(make_m
             store(out, 1)
     """)
     s, out = np.zeros(3), np.zeros(2)
-    cpu(m.kernel, out, context=m.ctx, state=s)
+    od.cuda(m.kernel, out, context=m.ctx, state=s, target="cpu")
     assert out.tolist() == [2.0 + 3.0 + 4.0, 5.0]
     assert s.tolist() == [3.0 + 4.0, 1.0, 1.0]
 
@@ -532,7 +520,7 @@ def test_ambiguous_hooks_are_an_error_naming_the_call(make_module):
         match=rf"(?s)ctx.prehook\(f\)\(int64, int64\) is ambiguous.*"
         rf"{m.filename}:{m.line_of('out[0] = f(1, 2)')}",
     ):
-        cpu(m.kernel, np.zeros(1, dtype=np.int64), context=m.ctx)
+        od.cuda(m.kernel, np.zeros(1, dtype=np.int64), context=m.ctx, target="cpu")
 
 
 def test_a_catch_all_hook_with_annotations_is_refused():
@@ -564,7 +552,7 @@ def test_hooks_work_in_a_context_without_state(make_module, capfd):
         def kernel(out):
             out[0] = f(7)
     """)
-    cpu(m.kernel, np.zeros(1), context=m.ctx)
+    od.cuda(m.kernel, np.zeros(1), context=m.ctx, target="cpu")
     assert "before 7" in capfd.readouterr().out
 
 
@@ -574,7 +562,7 @@ def test_hooks_work_in_a_context_without_state(make_module, capfd):
 def test_adding_a_hook_recompiles_a_kernel_compiled_without_it(make_module):
     m, x, out = counting(make_module)
     counts = np.zeros(2, dtype=np.int64)
-    cpu(m.kernel, out, x, threads=8, context=m.prof, state=counts)
+    od.cuda(m.kernel, out, x, threads=8, context=m.prof, state=counts, target="cpu")
     m.run("""
         @prof.posthook(f)
         def _(result, x):
@@ -582,7 +570,7 @@ def test_adding_a_hook_recompiles_a_kernel_compiled_without_it(make_module):
             s[0] += 100
     """)
     before = compiles()
-    cpu(m.kernel, out, x, threads=8, context=m.prof, state=counts)
+    od.cuda(m.kernel, out, x, threads=8, context=m.prof, state=counts, target="cpu")
     assert compiles() == before + 1
     assert counts.tolist() == [8 + 8 * 101, 32]
 
@@ -590,14 +578,14 @@ def test_adding_a_hook_recompiles_a_kernel_compiled_without_it(make_module):
 def test_redefining_a_hook_recompiles_and_the_new_body_runs(make_module):
     m, x, out = counting(make_module)
     counts = np.zeros(2, dtype=np.int64)
-    cpu(m.kernel, out, x, threads=8, context=m.prof, state=counts)
+    od.cuda(m.kernel, out, x, threads=8, context=m.prof, state=counts, target="cpu")
     m.run("""
         @prof.prehook(f)
         def _(x):
             s = od.state()
             s[0] += 10
     """)
-    cpu(m.kernel, out, x, threads=8, context=m.prof, state=counts)
+    od.cuda(m.kernel, out, x, threads=8, context=m.prof, state=counts, target="cpu")
     assert counts.tolist() == [8 + 80, 32]
     assert any("prof.prehook(f)" in entry.cause for entry in od.invalidation_log())
 
@@ -619,13 +607,13 @@ def test_redefining_a_catch_all_hook_replaces_it(make_module):
             out[0] = f(1)
     """)
     s = np.zeros(1, dtype=np.int64)
-    cpu(m.kernel, np.zeros(1), context=m.ctx, state=s)
+    od.cuda(m.kernel, np.zeros(1), context=m.ctx, state=s, target="cpu")
     m.run("""
         @ctx.prehook(f)
         def _(*args):
             od.state()[0] += 10
     """)
-    cpu(m.kernel, np.zeros(1), context=m.ctx, state=s)
+    od.cuda(m.kernel, np.zeros(1), context=m.ctx, state=s, target="cpu")
     assert s[0] == 11
 
 
@@ -646,7 +634,7 @@ def test_hooks_of_other_functions_leave_a_kernel_as_it_was(make_module):
             if i < out.size:
                 out[i] = f(x[i]) + math.sin(x[i])
     """)
-    cpu(m.plain_kernel, out, x, threads=8, context=m.quiet)
+    od.cuda(m.plain_kernel, out, x, threads=8, context=m.quiet, target="cpu")
     assert od.stats()["method_instances"] == 1  # f only: no hooked call was generated
 
 
@@ -729,15 +717,14 @@ def test_the_cuda_target_compiles_a_state_for_a_scalar_context(make_module):
 
 
 @pytest.mark.gpu
-def test_gpu_prehook_counts_calls_into_a_cupy_state(make_module):
-    cp = pytest.importorskip("cupy")
+def test_gpu_prehook_counts_calls_into_a_cupy_state(make_module, cupy):
     m = make_module(
         COUNTING.replace("s[0] += 1", "cuda.atomic.add(s, 0, 1)").replace("s[1] += 1", "cuda.atomic.add(s, 1, 1)"),
         prefix="counting_gpu",
     )
-    x = cp.arange(1000, dtype=cp.float64)
-    out = cp.zeros_like(x)
-    first, second = cp.zeros(2, dtype=cp.int64), cp.zeros(2, dtype=cp.int64)
+    x = cupy.arange(1000, dtype=cupy.float64)
+    out = cupy.zeros_like(x)
+    first, second = cupy.zeros(2, dtype=cupy.int64), cupy.zeros(2, dtype=cupy.int64)
     od.cuda(m.kernel, out, x, threads=128, blocks=8, context=m.prof, state=first, target="cuda")
     before = compiles()
     od.cuda(m.kernel, out, x, threads=128, blocks=8, context=m.prof, state=second, target="cuda")
@@ -749,21 +736,20 @@ def test_gpu_prehook_counts_calls_into_a_cupy_state(make_module):
 
 
 @pytest.mark.gpu
-def test_gpu_two_host_threads_on_two_streams_launch_with_their_own_states(make_module):
-    cp = pytest.importorskip("cupy")
+def test_gpu_two_host_threads_on_two_streams_launch_with_their_own_states(make_module, cupy):
     m = make_module(
         COUNTING.replace("s[0] += 1", "cuda.atomic.add(s, 0, 1)").replace("s[1] += 1", "cuda.atomic.add(s, 1, 1)"),
         prefix="counting_gpu_threads",
     )
-    x = cp.arange(4096, dtype=cp.float64)
-    states = [cp.zeros(2, dtype=cp.int64) for _ in range(2)]
-    outs = [cp.zeros_like(x) for _ in range(2)]
-    cp.cuda.Device().synchronize()  # non-blocking streams do not wait for the default stream's memsets
+    x = cupy.arange(4096, dtype=cupy.float64)
+    states = [cupy.zeros(2, dtype=cupy.int64) for _ in range(2)]
+    outs = [cupy.zeros_like(x) for _ in range(2)]
+    cupy.cuda.Device().synchronize()  # non-blocking streams do not wait for the default stream's memsets
     errors = []
 
     def work(s, out):
         try:
-            stream = cp.cuda.Stream(non_blocking=True)
+            stream = cupy.cuda.Stream(non_blocking=True)
             for _ in range(50):
                 od.cuda(m.kernel, out, x, threads=256, blocks=16, context=m.prof, state=s, stream=stream, target="cuda")
             stream.synchronize()
@@ -780,8 +766,7 @@ def test_gpu_two_host_threads_on_two_streams_launch_with_their_own_states(make_m
 
 
 @pytest.mark.gpu
-def test_gpu_posthook_sees_results(make_module):
-    cp = pytest.importorskip("cupy")
+def test_gpu_posthook_sees_results(make_module, cupy):
     m = make_module("""
         import overdub as od
         from numba import cuda
@@ -799,7 +784,7 @@ def test_gpu_posthook_sees_results(make_module):
             i = cuda.grid(1)
             out[i] = f(float(i))
     """)
-    out, seen = cp.zeros(64), cp.zeros(64)
+    out, seen = cupy.zeros(64), cupy.zeros(64)
     od.cuda(m.kernel, out, threads=64, context=m.ctx, state=seen, target="cuda")
     od.synchronize()
     i = np.arange(64.0)
@@ -807,10 +792,9 @@ def test_gpu_posthook_sees_results(make_module):
 
 
 @pytest.mark.gpu
-def test_gpu_a_scalar_state_is_launch_data(make_module):
-    cp = pytest.importorskip("cupy")
+def test_gpu_a_scalar_state_is_launch_data(make_module, cupy):
     m = make_module(SCALED + "def kernel(out):\n    out[0] = h(2.0)\n")
-    out = cp.zeros(1)
+    out = cupy.zeros(1)
     results = []
     for value in (1.5, -4.0, 0.25):
         od.cuda(m.kernel, out, context=m.scaled, state=value, target="cuda")

@@ -5,9 +5,8 @@ import threading
 import numpy as np
 
 import overdub as od
-from overdub.types import typeof
-
 from helpers import fresh
+from overdub.types import typeof
 
 
 def test_a_repeated_host_call_reaches_the_method_its_types_dispatch_to():

@@ -12,41 +12,20 @@ import threading
 import numpy as np
 
 import overdub as od
-
-from helpers import compiles, run
-
+from helpers import CALLS_F, CALLS_HELPER, compiles, method_f, run
 
 # --- redefinition and rebinding make the next launch see the new code -----------------------------------
 
 
 def test_redefined_generic_method_is_used_by_the_next_launch(make_module):
-    m = make_module("""
-        import overdub as od
-
-        @od.function
-        def f(x: od.Integer):
-            return 1
-
-        def kernel(out):
-            out[0] = f(0)
-    """)
+    m = make_module(method_f("1") + CALLS_F)
     assert run(m.kernel) == [1]
-    m.run("""
-        @od.function
-        def f(x: od.Integer):
-            return 2
-    """)
+    m.run(method_f("2"))
     assert run(m.kernel) == [2]
 
 
 def test_redefined_plain_function_callee_is_used_by_the_next_launch(make_module):
-    m = make_module("""
-        def helper(x):
-            return x + 1
-
-        def kernel(out):
-            out[0] = helper(10)
-    """)
+    m = make_module(CALLS_HELPER)
     assert run(m.kernel) == [11]
     m.run("""
         def helper(x):
@@ -127,11 +106,7 @@ def test_more_specific_method_added_later_is_used_by_the_next_launch(make_module
             out[0] = f(x)
     """)
     assert run(m.kernel, 5) == [1]
-    m.run("""
-        @od.function
-        def f(x: od.Integer):
-            return 2
-    """)
+    m.run(method_f("2"))
     assert run(m.kernel, 5) == [2]
     assert run(m.kernel, 5.0) == [1]
 
@@ -153,11 +128,7 @@ def test_every_kernel_calling_a_generic_function_sees_a_method_added_later(make_
             out[0] = f(x)
     """)
     assert (run(m.first, 5), run(m.second, 5)) == ([2], [1])
-    m.run("""
-        @od.function
-        def f(x: od.Integer):
-            return 2
-    """)
+    m.run(method_f("2"))
     assert (run(m.first, 5), run(m.second, 5)) == ([4], [2])
 
 
@@ -185,11 +156,7 @@ def test_redefining_a_function_leaves_a_kernel_that_does_not_use_it_cached(make_
     run(m.uses_f)
     run(m.uses_g)
     before = compiles()
-    m.run("""
-        @od.function
-        def f(x: od.Integer):
-            return 3
-    """)
+    m.run(method_f("3"))
     assert run(m.uses_g) == [2]
     assert compiles() == before
     assert run(m.uses_f) == [3]
@@ -226,16 +193,7 @@ def test_rebinding_a_global_to_an_equal_constant_does_not_recompile(make_module)
 
 
 def test_adding_a_method_that_does_not_apply_does_not_recompile(make_module):
-    m = make_module("""
-        import overdub as od
-
-        @od.function
-        def f(x: od.Integer):
-            return 1
-
-        def kernel(out):
-            out[0] = f(0)
-    """)
+    m = make_module(method_f("1") + CALLS_F)
     run(m.kernel)
     before = compiles()
     m.run("""
@@ -251,16 +209,7 @@ def test_adding_a_method_that_does_not_apply_does_not_recompile(make_module):
 
 
 def test_launches_racing_redefinitions_raise_nothing_and_end_on_the_new_method(make_module):
-    m = make_module("""
-        import overdub as od
-
-        @od.function
-        def f(x: od.Integer):
-            return 0
-
-        def kernel(out):
-            out[0] = f(0)
-    """)
+    m = make_module(method_f("0") + CALLS_F)
     run(m.kernel)
     stop = threading.Event()
     errors, seen = [], set()
@@ -271,7 +220,7 @@ def test_launches_racing_redefinitions_raise_nothing_and_end_on_the_new_method(m
             while not stop.is_set():
                 od.cuda(m.kernel, out)
                 seen.add(int(out[0]))
-        except BaseException as error:  # noqa: BLE001 -- any error is the failure
+        except BaseException as error:  # any error is the failure
             errors.append(error)
 
     threads = [threading.Thread(target=launcher) for _ in range(3)]
@@ -279,11 +228,7 @@ def test_launches_racing_redefinitions_raise_nothing_and_end_on_the_new_method(m
         t.start()
     try:
         for version in (1, 2, 3):
-            m.run(f"""
-                @od.function
-                def f(x: od.Integer):
-                    return {version}
-            """)
+            m.run(method_f(str(version)))
             stop.wait(0.05)
     finally:
         stop.set()

@@ -6,8 +6,7 @@ import pytest
 from numba import cuda
 
 import overdub as od
-
-from helpers import compiles
+from helpers import compiles, method_f
 
 
 def test_a_kernel_launches_with_numba_cudas_grid_syntax_and_sees_redefinitions(make_module):
@@ -28,11 +27,7 @@ def test_a_kernel_launches_with_numba_cudas_grid_syntax_and_sees_redefinitions(m
     out = np.zeros(10, dtype=np.int64)
     m.kernel[3, 4](out)
     assert out.tolist() == list(range(1, 11))
-    m.run("""
-        @od.function
-        def f(x: od.Integer):
-            return 2 * x
-    """)
+    m.run(method_f("2 * x"))
     m.kernel[np.int64(3), 4, 0, 0](out)
     assert out.tolist() == [2 * i for i in range(10)]
 

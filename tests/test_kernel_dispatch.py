@@ -7,28 +7,7 @@ callable on the host; default arguments.
 import pytest
 
 import overdub as od
-
-from helpers import run
-
-
-TWO_ARGS = """
-    import overdub as od
-
-    @od.function
-    def h(x: od.Integer, y: od.Number):
-        return 1
-
-    @od.function
-    def h(x: od.Number, y: od.Integer):
-        return 2
-
-    @od.function
-    def h(x: od.Float, y: od.Float):
-        return 3
-
-    def kernel(out, x, y):
-        out[0] = h(x, y)
-"""
+from helpers import TWO_ARGS, run
 
 
 @pytest.mark.parametrize("x, y, expected", [(1, 2.0, 1), (1.0, 2, 2), (1.0, 2.0, 3)])
@@ -37,20 +16,22 @@ def test_two_argument_call_reaches_the_most_specific_method(make_module, x, y, e
     assert run(m.kernel, x, y) == [expected]
 
 
-def test_ambiguous_call_raises_at_launch_naming_the_kernel_line(make_module):
+def ambiguous_launch(make_module):
+    """The module of TWO_ARGS and the message of the AmbiguityError its kernel raises on two integers."""
     m = make_module(TWO_ARGS)
     with pytest.raises(od.AmbiguityError) as info:
         run(m.kernel, 1, 2)
-    message = str(info.value)
+    return m, str(info.value)
+
+
+def test_ambiguous_call_raises_at_launch_naming_the_kernel_line(make_module):
+    m, message = ambiguous_launch(make_module)
     assert "h(int64, int64) is ambiguous" in message
     assert f"called at {m.filename}:{m.line_of('out[0] = h(x, y)')}" in message
 
 
 def test_ambiguous_call_lists_the_competing_methods(make_module):
-    m = make_module(TWO_ARGS)
-    with pytest.raises(od.AmbiguityError) as info:
-        run(m.kernel, 1, 2)
-    message = str(info.value)
+    _, message = ambiguous_launch(make_module)
     assert "h(x: Integer, y: Number)" in message
     assert "h(x: Number, y: Integer)" in message
     assert "h(x: Float, y: Float)" not in message

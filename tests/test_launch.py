@@ -6,7 +6,6 @@ global changes, launch statistics.
 import numpy as np
 
 import overdub as od
-
 from helpers import compiles, run
 
 

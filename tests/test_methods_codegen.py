@@ -12,7 +12,9 @@ from numba import cuda
 from numba.core import types
 
 import overdub as od
-from overdub import closures, compiler, operators
+from helpers import counting_reads
+from overdub import compiler, settings
+from overdub.call import KernelCall
 from overdub.targets import get_target
 
 
@@ -37,19 +39,6 @@ def idioms(out, x, t, a2):
         out[i] = s[i % 16] + a2[i, 0] + loc[0, 1] + x.shape[0] * k
         for j in range(i + 1):
             out[i] += x[j] / (j + 1)
-
-
-def cpu_idioms(out, x, t, a2):
-    """idioms without shared memory, which the CPU target refuses."""
-    i = 0
-    while i < x.shape[0]:
-        v = x[i] ** 2 + t[0] * t[1] - abs(x[i])
-        v += 1.0
-        w = -v
-        if not (v < 0.5) and i in (1, 2, 3):
-            w *= 2
-        out[i] = w + a2[i, 0] + x.shape[0] * (i % 3 + (i << 1)) + t[2]
-        i += 1
 
 
 ARGTYPES = (
@@ -83,7 +72,7 @@ def reroute(monkeypatch):
 
     def set_mode(mode):
         compiler.reset()
-        monkeypatch.setattr(operators, "REROUTE", mode)
+        monkeypatch.setattr(settings.REROUTE, "process_value", mode)
 
     return set_mode
 
@@ -100,14 +89,15 @@ def test_rerouted_operators_give_the_same_nvvm_ir_and_ptx_for_built_in_types(rer
 
 
 def _cpu_llvm(kernel, argtypes):
-    target = get_target("cpu")
-    compiled = closures.compiled_kernel(kernel, argtypes, lambda t: t, od.CPU.chain(target))[0]
+    compiled = KernelCall.of(kernel, argtypes, get_target("cpu"), typed=True).compiled()
     launcher = compiled.launcher  # the runner's grid body, or the serial grid loop where it is not built
     code = launcher.body if hasattr(launcher, "body") else launcher.grid_loop
     return "\n".join(code.inspect_llvm().values())
 
 
 def test_rerouted_operators_give_the_same_llvm_ir_on_the_cpu_target(reroute):
+    from test_methods import idioms as cpu_idioms  # the idioms without shared memory, which the CPU refuses
+
     reroute("never")
     before = _cpu_llvm(cpu_idioms, ARGTYPES)
     reroute("always")
@@ -171,12 +161,7 @@ def test_struct_dunders_compile_to_ptx_without_a_gpu(make_module):
 
 
 def test_an_operator_overdub_using_the_launch_state_compiles_to_ptx():
-    counting = od.Context("ptx_counting_reads", state=od.Array[od.int64, 1])
-
-    @counting.overdub(operator.getitem)
-    def _(a: od.Array[od.float32, 1], i: od.Integer):
-        cuda.atomic.add(od.state(), 0, 1)
-        return a[i]
+    counting = counting_reads("ptx_counting_reads", od.float32)
 
     def kernel(out, x):
         i = cuda.grid(1)

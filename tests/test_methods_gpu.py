@@ -7,20 +7,15 @@ import operator
 import numpy as np
 import pytest
 from numba import cuda
-from numba.np import numpy_support
 
 import overdub as od
-from overdub import compiler, dunders, operators
+from helpers import counting_reads
+from overdub import compiler, settings
 
 pytestmark = pytest.mark.gpu
 
 
-@pytest.fixture(scope="module")
-def cp():
-    return pytest.importorskip("cupy")
-
-
-def test_operator_and_math_methods_for_pointers_run_on_the_gpu(cp, make_module):
+def test_operator_and_math_methods_for_pointers_run_on_the_gpu(cupy, make_module):
     m = make_module(
         """
         import math
@@ -42,13 +37,13 @@ def test_operator_and_math_methods_for_pointers_run_on_the_gpu(cp, make_module):
     """,
         prefix="gpu_ptr_methods",
     )
-    x, y = cp.array([0.5], dtype=cp.float32), cp.array([2.0], dtype=cp.float32)
-    out = cp.zeros(3, dtype=cp.float32)
+    x, y = cupy.array([0.5], dtype=cupy.float32), cupy.array([2.0], dtype=cupy.float32)
+    out = cupy.zeros(3, dtype=cupy.float32)
     od.cuda(m.kernel, out, od.pointer(x), od.pointer(y), target="cuda")
     assert out.get().tolist() == pytest.approx([2.5, math.sin(0.5), math.sin(2.5)], rel=1e-6)
 
 
-def test_context_overdubs_of_getitem_and_setitem_apply_on_the_gpu(cp):
+def test_context_overdubs_of_getitem_and_setitem_apply_on_the_gpu(cupy):
     checked = od.Context("gpu_checked")
 
     @checked.overdub(operator.getitem)
@@ -65,8 +60,8 @@ def test_context_overdubs_of_getitem_and_setitem_apply_on_the_gpu(cp):
         if i < out.size:
             out[i] = x[i + 2]
 
-    x = cp.arange(8, dtype=cp.float32)
-    out = cp.zeros(8, dtype=cp.float32)
+    x = cupy.arange(8, dtype=cupy.float32)
+    out = cupy.zeros(8, dtype=cupy.float32)
     od.cuda(kernel, out, x, threads=8, target="cuda", context=checked)
     assert out.get().tolist() == [4, 6, 8, 10, 12, 14, -2, -2]
 
@@ -110,7 +105,7 @@ def test_record_dunders_and_reflected_operands_on_the_gpu(make_module):
     assert out.copy_to_host().tolist() == [4.0, 12.0, 1.0]
 
 
-def test_kernels_on_built_in_types_compute_the_same_with_operators_rerouted(cp, monkeypatch):
+def test_kernels_on_built_in_types_compute_the_same_with_operators_rerouted(cupy, monkeypatch):
     def kernel(out, x, t):
         i = cuda.grid(1)
         if i < x.shape[0]:
@@ -120,22 +115,22 @@ def test_kernels_on_built_in_types_compute_the_same_with_operators_rerouted(cp, 
                 v *= 2
             out[i] = v + x.shape[0] * (i % 3) + t[2]
 
-    x = cp.linspace(-1, 1, 64)
+    x = cupy.linspace(-1, 1, 64)
     results = []
     for mode in ("never", "always"):
         compiler.reset()
-        monkeypatch.setattr(operators, "REROUTE", mode)
-        out = cp.zeros(64)
+        monkeypatch.setattr(settings.REROUTE, "process_value", mode)
+        out = cupy.zeros(64)
         od.cuda(kernel, out, x, (1.5, 2, 7.0), threads=64, target="cuda")
         results.append(out.get().tolist())
     assert results[0] == results[1]
 
 
-def test_struct_dunders_differentiate_an_unchanged_function_on_the_gpu(cp, make_module):
+def test_struct_dunders_differentiate_an_unchanged_function_on_the_gpu(cupy, make_module):
     from test_methods import DUAL
 
     m = make_module(DUAL, prefix="gpu_dual")
-    out = cp.zeros(4)
+    out = cupy.zeros(4)
     od.cuda(m.kernel, out, 0.5, target="cuda")
     x = 0.5
     assert out.get().tolist() == pytest.approx(
@@ -143,20 +138,15 @@ def test_struct_dunders_differentiate_an_unchanged_function_on_the_gpu(cp, make_
     )
 
 
-def test_an_operator_overdub_counts_array_reads_in_the_launch_state_on_the_gpu(cp):
-    counting = od.Context("gpu_counting_reads", state=od.Array[od.int64, 1])
-
-    @counting.overdub(operator.getitem)
-    def _(a: od.Array[od.float32, 1], i: od.Integer):
-        cuda.atomic.add(od.state(), 0, 1)
-        return a[i]
+def test_an_operator_overdub_counts_array_reads_in_the_launch_state_on_the_gpu(cupy):
+    counting = counting_reads("gpu_counting_reads", od.float32)
 
     def kernel(out, x):
         i = cuda.grid(1)
         if i < x.size:
             out[i] = x[i] + x[0]
 
-    x = cp.arange(64, dtype=cp.float32)
-    out, counts = cp.zeros(64, dtype=cp.float32), cp.zeros(1, dtype=cp.int64)
+    x = cupy.arange(64, dtype=cupy.float32)
+    out, counts = cupy.zeros(64, dtype=cupy.float32), cupy.zeros(1, dtype=cupy.int64)
     od.cuda(kernel, out, x, threads=64, target="cuda", context=counting, state=counts)
     assert out.get().tolist() == list(range(64)) and counts.get().tolist() == [128]

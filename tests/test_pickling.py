@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 
 import overdub as od
-
 import picklable
 
 

@@ -7,10 +7,9 @@ import numba
 import numpy as np
 
 import overdub as od
+from helpers import CALLS_F, compiles, method_f
 from overdub import compiler
 from overdub.runtime import runtime
-
-from helpers import compiles
 
 
 def collected(ref) -> bool:
@@ -40,25 +39,12 @@ def test_a_redefined_kernel_function_and_its_compiled_code_are_released(make_mod
 
 
 def test_a_replaced_methods_code_is_released_once_no_kernel_uses_it(make_module):
-    m = make_module("""
-        import overdub as od
-
-        @od.function
-        def f(x: od.Integer):
-            return 1
-
-        def kernel(out):
-            out[0] = f(0)
-    """)
+    m = make_module(method_f("1") + CALLS_F)
     od.cuda(m.kernel, np.zeros(1, dtype=np.int64))
     old_def = weakref.ref(od.which(m.f, od.int64).func)
     [old_instance] = [n for n in runtime.methods.nodes() if n.job.func is old_def()]
     old_instance = weakref.ref(old_instance)
-    m.run("""
-        @od.function
-        def f(x: od.Integer):
-            return 2
-    """)
+    m.run(method_f("2"))
     out = np.zeros(1, dtype=np.int64)
     od.cuda(m.kernel, out)
     assert out[0] == 2
@@ -105,11 +91,7 @@ def test_invalidation_removes_the_dead_kernel_from_the_backedges_of_what_stays_v
     g_match = m.g.table.dispatch((od.int64,))
     [kernel] = [k for k in runtime.kernels.nodes() if k.job.func is m.kernel]
     assert kernel in g_match.dependents()
-    m.run("""
-        @od.function
-        def f(x: od.Integer):
-            return 2
-    """)
+    m.run(method_f("2"))
     assert not kernel.valid and g_match.valid
     assert kernel not in g_match.dependents() and kernel.edges == {}
 
@@ -131,11 +113,7 @@ def test_a_method_instances_cuda_registration_is_removed_when_it_dies(make_modul
     target_context, impl_key = instance.keepalive.cres.target_context, instance.impl_key
     assert impl_key in target_context._defns
     del instance
-    m.run("""
-        @od.function
-        def f(x: od.Integer):
-            return x + 2
-    """)
+    m.run(method_f("x + 2"))
     od.code_ptx(m.kernel, array_type)
     gc.collect()
     runtime.collect()
@@ -143,16 +121,7 @@ def test_a_method_instances_cuda_registration_is_removed_when_it_dies(make_modul
 
 
 def test_reset_forgets_every_compiled_thing_and_zeroes_the_counters(make_module):
-    m = make_module("""
-        import overdub as od
-
-        @od.function
-        def f(x: od.Integer):
-            return 1
-
-        def kernel(out):
-            out[0] = f(0)
-    """)
+    m = make_module(method_f("1") + CALLS_F)
     out = np.zeros(1, dtype=np.int64)
     od.cuda(m.kernel, out)
     match = m.f.table.dispatch((od.int64,))

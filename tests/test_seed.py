@@ -8,7 +8,6 @@ import runpy
 import subprocess
 import sys
 
-
 REPO = pathlib.Path(__file__).resolve().parent.parent
 SEED = REPO / "examples" / "seed_redefinition.py"
 

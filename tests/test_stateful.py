@@ -18,7 +18,6 @@ CI runs a few hundred steps; the slow test (OVERDUB_SLOW=1) runs at least 10^4.
 
 import linecache
 import math
-import threading
 import textwrap
 
 import numpy as np
@@ -28,8 +27,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
 
 import overdub as od
-
-from helpers import unique_name
+from helpers import in_threads, unique_name
 
 N_FUNCTIONS, N_HELPERS, N_GLOBALS = 3, 2, 2
 ARGUMENTS = {"int": "7", "float": "2.5"}
@@ -126,7 +124,7 @@ class Model:
         env.update(GZ=float(self.gz), captured=self.captured, math=math)
         env.update({f"h{k}": self.helper(k, env, context) for k in range(N_HELPERS)})
         for i in range(N_FUNCTIONS):
-            env[f"f{i}"] = (lambda i: lambda x: eval(self.dispatch(i, x), env, {"x": x}))(i)
+            env[f"f{i}"] = (lambda j: lambda x: eval(self.dispatch(j, x), env, {"x": x}))(i)
         env["fd"] = lambda x, k=3: eval(self.fd.get("int", self.fd["any"]), env, {"x": x, "k": k})
         return [int(eval(call, env)) for call in CALLS]  # int(): the int64 store truncates
 
@@ -228,19 +226,7 @@ class NothingStale(RuleBasedStateMachine):
     @rule()
     def launch_from_several_threads_at_once(self):
         outs = np.zeros((3, len(CALLS)), dtype=np.int64)
-        errors = []
-
-        def launch(row):
-            try:
-                od.cuda(self.namespace["kernel"], row)
-            except BaseException as error:  # noqa: BLE001 -- any error is the failure
-                errors.append(error)
-
-        threads = [threading.Thread(target=launch, args=(row,)) for row in outs]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
+        errors = in_threads(lambda row: od.cuda(self.namespace["kernel"], row), outs)
         assert errors == [] and outs.tolist() == [self.model.results()] * 3
 
     @invariant()

@@ -4,15 +4,16 @@ them, arrays of them, named tuples, and what a redefinition of a struct class do
 Kernels are built with the ``make_module`` fixture (source in a real file), like the other kernel tests.
 """
 
+import functools
 import re
 import threading
-import typing
 
 import numpy as np
 import pytest
 from numba.core import types
 
 import overdub as od
+from helpers import run
 from overdub.compiler import CompileError
 
 SHAPES = """
@@ -102,10 +103,8 @@ def m(make_module):
     return make_module(SHAPES, prefix="structs")
 
 
-def launch(kernel, *args, n=4, dtype=np.float64, threads=1):
-    out = np.zeros(n, dtype=dtype)
-    od.cuda(kernel, out, *args, threads=threads, target="cpu")
-    return out.tolist()
+launch = functools.partial(run, n=4, dtype=np.float64, target="cpu")
+"""helpers.run as the struct kernels here use it: they write up to four float64s."""
 
 
 # --- host values ------------------------------------------------------------------------------------------
@@ -385,15 +384,18 @@ def test_a_struct_global_is_a_constant_of_its_type(m):
 
 # --- arrays of structs ------------------------------------------------------------------------------------
 
+AREAS_THEN_GROW = """
+def k(out, ps):
+    i = cuda.grid(1)
+    c = ps[i]
+    out[i] = area(c)
+    ps[i] = Circle(c.r + 1)
+"""
+"""A kernel writing the area of each circle of ``ps`` to ``out``, then storing the circle one larger."""
+
 
 def test_elements_of_a_struct_array_are_struct_values_loaded_and_stored(m):
-    m.run("""
-        def k(out, ps):
-            i = cuda.grid(1)
-            c = ps[i]
-            out[i] = area(c)
-            ps[i] = Circle(c.r + 1)
-    """)
+    m.run(AREAS_THEN_GROW)
     ps = od.struct_array(m.Circle, 4, target="cpu")
     ps["r"] = [0, 1, 2, 3]
     assert launch(m.k, ps, threads=4) == [0.0, 3.0, 12.0, 27.0]
@@ -448,7 +450,7 @@ def test_two_structs_of_identical_fields_are_different_types_in_arrays(m):
 def test_struct_array_takes_only_concrete_struct_classes(m):
     with pytest.raises(TypeError, match="parametric one: instantiate it"):
         od.struct_array(m.Dual, 3, target="cpu")
-    with pytest.raises(TypeError, match="concrete @od.struct class"):
+    with pytest.raises(TypeError, match=r"concrete @od.struct class"):
         od.struct_array(m.Shape, 3, target="cpu")
     assert od.struct_array(m.Dual[od.float32], (2, 3), target="cpu").dtype == m.Dual[od.float32].dtype
 
@@ -597,7 +599,7 @@ def test_arrays_of_a_redefined_struct_are_refused(m):
         class Circle(Shape):
             r: od.float64
     """)
-    with pytest.raises(TypeError, match="cannot pass an array of Circle: .*redefined"):
+    with pytest.raises(TypeError, match=r"cannot pass an array of Circle: .*redefined"):
         launch(m.k, ps, n=1)
     assert launch(m.k, od.struct_array(m.Circle, 1, target="cpu"), n=1) == [0.0]
 
@@ -672,12 +674,14 @@ def test_ptx_dispatches_on_the_parameter_of_a_parametric_struct(m):
 def test_cuda_parameter_slots_of_struct_and_named_tuple_values(m, make_module):
     from overdub import arguments
 
-    kind = arguments.kind_of(m.Ring(m.Circle(1.0), m.Circle(2.0)))
-    assert kind.cuda_slots(m.Ring.__overdub_type__) == ("dd?7x", "{v}.inner.r, {v}.outer.r, {v}.filled")
+    slots = arguments.value_slots(m.Ring.__overdub_type__)
+    assert arguments.slot_format(slots) == "<dd?7x"
+    assert arguments.slot_values(slots, "v", {}) == ["v.inner.r", "v.outer.r", "v.filled"]
     n = make_module(NAMED, prefix="named_slots")
     point = n.Point(1.0, 2.0)
     kind = arguments.kind_of(point)
-    assert kind.cuda_slots(kind.typeof(point)) == ("dd", "{v}[0], {v}[1]")
+    slots = kind.slots(kind.signature(point), kind.typeof(point))
+    assert (arguments.slot_format(slots), arguments.slot_values(slots, "v", {})) == ("<dd", ["v[0]", "v[1]"])
     assert kind.typeof(n.Point(1, 2.0)) == types.NamedTuple((od.int64, od.float64), n.Point)
 
 
@@ -694,21 +698,11 @@ def test_a_struct_of_a_redefined_class_is_refused_on_the_cuda_target_too(m):
         get_target("cuda").typeof(old)
 
 
-@pytest.fixture
-def cp():
-    return pytest.importorskip("cupy")
-
-
-def launch_gpu(kernel, *args, n=4, threads=1):
-    import cupy
-
-    out = cupy.zeros(n, dtype=np.float64)
-    od.cuda(kernel, out, *args, threads=threads, target="cuda")
-    return out.get().tolist()
+launch_gpu = functools.partial(launch, target="cuda")
 
 
 @pytest.mark.gpu
-def test_gpu_struct_arguments_by_value_and_dispatch(m, cp):
+def test_gpu_struct_arguments_by_value_and_dispatch(m, cupy):
     m.run("""
         def k(out, c, s, ring):
             out[0] = area(c)
@@ -722,27 +716,21 @@ def test_gpu_struct_arguments_by_value_and_dispatch(m, cp):
 
 
 @pytest.mark.gpu
-def test_gpu_struct_array_elements_read_and_written(m, cp):
-    m.run("""
-        def k(out, ps):
-            i = cuda.grid(1)
-            c = ps[i]
-            out[i] = area(c)
-            ps[i] = Circle(c.r + 1)
-    """)
+def test_gpu_struct_array_elements_read_and_written(m, cupy):
+    m.run(AREAS_THEN_GROW)
     ps = od.struct_array(m.Circle, 4, target="cuda")
     host = np.zeros(4, dtype=m.Circle.dtype)
     host["r"] = [0, 1, 2, 3]
     ps.set(host)
     assert launch_gpu(m.k, ps, threads=4) == [0.0, 3.0, 12.0, 27.0]
     assert ps.get()["r"].tolist() == [1.0, 2.0, 3.0, 4.0]
-    plain = cp.asarray(np.zeros(4, dtype=np.dtype([("r", "f8")], align=True)))
+    plain = cupy.asarray(np.zeros(4, dtype=np.dtype([("r", "f8")], align=True)))
     with pytest.raises(od.MethodError):  # same fields, no struct: not taken for Circle
         launch_gpu(m.k, plain, threads=4)
 
 
 @pytest.mark.gpu
-def test_gpu_parametric_struct_dispatch_and_construction(m, cp):
+def test_gpu_parametric_struct_dispatch_and_construction(m, cupy):
     m.run("""
         def k(out, x, d):
             e = Dual(x, 1.0)
@@ -756,6 +744,6 @@ def test_gpu_parametric_struct_dispatch_and_construction(m, cp):
 
 
 @pytest.mark.gpu
-def test_gpu_named_tuple_argument(make_module, cp):
+def test_gpu_named_tuple_argument(make_module, cupy):
     n = make_module(NAMED, prefix="named_gpu")
     assert launch_gpu(n.k, n.Point(1.0, -2.0), n=2) == [3.0, 12.0]

@@ -3,9 +3,8 @@
 import threading
 
 import overdub as od
-from overdub import world
-
 from helpers import fresh
+from overdub import world
 
 
 class Dependent(world.Node):

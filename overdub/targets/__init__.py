@@ -13,9 +13,12 @@ A target's ``name`` is what users pass (``od.cuda(..., target="cuda")``); ``labe
 from __future__ import annotations
 
 import functools
-import os
-from typing import Any, Callable, ContextManager, Protocol
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from typing import Any, Protocol
 
+from .. import settings
+from ..runtime import runtime
 from . import cpu, cuda
 from .options import CompileOptions, debug_default
 
@@ -35,9 +38,10 @@ class LaunchFunction(Protocol):
 class Launcher(Protocol):
     """What a target makes of a compiled kernel."""
 
-    def launch_function(self, kernel, args: tuple, argtypes: tuple) -> LaunchFunction:
-        """The launch function for ``kernel`` and arguments like ``args`` (typed ``argtypes``). It guards
-        every argument that has an :mod:`overdub.arguments` kind; the caller caches it only then."""
+    def launch_function(self, kernel, described: tuple) -> LaunchFunction:
+        """The launch function for ``kernel`` and arguments like the ``described`` ones (each an
+        :class:`overdub.arguments.Argument`). It guards every argument that has a kind; the caller caches it
+        only then."""
 
     def suggested_block_size(self, shmem: int = 0) -> int:
         """A good number of threads per block for this kernel (``forall``)."""
@@ -50,15 +54,19 @@ class Target(Protocol):
     label: str  # how messages name it
     base: Any  # its base context: od.CPU, od.CUDA
     root: Any  # the end of every chain: its forwards and replacements
-    compile_lock: ContextManager  # held while compiling for it
+    compile_lock: AbstractContextManager[Any]  # held while compiling for it
     options: CompileOptions  # how it compiles; another value is another target (``configured``)
     cache_tag: str  # what its code depends on besides the kernel: CPU or compute capability, options
 
-    def configured(self, options: CompileOptions) -> "Target":
+    def configured(self, options: CompileOptions) -> Target:
         """This target compiling with ``options`` (itself when they are its own): one object per value."""
 
+    def argument(self, value) -> Any:
+        """A launch argument described (:class:`overdub.arguments.Argument`: kind, signature, numba type) as this
+        target takes it; raises for values it cannot take (device memory on the CPU, host memory on CUDA)."""
+
     def typeof(self, value) -> Any:
-        """The numba type of a launch argument on this target (raises for values it cannot take)."""
+        """The numba type of a launch argument on this target: ``argument(value).type``."""
 
     def compile_method(self, func: Callable, typing_context, argtypes: tuple, kwtypes: dict) -> tuple:
         """Compile a rewritten callee while its caller is typed: (signature, implementation key for numba's
@@ -92,13 +100,7 @@ gpu_usable = cuda.gpu_usable
 
 def default_target() -> str:
     """``$OVERDUB_TARGET`` if set, else "cuda" when a GPU is usable, else "cpu"."""
-    name = os.environ.get("OVERDUB_TARGET")
-    if name and name not in _TARGETS:
-        raise ValueError(
-            f"the environment variable OVERDUB_TARGET is {name!r}: set it to 'cpu' or 'cuda', or unset "
-            f"it to use the GPU when one is usable"
-        )
-    return name or ("cuda" if gpu_usable() else "cpu")
+    return settings.TARGET.value() or ("cuda" if gpu_usable() else "cpu")
 
 
 _TARGETS = {"cpu": lambda: cpu.TARGET, "cuda": lambda: cuda.target_for(cuda.device_cc())}
@@ -120,15 +122,13 @@ def get_target(name=None, debug: bool | None = None) -> Target:
     else:
         raise TypeError(f"target= takes 'cpu' or 'cuda', not {name!r}")
     if debug is None:
-        debug = target.options.debug or _debug_default()
+        debug = target.options.debug or debug_default()
     return target.configured(target.options.replaced(debug=bool(debug)))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _default() -> Target:
     return get_target(default_target(), debug=False)
 
 
-@functools.lru_cache(maxsize=None)
-def _debug_default() -> bool:
-    return debug_default()
+runtime.register_cache(f"{__name__}._default", _default, kept="fixed at first use: launches and synchronize agree")

@@ -26,22 +26,23 @@ import threading
 import weakref
 
 import numpy as np
-
 from numba import cuda as numba_cuda
 from numba.core import types
 from numba.core.compiler_lock import global_compiler_lock
 from numba.core.typing.templates import signature
 from numba.cuda import dispatcher as numba_cuda_dispatcher
 from numba.cuda.codegen import CUDACodeLibrary
-from numba.cuda.descriptor import cuda_target
 from numba.cuda.compiler import compile_cuda, kernel_fixup
 from numba.cuda.cudadrv import nvvm
+from numba.cuda.descriptor import cuda_target
 from numba.cuda.typing.typeof import Purpose
 from numba.cuda.typing.typeof import typeof as cuda_typeof
 
 from .. import arguments, bridge
+from ..bridge.hidden import HiddenArgumentCall
 from ..context import CUDA, TargetRoot
 from ..intrinsics import cuprintln
+from ..runtime import runtime
 from . import launchfn
 from .options import CompileOptions, Configurable
 
@@ -120,12 +121,24 @@ class Driver:
         return function if not err else kernel
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def driver() -> Driver:
     return Driver()
 
 
+runtime.register_cache(f"{__name__}.driver", driver, kept="the CUDA driver's bindings, one per process")
+
+
 # --- launcher -------------------------------------------------------------------------------------------
+
+
+def _slots(argument) -> tuple:
+    """An argument's CUDA parameter slots (:class:`overdub.arguments.Slot`), refusing what has no kind."""
+    if argument.kind is None:
+        raise TypeError(
+            f"overdub cannot pass a {type(argument.value).__name__} (typed {argument.type}) to a CUDA kernel"
+        )
+    return argument.kind.slots(argument.signature, argument.type)
 
 
 class CUDALauncher:
@@ -148,42 +161,35 @@ class CUDALauncher:
                 self.function = driver().function(self.library)
         return self.function
 
-    def launch_function(self, kernel, args, argtypes):
+    def launch_function(self, kernel, described):
+        slots = [_slots(argument) for argument in described]
         if self.cooperative or self.call_helper is not None:
-            return self._generated(kernel, args, argtypes)
-        return self._native(kernel, args, argtypes) or self._generated(kernel, args, argtypes)
+            return self._generated(kernel, described, slots)
+        return self._native(kernel, described, slots) or self._generated(kernel, described, slots)
 
-    def _native(self, kernel, args, argtypes):
+    def _native(self, kernel, described, slots):
         """The C launch function, where the extension is built, every argument's kind has a native spec and
         the kernel's parameter slots fit its buffer."""
-        kinds = [arguments.kind_of(value) for value in args]
-        if _fastlaunch is None or None in kinds:
+        if _fastlaunch is None or sum(map(len, slots)) > arguments.MAX_NATIVE_SLOTS:
             return None
-        specs = [kind.native_spec(kind.signature(value), ty) for kind, value, ty in zip(kinds, args, argtypes)]
+        specs = [a.kind.native_spec(a.signature, arg_slots) for a, arg_slots in zip(described, slots)]
         checks = kernel.guard.native_checks()
         if None in specs or checks is None:
-            return None
-        if sum(kind.slot_count(ty) for kind, ty in zip(kinds, argtypes)) > arguments.MAX_NATIVE_SLOTS:
             return None
         return _fastlaunch.Launcher(
             kernel, checks, specs, int(self._function()), driver().launch_kernel_address, stream_handle
         )
 
-    def _generated(self, kernel, args, argtypes):
+    def _generated(self, kernel, described, slots):
         """The Python launch function: one ``struct.pack_into`` writes every slot of one parameter buffer
         (per launcher, under its lock: the driver copies it during the call)."""
-        formats, values = [], []
-        for name, value, ty in zip(launchfn.argument_names(len(args)), args, argtypes):
-            kind = arguments.kind_of(value)
-            if kind is None:
-                raise TypeError(f"overdub cannot pass a {type(value).__name__} (typed {ty}) to a CUDA kernel")
-            fmt, expression = kind.slots(value, ty)
-            formats.append(fmt)
-            values.append(expression.format(v=name))
-        layout = struct.Struct("<" + "".join(formats))
+        namespace, values = {}, []
+        for name, arg_slots in zip(launchfn.argument_names(len(slots)), slots):
+            values += arguments.slot_values(arg_slots, name, namespace)
+        layout = struct.Struct(arguments.slot_format([slot for arg_slots in slots for slot in arg_slots]))
         buffer = ctypes.create_string_buffer(max(layout.size, 8))
         base = ctypes.addressof(buffer)
-        slots = (ctypes.c_void_p * max(layout.size // 8, 1))(*[base + 8 * i for i in range(layout.size // 8)])
+        addresses = (ctypes.c_void_p * max(layout.size // 8, 1))(*[base + 8 * i for i in range(layout.size // 8)])
         enqueue = (
             "drv.launch_cooperative(function, gx, gy, gz, tx, ty, tz, shmem, hstream, slot_addresses)"
             if self.cooperative
@@ -202,21 +208,20 @@ class CUDALauncher:
             "        launch_failed(err)",
             *(["    raise_error(hstream)"] if checked else []),
         ]
-        namespace = {
+        namespace |= {
             "drv": driver(),
             "lock": self.lock,
             "pack_into": layout.pack_into,
             "buffer": buffer,
-            "slots": slots,
-            "slot_addresses": ctypes.addressof(slots),
+            "slots": addresses,  # kept alive by the launch function
+            "slot_addresses": ctypes.addressof(addresses),
             "function": self._function(),
             "launch_failed": self._failed,
-            "interface_fields": arguments.interface_fields,
             "check_co_resident": self._check_co_resident,
             "clear_error": self._clear_error,
             "raise_error": self._raise_error,
         }
-        return launchfn.generate(kernel, args, argtypes, body, namespace)
+        return launchfn.generate(kernel, described, body, namespace)
 
     def suggested_block_size(self, shmem: int = 0) -> int:
         """The driver's occupancy-optimal block size for this kernel."""
@@ -412,12 +417,12 @@ class CUDATarget(Configurable):
         """What the PTX depends on besides the kernel: the compute capability and the compile options."""
         return f"{self.label}:{self.options!r}"
 
-    def typeof(self, value):
+    def argument(self, value) -> arguments.Argument:
         kind = arguments.kind_of(value)
         if kind is None:
             ty = cuda_typeof(value, Purpose.argument)
             arguments.refuse_container(value, ty)
-            return ty
+            return arguments.Argument(value, None, None, ty)
         if kind.memory(value) == "host":
             raise HostMemoryError(
                 f"a {kind.name.replace('_', ' ')} ({value!r:.60}) lives in host memory: pass a cupy "
@@ -425,7 +430,10 @@ class CUDATarget(Configurable):
                 f"object, or od.pointer of one to a CUDA kernel, or launch through od.jit, which "
                 f"copies host arrays and records as numba-cuda does"
             )
-        return kind.typeof(value)
+        return arguments.Argument.of_kind(value, kind)
+
+    def typeof(self, value):
+        return self.argument(value).type
 
     def compile_method(self, func, typing_context, argtypes, kws):
         folded, pysig = bridge.fold_call(func, argtypes, kws)
@@ -437,7 +445,7 @@ class CUDATarget(Configurable):
     def call_with_state(self, sig, impl_key):
         from numba.cuda.descriptor import cuda_target
 
-        calls = bridge.HiddenArgumentCall(cuda_target.target_context, sig, impl_key)
+        calls = HiddenArgumentCall(cuda_target.target_context, sig, impl_key)
         return calls.sig, calls.impl_key, calls
 
     def compile_kernel(self, func, argtypes):
@@ -516,13 +524,16 @@ class CUDATarget(Configurable):
             )
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def target_for(cc: tuple[int, int]) -> CUDATarget:
     """The CUDA target for one compute capability (each keeps its own kernels)."""
     return CUDATarget(cc)
 
 
-@functools.lru_cache(maxsize=None)
+runtime.register_cache(f"{__name__}.target_for", target_for, kept="a target is a definition: kernels are keyed by it")
+
+
+@functools.cache
 def gpu_usable() -> bool:
     """Whether numba-cuda finds a usable GPU (asked once)."""
     try:
@@ -531,7 +542,10 @@ def gpu_usable() -> bool:
         return False
 
 
-@functools.lru_cache(maxsize=None)
+runtime.register_cache(f"{__name__}.gpu_usable", gpu_usable, kept="a fact of the machine, asked once")
+
+
+@functools.cache
 def device_cc() -> tuple[int, int]:
     """The current device's compute capability, or sm_90 where there is no usable GPU (compiling needs none)."""
     try:
@@ -540,3 +554,6 @@ def device_cc() -> tuple[int, int]:
     except Exception:  # a broken driver install: compile for the default
         pass
     return DEFAULT_CC
+
+
+runtime.register_cache(f"{__name__}.device_cc", device_cc, kept="a fact of the machine, asked once")

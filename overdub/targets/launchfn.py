@@ -50,11 +50,12 @@ def argument_names(n: int) -> list[str]:
     return [f"a{i}" for i in range(n)]
 
 
-def generate(kernel, args: tuple, argtypes: tuple, body: list[str], namespace: dict):
-    """The launch function of ``kernel`` for arguments like ``args``: guarded where every argument has a kind
-    (``launch.guarded`` says whether it is), running ``body`` (the target's statements) with ``namespace``."""
-    names = argument_names(len(args))
-    guarded = arguments.signature_guards(names, args, argtypes)
+def generate(kernel, described: tuple, body: list[str], namespace: dict):
+    """The launch function of ``kernel`` for arguments like the ``described`` ones (:class:`overdub.arguments.
+    Argument`): guarded where every argument has a kind (``launch.guarded`` says whether it is), running
+    ``body`` (the target's statements) with ``namespace``."""
+    names = argument_names(len(described))
+    guarded = arguments.signature_guards(names, described)
     conditions, consts = guarded if guarded is not None else ([], {})
     lines = [
         "def launch(args, blocks, threads, shmem, stream):",

@@ -12,6 +12,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, fields, replace
 
+from .. import settings
+
 __all__ = ["CompileOptions", "Configurable", "debug_default"]
 
 
@@ -44,7 +46,7 @@ class CompileOptions:
     lto: bool = False
 
     @classmethod
-    def of(cls, **options) -> "CompileOptions":
+    def of(cls, **options) -> CompileOptions:
         """Options from numba-cuda's keyword arguments, checked: an unknown name or a wrong value is a
         TypeError naming it."""
         known = {f.name for f in fields(cls)}
@@ -58,7 +60,7 @@ class CompileOptions:
             values[name] = _checked(name, value)
         return cls(**values)
 
-    def replaced(self, **changes) -> "CompileOptions":
+    def replaced(self, **changes) -> CompileOptions:
         return replace(self, **{name: _checked(name, value) for name, value in changes.items()})
 
     def describe(self) -> str:
@@ -99,11 +101,9 @@ def _checked(name: str, value):
 
 
 def debug_default() -> bool:
-    """``OVERDUB_DEBUG=1`` turns debug on for every launch that does not say otherwise."""
-    value = os.environ.get("OVERDUB_DEBUG", "")
-    if value not in ("", "0", "1"):
-        raise ValueError(f"the environment variable OVERDUB_DEBUG is {value!r}: set it to 1 (checked kernels) or 0")
-    return value == "1"
+    """``OVERDUB_DEBUG=1`` turns debug on for every launch that does not say otherwise (read once per process,
+    at the first launch that asks)."""
+    return settings.DEBUG.value()
 
 
 class Configurable:
@@ -114,11 +114,11 @@ class Configurable:
     options = CompileOptions()
 
     @property
-    def plain(self) -> "Configurable":
+    def plain(self) -> Configurable:
         """The target with the default options, of which this one is a configuration."""
         return self.__dict__.get("_plain", self)
 
-    def configured(self, options: CompileOptions) -> "Configurable":
+    def configured(self, options: CompileOptions) -> Configurable:
         if options == self.options:
             return self
         plain = self.plain
@@ -132,7 +132,7 @@ class Configurable:
             variant = variants.setdefault(options, made)
         return variant
 
-    def _with_options(self, options: CompileOptions) -> "Configurable":
+    def _with_options(self, options: CompileOptions) -> Configurable:
         raise NotImplementedError
 
     def _label(self, base: str) -> str:

@@ -23,12 +23,16 @@ import numpy as np
 from llvmlite import ir
 from numba.core import cgutils
 
+from ...runtime import runtime
+
 __all__ = ["checking", "install", "raise_recorded"]
 
 _numba_boundscheck = cgutils.do_boundscheck
 _state = threading.local()
 _sites: list[tuple[str, str]] = []  # site id -> (where, what is indexed)
 _site_ids: dict[tuple[str, str], int] = {}
+runtime.register_cache(f"{__name__}._sites", _sites, kept="site ids are compiled into checked code")
+runtime.register_cache(f"{__name__}._site_ids", _site_ids, kept="site ids are compiled into checked code")
 _RECORD = np.zeros(10, dtype=np.int64)  # site + 1, index, size, axis, thread xyz, block xyz
 _I64 = ir.IntType(64)
 _read_slot = None

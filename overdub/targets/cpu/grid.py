@@ -18,11 +18,12 @@ from llvmlite import ir
 from numba.core import cgutils, types
 from numba.core.extending import intrinsic
 
-from .atomics import set_parallel
 from ...rewrite import STATE_PARAMETER
+from ...runtime import runtime
+from .atomics import set_parallel
 from .guard import x_bounds
-from .state import NEEDS_BLOCK_ROWS, fiber_slot, set_row, set_slot, set_x
-from .runner import NEEDS_FIBERS, NEEDS_GRID_SYNC, native_call
+from .runner import Need, native_call
+from .state import fiber_slot, set_row, set_slot, set_x
 from .sync import SYNC_NAMES
 
 MODES = {"grid loop": 0, "block fibers": 1, "grid fibers": 2, "block rows": 3}
@@ -34,6 +35,7 @@ def _packed(argtypes) -> types.Tuple:
 
 
 _loaders: dict = {}  # launch tuple type -> its loader: numba's typing keeps every intrinsic's template
+runtime.register_cache(f"{__name__}._loaders", _loaders, kept="numba's typing keeps every intrinsic's template")
 
 
 def _args_loader(packed: types.Tuple):
@@ -77,8 +79,13 @@ def narrow(typingctx, op, bound, lo, hi):
             top = ir.Constant(value.type, 2**63 - 1)
             at_top = builder.icmp_signed("==", value, top)
             successor = builder.add(value, ir.Constant(value.type, 1))  # not taken at the top
-            smin = lambda a, b: builder.select(builder.icmp_signed("<", a, b), a, b)
-            smax = lambda a, b: builder.select(builder.icmp_signed(">", a, b), a, b)
+
+            def smin(a, b):
+                return builder.select(builder.icmp_signed("<", a, b), a, b)
+
+            def smax(a, b):
+                return builder.select(builder.icmp_signed(">", a, b), a, b)
+
             if relation == "<":
                 high = smin(high, value)
             elif relation == "<=":  # x <= top holds for every x
@@ -166,7 +173,7 @@ def body(address, first, end, row):
 """
 
 # A kernel taking a launch's state as its hidden first parameter gets its callees' state from the first argument
-# of the function it is inlined into (bridge.hidden_argument): there the loops are a function of the arguments
+# of the function it is inlined into (bridge.hidden.hidden_argument): there the loops are a function of the arguments
 # first, which the body the runner calls passes on.
 _ARGUMENTS_FIRST = """
 def grid({args_first}gx, gy, gz, bx, by, bz, parallel, first, end, row):
@@ -323,6 +330,7 @@ def entry(mode, workers, body, gx, gy, gz, bx, by, bz, shmem{params}):
     return run_grid(mode, workers, body, gx, gy, gz, bx, by, bz, shmem, (gx, gy, gz, bx, by, bz, parallel{params}))
 """
 _entries: dict = {}  # argument types -> entry: code of numba types only, kept for the process
+runtime.register_cache(f"{__name__}._entries", _entries, kept="code of numba types only, no overdub state")
 
 
 def entry_types(argtypes) -> tuple:
@@ -383,15 +391,15 @@ def compile_grid_body(func, argtypes: tuple, needs: set, options: dict):
     grid loop is compiled again as a thread body when it turned out to need fibers."""
     template = THREAD_BODY if uses_sync(func) else ROW_LOOP
     body, address = compile_body(func, argtypes, template, options)
-    if template is ROW_LOOP and NEEDS_FIBERS in needs:
+    if template is ROW_LOOP and Need.FIBERS in needs:
         body, address = compile_body(func, argtypes, THREAD_BODY, options)
     mode = (
         "grid fibers"
-        if NEEDS_GRID_SYNC in needs
+        if Need.GRID_SYNC in needs
         else "block fibers"
-        if NEEDS_FIBERS in needs
+        if Need.FIBERS in needs
         else "block rows"
-        if NEEDS_BLOCK_ROWS in needs
+        if Need.BLOCK_ROWS in needs
         else "grid loop"
     )
     return body, address, mode

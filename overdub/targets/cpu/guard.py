@@ -31,8 +31,9 @@ from numba.core import types as nt
 from numba.core.compiler import run_frontend
 
 from ...context import POSTHOOK, PREHOOK, TargetRoot
-from ...operators import INPLACE, tables
+from ...operators import INPLACE
 from ...rewrite import CHAIN_MARK, ModuleProxy, Overdubbed
+from ...tables import asked
 
 __all__ = ["x_bounds"]
 
@@ -42,6 +43,11 @@ _NEGATED = {"<": ">=", "<=": ">", ">": "<=", ">=": "<"}
 _ARITHMETIC = {operator.add: "+", operator.sub: "-", operator.mul: "*", operator.floordiv: "//"}
 _PURE_CALLS = (numba_cuda.grid, numba_cuda.gridsize, bool, len, min, max, abs)
 _IDIOM = (numba_cuda.grid, numba_cuda.gridsize, numba_cuda.threadIdx, numba_cuda.blockIdx, numba_cuda.blockDim)
+
+
+def _tables(chain: tuple, callee) -> list:
+    """The tables a call of ``callee`` asks (:func:`overdub.tables.asked`)."""
+    return [each.table for each in asked(chain, callee)]
 
 
 def x_bounds(func) -> tuple[tuple[str, str], ...]:
@@ -68,7 +74,7 @@ def _idiom_is_plain(chain: tuple) -> bool:
             continue
         if any(ctx.forwarded(f) is not None for f in _IDIOM) or any(ctx.replacement(f) is not None for f in _IDIOM):
             return False
-    return all(table.is_empty() for f in (numba_cuda.grid, numba_cuda.gridsize) for table in tables(chain, f))
+    return all(table.is_empty() for f in (numba_cuda.grid, numba_cuda.gridsize) for table in _tables(chain, f))
 
 
 _NUMBERS = tuple(sorted(nt.integer_domain, key=str)) + (nt.float32, nt.float64, nt.boolean)
@@ -81,7 +87,7 @@ def _numba_s_on_numbers(chain: tuple, op, arity: int) -> bool:
     numbers, added later, recompiles it.)"""
     pairs = [(t,) for t in _NUMBERS] if arity == 1 else [(a, b) for a in _NUMBERS for b in _NUMBERS]
     for each in (op, INPLACE.get(op)):
-        for table in tables(chain, each) if each is not None else ():
+        for table in _tables(chain, each) if each is not None else ():
             if not table.is_empty() and any(m.applies_to(types) for m in table.methods for types in pairs):
                 return False
     return True
@@ -164,7 +170,7 @@ class _Walk:
         ``min`` and ``max`` may have methods too.)"""
         if expr.op in ("binop", "inplace_binop", "unary"):
             key = (expr.fn, 1 if expr.op == "unary" else 2)
-        elif expr.op == "getitem" or expr.op == "static_getitem" and expr.index_var is not None:
+        elif expr.op == "getitem" or (expr.op == "static_getitem" and expr.index_var is not None):
             key = (operator.getitem, 0)  # on arrays: any method or overdub counts
         elif expr.op == "call" and _resolved(self._value_of(expr.func)) in (bool, abs, min, max):
             key = (_resolved(self._value_of(expr.func)), len(expr.args))
@@ -176,7 +182,7 @@ class _Walk:
             known = self.numba_s[key] = (
                 _numba_s_on_numbers(self.chain, op, arity)
                 if arity in (1, 2)
-                else all(table.is_empty() for table in tables(self.chain, op))
+                else all(table.is_empty() for table in _tables(self.chain, op))
             )
         return known
 
@@ -240,8 +246,7 @@ class _Walk:
                 isinstance(stmt, ir.Assign)
                 and (
                     isinstance(stmt.value, (ir.Const, ir.Var))
-                    or isinstance(stmt.value, ir.Expr)
-                    and stmt.value.op == "cast"
+                    or (isinstance(stmt.value, ir.Expr) and stmt.value.op == "cast")
                 )
             ):
                 return False

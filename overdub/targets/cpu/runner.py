@@ -7,6 +7,7 @@ runner, so code loaded from the disk cache calls the runner of the process that 
 
 from __future__ import annotations
 
+import enum
 import hashlib
 import pathlib
 
@@ -15,6 +16,7 @@ from llvmlite import ir
 from numba.core import cgutils
 
 from ... import bridge, world
+from ...runtime import runtime
 
 try:
     from ... import _cpugrid
@@ -31,8 +33,24 @@ _SYMBOL_PREFIX = "overdub_cpugrid_"
 for _name, _address in (SYMBOLS or {}).items():
     llvm.add_symbol(_SYMBOL_PREFIX + _name, _address)
 
-NEEDS_FIBERS = "block fibers"
-NEEDS_GRID_SYNC = "grid fibers"
+
+class Need(enum.Enum):
+    """What a kernel's code (or a callee's) needs of the runner, recorded at its code generation in the
+    ``needs`` of the kernel being built (which its callers inherit, and the disk cache stores: a member pickles
+    by its name). The runner's mode for the kernel follows from them."""
+
+    FIBERS = "block fibers"
+    """Its threads run as fibers of their block: it synchronizes, uses shared memory or warp functions."""
+    GRID_SYNC = "grid fibers"
+    """Every block of its grid is resident at once: it synchronizes the grid."""
+    BLOCK_ROWS = "thread and block x indices apart"
+    """Rows of one block. A row loop sets the thread's and the block's x index as ``x - q * bx`` and ``q``,
+    ``q`` the first block of the row: exact where the row is one block's, and always exact in their sum,
+    ``cuda.grid``'s (so that a row can span blocks with no division per thread). A kernel reading either on
+    its own needs rows of one block."""
+    GRID_STATE = "grid state in memory"
+    """The running thread's indices in the runner's state, not only in registers: a callee compiled on its
+    own reads them there."""
 
 
 class UnsupportedOnCPU(TypeError):
@@ -50,6 +68,7 @@ def runner_digest() -> str:
 
 
 _runner_digest: str | None = None
+runtime.register_cache(f"{__name__}._runner_digest", kept="a digest of the runner's binary, loaded once")
 
 
 def last_error() -> str:
@@ -75,7 +94,7 @@ def require_runner(construct: str) -> None:
         )
 
 
-def need(*what: str) -> None:
+def need(*what: Need) -> None:
     """At code generation: the kernel being built needs fibers (and maybe a resident grid)."""
     built = world.being_built()
     if built is not None:

@@ -4,8 +4,8 @@ A kernel that uses a barrier (``cuda.syncthreads`` and its count/and/or forms), 
 operation (``shfl_*_sync``, ``all/any/eq/ballot_sync``, ``syncwarp``, ``activemask``) or a grid group
 (``cuda.cg.this_grid().sync()``) runs each thread of a block as a fiber (``overdub/_cpugrid.c``): these
 constructs are calls into that runner, which switches to the next thread of the block when one has to wait.
-Their code generation records what the kernel being built needs (:data:`NEEDS_FIBERS`,
-:data:`NEEDS_GRID_SYNC`), and the target compiles the kernel's grid accordingly (:mod:`overdub.targets.cpu`).
+Their code generation records what the kernel being built needs (:attr:`~.runner.Need.FIBERS`,
+:attr:`~.runner.Need.GRID_SYNC`), and the target compiles the kernel's grid accordingly (:mod:`overdub.targets.cpu`).
 
 Shared memory belongs to the block: each ``cuda.shared.array`` call site gets a number when it is compiled,
 and the runner hands every thread of a block the same memory for it (static shared memory); the shape ``0``
@@ -19,14 +19,12 @@ import secrets
 import sys
 import types as pytypes
 
-from llvmlite import binding as llvm
 from llvmlite import ir
 from numba.core import cgutils, types
 from numba.core.errors import TypingError
 from numba.core.extending import intrinsic, models, overload_method, register_model
 
-from ... import bridge
-from .runner import NEEDS_FIBERS, NEEDS_GRID_SYNC, native_call, need, require_runner
+from .runner import Need, native_call, need, require_runner
 
 SYNC_NAMES = (
     "syncthreads",
@@ -67,7 +65,7 @@ def syncthreads(typingctx):
     require_runner("cuda.syncthreads")
 
     def codegen(context, builder, sig, args):
-        need(NEEDS_FIBERS)
+        need(Need.FIBERS)
         native_call(builder, "barrier", _I32, [_i32(0), _i32(0)])
         return context.get_dummy_value()
 
@@ -83,7 +81,7 @@ def _predicate_barrier(name: str, op: int):
             )
 
         def codegen(context, builder, sig, args):
-            need(NEEDS_FIBERS)
+            need(Need.FIBERS)
             value = context.cast(builder, args[0], sig.args[0], types.int32)
             return native_call(builder, "barrier", _I32, [_i32(op), value])
 
@@ -136,7 +134,7 @@ def _shuffle(name: str, op: int):
             )
 
         def codegen(context, builder, sig, args):
-            need(NEEDS_FIBERS)
+            need(Need.FIBERS)
             lane_value = context.cast(builder, args[2], sig.args[2], types.int64)
             bits = _warp_op(builder, context, op, _to_bits(builder, args[1], value), lane_value, args[0], mask)
             return _from_bits(builder, bits, value)
@@ -163,7 +161,7 @@ def _vote(name: str, op: int, restype):
             )
 
         def codegen(context, builder, sig, args):
-            need(NEEDS_FIBERS)
+            need(Need.FIBERS)
             truth = context.cast(builder, args[1], sig.args[1], types.boolean)
             result = _warp_op(builder, context, op, builder.zext(truth, _I64), _i64(0), args[0], mask)
             if restype == types.boolean:
@@ -190,7 +188,7 @@ def syncwarp(typingctx, mask=None):
         raise TypingError(f"cuda.syncwarp takes an integer mask, not {mask}")
 
     def codegen(context, builder, sig, args):
-        need(NEEDS_FIBERS)
+        need(Need.FIBERS)
         native_call(builder, "warp", _I64, [_i32(7), _i64(0), _i64(0), _i64(0xFFFFFFFF)])
         return context.get_dummy_value()
 
@@ -203,7 +201,7 @@ def activemask(typingctx):
     require_runner("cuda.activemask")
 
     def codegen(context, builder, sig, args):
-        need(NEEDS_FIBERS)
+        need(Need.FIBERS)
         return builder.trunc(native_call(builder, "activemask", _I64, []), _I32)
 
     return types.uint32(), codegen
@@ -227,7 +225,7 @@ def this_grid(typingctx):
     require_runner("cuda.cg.this_grid")
 
     def codegen(context, builder, sig, args):
-        need(NEEDS_FIBERS, NEEDS_GRID_SYNC)
+        need(Need.FIBERS, Need.GRID_SYNC)
         return context.get_dummy_value()
 
     return GridGroupType()(), codegen
@@ -236,7 +234,7 @@ def this_grid(typingctx):
 @intrinsic
 def _grid_sync(typingctx, group):
     def codegen(context, builder, sig, args):
-        need(NEEDS_FIBERS, NEEDS_GRID_SYNC)
+        need(Need.FIBERS, Need.GRID_SYNC)
         native_call(builder, "grid_sync", ir.VoidType(), [])
         return context.get_dummy_value()
 
@@ -325,7 +323,7 @@ def shared_array(typingctx, shape, dtype):
     dynamic = dims == (0,)
 
     def codegen(context, builder, sig, args):
-        need(NEEDS_FIBERS)
+        need(Need.FIBERS)
         itemsize = context.get_abi_sizeof(context.get_data_type(array_type.dtype))
         if dynamic:
             data = native_call(builder, "dynamic_shared", _I8P, [])

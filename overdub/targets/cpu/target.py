@@ -27,7 +27,6 @@ from __future__ import annotations
 import copy
 import ctypes
 import itertools
-import os
 import secrets
 
 import numba
@@ -38,16 +37,21 @@ from numba.core.compiler_lock import global_compiler_lock
 from numba.core.environment import Environment
 from numba.core.registry import cpu_target
 
-from ... import arguments, bridge, world
+from ... import arguments, bridge, settings, world
+from ...bridge.hidden import HiddenArgumentCall
 from ...context import CPU, TargetRoot
-from ...intrinsics import PRINTS, cuprintln
+from ...intrinsics import LaunchNeed, cuprintln
 from ...types import typeof
 from .. import launchfn
-from . import checks as cpu_checks, grid as cpu_grid, runner, state as cpu_state, sync as cpu_sync
+from ..options import CompileOptions, Configurable
+from . import checks as cpu_checks
+from . import grid as cpu_grid
+from . import runner
+from . import state as cpu_state
+from . import sync as cpu_sync
 from .atomics import ATOMIC
 from .runner import UnsupportedOnCPU
 from .sync import SYNC_NAMES, namespace
-from ..options import CompileOptions, Configurable
 
 __all__ = ["TARGET", "CPUTarget", "CPUGridError", "UnsupportedOnCPU", "CUDA_IDIOM"]
 
@@ -103,16 +107,15 @@ class CPULauncher:
         they hold one block (block rows)."""
         return 256
 
-    def launch_function(self, kernel, args, argtypes):
-        names = "".join(f", {name}" for name in launchfn.argument_names(len(args)))
+    def launch_function(self, kernel, described):
+        names = "".join(f", {name}" for name in launchfn.argument_names(len(described)))
         mode = cpu_grid.MODES[self.mode]
         run = f"failed = entry({mode}, TARGET.workers, address, gx, gy, gz, tx, ty, tz, shmem{names})"
         body = (_checked(run, kernel) if self.checked else [run]) + _flush(kernel)
         body += ["if failed:", "    raise_grid_error(kernel)"]
         return launchfn.generate(
             kernel,
-            args,
-            argtypes,
+            described,
             body,
             {
                 "entry": self.entry_point,
@@ -128,7 +131,7 @@ class CPULauncher:
 def _flush(kernel) -> list[str]:
     """Device printf reaches the console at the end of each launch of a kernel that prints (and only then: a
     flush is a sixth of an empty launch)."""
-    return ["fflush(None)"] if PRINTS in kernel.needs else []
+    return ["fflush(None)"] if LaunchNeed.FLUSH_STDOUT in kernel.needs else []
 
 
 def _checked(run: str, kernel) -> list[str]:
@@ -148,29 +151,16 @@ class SerialLauncher:
 
     suggested_block_size = CPULauncher.suggested_block_size
 
-    def launch_function(self, kernel, args, argtypes):
-        arguments = "".join(f"{name}, " for name in launchfn.argument_names(len(args)))
+    def launch_function(self, kernel, described):
+        arguments = "".join(f"{name}, " for name in launchfn.argument_names(len(described)))
         run = f"grid_loop({arguments}gx, gy, gz, tx, ty, tz, False, 0, gx * gy * gz, 0)"
         body = (_checked(run, kernel) if self.checked else [run]) + _flush(kernel)
         return launchfn.generate(
             kernel,
-            args,
-            argtypes,
+            described,
             body,
             {"grid_loop": self.entry_point, "fflush": _libc.fflush, "raise_recorded": cpu_checks.raise_recorded},
         )
-
-
-def _workers_from_environment() -> int:
-    value = os.environ.get("OVERDUB_CPU_THREADS")
-    if not value:
-        return os.cpu_count() or 1
-    if not value.isdigit() or int(value) < 1:
-        raise ValueError(
-            f"the environment variable OVERDUB_CPU_THREADS is {value!r}: set it to a positive number of "
-            f"threads, or unset it to use every core"
-        )
-    return int(value)
 
 
 # numba internals: numba names each compiled function by its qualified name and a counter that starts at 1 in
@@ -219,7 +209,7 @@ class CPUTarget(Configurable):
             "boundscheck": options.debug,
             "error_model": "python" if options.debug else "numpy",
         }
-        self.workers = _workers_from_environment()
+        self.workers = settings.CPU_THREADS.value()
         """How many threads run a grid's blocks: $OVERDUB_CPU_THREADS, else every core (launches read the
         default target's, ``overdub.targets.cpu.TARGET.workers``, whatever their options)."""
 
@@ -237,18 +227,21 @@ class CPUTarget(Configurable):
             f"runner={runner.runner_digest()}"
         )
 
-    def typeof(self, value):
+    def argument(self, value) -> arguments.Argument:
         kind = arguments.kind_of(value)
         if kind is None:
             ty = typeof(value)
             arguments.refuse_container(value, ty)
-            return ty
+            return arguments.Argument(value, None, None, ty)
         if kind.memory(value) == "device":
             raise TypeError(
                 f"a {type(value).__name__} ({value!r:.60}) lives in GPU memory: the CPU target takes "
                 f"host memory (a numpy array, od.pointer of one)"
             )
-        return kind.typeof(value)
+        return arguments.Argument.of_kind(value, kind)
+
+    def typeof(self, value):
+        return self.argument(value).type
 
     def compile_method(self, func, typing_context, argtypes, kws):
         # called only from compiled code: without the wrappers a call from Python needs (compile latency)
@@ -258,7 +251,7 @@ class CPUTarget(Configurable):
         return sig, impl_key, dispatcher  # the dispatcher must outlive every caller's code
 
     def call_with_state(self, sig, impl_key):
-        calls = bridge.HiddenArgumentCall(cpu_target.target_context, sig, impl_key)
+        calls = HiddenArgumentCall(cpu_target.target_context, sig, impl_key)
         return calls.sig, calls.impl_key, calls
 
     def compile_kernel(self, func, argtypes):
@@ -285,7 +278,7 @@ class CPUTarget(Configurable):
             body = _serialised(_compiled(launcher.grid_loop, launcher.argtypes))
             return None if body is None else ("serial", body, None)
         body = _serialised(_compiled(launcher.body, cpu_grid.BODY_TYPES))
-        entry = _serialised(_compiled(launcher.entry, tuple(launcher.entry.overloads)[0]))
+        entry = _serialised(_compiled(launcher.entry, next(iter(launcher.entry.overloads))))
         return None if body is None or entry is None else (launcher.mode, body, entry)
 
     def launcher_from_payload(self, payload, argtypes):

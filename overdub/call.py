@@ -1,0 +1,220 @@
+"""A kernel call as one value, and the tiers that find (or make) what it runs.
+
+Every way of naming a kernel call -- ``od.cuda(kernel, *args, ...)``, ``kernel[blocks, threads](...)`` of
+``od.jit``, ``od.code_ptx(kernel, *types)``, ``od.explain`` -- builds one :class:`KernelCall`: the kernel's
+Python function (lifted, for a closure over data: :mod:`overdub.closures`), the target and the device it runs
+on, the context chain, the launch's hidden state, and per argument one :class:`overdub.arguments.Argument`
+(its kind, signature and numba type, read once). From it follow the compile job, the launch table's key and
+the launch function; nothing below re-derives them.
+
+The lookup reads as tiers, GPUCompiler's shape (``cached_compilation``):
+
+* **fast path** -- the launch table: ``od.cuda`` itself (in C where the extension is built) finds a launch
+  function for (kernel, context, target, argument classes) and calls it; no ``KernelCall`` is built;
+* **somewhat fast path** -- the kernel compiled in this process for the call's job, still valid: a new
+  launch function for these argument classes (:meth:`KernelCall.compiled`);
+* **slow path** -- under the compile lock, the disk cache (its facts re-checked here), else a compile
+  (:func:`overdub.compiler.compile_kernel`).
+
+The device: a ``KernelCall`` records the device it runs on (``None``: the target's current device); the
+several-GPUs work makes it a real key of the launch table and of the compiled code.
+"""
+
+from __future__ import annotations
+
+import dis
+import functools
+import inspect
+import os
+import types as pytypes
+from dataclasses import dataclass
+
+from . import bridge, closures, compiler
+from .arguments import Argument
+from .context import Context
+from .registry import GenericFunction
+from .runtime import launch_key, runtime
+from .targets import get_target
+from .types import is_concrete
+
+__all__ = ["KernelCall", "launch_slow", "check_kernel"]
+
+
+@dataclass(frozen=True, eq=False, slots=True)
+class KernelCall:
+    """One call of a kernel (see the module docstring). Built by :meth:`of`; ``arguments`` are the arguments
+    the compiled kernel takes: the hidden state, a lifted closure's captured values, then the call's own."""
+
+    kernel: object  # what the user launched: a def, an od.jit or numba kernel
+    function: pytypes.FunctionType  # what is compiled: the kernel's function, or its lifted form
+    args: tuple  # the call's own arguments (values, or numba types for a reflection)
+    target_option: object  # the target as the call named it (part of the launch table's key)
+    target: object  # the Target it resolves to
+    device: object  # the device it runs on; None: the target's current device
+    context: Context | None
+    state: object
+    chain: tuple
+    lifted: closures.Lifted | None
+    arguments: tuple[Argument, ...]
+    job: compiler.CompileJob
+    typed: bool  # may arguments be numba types (a reflection)?
+
+    @classmethod
+    def of(
+        cls, kernel, args: tuple, target=None, context: Context | None = None, state=None, typed: bool = False
+    ) -> KernelCall:
+        """The call of ``kernel`` with ``args`` on ``target`` (a name, a target object or None: the default) in
+        ``context`` with ``state``. ``typed``: arguments (and the state) may be numba types instead of values
+        (reflection: ``od.code_ptx``, an ``od.jit`` signature)."""
+        function = bridge.python_function(kernel) or kernel  # a def, or the function of a numba / od.jit kernel
+        tgt = get_target(target)
+        describe = _describer(tgt, typed)
+        ctx = context or tgt.base
+        chain = ctx.chain(tgt, ctx.launch_state_type(state, lambda value: describe(value).type))
+        lifted = closures.lift(function)
+        compiled = function if lifted is None else lifted.function
+        hidden = () if state is None else (state,)
+        values = hidden + (() if lifted is None else lifted.captured_values()) + tuple(args)
+        first = len(values) - len(args)
+        described = tuple(_named(describe, compiled, i - first, value) for i, value in enumerate(values))
+        job = compiler.CompileJob.of(compiled, tuple(a.type for a in described), chain)
+        return cls(
+            kernel, function, tuple(args), target, tgt, None, context, state, chain, lifted, described, job, typed
+        )
+
+    @property
+    def key(self) -> tuple:
+        """The launch table's key of this call (the one ``od.cuda``'s fast path builds)."""
+        return launch_key(self.kernel, self.context, self.target_option, self.args, self.state)
+
+    def compiled(self) -> compiler.Kernel:
+        """The compiled kernel for this call: the somewhat fast path (valid in memory), else the slow path
+        (disk cache, compile). A closure whose lifted form does not compile -- it uses a captured value where
+        numba needs a constant, such as an array shape -- is compiled as it is, its captured values constants,
+        from then on: then the kernel of :meth:`unlifted`."""
+        try:
+            return compiler.cached_kernel(self.job)
+        except compiler.CompileError:
+            if self.lifted is None:
+                raise
+        closures.keep_unlifted(self.function)
+        return self.unlifted().compiled()
+
+    def unlifted(self) -> KernelCall:
+        """This call again, built after :meth:`compiled` gave up lifting its closure."""
+        return KernelCall.of(self.kernel, self.args, self.target_option, self.context, self.state, self.typed)
+
+    def launch_function(self, kernel: compiler.Kernel):
+        """A launch function of ``kernel`` for arguments like this call's (it takes the hidden state and the
+        call's own arguments; a lifted closure's captured values are read at each launch)."""
+        hidden = 0 if self.state is None else 1
+        launch = kernel.launcher.launch_function(kernel, self.arguments)
+        if self.lifted is not None:
+            launch = closures.with_captured_values(launch, self.lifted, self.function, self.arguments, hidden)
+        return launch
+
+
+def _describer(target, typed: bool):
+    """How the call's values are described: by the target (which refuses what it cannot take), and, for a
+    reflection, a numba type as itself."""
+    if not typed:
+        return target.argument
+    return lambda value: Argument.of_type(value) if is_concrete(value) else target.argument(value)
+
+
+def _named(describe, function, position: int, value) -> Argument:
+    """``describe(value)``; an argument the target refuses is named by the kernel's parameter it was passed to."""
+    try:
+        return describe(value)
+    except (TypeError, ValueError) as error:  # overdub's refusals; numba's "cannot determine the type"
+        code = function.__code__
+        params = code.co_varnames[: code.co_argcount]
+        where = f"parameter {params[position]!r}" if 0 <= position < len(params) else f"argument {position}"
+        error.args = (f"{function.__qualname__}, {where}: {error}",)
+        raise
+
+
+def launch_slow(kernel, args, threads, blocks, shmem, stream, target, context, state=None) -> None:
+    """A launch the launch table could not serve (the fast path missed, or its launch functions' checks
+    failed): build the call, get its compiled kernel, add a launch function for these argument classes,
+    launch. A launch passing state passes it as the kernel's hidden first argument.
+
+    A redefinition on another thread may invalidate the kernel between its compile and its launch; then the
+    kernel is compiled again, as many times as that happens: a launch always runs a valid kernel."""
+    runtime.collect()
+    check_kernel(bridge.python_function(kernel) or kernel, args)
+    get_target(target).check_launchable()
+    launched = args if state is None else (state, *args)
+    while True:
+        call = KernelCall.of(kernel, args, target, context, state)
+        compiled = call.compiled()
+        launch = call.launch_function(compiled)
+        if launch(launched, blocks, threads, shmem, stream):
+            if launch.guarded:
+                runtime.add_launch(call.key, launch)
+            return
+        if call.lifted is None and compiled.usable():  # (a captured value may have changed meanwhile)
+            raise RuntimeError(
+                f"overdub internal error: the launch function of {compiled.job.call()} rejected "
+                f"the arguments it was made for"
+            )
+
+
+def check_kernel(kernel, args: tuple) -> None:
+    """Refuse, before anything is compiled, what cannot be a kernel launch: a kernel that is not a plain
+    Python function, arguments that do not bind to its parameters, a kernel that returns a value."""
+    if not isinstance(kernel, pytypes.FunctionType):
+        raise TypeError(
+            f"od.cuda launches a kernel written as a Python function (a def, or a numba cuda.jit "
+            f"kernel), not {_what(kernel)}" + _KERNEL_HINTS.get(type(kernel), "")
+        )
+    signature = inspect.signature(kernel)
+    unsupported = [
+        p.name for p in signature.parameters.values() if p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+    ]
+    if unsupported:
+        raise TypeError(
+            f"kernel {kernel.__qualname__}{signature}: kernels take positional parameters only, not "
+            f"{', '.join(unsupported)} (*args, **kwargs and keyword-only parameters)"
+        )
+    try:
+        signature.bind(*args)
+    except TypeError as exc:
+        raise TypeError(
+            f"kernel {kernel.__qualname__}{signature} cannot take the {len(args)} "
+            f"argument{'s' if len(args) != 1 else ''} given after it: {exc}"
+        ) from None
+    if returns_value(kernel.__code__):
+        raise TypeError(
+            f"kernel {kernel.__qualname__} ({_where(kernel)}) returns a value; kernels return "
+            f"nothing -- store results in an array argument"
+        )
+
+
+def returns_value(code) -> bool:
+    """Does ``code`` return anything but None? (Read off the bytecode: each return's value.)"""
+    instructions = list(dis.get_instructions(code))
+    for i, instruction in enumerate(instructions):
+        if instruction.opname == "RETURN_CONST" and instruction.argval is not None:
+            return True
+        if instruction.opname == "RETURN_VALUE":
+            before = instructions[i - 1]
+            if not (before.opname == "LOAD_CONST" and before.argval is None):
+                return True
+    return False
+
+
+def _what(value) -> str:
+    if isinstance(value, type):
+        return f"the class {value.__qualname__}"
+    return f"a {type(value).__name__} ({value!r:.60})"
+
+
+def _where(func) -> str:
+    return f"{os.path.basename(func.__code__.co_filename)}:{func.__code__.co_firstlineno}"
+
+
+_KERNEL_HINTS = {
+    GenericFunction: ": a generic function is a device function; launch a def that calls it",
+    functools.partial: ": write a kernel def that calls the function with the bound arguments",
+}
