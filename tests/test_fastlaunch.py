@@ -176,3 +176,20 @@ def test_a_struct_value_is_marshalled_from_its_packed_slots_while_its_definition
     assert slots[3][:4] == np.int32(7).tobytes()
     struct_type.definition.valid = False  # the class was redefined: the slow path refuses the value
     assert launcher((p, 7), 1, 1, 0, None) is False and len(driver.calls) == 1
+
+
+def test_the_native_launch_key_is_the_python_definitions_key():
+    """od.cuda's lookup in C and the slow path's add_launch use one key format: the C function where built,
+    the Python definition otherwise; the two agree on kernels, contexts, targets, arguments and state."""
+    import overdub as od
+    from overdub import runtime as od_runtime
+
+    def kernel(out, x):
+        pass
+
+    ctx = od.Context("keyed", state=od.Float)
+    for args in [(), (np.zeros(2), 1.5), (np.zeros(1, dtype=np.int32), 3, (1, 2.0))]:
+        for context, target, state in [(None, None, None), (od.CPU, "cpu", None), (ctx, "cpu", 2.0)]:
+            native = fastlaunch.launch_key(kernel, args, context, target, state)
+            assert native == od_runtime._launch_key(kernel, context, target, args, state)
+            assert od_runtime.launch_key(kernel, context, target, args, state) == native
