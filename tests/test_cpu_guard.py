@@ -113,12 +113,6 @@ def test_saxpy_and_the_early_exit_form_touch_exactly_the_admitted_elements(worke
     assert (a[17:250] == 1).all() and (a[:17] == 0).all() and (a[250:] == 0).all()
 
 
-def compare_with(a, n, op):
-    i = cuda.grid(1)
-    if (op == 0 and i <= n) or (op == 1 and n > i) or (op == 2 and i > n):
-        a[i] += 1
-
-
 @pytest.mark.parametrize("n", [-5, 0, 63, 64, 999, 10**6], ids=lambda n: f"n={n}")
 @pytest.mark.parametrize("dtype", [np.int64, np.int32, np.uint32, np.uint64, np.float64])
 def test_every_comparison_and_type_of_bound_admits_the_threads_numba_s_comparison_admits(n, dtype):

@@ -51,7 +51,7 @@ def test_duals_follow_the_rules_of_arithmetic_comparison_and_math():
         out[0] = (d * d / (d + 1.0) - 3.0 / d).partial  # quotient and product rules
         out[1] = math.sqrt(d).partial + math.log(d).partial + math.tanh(d).partial + math.atan(d).partial
         out[2] = (2.0**1 * d**3.0).partial + abs(-d).partial + (-d).partial
-        out[3] = 1.0 if d < 3.0 and d > 1.0 and d > 1.0 else 0.0
+        out[3] = 1.0 if d < 3.0 and d > 1.0 and 1.0 < d else 0.0  # noqa: SIM300 -- the reflected comparison
         out[4] = (d**d).partial  # d/dx x^x = x^x (log x + 1)
 
     x = 2.0
