@@ -11,14 +11,13 @@ import subprocess
 import sys
 import sysconfig
 import textwrap
-import threading
 
 import numpy as np
 import pytest
 
 import overdub as od
 import sync_kernels as k
-from helpers import SCALED
+from helpers import SCALED, in_threads
 from overdub.targets import cpu
 from overdub.targets.cpu import runner as cpu_runner
 
@@ -385,11 +384,7 @@ def test_launches_from_two_python_threads_run_whole_and_in_order(make_module):
         for value in range(20):
             od.cuda(m.kernel, out, value, blocks=400, threads=256, target="cpu")
 
-    threads = [threading.Thread(target=work, args=(out,)) for out in outs]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    assert in_threads(work, outs) == []
     expected = 1
     for value in range(20):
         expected = expected * 2 + value

@@ -13,7 +13,7 @@ import pytest
 from numba.core import types
 
 import overdub as od
-from helpers import run
+from helpers import in_threads, run
 from overdub.compiler import CompileError
 
 SHAPES = """
@@ -623,11 +623,7 @@ def test_two_threads_instantiating_a_parametric_struct_get_one_class(m):
         barrier.wait()
         made.append(m.Dual[od.int16])
 
-    threads = [threading.Thread(target=instantiate) for _ in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    assert in_threads(lambda _: instantiate(), range(8)) == []
     assert len(made) == 8 and all(cls is made[0] for cls in made)
 
 

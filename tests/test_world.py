@@ -1,9 +1,7 @@
 """World age, backedges and selective invalidation with a logged cause."""
 
-import threading
-
 import overdub as od
-from helpers import fresh
+from helpers import fresh, in_threads
 from overdub import world
 
 
@@ -111,7 +109,6 @@ def test_concurrent_definitions_and_dispatch_stay_consistent():
     f = fresh()
     f.define(lambda x: 0, sig=(od.Any,))
     types_ = [od.int8, od.int16, od.int32, od.int64, od.float32, od.float64]
-    errors = []
 
     def method_returning(i):
         return lambda x: i
@@ -121,19 +118,11 @@ def test_concurrent_definitions_and_dispatch_stay_consistent():
             f.define(method_returning(i), sig=(t,))
 
     def reader():
-        try:
-            for _ in range(200):
-                for t in types_:
-                    f.table.dispatch((t,))
-        except Exception as exc:  # pragma: no cover - reported below
-            errors.append(exc)
+        for _ in range(200):
+            for t in types_:
+                f.table.dispatch((t,))
 
-    threads = [threading.Thread(target=definer)] + [threading.Thread(target=reader) for _ in range(3)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors
+    assert in_threads(lambda job: job(), [definer, reader, reader, reader]) == []
     for t in types_:  # every cached answer equals a fresh resolution
         assert f.table.dispatch((t,)).method is f.table.resolve((t,))[0]
         assert f.table.dispatch((t,)).method.sig == (t,)
