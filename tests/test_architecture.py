@@ -89,7 +89,6 @@ def test_numba_is_reached_only_from_the_bridge_the_targets_and_the_modules_that_
         "overdub.compiler",
         "overdub.intrinsics",
         "overdub.arguments",
-        "overdub.structbridge",
         "overdub.operators",
         "overdub.targets",
         "overdub.targets.cpu",

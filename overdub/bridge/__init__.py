@@ -15,8 +15,11 @@ pointers, structs: numba-cuda reads the registrations of numba's core registries
 so each serves both targets).
 """
 
-from .. import structbridge  # noqa: F401  (registers numba's typing and lowering of struct values)
-from . import pointers, proxies  # noqa: F401  (register numba's typing of pointers and module proxies)
+from . import (  # noqa: F401  (register numba's typing of pointers, module proxies and struct values)
+    pointers,
+    proxies,
+    structs,
+)
 from .calls import (
     TypedByTemplates,
     always_inlined_overload,

@@ -21,8 +21,8 @@ from numba.core.imputils import lower_builtin, lower_constant, lower_getattr_gen
 from numba.core.typing.templates import AttributeTemplate, infer_getattr, signature
 from numba.cuda.typing.typeof import typeof_impl as cuda_typeof_impl
 
-from . import world
-from .types import LatticeMeta, StructType
+from .. import world
+from ..types import LatticeMeta, StructType
 
 __all__ = ["StructClassType"]
 
