@@ -27,15 +27,20 @@ import functools
 import inspect
 import os
 import types as pytypes
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, cast
 
 from . import bridge, closures, compiler
 from .arguments import Argument
 from .context import Context
 from .registry import GenericFunction
-from .runtime import launch_key, runtime
+from .runtime import Launch, launch_key, runtime
 from .targets import get_target
 from .types import is_concrete
+
+if TYPE_CHECKING:
+    from .targets import Launcher, Target
 
 __all__ = ["KernelCall", "launch_slow", "check_kernel"]
 
@@ -47,13 +52,13 @@ class KernelCall:
 
     kernel: object  # what the user launched: a def, an od.jit or numba kernel
     function: pytypes.FunctionType  # what is compiled: the kernel's function, or its lifted form
-    args: tuple  # the call's own arguments (values, or numba types for a reflection)
-    target_option: object  # the target as the call named it (part of the launch table's key)
-    target: object  # the Target it resolves to
+    args: tuple[object, ...]  # the call's own arguments (values, or numba types for a reflection)
+    target_option: str | Target | None  # the target as the call named it (part of the launch table's key)
+    target: Target  # the Target it resolves to
     device: object  # the device it runs on; None: the target's current device
     context: Context | None
     state: object
-    chain: tuple
+    chain: tuple[Context, ...]
     lifted: closures.Lifted | None
     arguments: tuple[Argument, ...]
     job: compiler.CompileJob
@@ -61,12 +66,19 @@ class KernelCall:
 
     @classmethod
     def of(
-        cls, kernel, args: tuple, target=None, context: Context | None = None, state=None, typed: bool = False
+        cls,
+        kernel: object,
+        args: tuple[object, ...],
+        target: str | Target | None = None,
+        context: Context | None = None,
+        state: object = None,
+        typed: bool = False,
     ) -> KernelCall:
         """The call of ``kernel`` with ``args`` on ``target`` (a name, a target object or None: the default) in
         ``context`` with ``state``. ``typed``: arguments (and the state) may be numba types instead of values
         (reflection: ``od.code_ptx``, an ``od.jit`` signature)."""
-        function = bridge.python_function(kernel) or kernel  # a def, or the function of a numba / od.jit kernel
+        # a def, or the function of a numba / od.jit kernel (check_kernel refuses anything else before a launch)
+        function = cast(pytypes.FunctionType, bridge.python_function(kernel) or kernel)
         tgt = get_target(target)
         describe = _describer(tgt, typed)
         ctx = context or tgt.base
@@ -83,7 +95,7 @@ class KernelCall:
         )
 
     @property
-    def key(self) -> tuple:
+    def key(self) -> tuple[object, ...]:
         """The launch table's key of this call (the one ``od.cuda``'s fast path builds)."""
         return launch_key(self.kernel, self.context, self.target_option, self.args, self.state)
 
@@ -104,17 +116,18 @@ class KernelCall:
         """This call again, built after :meth:`compiled` gave up lifting its closure."""
         return KernelCall.of(self.kernel, self.args, self.target_option, self.context, self.state, self.typed)
 
-    def launch_function(self, kernel: compiler.Kernel):
+    def launch_function(self, kernel: compiler.Kernel) -> Launch:
         """A launch function of ``kernel`` for arguments like this call's (it takes the hidden state and the
         call's own arguments; a lifted closure's captured values are read at each launch)."""
         hidden = 0 if self.state is None else 1
-        launch = kernel.launcher.launch_function(kernel, self.arguments)
+        launcher = cast("Launcher", kernel.launcher)  # what the target built (compiler.py cannot name its type)
+        launch: Launch = launcher.launch_function(kernel, self.arguments)
         if self.lifted is not None:
             launch = closures.with_captured_values(launch, self.lifted, self.function, self.arguments, hidden)
         return launch
 
 
-def _describer(target, typed: bool):
+def _describer(target: Target, typed: bool) -> Callable[[object], Argument]:
     """How the call's values are described: by the target (which refuses what it cannot take), and, for a
     reflection, a numba type as itself."""
     if not typed:
@@ -122,7 +135,9 @@ def _describer(target, typed: bool):
     return lambda value: Argument.of_type(value) if is_concrete(value) else target.argument(value)
 
 
-def _named(describe, function, position: int, value) -> Argument:
+def _named(
+    describe: Callable[[object], Argument], function: pytypes.FunctionType, position: int, value: object
+) -> Argument:
     """``describe(value)``; an argument the target refuses is named by the kernel's parameter it was passed to."""
     try:
         return describe(value)
@@ -134,7 +149,17 @@ def _named(describe, function, position: int, value) -> Argument:
         raise
 
 
-def launch_slow(kernel, args, threads, blocks, shmem, stream, target, context, state=None) -> None:
+def launch_slow(
+    kernel: object,
+    args: tuple[object, ...],
+    threads: object,
+    blocks: object,
+    shmem: int,
+    stream: object,
+    target: str | Target | None,
+    context: Context | None,
+    state: object = None,
+) -> None:
     """A launch the launch table could not serve (the fast path missed, or its launch functions' checks
     failed): build the call, get its compiled kernel, add a launch function for these argument classes,
     launch. A launch passing state passes it as the kernel's hidden first argument.
@@ -160,7 +185,7 @@ def launch_slow(kernel, args, threads, blocks, shmem, stream, target, context, s
             )
 
 
-def check_kernel(kernel, args: tuple) -> None:
+def check_kernel(kernel: object, args: tuple[object, ...]) -> None:
     """Refuse, before anything is compiled, what cannot be a kernel launch: a kernel that is not a plain
     Python function, arguments that do not bind to its parameters, a kernel that returns a value."""
     if not isinstance(kernel, pytypes.FunctionType):
@@ -191,7 +216,7 @@ def check_kernel(kernel, args: tuple) -> None:
         )
 
 
-def returns_value(code) -> bool:
+def returns_value(code: pytypes.CodeType) -> bool:
     """Does ``code`` return anything but None? (Read off the bytecode: each return's value.)"""
     instructions = list(dis.get_instructions(code))
     for i, instruction in enumerate(instructions):
@@ -204,13 +229,13 @@ def returns_value(code) -> bool:
     return False
 
 
-def _what(value) -> str:
+def _what(value: object) -> str:
     if isinstance(value, type):
         return f"the class {value.__qualname__}"
     return f"a {type(value).__name__} ({value!r:.60})"
 
 
-def _where(func) -> str:
+def _where(func: pytypes.FunctionType) -> str:
     return f"{os.path.basename(func.__code__.co_filename)}:{func.__code__.co_firstlineno}"
 
 

@@ -24,9 +24,13 @@ import operator
 import textwrap
 import types as pytypes
 import weakref
+from typing import TYPE_CHECKING, Literal, cast
 
 from . import arguments
-from .runtime import runtime
+from .runtime import Launch, runtime
+
+if TYPE_CHECKING:
+    from .arguments import Argument
 
 __all__ = ["Lifted", "lift", "keep_unlifted", "with_captured_values"]
 
@@ -37,19 +41,20 @@ class Lifted:
 
     __slots__ = ("function", "cells", "state")
 
-    def __init__(self, function, closure):
-        self.function, self.cells = function, closure.__closure__
-        self.state = (closure.__code__, closure.__defaults__, closure.__kwdefaults__)
+    def __init__(self, function: pytypes.FunctionType, closure: pytypes.FunctionType) -> None:
+        self.function = function
+        self.cells: tuple[pytypes.CellType, ...] = closure.__closure__ or ()  # lift() lifts closures only
+        self.state: tuple[object, ...] = (closure.__code__, closure.__defaults__, closure.__kwdefaults__)
 
-    def captured_values(self) -> tuple:
+    def captured_values(self) -> tuple[object, ...]:
         return tuple(cell.cell_contents for cell in self.cells)
 
-    def still_describes(self, closure) -> bool:
+    def still_describes(self, closure: pytypes.FunctionType) -> bool:
         """Is ``closure`` still the code this was lifted from (not replaced in place since)?"""
         return (closure.__code__, closure.__defaults__, closure.__kwdefaults__) == self.state
 
 
-def lift(kernel) -> Lifted | None:
+def lift(kernel: pytypes.FunctionType) -> Lifted | None:
     """``kernel`` lifted, or None where it is no closure, captures something other than data, has an empty
     cell, or has no readable source."""
     cells = kernel.__closure__
@@ -61,7 +66,7 @@ def lift(kernel) -> Lifted | None:
     except ValueError:  # an empty cell: compile as it is, and let numba say what is unbound
         return None
     code = kernel.__code__
-    function = runtime.lifted.get(code, False)
+    function: pytypes.FunctionType | Literal[False] | None = runtime.lifted.get(code, False)
     if function is False:
         function = runtime.lifted[code] = _compile_lifted(kernel)
     if function is None or function.__globals__ is not kernel.__globals__:
@@ -75,7 +80,7 @@ _FUTURE_FLAGS = functools.reduce(
 )
 
 
-def _source_is_the_code(kernel, lines: list[str], first: int) -> bool:
+def _source_is_the_code(kernel: pytypes.FunctionType, lines: list[str], first: int) -> bool:
     """Does compiling ``lines`` (at line ``first`` of the kernel's file, inside a function defining its free
     variables) give exactly the kernel's code? Not when the file was edited after the kernel was defined."""
     code = kernel.__code__
@@ -101,7 +106,7 @@ def _source_is_the_code(kernel, lines: list[str], first: int) -> bool:
     return len(inner) == 1 and inner[0].replace(co_qualname=code.co_qualname) == code
 
 
-def _compile_lifted(kernel):
+def _compile_lifted(kernel: pytypes.FunctionType) -> pytypes.FunctionType | None:
     """The kernel's ``def`` recompiled from its source with its free variables as leading parameters, in its
     own module's namespace (so its globals stay edges of the module), or None."""
     code = kernel.__code__
@@ -124,7 +129,7 @@ def _compile_lifted(kernel):
     node.args.posonlyargs = captured + node.args.posonlyargs
     ast.fix_missing_locations(tree)
     ast.increment_lineno(tree, first - 1)
-    namespace: dict = {}
+    namespace: dict[str, object] = {}
     exec(compile(tree, code.co_filename, "exec"), kernel.__globals__.copy() | {"__builtins__": __builtins__}, namespace)
     lifted = namespace.get(code.co_name)
     if not isinstance(lifted, pytypes.FunctionType) or lifted.__code__.co_freevars:
@@ -135,13 +140,19 @@ def _compile_lifted(kernel):
     return lifted
 
 
-def keep_unlifted(kernel) -> None:
+def keep_unlifted(kernel: pytypes.FunctionType) -> None:
     """From now on compile ``kernel`` as it is, its captured values constants: its lifted form did not compile
     (it uses a captured value where numba needs a constant, such as an array shape)."""
     runtime.lifted[kernel.__code__] = None
 
 
-def with_captured_values(launch, lifted: Lifted, kernel, described: tuple, hidden: int = 0):
+def with_captured_values(
+    launch: Launch,
+    lifted: Lifted,
+    kernel: pytypes.FunctionType,
+    described: tuple[Argument, ...],
+    hidden: int = 0,
+) -> Launch:
     """A launch function for the closure ``kernel`` (held weakly) from ``launch``, the lifted kernel's, made
     for arguments like the ``described`` ones (:class:`overdub.arguments.Argument`: the hidden ones, the
     captured values, the launch's own): it passes the captured values as they are at each launch (after the ``hidden``
@@ -151,7 +162,7 @@ def with_captured_values(launch, lifted: Lifted, kernel, described: tuple, hidde
     kernel_ref = weakref.ref(kernel)
     classes = tuple(type(argument.value) for argument in described[hidden : hidden + len(lifted.cells)])
 
-    def launch_closure(args, blocks, threads, shmem, stream):
+    def launch_closure(args: tuple[object, ...], blocks: object, threads: object, shmem: int, stream: object) -> bool:
         closure = kernel_ref()
         if closure is None or not lifted.still_describes(closure):
             return False
@@ -163,5 +174,5 @@ def with_captured_values(launch, lifted: Lifted, kernel, described: tuple, hidde
             return False
         return launch(args[:hidden] + captured + args[hidden:], blocks, threads, shmem, stream)
 
-    launch_closure.kernel, launch_closure.guarded = launch.kernel, launch.guarded
-    return launch_closure
+    vars(launch_closure).update(kernel=launch.kernel, guarded=launch.guarded)  # what a Launch adds to a call
+    return cast(Launch, launch_closure)

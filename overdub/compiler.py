@@ -405,8 +405,10 @@ class Kernel(Guarded):
     def __init__(self, job: CompileJob):
         super().__init__()
         self.job = job
-        self.launcher = None
-        self.launch_keys: set = set()  # where the runtime's launch table holds launch functions for it
+        # the target's Launcher (overdub.targets, above this module), set once built or loaded, before it is cached
+        self.launcher: object = None
+        # where the runtime's launch table holds launch functions for it
+        self.launch_keys: set[tuple[object, ...]] = set()
 
     def on_invalidate(self, cause: str) -> None:
         runtime.kernels.discard(self.job, self, reason=cause)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import inspect
 import sys
 import types as pytypes
+from collections.abc import Callable
 
 import wrapt
 
@@ -128,7 +129,7 @@ class Context:
             ctx = ctx.parent
         return None if ctx is None else ctx._state
 
-    def launch_state_type(self, state, typeof):
+    def launch_state_type(self, state: object, typeof: Callable[[object], object]) -> object:
         """The numba type of a launch's ``state`` value (``typeof`` types it; None for a launch without
         state), checked against the type this context declares: a context with state needs a value of its
         type, a context without takes none."""

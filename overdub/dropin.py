@@ -23,8 +23,9 @@ import dataclasses
 import math
 import sys
 import warnings
+from typing import cast
 
-from . import reflect
+from . import compiler, reflect
 from .bridge.signatures import array_fits, as_scalar_of, signature_argtypes, typeof_or_none
 from .call import KernelCall
 from .context import Context
@@ -155,7 +156,8 @@ class Kernel:
     @property
     def overloads(self) -> dict:
         """The compiled kernels of this function now cached, by argument types (as numba-cuda's dict)."""
-        return {node.job.argtypes: Overload(node) for node in runtime.kernels.nodes() if node.job.func is self.py_func}
+        kernels = cast("list[compiler.Kernel]", runtime.kernels.nodes())  # the runtime's kernel cache holds these
+        return {node.job.argtypes: Overload(node) for node in kernels if node.job.func is self.py_func}
 
     def in_context(self, context: Context) -> Kernel:
         """The same kernel, launched in ``context``."""

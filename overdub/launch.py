@@ -21,7 +21,7 @@ from .targets import Target, default_target, get_target
 try:
     from . import _fastlaunch
 except ImportError:  # built without a C compiler: od.cuda is the Python function below
-    _fastlaunch = None
+    _fastlaunch = None  # type: ignore[assignment]  # mypy types a module, not "the module or None"
 
 __all__ = ["cuda", "synchronize", "default_target", "get_target"]
 

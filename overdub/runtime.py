@@ -29,21 +29,23 @@ keyed by the ``id()`` of an object that can die.
 from __future__ import annotations
 
 import itertools
+import types
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 from . import world
 
 try:
     from . import _fastlaunch
 except ImportError:  # built without a C compiler: launches go through generated Python
-    _fastlaunch = None
+    _fastlaunch = None  # type: ignore[assignment]  # mypy types a module, not "the module or None"
 
 __all__ = ["Runtime", "FunctionCache", "ModuleCache", "runtime", "launch_key", "strong_or_weak", "STATE_MARK"]
 
 
-def strong_or_weak(obj):
+def strong_or_weak(obj: object) -> object:
     """How a cache key holds a function or a context: by its canonical weak reference where it has one."""
     try:
         return weakref.ref(obj)
@@ -60,13 +62,47 @@ STATE_MARK = _StateMark()
 """In a launch key, says that the next class is the class of a launch's state."""
 
 
-def _launch_key(kernel, context, target, args, state=None) -> tuple:
+class Job(Protocol):
+    """What the caches key nodes by, as this layer sees it: a compile job (:class:`overdub.compiler.CompileJob`),
+    hashable, holding its function by ``func_ref``."""
+
+    @property
+    def func_ref(self) -> object: ...
+
+
+class LaunchedKernel(Protocol):
+    """What the launch table reads of a launch function's kernel (a :class:`overdub.compiler.Kernel`)."""
+
+    @property
+    def valid(self) -> bool: ...
+    @property
+    def launch_keys(self) -> set[tuple[object, ...]]: ...
+
+
+class Launch(Protocol):
+    """A launch function as the launch table holds it: :class:`overdub.targets.LaunchFunction` seen from this
+    layer (the targets sit above it)."""
+
+    @property
+    def kernel(self) -> LaunchedKernel: ...
+    @property
+    def guarded(self) -> bool: ...
+    def __call__(
+        self, args: tuple[object, ...], blocks: object, threads: object, shmem: int, stream: object, /
+    ) -> bool: ...
+
+
+def _launch_key(
+    kernel: object, context: object, target: object, args: Iterable[object], state: object = None
+) -> tuple[object, ...]:
     if state is None:
         return (strong_or_weak(kernel), context, target, *map(type, args))
     return (strong_or_weak(kernel), context, target, STATE_MARK, type(state), *map(type, args))
 
 
-def launch_key(kernel, context, target, args, state=None) -> tuple:
+def launch_key(
+    kernel: object, context: object, target: object, args: Iterable[object], state: object = None
+) -> tuple[object, ...]:
     """The launch table's key: (kernel, context, target option, argument classes); for a launch passing
     state, (kernel, context, target option, :data:`STATE_MARK`, the state's class, argument classes). Where
     the native extension is built this is its own function, the one its lookup uses (``_fastlaunch.c``); the
@@ -82,16 +118,16 @@ class FunctionCache:
     An entry removed by invalidation leaves only why it was removed (a string), which the next compile of
     the same job reports as its reason."""
 
-    def __init__(self, owner: Runtime):
+    def __init__(self, owner: Runtime) -> None:
         self._owner = owner
-        self._nodes: dict = {}
-        self._reasons: dict = {}  # job -> why its last node was invalidated
-        self._by_function: dict = {}  # canonical weak reference -> the jobs of that function
+        self._nodes: dict[Job, world.Node] = {}
+        self._reasons: dict[Job, str] = {}  # job -> why its last node was invalidated
+        self._by_function: dict[object, set[Job]] = {}  # canonical weak reference -> the jobs of that function
 
-    def get(self, job):
+    def get(self, job: Job) -> world.Node | None:
         return self._nodes.get(job)
 
-    def put(self, job, node) -> None:
+    def put(self, job: Job, node: world.Node) -> None:
         with world.lock:
             self._nodes[job] = node
             self._reasons.pop(job, None)
@@ -101,7 +137,7 @@ class FunctionCache:
                 self._owner.watch(job.func_ref)
             jobs.add(job)
 
-    def discard(self, job, node, reason: str | None = None) -> None:
+    def discard(self, job: Job, node: world.Node, reason: str | None = None) -> None:
         """Remove ``job``'s entry if it is still ``node``, remembering ``reason``."""
         with world.lock:
             if self._nodes.get(job) is node:
@@ -111,21 +147,21 @@ class FunctionCache:
                 else:
                     self._by_function.get(job.func_ref, set()).discard(job)
 
-    def reason(self, job) -> str | None:
+    def reason(self, job: Job) -> str | None:
         """Why the last node of ``job`` was invalidated, if it was."""
         return self._reasons.get(job)
 
-    def drop_function(self, ref) -> list:
+    def drop_function(self, ref: object) -> list[world.Node]:
         """Remove every entry of the function behind ``ref``; returns their nodes."""
         jobs = self._by_function.pop(ref, ())
         for job in jobs:
             self._reasons.pop(job, None)
         return [self._nodes.pop(job) for job in jobs if job in self._nodes]
 
-    def nodes(self) -> list:
+    def nodes(self) -> list[world.Node]:
         return list(self._nodes.values())
 
-    def clear(self) -> list:
+    def clear(self) -> list[world.Node]:
         nodes = self.nodes()
         self._nodes.clear()
         self._reasons.clear()
@@ -150,32 +186,43 @@ class ModuleCache:
 class Runtime:
     """The process's caches and counters (see the module docstring); :meth:`reset` empties them."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.kernels = FunctionCache(self)  # CompileJob -> compiler.Kernel
         self.methods = FunctionCache(self)  # CompileJob -> compiler.MethodInstance
-        self.launches: dict = {}  # launch_key(...) -> [launch functions], replaced, never mutated
-        self._launch_keys: dict = {}  # kernel function's reference -> its launch keys
-        self.proxies = weakref.WeakValueDictionary()  # (kind, chain, id(value)) -> rewrite proxy
-        self.lifted = weakref.WeakKeyDictionary()  # a closure kernel's code -> its lifted function, or None
+        # launch_key(...) -> [launch functions], replaced, never mutated
+        self.launches: dict[tuple[object, ...], list[Launch]] = {}
+        self._launch_keys: dict[object, set[tuple[object, ...]]] = {}  # kernel function's reference -> its launch keys
+        # (kind, chain, id(value)) -> rewrite proxy
+        self.proxies: weakref.WeakValueDictionary[tuple[object, ...], object] = weakref.WeakValueDictionary()
+        # a closure kernel's code -> its lifted function, or None
+        self.lifted: weakref.WeakKeyDictionary[types.CodeType, types.FunctionType | None] = weakref.WeakKeyDictionary()
         # the edges on Python state, alive while some compiled thing uses them (each holds what its key's id
         # names, so the id stays unique while the entry exists)
-        self.bindings = weakref.WeakValueDictionary()  # (id(namespace), name, builtins?) -> Binding
-        self.cells = weakref.WeakValueDictionary()  # id(cell) -> bindings.CellBinding
-        self.functions = weakref.WeakValueDictionary()  # weak reference to a function -> bindings.FunctionState
-        self._watchers: dict = {}  # function reference -> its death callback's reference
-        self._dead: list = []  # references of functions that died, to clean up
+        # (id(namespace), name, builtins?) -> Binding
+        self.bindings: weakref.WeakValueDictionary[tuple[int, str, bool], world.Node] = weakref.WeakValueDictionary()
+        self.cells: weakref.WeakValueDictionary[int, world.Node] = (
+            weakref.WeakValueDictionary()
+        )  # id(cell) -> CellBinding
+        # weak reference to a function -> bindings.FunctionState
+        self.functions: weakref.WeakValueDictionary[object, world.Node] = weakref.WeakValueDictionary()
+        self._watchers: dict[object, weakref.ref[object]] = {}  # function reference -> its death callback's reference
+        self._dead: list[object] = []  # references of functions that died, to clean up
         self._counters = {"compiles": 0, "method_instances": 0, "disk_hits": 0, "disk_misses": 0, "disk_uncacheable": 0}
         self._launches = itertools.count()  # next() is atomic under the GIL: no lock on the hot path
         self._launch_base = 0
         self._module_caches: dict[str, ModuleCache] = {}  # name -> the module-level cache registered under it
 
     # -- functions dying ---------------------------------------------------------------------------------
-    def watch(self, ref) -> None:
+    def watch(self, ref: object) -> None:
         """Clean up after the function behind ``ref`` once it is collected."""
         if isinstance(ref, weakref.ref) and ref not in self._watchers:
             target = ref()
             if target is not None:
-                self._watchers[ref] = weakref.ref(target, lambda _, dead=ref: self._dead.append(dead))
+
+                def died(_: weakref.ref[object], dead: object = ref) -> None:
+                    self._dead.append(dead)
+
+                self._watchers[ref] = weakref.ref(target, died)
 
     def collect(self) -> None:
         """Retire the caches' entries for functions that have died since the last call."""
@@ -185,12 +232,12 @@ class Runtime:
             while self._dead:
                 ref = self._dead.pop()
                 self._watchers.pop(ref, None)
-                world.retire(self.kernels.drop_function(ref) + self.methods.drop_function(ref))
+                world.retire([*self.kernels.drop_function(ref), *self.methods.drop_function(ref)])
                 for key in self._launch_keys.pop(ref, ()):
                     self.launches.pop(key, None)
 
     # -- launch functions --------------------------------------------------------------------------------
-    def add_launch(self, key: tuple, launch) -> None:
+    def add_launch(self, key: tuple[object, ...], launch: Launch) -> None:
         """Add a launch function under ``key``, dropping those whose kernel is no longer valid."""
         with world.lock:
             live = [f for f in self.launches.get(key, ()) if f.kernel.valid]
@@ -199,7 +246,7 @@ class Runtime:
             launch.kernel.launch_keys.add(key)
             self.watch(key[0])
 
-    def drop_launches(self, kernel) -> None:
+    def drop_launches(self, kernel: LaunchedKernel) -> None:
         """Remove the launch functions made for the compiled ``kernel`` (it was invalidated)."""
         with world.lock:
             for key in kernel.launch_keys:
@@ -218,7 +265,7 @@ class Runtime:
     def count_launch(self) -> None:
         next(self._launches)
 
-    def stats(self) -> dict:
+    def stats(self) -> dict[str, int]:
         """Counters since the process started or the last reset: kernels compiled (``compiles``: real
         compilations only), method instances compiled, kernels loaded from the disk cache (``disk_hits``),
         lookups there that found no usable entry (``disk_misses``), compiled kernels it could not store
@@ -233,7 +280,14 @@ class Runtime:
         return python + (_fastlaunch.launch_count() if _fastlaunch is not None else 0)
 
     # -- module-level caches ------------------------------------------------------------------------------
-    def register_cache(self, name: str, cache=None, *, kept: str | None = None, clear=None):
+    def register_cache(
+        self,
+        name: str,
+        cache: Any = None,  # a dict, a weak dictionary, a functools cache (cleared by what it has), or None
+        *,
+        kept: str | None = None,
+        clear: Callable[[], None] | None = None,
+    ) -> Any:
         """Account for the module-level cache ``name`` ("overdub.module.variable") and return ``cache``.
         :meth:`reset` empties it -- with ``clear``, else its ``cache_clear()`` (a functools cache) or
         ``clear()`` -- unless ``kept`` gives the reason it must outlive a reset."""
@@ -254,8 +308,8 @@ class Runtime:
         afresh and nothing reachable keeps the old code alive. Used by the tests between tests."""
         with world.lock:
             self.collect()
-            edges = list(self.bindings.values()) + list(self.cells.values()) + list(self.functions.values())
-            world.retire(self.kernels.clear() + self.methods.clear() + edges)
+            edges = [*self.bindings.values(), *self.cells.values(), *self.functions.values()]
+            world.retire([*self.kernels.clear(), *self.methods.clear(), *edges])
             self.launches.clear()
             self._launch_keys.clear()
             self.proxies.clear()

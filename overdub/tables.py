@@ -18,11 +18,16 @@ Methods of 2 and 3 compile in the whole chain. After the tables (and not tables)
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from . import dunders
 from .extending import user_methods
 from .registry import GenericFunction, MethodTable
+
+if TYPE_CHECKING:
+    from .context import Context
 
 __all__ = ["Asked", "asked"]
 
@@ -33,11 +38,11 @@ class Asked:
     context's overdub table (else methods added to the callee, or its operands' dunders)."""
 
     table: MethodTable
-    below: tuple
+    below: tuple[Context, ...]
     overdub: bool
 
 
-def asked(chain: tuple, callee) -> list[Asked]:
+def asked(chain: tuple[Context, ...], callee: Callable[..., object]) -> list[Asked]:
     """Every table a call of ``callee`` in ``chain`` asks, in order (see the module docstring)."""
     found = []
     for depth, ctx in enumerate(chain):

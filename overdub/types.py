@@ -33,6 +33,7 @@ Python's ``int``, ``float``, ``bool`` and ``complex``) into a lattice type.
 from __future__ import annotations
 
 import inspect
+from typing import TypeGuard
 
 import numba
 import numba.np.numpy_support
@@ -361,7 +362,7 @@ def as_type(annotation):
     )
 
 
-def is_concrete(t) -> bool:
+def is_concrete(t: object) -> TypeGuard[nt.Type]:
     """Is ``t`` a type some value can have exactly (a numba type), rather than an abstract pattern?"""
     return isinstance(t, nt.Type)
 

@@ -123,7 +123,7 @@ def numba_implements(context, callee) -> bool:
     return context._lookup_global(callee) is not None
 
 
-def python_function(callee):
+def python_function(callee: object) -> pytypes.FunctionType | None:
     """The Python function to compile for ``callee``: a plain function itself, or the ``py_func`` of a numba
     dispatcher (``@numba.njit``, ``@cuda.jit``, ``@cuda.jit(device=True)``: overdub compiles it as any function
     of its own) or of an ``od.jit`` kernel; else None."""

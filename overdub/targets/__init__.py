@@ -15,12 +15,17 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .. import settings
 from ..runtime import runtime
 from . import cpu, cuda
 from .options import CompileOptions, debug_default
+
+if TYPE_CHECKING:
+    from ..arguments import Argument
+    from ..compiler import Kernel
+    from ..context import Context, TargetRoot
 
 __all__ = ["Target", "Launcher", "LaunchFunction", "CompileOptions", "get_target", "default_target", "gpu_usable"]
 
@@ -30,9 +35,17 @@ class LaunchFunction(Protocol):
     arguments still have the types it was compiled for, marshals them, enqueues. Returns False, launching
     nothing, when a check fails (the caller then takes the slow path)."""
 
-    kernel: Any  # the compiler.Kernel node it launches
+    @property
+    def kernel(self) -> Kernel:
+        """The compiled kernel it launches."""
 
-    def __call__(self, args: tuple, blocks, threads, shmem: int, stream) -> bool: ...
+    @property
+    def guarded(self) -> bool:
+        """Does it check every argument's class? Only then may the launch table keep it."""
+
+    def __call__(
+        self, args: tuple[object, ...], blocks: object, threads: object, shmem: int, stream: object, /
+    ) -> bool: ...
 
 
 class Launcher(Protocol):
@@ -52,8 +65,8 @@ class Target(Protocol):
 
     name: str  # "cpu", "cuda": what od.cuda(target=...) takes
     label: str  # how messages name it
-    base: Any  # its base context: od.CPU, od.CUDA
-    root: Any  # the end of every chain: its forwards and replacements
+    base: Context  # its base context: od.CPU, od.CUDA
+    root: TargetRoot  # the end of every chain: its forwards and replacements
     compile_lock: AbstractContextManager[Any]  # held while compiling for it
     options: CompileOptions  # how it compiles; another value is another target (``configured``)
     cache_tag: str  # what its code depends on besides the kernel: CPU or compute capability, options
@@ -61,7 +74,7 @@ class Target(Protocol):
     def configured(self, options: CompileOptions) -> Target:
         """This target compiling with ``options`` (itself when they are its own): one object per value."""
 
-    def argument(self, value) -> Any:
+    def argument(self, value: object) -> Argument:
         """A launch argument described (:class:`overdub.arguments.Argument`: kind, signature, numba type) as this
         target takes it; raises for values it cannot take (device memory on the CPU, host memory on CUDA)."""
 

@@ -1,0 +1,54 @@
+"""Types of the native launch path (``_fastlaunch.c``): the C launch function and ``od.cuda``'s lookup."""
+
+from collections.abc import Callable
+
+from overdub.compiler import Kernel
+from overdub.runtime import Launch
+
+class Launcher:
+    """A native launch function: guards every argument, marshals it and calls ``cuLaunchKernel``."""
+
+    def __init__(
+        self,
+        kernel: Kernel,
+        checks: object,
+        specs: list[object],
+        function: int,
+        launch_kernel_address: int,
+        stream_handle: Callable[[object], int],
+        /,
+    ) -> None: ...
+    @property
+    def kernel(self) -> Kernel: ...
+    @property
+    def guarded(self) -> bool: ...
+    @property
+    def nslots(self) -> int: ...
+    def __call__(
+        self, args: tuple[object, ...], blocks: object, threads: object, shmem: int, stream: object, /
+    ) -> bool: ...
+
+def cuda(
+    kernel: Callable[..., None],
+    /,
+    *args: object,
+    threads: object = 1,
+    blocks: object = 1,
+    shmem: int = 0,
+    stream: object = None,
+    target: object = None,
+    context: object = None,
+    state: object = None,
+    debug: bool | None = None,
+) -> None: ...
+def install(
+    table: dict[tuple[object, ...], list[Launch]],
+    slow_path: Callable[..., None],
+    python_launch: Callable[..., None],
+    state_mark: object,
+    /,
+) -> None: ...
+def launch_key(
+    kernel: object, args: tuple[object, ...], context: object, target: object, state: object, /
+) -> tuple[object, ...]: ...
+def launch_count() -> int: ...
