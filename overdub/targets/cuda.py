@@ -24,6 +24,7 @@ import os
 import struct
 import threading
 import weakref
+from collections.abc import Iterator
 
 import numpy as np
 from numba import cuda as numba_cuda
@@ -327,7 +328,7 @@ _reflecting = contextvars.ContextVar("overdub_reflecting", default=False)
 
 
 @contextlib.contextmanager
-def reflecting():
+def reflecting() -> Iterator[None]:
     """While kernels are compiled to be read (``od.code_ptx`` and the other reflections), not launched: the
     disk cache entries they make hold PTX, not a cubin linked for the device."""
     token = _reflecting.set(True)

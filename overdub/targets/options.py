@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, fields, replace
+from typing import Self
 
 from .. import settings
 
@@ -114,11 +115,11 @@ class Configurable:
     options = CompileOptions()
 
     @property
-    def plain(self) -> Configurable:
+    def plain(self) -> Self:
         """The target with the default options, of which this one is a configuration."""
         return self.__dict__.get("_plain", self)
 
-    def configured(self, options: CompileOptions) -> Configurable:
+    def configured(self, options: CompileOptions) -> Self:
         if options == self.options:
             return self
         plain = self.plain
