@@ -36,6 +36,7 @@ from .types import STRUCT_METADATA, PtrType, StructType, dtype_of, element_type,
 __all__ = [
     "Argument",
     "ArgumentKind",
+    "describe",
     "kind_of",
     "signature_guards",
     "refuse_container",
@@ -633,6 +634,20 @@ _HOST_RECORD, _RECORD, _TUPLE = HostRecord(), RecordArgument(), TupleArgument()
 _STRUCT, _NAMEDTUPLE = StructArgument(), NamedTupleArgument()
 _by_class: dict[type, ArgumentKind | None] = {}
 runtime.register_cache(f"{__name__}._by_class", _by_class, kept="a pure function of the class")
+
+
+def describe(value, typeof, foreign: str, refuse) -> Argument:
+    """``value`` described as a target takes it: by its kind, or -- a value of no kind -- typed by the target's
+    ``typeof`` (a Python container refused). A value whose memory is the target's ``foreign`` one ("device"
+    on the CPU, "host" on CUDA) is refused by ``refuse(value, kind)``, which raises."""
+    kind = kind_of(value)
+    if kind is None:
+        ty = typeof(value)
+        refuse_container(value, ty)
+        return Argument(value, None, None, ty)
+    if kind.memory(value) == foreign:
+        refuse(value, kind)
+    return Argument.of_kind(value, kind)
 
 
 def refuse_container(value, ty) -> None:

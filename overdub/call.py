@@ -87,8 +87,8 @@ class KernelCall:
         compiled = function if lifted is None else lifted.function
         hidden = () if state is None else (state,)
         values = hidden + (() if lifted is None else lifted.captured_values()) + tuple(args)
-        first = len(values) - len(args)
-        described = tuple(_named(describe, compiled, i - first, value) for i, value in enumerate(values))
+        # named by the compiled function's parameters: a lifted closure's captured variables come first
+        described = tuple(_named(describe, compiled, i - len(hidden), value) for i, value in enumerate(values))
         job = compiler.CompileJob.of(compiled, tuple(a.type for a in described), chain)
         return cls(
             kernel, function, tuple(args), target, tgt, None, context, state, chain, lifted, described, job, typed

@@ -312,6 +312,18 @@ def copy_back(pairs, stream=None) -> None:
             device.copy_to_host(host, stream=stream or 0)
 
 
+def _numba_typeof(value):
+    return cuda_typeof(value, Purpose.argument)
+
+
+def _refuse_host_memory(value, kind) -> None:
+    raise HostMemoryError(
+        f"a {kind.name.replace('_', ' ')} ({value!r:.60}) lives in host memory: pass a cupy array, a numba device "
+        f"array (numba.cuda.to_device), any __cuda_array_interface__ object, or od.pointer of one to a CUDA "
+        f"kernel, or launch through od.jit, which copies host arrays and records as numba-cuda does"
+    )
+
+
 class Registration:
     """A method instance's code, registered with the CUDA target context under ``impl_key`` for as long as
     this object lives (the method instance holds it)."""
@@ -419,19 +431,7 @@ class CUDATarget(Configurable):
         return f"{self.label}:{self.options!r}"
 
     def argument(self, value) -> arguments.Argument:
-        kind = arguments.kind_of(value)
-        if kind is None:
-            ty = cuda_typeof(value, Purpose.argument)
-            arguments.refuse_container(value, ty)
-            return arguments.Argument(value, None, None, ty)
-        if kind.memory(value) == "host":
-            raise HostMemoryError(
-                f"a {kind.name.replace('_', ' ')} ({value!r:.60}) lives in host memory: pass a cupy "
-                f"array, a numba device array (numba.cuda.to_device), any __cuda_array_interface__ "
-                f"object, or od.pointer of one to a CUDA kernel, or launch through od.jit, which "
-                f"copies host arrays and records as numba-cuda does"
-            )
-        return arguments.Argument.of_kind(value, kind)
+        return arguments.describe(value, _numba_typeof, "host", _refuse_host_memory)
 
     def typeof(self, value):
         return self.argument(value).type

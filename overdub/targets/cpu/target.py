@@ -128,6 +128,13 @@ class CPULauncher:
         )
 
 
+def _refuse_device_memory(value, kind) -> None:
+    raise TypeError(
+        f"a {type(value).__name__} ({value!r:.60}) lives in GPU memory: the CPU target takes host memory (a "
+        f"numpy array, od.pointer of one)"
+    )
+
+
 def _flush(kernel) -> list[str]:
     """Device printf reaches the console at the end of each launch of a kernel that prints (and only then: a
     flush is a sixth of an empty launch)."""
@@ -228,17 +235,7 @@ class CPUTarget(Configurable):
         )
 
     def argument(self, value) -> arguments.Argument:
-        kind = arguments.kind_of(value)
-        if kind is None:
-            ty = typeof(value)
-            arguments.refuse_container(value, ty)
-            return arguments.Argument(value, None, None, ty)
-        if kind.memory(value) == "device":
-            raise TypeError(
-                f"a {type(value).__name__} ({value!r:.60}) lives in GPU memory: the CPU target takes "
-                f"host memory (a numpy array, od.pointer of one)"
-            )
-        return arguments.Argument.of_kind(value, kind)
+        return arguments.describe(value, typeof, "device", _refuse_device_memory)
 
     def typeof(self, value):
         return self.argument(value).type
