@@ -61,7 +61,7 @@ def instructions(code: str) -> str:
     """LLVM IR with every local name, block label and comment taken out: the instructions, their types and
     constants (a kernel inlined into the CPU grid loop gets block labels from a process-wide counter)."""
     code = normalized(code)
-    code = re.sub(r";.*$", "", code, flags=re.M)
+    code = re.sub(r"\s*;.*$", "", code, flags=re.M)  # with the padding before it, which the label's length sets
     code = re.sub(r'^\s*("[^"]*"|[-\w.$]+):', "label:", code, flags=re.M)
     return re.sub(r'%("[^"]*"|[-\w.$]+)', "%v", code)
 
