@@ -119,6 +119,8 @@ class KernelCall:
     def launch_function(self, kernel: compiler.Kernel) -> Launch:
         """A launch function of ``kernel`` for arguments like this call's (it takes the hidden state and the
         call's own arguments; a lifted closure's captured values are read at each launch)."""
+        if self.lifted is not None and kernel.job != self.job:  # compiled() gave up lifting: the closure as it is
+            return self.unlifted().launch_function(kernel)
         hidden = 0 if self.state is None else 1
         launcher = cast("Launcher", kernel.launcher)  # what the target built (compiler.py cannot name its type)
         launch: Launch = launcher.launch_function(kernel, self.arguments)

@@ -5,6 +5,7 @@ import sys
 
 import numpy as np
 import pytest
+from numba import cuda as numba_cuda
 
 import overdub as od
 from helpers import compiles, run
@@ -440,11 +441,9 @@ def test_a_forward_added_after_a_launch_is_seen_by_the_next_launch():
 
 
 def test_a_closure_using_a_captured_value_as_a_constant_compiles_with_it_as_a_constant():
-    from numba import cuda
-
     def make(n):
-        def kernel(out):
-            tmp = cuda.local.array(n, np.int64)  # numba needs the shape at compile time
+        def kernel(out):  # captures n alone (a local `cuda` would be captured too, and nothing lifted)
+            tmp = numba_cuda.local.array(n, np.int64)  # numba needs the shape at compile time
             for i in range(n):
                 tmp[i] = i * i
             out[0] = tmp[n - 1]
@@ -453,6 +452,29 @@ def test_a_closure_using_a_captured_value_as_a_constant_compiles_with_it_as_a_co
 
     assert run(make(4)) == [9]
     assert run(make(5)) == [16]
+
+
+def test_the_first_launch_of_a_closure_that_cannot_be_lifted_takes_only_the_launchs_own_arguments():
+    """Its lifted form does not compile, so the kernel compiled is the closure as it is: the launch function
+    made for the call must pass the arguments that kernel takes, not the captured values too (on CUDA those
+    would fill the kernel's first parameter slots)."""
+    from overdub.call import KernelCall
+
+    def make(n):
+        def kernel(out):  # captures n alone (numba_cuda is a global): a closure over data, lifted first
+            tmp = numba_cuda.local.array(n, np.int64)  # numba needs the shape at compile time: lifting fails
+            tmp[n - 1] = 7
+            out[0] = tmp[n - 1] + n
+
+        return kernel
+
+    out = np.zeros(1, np.int64)
+    call = KernelCall.of(make(3), (out,), "cpu")
+    assert call.lifted is not None  # lifting is tried first
+    kernel = call.compiled()
+    assert kernel.job.argtypes == (call.arguments[-1].type,)  # the closure as it is: one parameter
+    launch = call.launch_function(kernel)
+    assert launch((out,), 1, 1, 0, None) is True and out[0] == 10
 
 
 def test_a_decorator_wrapping_od_function_still_extends_the_module_level_generic_function(make_module):
