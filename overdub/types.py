@@ -33,7 +33,9 @@ Python's ``int``, ``float``, ``bool`` and ``complex``) into a lattice type.
 from __future__ import annotations
 
 import inspect
-from typing import TypeGuard
+import typing
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Literal, Protocol, Self, TypeAlias, TypeGuard
 
 import numba
 import numba.np.numpy_support
@@ -43,6 +45,9 @@ from numba.core import types as nt
 from numba.core.typing.typeof import Purpose
 
 from .runtime import runtime
+
+if TYPE_CHECKING:
+    from typing_extensions import TypeIs
 
 __all__ = [
     "AbstractType",
@@ -89,6 +94,14 @@ float16, float32, float64 = nt.float16, nt.float32, nt.float64
 complex64, complex128 = nt.complex64, nt.complex128
 bool_ = nt.boolean
 
+# What as_type makes of an annotation: a concrete numba type, a built-in abstract node (Any, Number, ...), a
+# user's abstract class, or a pattern (Ptr[T] of an abstract T, Array[T, N], a parametric struct, a NamedTuple).
+LatticeType: TypeAlias = "nt.Type | AbstractType | type | PtrPattern | ArrayPattern | StructPattern | NamedTuplePattern"
+
+# A check that another value of the class it was made for has the type it was made for (see same_type_check);
+# its argument is whatever value the caller holds, of that class.
+ValueCheck: TypeAlias = Callable[[typing.Any], bool]
+
 
 class LatticeMeta(type):
     """The metaclass of user abstract types and structs: they print as their names, as types do in Julia."""
@@ -104,7 +117,7 @@ class AbstractType(metaclass=LatticeMeta):
     (``class Shape(od.AbstractType): pass``), with no instances either; ``@od.struct`` classes deriving from
     it are its concrete subtypes."""
 
-    def __new__(cls, *args, **kwargs):
+    def __new__(cls, *args: object, **kwargs: object) -> Self:
         if cls is not AbstractType:
             raise TypeError(
                 f"{cls.__qualname__} is an abstract type: it has no values (define an @od.struct "
@@ -112,12 +125,17 @@ class AbstractType(metaclass=LatticeMeta):
             )
         return super().__new__(cls)
 
-    def __init__(self, name: str, parent: AbstractType | None, numba_class: type | tuple | None = None):
+    def __init__(
+        self,
+        name: str,
+        parent: AbstractType | None,
+        numba_class: type[nt.Type] | tuple[type[nt.Type], ...] | None = None,
+    ) -> None:
         self.name = name
         self.parent = parent
         self._numba_class = numba_class  # concrete numba types of this class are its leaves
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[Callable[[str], AbstractType], tuple[str]]:
         return _abstract_type, (self.name,)
 
     def contains(self, t: nt.Type) -> bool:
@@ -126,8 +144,8 @@ class AbstractType(metaclass=LatticeMeta):
             return True
         return self._numba_class is not None and isinstance(t, self._numba_class)
 
-    def ancestors(self):
-        node = self
+    def ancestors(self) -> Iterator[AbstractType]:
+        node: AbstractType | None = self
         while node is not None:
             yield node
             node = node.parent
@@ -136,19 +154,20 @@ class AbstractType(metaclass=LatticeMeta):
         return self.name
 
 
-def is_abstract_class(t) -> bool:
+def is_abstract_class(t: object) -> bool:
     """Is ``t`` a user's abstract type (a class deriving from AbstractType that is no struct)?"""
     return isinstance(t, LatticeMeta) and issubclass(t, AbstractType) and "__overdub_type__" not in vars(t)
 
 
-def _is_node(t) -> bool:
+def _is_node(t: object) -> TypeIs[AbstractType]:
     """A built-in abstract node (Any, Number, ...); struct values deriving from a user's abstract type are not."""
     return type(t) is AbstractType
 
 
 def _abstract_type(name: str) -> AbstractType:
     """The lattice's abstract type called ``name`` (abstract types pickle by name)."""
-    return globals()[name]
+    node: AbstractType = globals()[name]
+    return node
 
 
 Any = AbstractType("Any", None)
@@ -169,7 +188,7 @@ class PtrType(nt.Type):
         super().__init__(name=f"Ptr[{dtype}]")
 
     @property
-    def key(self):
+    def key(self) -> nt.Type:
         return self.dtype
 
 
@@ -178,16 +197,16 @@ class PtrPattern:
 
     __slots__ = ("eltype",)
 
-    def __init__(self, eltype):
+    def __init__(self, eltype: LatticeType) -> None:
         self.eltype = eltype
 
-    def __eq__(self, other):
+    def __eq__(self, other: object) -> bool:
         return isinstance(other, PtrPattern) and other.eltype == self.eltype
 
-    def __hash__(self):
+    def __hash__(self) -> int:
         return hash((PtrPattern, self.eltype))
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"Ptr[{type_name(self.eltype)}]"
 
 
@@ -196,17 +215,17 @@ class ArrayPattern:
 
     __slots__ = ("eltype", "ndim")
 
-    def __init__(self, eltype, ndim: int | None):
+    def __init__(self, eltype: LatticeType, ndim: int | None) -> None:
         self.eltype = eltype
         self.ndim = ndim
 
-    def __eq__(self, other):
+    def __eq__(self, other: object) -> bool:
         return isinstance(other, ArrayPattern) and (other.eltype, other.ndim) == (self.eltype, self.ndim)
 
-    def __hash__(self):
+    def __hash__(self) -> int:
         return hash((ArrayPattern, self.eltype, self.ndim))
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         dims = "" if self.ndim is None else f", {self.ndim}"
         return f"Array[{type_name(self.eltype)}{dims}]"
 
@@ -214,8 +233,19 @@ class ArrayPattern:
 STRUCT_METADATA = "overdub.struct"  # the key of a struct array's dtype metadata naming its StructType
 
 
-def _struct_type_of(cls) -> StructType:
-    return cls.__overdub_type__
+def _struct_type_of(cls: type) -> StructType:
+    struct_type: StructType = cls.__overdub_type__  # type: ignore[attr-defined]  # overdub.structs sets it on the class
+    return struct_type
+
+
+class Definition(Protocol):
+    """The world node of a struct's class statement, as this module reads it (``overdub.structs``'s
+    ``StructDefinition``, which sits above this module)."""
+
+    @property
+    def valid(self) -> bool: ...
+
+    def superseded(self, struct_type: StructType) -> str: ...
 
 
 class StructType(nt.Type):
@@ -223,22 +253,29 @@ class StructType(nt.Type):
     struct): its ``fields``, (name, numba type) pairs in order, and the numpy ``numpy_dtype`` its arrays have.
     The class is the type's identity, so a redefined class is a new type."""
 
-    def __init__(self, cls: type, fields: tuple, numpy_dtype, base: type | None = None, params: tuple = ()):
+    def __init__(
+        self,
+        cls: type,
+        fields: tuple[tuple[str, nt.Type], ...],
+        numpy_dtype: np.dtype[typing.Any] | None,  # None until overdub.structs makes it (its metadata names this type)
+        base: type | None = None,
+        params: tuple[LatticeType, ...] = (),
+    ) -> None:
         self.cls, self.fields, self.numpy_dtype = cls, tuple(fields), numpy_dtype
         self.base, self.params = base, tuple(params)  # the parametric class and its parameters, if any
-        self.definition = None  # the world node of the class statement (overdub.structs sets it)
+        self.definition: Definition | None = None  # the world node of the class statement (overdub.structs sets it)
         super().__init__(name=cls.__qualname__)
 
     @property
-    def key(self):
+    def key(self) -> type:
         return self.cls
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[Callable[[type], StructType], tuple[type]]:
         """By its class, which pickles by reference: where it is unpickled, the type of the class found there
         (what the disk cache's entries hold; the cache checks the class's layout before using one)."""
         return _struct_type_of, (self.cls,)
 
-    def field_type(self, name: str):
+    def field_type(self, name: str) -> nt.Type | None:
         return dict(self.fields).get(name)
 
     def check_current(self, doing: str) -> None:
@@ -254,19 +291,19 @@ class StructPattern:
 
     __slots__ = ("base", "params")
 
-    def __init__(self, base: type, params: tuple | None):
+    def __init__(self, base: type, params: tuple[LatticeType, ...] | None) -> None:
         self.base, self.params = base, params
 
     def matches(self, t: StructType) -> bool:
         return t.base is self.base and (self.params is None or all(map(subtype, t.params, self.params)))
 
-    def __eq__(self, other):
+    def __eq__(self, other: object) -> bool:
         return isinstance(other, StructPattern) and (other.base, other.params) == (self.base, self.params)
 
-    def __hash__(self):
+    def __hash__(self) -> int:
         return hash((StructPattern, self.base, self.params))
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         if self.params is None:
             return self.base.__qualname__
         return f"{self.base.__qualname__}[{', '.join(type_name(p) for p in self.params)}]"
@@ -278,24 +315,24 @@ class NamedTuplePattern:
 
     __slots__ = ("cls",)
 
-    def __init__(self, cls: type):
+    def __init__(self, cls: type) -> None:
         self.cls = cls
 
-    def __eq__(self, other):
+    def __eq__(self, other: object) -> bool:
         return isinstance(other, NamedTuplePattern) and other.cls is self.cls
 
-    def __hash__(self):
+    def __hash__(self) -> int:
         return hash((NamedTuplePattern, self.cls))
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return self.cls.__qualname__
 
 
-def is_namedtuple_class(t) -> bool:
+def is_namedtuple_class(t: object) -> bool:
     return isinstance(t, type) and issubclass(t, tuple) and hasattr(t, "_fields")
 
 
-def _struct_class(t) -> type | None:
+def _struct_class(t: object) -> type | None:
     """The class a struct type or pattern is about (for its abstract supertypes), else None."""
     if isinstance(t, StructType):
         return t.cls
@@ -307,24 +344,24 @@ def _struct_class(t) -> type | None:
 class _PtrConstructor:
     """``Ptr[T]``: the concrete :class:`PtrType` for a concrete ``T``, a pattern otherwise."""
 
-    def __getitem__(self, eltype):
+    def __getitem__(self, eltype: object) -> PtrType | PtrPattern:
         eltype = as_type(eltype)
         return PtrType(eltype) if is_concrete(eltype) else PtrPattern(eltype)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "Ptr"
 
 
 class _ArrayConstructor:
     """``Array[T]`` or ``Array[T, N]``: a pattern over numba array types."""
 
-    def __getitem__(self, params):
+    def __getitem__(self, params: object) -> ArrayPattern:
         eltype, ndim = params if isinstance(params, tuple) else (params, None)
         if ndim is not None and (not isinstance(ndim, int) or ndim < 0):
             raise TypeError(f"Array[T, N] needs a non-negative integer N, not {ndim!r}")
         return ArrayPattern(as_type(eltype), ndim)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "Array"
 
 
@@ -334,7 +371,7 @@ Array = _ArrayConstructor()
 _PYTHON_ANNOTATIONS = {int: Integer, float: Float, bool: Boolean, complex: Complex}
 
 
-def as_type(annotation):
+def as_type(annotation: object) -> LatticeType:
     """The lattice type an annotation means; unannotated parameters (``inspect.Parameter.empty``) are Any.
 
     A struct class means its StructType (a parametric one, the pattern of all its instantiations), a user's
@@ -345,7 +382,8 @@ def as_type(annotation):
         if annotation in _PYTHON_ANNOTATIONS:
             return _PYTHON_ANNOTATIONS[annotation]
         if isinstance(annotation, LatticeMeta):
-            return annotation.__dict__.get("__overdub_type__", annotation)
+            struct_or_abstract: LatticeType = annotation.__dict__.get("__overdub_type__", annotation)
+            return struct_or_abstract
         if is_namedtuple_class(annotation):
             return NamedTuplePattern(annotation)
     if annotation is Ptr:
@@ -367,7 +405,7 @@ def is_concrete(t: object) -> TypeGuard[nt.Type]:
     return isinstance(t, nt.Type)
 
 
-def issubtype(a, b) -> bool:
+def issubtype(a: object, b: object) -> bool:
     """The subtype relation of the lattice: is every value of type ``a`` also of type ``b``?
 
     Both sides may be annotations (``int``, bare ``Ptr`` or ``Array``) as well as lattice types.
@@ -375,7 +413,7 @@ def issubtype(a, b) -> bool:
     return subtype(as_type(a), as_type(b))
 
 
-def subtype(a, b) -> bool:
+def subtype(a: LatticeType, b: LatticeType) -> bool:
     """:func:`issubtype` for lattice types already normalised by :func:`as_type` (the dispatch hot path)."""
     if a == b or b is Any:
         return True
@@ -395,12 +433,15 @@ def subtype(a, b) -> bool:
             )
         return isinstance(a, StructType) and b.matches(a)
     if isinstance(b, NamedTuplePattern):
-        return isinstance(a, nt.BaseNamedTuple) and a.instance_class is b.cls
+        # numba's BaseNamedTuple leaves instance_class to its two subclasses (NamedTuple, NamedUniTuple), both set it
+        return isinstance(a, nt.BaseNamedTuple) and a.instance_class is b.cls  # type: ignore[attr-defined]
     if isinstance(b, PtrPattern):
         if isinstance(a, PtrType):
             return subtype(a.dtype, b.eltype)
         return isinstance(a, PtrPattern) and subtype(a.eltype, b.eltype)
     if isinstance(b, ArrayPattern):
+        a_eltype: LatticeType
+        a_ndim: int | None
         if isinstance(a, nt.Array):
             a_eltype, a_ndim = a.dtype, a.ndim
         elif isinstance(a, ArrayPattern):
@@ -413,28 +454,32 @@ def subtype(a, b) -> bool:
     return False  # distinct concrete types, or an abstract type below a concrete one
 
 
-def typeof(value) -> nt.Type:
+def typeof(value: object) -> nt.Type:
     """The concrete type of a host value: the numba type a kernel argument of that value gets on the CPU (an
     array of structs has its StructType as element type)."""
     if isinstance(value, np.ndarray) and value.dtype.metadata and STRUCT_METADATA in value.dtype.metadata:
-        layout = "C" if value.flags.c_contiguous else ("F" if value.flags.f_contiguous else "A")
+        layout: Literal["C", "F", "A"] = "C" if value.flags.c_contiguous else ("F" if value.flags.f_contiguous else "A")
         return nt.Array(element_type(value.dtype), value.ndim, layout, readonly=not value.flags.writeable)
-    return numba.typeof(value, Purpose.argument)
+    # numba's typeof is unannotated
+    found: nt.Type = numba.typeof(value, Purpose.argument)  # type: ignore[no-untyped-call]
+    return found
 
 
-def element_type(dtype) -> nt.Type:
+def element_type(dtype: np.dtype[typing.Any]) -> nt.Type:
     """The numba type of one element of an array of ``dtype``: the StructType its metadata names (an array of
     an ``@od.struct``), else numba's own (a numba Record for any other structured dtype)."""
     metadata = dtype.metadata
     if metadata and STRUCT_METADATA in metadata:
-        return metadata[STRUCT_METADATA]
-    return numba.from_dtype(dtype)
+        struct_type: StructType = metadata[STRUCT_METADATA]
+        return struct_type
+    numba_type: nt.Type = numba.from_dtype(dtype)  # its overloads answer Any for a dtype of unknown scalar type
+    return numba_type
 
 
 _NUMERIC_KINDS = ((nt.Boolean, 0), (nt.Integer, 1), (nt.Float, 2), (nt.Complex, 3))
 
 
-def numeric_kind(t) -> int | None:
+def numeric_kind(t: object) -> int | None:
     """The rank of a numeric type's kind -- bool 0 < integer 1 < float 2 < complex 3 -- or None for others."""
     try:
         return _kinds[t]
@@ -445,33 +490,35 @@ def numeric_kind(t) -> int | None:
     return rank
 
 
-_kinds: dict = {}
+_kinds: dict[object, int | None] = {}  # numba types (any object is looked up: the callers' field annotations)
 runtime.register_cache(f"{__name__}._kinds", _kinds)
 
 
-def dtype_of(t) -> np.dtype:
+def dtype_of(t: nt.Type) -> np.dtype[typing.Any]:
     """The numpy dtype of values of the concrete type ``t`` (a struct's is aligned as the device lays it out)."""
-    return t.numpy_dtype if isinstance(t, StructType) else numba.np.numpy_support.as_dtype(t)
+    # a StructType's numpy_dtype is None only while overdub.structs makes it, before any caller sees the type
+    return t.numpy_dtype if isinstance(t, StructType) else numba.np.numpy_support.as_dtype(t)  # type: ignore[return-value]
 
 
-def from_dtype(dtype) -> nt.Type:
-    return numba.from_dtype(dtype)
+def from_dtype(dtype: np.dtype[typing.Any]) -> nt.Type:
+    numba_type: nt.Type = numba.from_dtype(dtype)
+    return numba_type
 
 
 _CLASS_DECIDES = (float, bool, complex, str)
 
 
-def _fits_int64(v) -> bool:
+def _fits_int64(v: int) -> bool:
     return -9223372036854775808 <= v <= 9223372036854775807
 
 
-def _plain_dtype(dtype) -> bool:
+def _plain_dtype(dtype: np.dtype[typing.Any]) -> bool:
     """A numeric dtype without fields or metadata (a struct's, a record's), whose class or fingerprint decides
     the numba type (a datetime's unit, a string's length would not be)."""
     return dtype.kind in "biufc" and dtype.fields is None and not dtype.metadata
 
 
-def same_type_check(value, numba_type):
+def same_type_check(value: object, numba_type: nt.Type) -> ValueCheck | Literal[False] | None:
     """How to know, cheaply, that another value of ``value``'s class has the type ``numba_type`` (``value``'s
     own): None where the class alone decides it (float, bool, complex, str, numpy scalars); a check of the
     value where the class does not (an int's range decides int64 or uint64; an array's dtype, rank, layout,
@@ -484,12 +531,14 @@ def same_type_check(value, numba_type):
         return None
     if kind is int and numba_type == nt.int64:
         return _fits_int64
-    if kind is np.ndarray and _plain_dtype(value.dtype):
-        fingerprint, aligned = _dispatcher.compute_fingerprint(value), value.flags.aligned
+    array = typing.cast("np.ndarray[typing.Any, np.dtype[typing.Any]]", value)  # read only when kind is np.ndarray
+    if kind is np.ndarray and _plain_dtype(array.dtype):
+        fingerprint, aligned = _dispatcher.compute_fingerprint(array), array.flags.aligned
+
         return lambda v: _dispatcher.compute_fingerprint(v) == fingerprint and v.flags.aligned == aligned
     return False
 
 
-def type_name(t) -> str:
+def type_name(t: object) -> str:
     """How overdub prints a type in messages: numba's name for concrete types, the lattice name otherwise."""
     return t.__qualname__ if isinstance(t, type) else str(t)
