@@ -22,9 +22,12 @@ import os
 import pickle
 import sys
 import types as pytypes
+import typing
+from collections.abc import Callable, Iterable, Mapping
+from typing import Literal, Protocol, TypeAlias
 
 from . import world
-from .types import Any, as_type, same_type_check, type_name, typeof
+from .types import Any, ConcreteType, LatticeType, ValueCheck, as_type, same_type_check, type_name, typeof
 from .types import subtype as issubtype
 
 __all__ = [
@@ -41,16 +44,38 @@ __all__ = [
     "methods_from",
 ]
 
+# A tuple of lattice types: a method's signature, or the argument types of a call.
+Signature: TypeAlias = tuple[LatticeType, ...]
+
+# What an object pickled by reference reduces to: resolve_reference and the module and qualified name it imports.
+Reference: TypeAlias = tuple[Callable[[str, str], object], tuple[str, str]]
+
+# A check that other arguments of the same classes have the argument types a host call was dispatched for.
+ArgsCheck: TypeAlias = Callable[[tuple[object, ...]], bool]
+
+
+class TableOwner(Protocol):
+    """What owns a table of a callee's methods besides a generic function, as this module reads it: a context
+    (its overdubs), od.method's tables, the operator dunders' tables (modules above this one)."""
+
+    def table(self, callee: Callable[..., typing.Any]) -> MethodTable: ...
+
+
+# Who a method table belongs to, for pickling a method by reference: a generic function, or (owner, callee).
+Owner: TypeAlias = "GenericFunction | tuple[TableOwner, Callable[..., typing.Any]]"
+
 
 class MethodError(TypeError):
     """No method applies to the argument types of a call."""
 
-    def __init__(self, name: str, argtypes: tuple, candidates: tuple = ()):
+    def __init__(self, name: str, argtypes: Signature, candidates: Iterable[Method | MethodDescription] = ()) -> None:
         super().__init__(name, argtypes, candidates)
         self.name, self.argtypes, self.candidates = name, argtypes, tuple(candidates)
         self.call_site: str | None = None  # "kernel.py:12", filled in by the compiler
 
-    def __reduce__(self):
+    def __reduce__(
+        self,
+    ) -> tuple[type[MethodError], tuple[str, Signature, tuple[Method | MethodDescription, ...]], dict[str, str | None]]:
         # all fields travel (a worker's error reaches its parent intact); a candidate method travels by
         # reference when its function is importable, else as its description
         return (
@@ -91,7 +116,7 @@ class MethodDescription(str):
     """A method of an error raised elsewhere, whose function could not be pickled by reference."""
 
 
-def _portable(method):
+def _portable(method: Method | MethodDescription) -> Method | MethodDescription:
     try:
         pickle.dumps(method)
     except Exception:  # anything pickle raises means: not importable here
@@ -99,21 +124,21 @@ def _portable(method):
     return method
 
 
-def resolve_reference(module: str, qualname: str):
+def resolve_reference(module: str, qualname: str) -> object:
     """The object importable as ``module`` + ``qualname`` (how generic functions and contexts pickle)."""
-    value = importlib.import_module(module)
+    value: object = importlib.import_module(module)
     for part in qualname.split("."):
         value = getattr(value, part)
     return value
 
 
-def reference_to(obj, module: str | None, qualname: str) -> tuple:
+def reference_to(obj: object, module: str | None, qualname: str) -> Reference:
     """``(resolve_reference, (module, qualname))`` for pickle, after checking that it finds ``obj``."""
     try:
-        found = resolve_reference(module, qualname) is obj
+        found = module is not None and resolve_reference(module, qualname) is obj
     except Exception:  # not importable: say so below
         found = False
-    if not found:
+    if module is None or not found:
         raise pickle.PicklingError(
             f"cannot pickle {obj!r}: it pickles by reference, and {module}.{qualname} "
             f"does not name it (define it at the top level of an importable module)"
@@ -121,25 +146,29 @@ def reference_to(obj, module: str | None, qualname: str) -> tuple:
     return resolve_reference, (module, qualname)
 
 
-def _call_repr(name: str, argtypes: tuple) -> str:
+def _call_repr(name: str, argtypes: Signature) -> str:
     return f"{name}({', '.join(type_name(t) for t in argtypes)})"
 
 
-def _location(func) -> tuple[str, int]:
+def _location(func: Callable[..., typing.Any]) -> tuple[str, int]:
     code = getattr(func, "__code__", None)
     if code is None:
         return "<unknown>", 0
     return code.co_filename, code.co_firstlineno
 
 
-def signature_of(func, scope: dict | None = None) -> tuple[tuple[str, ...], tuple, tuple]:
+def signature_of(
+    func: Callable[..., typing.Any], scope: Mapping[str, object] | None = None
+) -> tuple[tuple[str, ...], Signature, tuple[object, ...]]:
     """The parameter names, lattice signature (unannotated parameters are Any) and default values of a def;
     ``scope`` binds names its string annotations use ahead of its module's (a class being defined)."""
     try:
         sig = inspect.signature(func, locals=scope, eval_str=True)
     except NameError as exc:
         raise TypeError(f"cannot evaluate the annotations of {func.__qualname__}: {exc}") from None
-    names, types_, defaults = [], [], []
+    names: list[str] = []
+    types_: list[LatticeType] = []
+    defaults: list[object] = []
     for p in sig.parameters.values():
         if p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
             raise TypeError(
@@ -154,23 +183,35 @@ def signature_of(func, scope: dict | None = None) -> tuple[tuple[str, ...], tupl
     return tuple(names), tuple(types_), tuple(defaults)
 
 
-def _fill_defaults(func, params: tuple, defaults: tuple, arity: int, full):
+def _fill_defaults(
+    func: Callable[..., typing.Any],
+    params: tuple[str, ...],
+    defaults: tuple[object, ...],
+    arity: int,
+    full: Callable[..., typing.Any],
+) -> pytypes.FunctionType:
     """A def taking the first ``arity`` parameters of ``func`` and calling ``full`` with the defaults for the
     rest (as Julia expands ``f(x, y=1)`` into the methods ``f(x) = f(x, 1)`` and ``f(x, y)``: ``full`` is the
     generic function, so the call dispatches -- to a more specific method, a context's overdub, a
     redefinition)."""
     kept = list(params[:arity])
     filled = [f"__overdub_default{i}" for i in range(len(params) - arity)]
-    namespace = {"__name__": func.__module__, "__overdub_full": full}
+    namespace: dict[str, typing.Any] = {"__name__": func.__module__, "__overdub_full": full}
     namespace.update(zip(filled, defaults[len(defaults) - len(filled) :]))
     source = f"def method({', '.join(kept)}):\n    return __overdub_full({', '.join(kept + filled)})\n"
     exec(compile(source, f"<defaults of {func.__qualname__}>", "exec"), namespace)
-    wrapper = namespace["method"]
+    wrapper: pytypes.FunctionType = namespace["method"]
     wrapper.__name__, wrapper.__qualname__, wrapper.__doc__ = func.__name__, func.__qualname__, func.__doc__
     return wrapper
 
 
-def methods_from(name: str, func, sig: tuple | None = None, full=None, scope: dict | None = None) -> list[Method]:
+def methods_from(
+    name: str,
+    func: Callable[..., typing.Any],
+    sig: tuple[object, ...] | None = None,
+    full: Callable[..., typing.Any] | None = None,
+    scope: Mapping[str, object] | None = None,
+) -> list[Method]:
     """The methods a def defines: one for its full arity and, for each trailing default, one for the arity
     without it, calling ``full`` (the generic function; the def itself for a context's overdub, whose
     default-arity methods run the def they come from). ``sig`` (for all parameters) overrides the
@@ -193,12 +234,19 @@ class Method:
 
     __slots__ = ("name", "func", "params", "sig", "file", "line", "table")
 
-    def __init__(self, name: str, func, params: tuple, sig: tuple, origin=None):
+    def __init__(
+        self,
+        name: str,
+        func: Callable[..., typing.Any],
+        params: tuple[str, ...],
+        sig: Signature,
+        origin: Callable[..., typing.Any] | None = None,
+    ) -> None:
         self.name, self.func, self.params, self.sig = name, func, params, sig
         self.file, self.line = _location(origin or func)  # origin: the def a generated method comes from
         self.table: MethodTable | None = None  # set when added to one
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[Callable[[Owner, Signature], Method], tuple[Owner, Signature]]:
         """By reference: the method of this signature in its owner's table."""
         if self.table is None or self.table.owner is None:
             raise pickle.PicklingError(f"cannot pickle {self!r}: it belongs to no generic function or context")
@@ -208,7 +256,7 @@ class Method:
     def location(self) -> str:
         return f"{os.path.basename(self.file)}:{self.line}"
 
-    def applies_to(self, argtypes: tuple) -> bool:
+    def applies_to(self, argtypes: Signature) -> bool:
         return len(argtypes) == len(self.sig) and all(map(issubtype, argtypes, self.sig))
 
     def more_specific_than(self, other: Method) -> bool:
@@ -231,11 +279,13 @@ class MethodMatch(world.Node):
 
     __slots__ = ("table", "argtypes", "method", "ambiguous")
 
-    def __init__(self, table: MethodTable, argtypes: tuple, method: Method | None, ambiguous: tuple):
+    def __init__(
+        self, table: MethodTable, argtypes: Signature, method: Method | None, ambiguous: tuple[Method, ...]
+    ) -> None:
         super().__init__()
         self.table, self.argtypes, self.method, self.ambiguous = table, argtypes, method, ambiguous
 
-    def same_answer(self, method: Method | None, ambiguous: tuple) -> bool:
+    def same_answer(self, method: Method | None, ambiguous: tuple[Method, ...]) -> bool:
         return method is self.method and {id(m) for m in ambiguous} == {id(m) for m in self.ambiguous}
 
     def error(self) -> MethodError | None:
@@ -271,7 +321,7 @@ class EmptyTable(world.Node):
         return f"{self.table.name} has no methods"
 
 
-def _method_of(owner, sig: tuple) -> Method:
+def _method_of(owner: Owner, sig: Signature) -> Method:
     table = owner.table if isinstance(owner, GenericFunction) else owner[0].table(owner[1])
     return next(m for m in table.methods if m.sig == sig)
 
@@ -280,15 +330,15 @@ class MethodTable:
     """The methods of one function, and the dispatch cache over them. ``owner`` names it for pickling: a
     generic function, or (context, callee) for a context's overdub table."""
 
-    def __init__(self, name: str, owner=None):
+    def __init__(self, name: str, owner: Owner | None = None) -> None:
         self.name = name
         self.owner = owner
         self.methods: list[Method] = []
-        self._cache: dict[tuple, MethodMatch] = {}  # argument types -> the answer for them
+        self._cache: dict[Signature, MethodMatch] = {}  # argument types -> the answer for them
         self._empty = EmptyTable(self)
 
     # -- dispatch --------------------------------------------------------------------------------------
-    def resolve(self, argtypes: tuple) -> tuple[Method | None, tuple]:
+    def resolve(self, argtypes: Signature) -> tuple[Method | None, tuple[Method, ...]]:
         """Uncached dispatch: (the most specific applicable method, ()) or (None, the ambiguous methods)."""
         applicable = [m for m in self.methods if m.applies_to(argtypes)]
         minimal = [m for m in applicable if not any(o.more_specific_than(m) for o in applicable)]
@@ -296,7 +346,7 @@ class MethodTable:
             return minimal[0], ()
         return None, tuple(minimal)
 
-    def dispatch(self, argtypes: tuple) -> MethodMatch:
+    def dispatch(self, argtypes: Signature) -> MethodMatch:
         """The cached answer for ``argtypes``; the node being built on this thread gets an edge to it."""
         match = self._cache.get(argtypes)
         if match is None:
@@ -308,11 +358,11 @@ class MethodTable:
         world.consult(match)
         return match
 
-    def lookup(self, argtypes: tuple) -> Method:
+    def lookup(self, argtypes: Signature) -> Method:
         """The method ``argtypes`` dispatch to; raises MethodError or AmbiguityError."""
         match = self.dispatch(argtypes)
         if match.method is None:
-            raise match.error()
+            raise match.error()  # type: ignore[misc]  # error() is None only when a method applies
         return match.method
 
     def is_empty(self) -> bool:
@@ -323,7 +373,7 @@ class MethodTable:
         world.consult(self._empty)
         return not self.methods  # a method added meanwhile has invalidated what was just consulted
 
-    def cached(self) -> dict[tuple, MethodMatch]:
+    def cached(self) -> dict[Signature, MethodMatch]:
         return dict(self._cache)
 
     def _forget(self, match: MethodMatch) -> None:
@@ -343,7 +393,7 @@ class MethodTable:
                 old, verb = self.methods[replaced], "redefined"
                 self.methods[replaced] = method
             world.bump_world()
-            stale = [
+            stale: list[world.Node] = [
                 match
                 for argtypes, match in self._cache.items()
                 if method.applies_to(argtypes) and not match.same_answer(*self.resolve(argtypes))
@@ -360,16 +410,17 @@ class GenericFunction:
     def __init__(self, name: str, module: str | None = None, qualname: str | None = None):
         self.__name__ = name
         self.__qualname__ = qualname or name
-        self.__module__ = module
+        # None for one made without a module (as for a function's); typeshed has object.__module__ a str
+        self.__module__ = module  # type: ignore[assignment]
         self.__doc__ = None
         self.table = MethodTable(name, owner=self)
         # host calls: argument classes -> (the method's def, the dispatch answer, a check of the values or None)
-        self._host_calls: dict[tuple, tuple] = {}
+        self._host_calls: dict[tuple[type, ...], tuple[Callable[..., typing.Any], MethodMatch, ArgsCheck | None]] = {}
 
-    def __reduce__(self):
+    def __reduce__(self) -> Reference:
         return reference_to(self, self.__module__, self.__qualname__)
 
-    def define(self, func, sig: tuple | None = None) -> Method:
+    def define(self, func: Callable[..., typing.Any], sig: tuple[object, ...] | None = None) -> Method:
         """Add the methods of ``func`` (its annotations give the signature unless ``sig`` is given; each
         trailing default adds a method of lower arity); returns the full-arity one."""
         methods = methods_from(self.__name__, func, sig, full=self)
@@ -383,7 +434,7 @@ class GenericFunction:
     def methods(self) -> list[Method]:
         return list(self.table.methods)
 
-    def __call__(self, *args):
+    def __call__(self, *args: object) -> typing.Any:  # what the method reached returns
         """Call on the host: for classes of arguments seen before, one dict lookup, the answer's validity flag
         (a redefinition clears it) and the values' checks where the classes do not decide the types."""
         n = len(args)
@@ -396,11 +447,11 @@ class GenericFunction:
                 return func(*args)
         return self._call_typed(args)
 
-    def _call_typed(self, args: tuple):
+    def _call_typed(self, args: tuple[object, ...]) -> typing.Any:
         argtypes = tuple(typeof(a) for a in args)
         match = self.table.dispatch(argtypes)
         if match.method is None:
-            raise match.error()
+            raise match.error()  # type: ignore[misc]  # error() is None only when a method applies
         check = _values_check(args, argtypes)
         if check is not False:
             self._host_calls[tuple(map(type, args))] = (match.method.func, match, check)
@@ -411,20 +462,22 @@ class GenericFunction:
         return f"<generic function {self.__qualname__} with {n} method{'s' if n != 1 else ''}>"
 
 
-def _values_check(args: tuple, argtypes: tuple):
+def _values_check(args: tuple[object, ...], argtypes: tuple[ConcreteType, ...]) -> ArgsCheck | Literal[False] | None:
     """One check that other arguments of the same classes have the types ``argtypes`` (see
     :func:`overdub.types.same_type_check`): None when the classes decide, False when no cheap check exists."""
-    checks = [(i, same_type_check(a, t)) for i, (a, t) in enumerate(zip(args, argtypes))]
-    if any(check is False for _, check in checks):
+    found = [(i, same_type_check(a, t)) for i, (a, t) in enumerate(zip(args, argtypes))]
+    if any(check is False for _, check in found):
         return False
-    checks = [(i, check) for i, check in checks if check is not None]
+    checks: list[tuple[int, ValueCheck]] = [
+        (i, check) for i, check in found if check is not None and check is not False
+    ]
     if not checks:
         return None
     if len(checks) == 1:
         [(index, check)] = checks
         return lambda values: check(values[index])
 
-    def check_all(values) -> bool:
+    def check_all(values: tuple[object, ...]) -> bool:
         for index, check in checks:
             if not check(values[index]):
                 return False
@@ -433,7 +486,9 @@ def _values_check(args: tuple, argtypes: tuple):
     return check_all
 
 
-def function(func, sig: tuple | None = None, *, scope: dict | None = None) -> GenericFunction:
+def function(
+    func: Callable[..., typing.Any], sig: tuple[object, ...] | None = None, *, scope: Mapping[str, object] | None = None
+) -> GenericFunction:
     """Decorator: add ``func`` as a method of the generic function its name is bound to where the ``def``
     runs, and return that generic function.
 
@@ -462,13 +517,13 @@ def function(func, sig: tuple | None = None, *, scope: dict | None = None) -> Ge
     return gf
 
 
-def _what(value) -> str:
+def _what(value: object) -> str:
     if isinstance(value, type):
         return f"the class {value.__qualname__}"
     return f"{type(value).__name__} {getattr(value, '__qualname__', value)!r}"
 
 
-def which(f: GenericFunction, *argtypes) -> Method:
+def which(f: GenericFunction, *argtypes: object) -> Method:
     """The method a call of ``f`` with these argument types reaches (raises MethodError/AmbiguityError)."""
     return f.table.lookup(tuple(as_type(t) for t in argtypes))
 

@@ -97,6 +97,7 @@ bool_ = nt.boolean
 # What as_type makes of an annotation: a concrete numba type, a built-in abstract node (Any, Number, ...), a
 # user's abstract class, or a pattern (Ptr[T] of an abstract T, Array[T, N], a parametric struct, a NamedTuple).
 LatticeType: TypeAlias = "nt.Type | AbstractType | type | PtrPattern | ArrayPattern | StructPattern | NamedTuplePattern"
+ConcreteType: TypeAlias = nt.Type  # a type some value has exactly: a numba type (see is_concrete)
 
 # A check that another value of the class it was made for has the type it was made for (see same_type_check);
 # its argument is whatever value the caller holds, of that class.
