@@ -16,14 +16,18 @@ like any method, and an empty table is an edge of the operator rewrite.
 from __future__ import annotations
 
 import operator
+import types as pytypes
+import typing
+from collections.abc import Callable, Mapping
 
 from . import world
-from .registry import MethodTable, methods_from, reference_to
+from .registry import Method, MethodTable, Reference, methods_from, reference_to
+from .types import LatticeType
 
 __all__ = ["register", "tables", "FORWARD", "REFLECTED", "UNARY"]
 
 # dunder -> operator function, for binary operators: forward and reflected names
-FORWARD = {
+FORWARD: dict[str, Callable[..., object]] = {
     "__add__": operator.add,
     "__sub__": operator.sub,
     "__mul__": operator.mul,
@@ -54,7 +58,7 @@ FORWARD = {
     "__setitem__": operator.setitem,
     "__contains__": operator.contains,
 }
-REFLECTED = {
+REFLECTED: dict[str, Callable[..., object]] = {
     "__radd__": operator.add,
     "__rsub__": operator.sub,
     "__rmul__": operator.mul,
@@ -76,21 +80,26 @@ REFLECTED = {
     "__eq__": operator.eq,
     "__ne__": operator.ne,
 }
-UNARY = {"__neg__": operator.neg, "__pos__": operator.pos, "__invert__": operator.invert, "__abs__": abs}
+UNARY: dict[str, Callable[..., object]] = {
+    "__neg__": operator.neg,
+    "__pos__": operator.pos,
+    "__invert__": operator.invert,
+    "__abs__": abs,
+}
 
 
 class DunderTables:
     """One kind of dunder table per operator (forward or reflected): a variable of this module, so that its
     tables -- each owned by (it, the operator) -- are found by name in another process (the disk cache)."""
 
-    def __init__(self, kind: str, variable: str):
+    def __init__(self, kind: str, variable: str) -> None:
         self.kind, self._variable = kind, variable
-        self._tables: dict = {}  # operator -> its table
+        self._tables: dict[Callable[..., object], MethodTable] = {}  # operator -> its table
 
-    def __reduce__(self):
+    def __reduce__(self) -> Reference:
         return reference_to(self, __name__, self._variable)
 
-    def table(self, op) -> MethodTable:
+    def table(self, op: Callable[..., object]) -> MethodTable:
         found = self._tables.get(op)
         if found is None:
             with world.lock:
@@ -107,7 +116,7 @@ _HAS_FORWARD = frozenset(FORWARD.values()) | frozenset(UNARY.values())
 _HAS_REFLECTED = frozenset(REFLECTED.values())
 
 
-def tables(op) -> list[MethodTable]:
+def tables(op: Callable[..., object]) -> list[MethodTable]:
     """The dunder tables a call of ``op`` asks, in order: forward (and unary), then reflected; none for a
     callee no dunder names."""
     return ([forward_dunders.table(op)] if op in _HAS_FORWARD else []) + (
@@ -115,22 +124,22 @@ def tables(op) -> list[MethodTable]:
     )
 
 
-def _swapped(func, name: str):
+def _swapped(func: Callable[..., typing.Any], name: str) -> pytypes.FunctionType:
     """``(other, self) -> func(self, other)``: a reflected dunder as a method of the operator."""
-    namespace = {"__overdub_dunder": func, "__name__": func.__module__}
+    namespace: dict[str, typing.Any] = {"__overdub_dunder": func, "__name__": func.__module__}
     exec(
         compile(
             "def reflected(other, self):\n    return __overdub_dunder(self, other)\n", f"<reflected {name}>", "exec"
         ),
         namespace,
     )
-    wrapper = namespace["reflected"]
+    wrapper: pytypes.FunctionType = namespace["reflected"]
     wrapper.__qualname__ = func.__qualname__
-    wrapper.__overdub_origin__ = func
+    wrapper.__overdub_origin__ = func  # type: ignore[attr-defined]  # a function takes any attribute
     return wrapper
 
 
-def register(cls: type, self_type) -> None:
+def register(cls: type, self_type: LatticeType) -> None:
     """Add the operator dunders defined in ``cls``'s body as methods whose first parameter (``self``) is
     ``self_type`` -- the lattice type of the class's values -- and whose others keep their annotations; a
     string annotation naming the class (``other: "Dual"``) means ``cls`` itself, even while the name is still
@@ -143,19 +152,26 @@ def register(cls: type, self_type) -> None:
         if name in FORWARD or name in UNARY:
             arity = 1 if name in UNARY else 3 if name == "__setitem__" else 2
             _add(
-                forward_dunders.table(FORWARD.get(name) or UNARY.get(name)),
+                forward_dunders.table(FORWARD.get(name) or UNARY[name]),  # name is in one of them
                 _method(label, func, self_type, scope, arity),
             )
         if name in REFLECTED:
             _add(reflected_dunders.table(REFLECTED[name]), _method(label, func, self_type, scope, 2, reflect=True))
 
 
-def _add(table: MethodTable, method) -> None:
+def _add(table: MethodTable, method: Method | None) -> None:
     if method is not None:
         table.add(method)
 
 
-def _method(label: str, func, self_type, scope: dict, arity: int, reflect: bool = False):
+def _method(
+    label: str,
+    func: Callable[..., typing.Any],
+    self_type: LatticeType,
+    scope: Mapping[str, object],
+    arity: int,
+    reflect: bool = False,
+) -> Method | None:
     """The method of a dunder taking ``arity`` operands (``__pow__(self, other, mod=None)`` is binary), with
     ``self`` typed ``self_type``: ``(self, other)``, or ``(other, self)`` when reflected; None when the
     dunder cannot take that many or its annotations are no lattice types (it stays a host-only dunder)."""
