@@ -157,6 +157,18 @@ def _location(func: Callable[..., typing.Any]) -> tuple[str, int]:
     return code.co_filename, code.co_firstlineno
 
 
+def _evaluated(annotation: object, func: Callable[..., typing.Any], scope: Mapping[str, object] | None) -> object:
+    """An annotation that is still a string after ``inspect.signature(eval_str=True)``: a quoted one in a module
+    under ``from __future__ import annotations`` (``o: "S"`` is stored as ``"'S'"``), evaluated once more, as
+    ``typing.get_type_hints`` does."""
+    if not isinstance(annotation, str):
+        return annotation
+    try:
+        return eval(annotation, getattr(func, "__globals__", {}), dict(scope or {}))
+    except NameError as exc:
+        raise TypeError(f"cannot evaluate the annotations of {func.__qualname__}: {exc}") from None
+
+
 def signature_of(
     func: Callable[..., typing.Any], scope: Mapping[str, object] | None = None
 ) -> tuple[tuple[str, ...], Signature, tuple[object, ...]]:
@@ -177,7 +189,7 @@ def signature_of(
                 f"keyword-only ones"
             )
         names.append(p.name)
-        types_.append(as_type(p.annotation))
+        types_.append(as_type(_evaluated(p.annotation, func, scope)))
         if p.default is not p.empty:
             defaults.append(p.default)
     return tuple(names), tuple(types_), tuple(defaults)

@@ -13,7 +13,7 @@ import pytest
 from numba.core import types
 
 import overdub as od
-from helpers import in_threads, run
+from helpers import in_threads, run, unique_name
 from overdub.compiler import CompileError
 
 SHAPES = """
@@ -743,3 +743,34 @@ def test_gpu_parametric_struct_dispatch_and_construction(m, cupy):
 def test_gpu_named_tuple_argument(make_module, cupy):
     n = make_module(NAMED, prefix="named_gpu")
     assert launch_gpu(n.k, n.Point(1.0, -2.0), n=2) == [3.0, 12.0]
+
+
+def test_a_quoted_annotation_under_postponed_annotations_names_its_class(tmp_path, monkeypatch):
+    """``from __future__ import annotations`` stores ``o: "S"`` as the string ``"'S'"``: evaluated once it is
+    still a string, which must name the class (as typing.get_type_hints reads it), not leave the dunder
+    without a method for (S, S). (An imported module: postponed field annotations are read in it.)"""
+    import importlib
+    import textwrap
+
+    name = unique_name("postponed")
+    (tmp_path / f"{name}.py").write_text(
+        textwrap.dedent("""
+        from __future__ import annotations
+        import overdub as od
+
+        @od.struct
+        class S:
+            a: od.int64
+
+            def __add__(self, o: "S"):
+                return S(self.a + o.a)
+
+        def kernel(out, s):
+            out[0] = (s + s).a
+    """)
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    m = importlib.import_module(name)
+    out = np.zeros(1, np.int64)
+    od.cuda(m.kernel, out, m.S(3), target="cpu")
+    assert out[0] == 6
