@@ -332,8 +332,11 @@ static int launcher_run(Launcher *self, PyObject *args, Py_ssize_t first, PyObje
     unsigned grid[3], block[3];
     if (parse_dims(blocks, grid) < 0 || parse_dims(threads, block) < 0 ||
         check_limits(grid, block, blocks, threads) < 0) return -1;
+    /* shmem other than an int in 0..48 KiB (numpy's, a bad value): the slow path normalises it or says why */
+    if (!PyLong_CheckExact(shmem_obj)) return 0;
     unsigned long shmem = PyLong_AsUnsignedLong(shmem_obj);
-    if (PyErr_Occurred()) return -1;
+    if (PyErr_Occurred()) { PyErr_Clear(); return 0; }
+    if (shmem > 48 * 1024) return 0;
     void *hstream = NULL;
     if (stream != Py_None) {
         PyObject *handle = PyObject_CallFunctionObjArgs(self->stream_handle, stream, NULL);
@@ -345,6 +348,7 @@ static int launcher_run(Launcher *self, PyObject *args, Py_ssize_t first, PyObje
     for (Py_ssize_t i = 0; i < n; i++) params[i] = &slots[i];
     int err = self->launch(self->function, grid[0], grid[1], grid[2], block[0], block[1], block[2],
                            (unsigned)shmem, hstream, n ? params : NULL, NULL);
+    if (err == 201) return 0; /* CUDA_ERROR_INVALID_CONTEXT: the slow path makes the device's context current */
     if (err != 0) {
         PyErr_Format(PyExc_RuntimeError, "cuLaunchKernel failed with CUresult %d", err);
         return -1;

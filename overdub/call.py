@@ -36,7 +36,7 @@ from .arguments import Argument
 from .context import Context
 from .registry import GenericFunction
 from .runtime import Launch, launch_key, runtime
-from .targets import get_target
+from .targets import get_target, launchfn
 from .types import is_concrete
 
 if TYPE_CHECKING:
@@ -166,14 +166,20 @@ def launch_slow(
     failed): build the call, get its compiled kernel, add a launch function for these argument classes,
     launch. A launch passing state passes it as the kernel's hidden first argument.
 
+    Every check of the launch runs before anything is compiled or read from the disk cache, with the message
+    the launch function would give: the kernel and the arguments' binding, the target, the grid, the block, the
+    dynamic shared memory and the stream (:func:`overdub.targets.launchfn.checked_config`), then each argument's
+    kind and memory (described by the target in :meth:`KernelCall.of`).
+
     A redefinition on another thread may invalidate the kernel between its compile and its launch; then the
     kernel is compiled again, as many times as that happens: a launch always runs a valid kernel."""
     runtime.collect()
     check_kernel(bridge.python_function(kernel) or kernel, args)
     get_target(target).check_launchable()
+    blocks, threads, shmem = launchfn.checked_config(blocks, threads, shmem, stream)
     launched = args if state is None else (state, *args)
     while True:
-        call = KernelCall.of(kernel, args, target, context, state)
+        call = KernelCall.of(kernel, args, target, context, state)  # describes (and checks) every argument
         compiled = call.compiled()
         launch = call.launch_function(compiled)
         if launch(launched, blocks, threads, shmem, stream):

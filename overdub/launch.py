@@ -47,8 +47,9 @@ def cuda(
     parents -> the target's base context, once; the compiled kernel is reused until something it consulted
     changes. ``target`` is "cpu" or "cuda"; by default, ``default_target()`` as it was at the first launch
     without one. ``blocks`` and ``threads`` are positive ints or tuples of 1-3 of them; ``shmem`` is the
-    dynamic shared memory in bytes; ``stream`` a cupy, numba or cuda.core stream (default: the legacy default
-    stream). ``state`` is the value of the device state ``context`` declares (``od.Context(name, state=T)``),
+    dynamic shared memory in bytes (0 to 49152, CUDA's limit per block); ``stream`` a cupy, numba or cuda.core
+    stream (default: the legacy default stream). All of them are checked before anything compiles. Any host
+    thread may launch, on either target. ``state`` is the value of the device state ``context`` declares (``od.Context(name, state=T)``),
     which ``od.state()`` returns inside the kernel, its callees and the context's overdubs and hooks: data of
     this launch, not a constant of the code. ``debug=True`` launches a checked kernel: out-of-range indices and
     errors raised in the kernel are raised here, naming the thread, the block and the kernel line

@@ -1,6 +1,7 @@
 """Bad input gets a clear error before anything is compiled, saying what is wrong and what to do."""
 
 import functools
+from typing import ClassVar
 
 import numpy as np
 import pytest
@@ -9,6 +10,7 @@ from numba import cuda
 import overdub as od
 from helpers import compiles
 from overdub import targets
+from overdub.runtime import runtime
 
 
 def kernel(out):
@@ -41,8 +43,98 @@ def test_the_wrong_number_of_arguments_names_the_kernels_parameters(args):
 
 @pytest.mark.parametrize("threads", [True, 2.0, 0, -1, (1, 2, 3, 4), "8", (2, False)])
 def test_bad_launch_dimensions_are_rejected(threads):
+    before = compiles()
     with pytest.raises(ValueError, match="positive integer"):
         od.cuda(kernel, np.zeros(1, dtype=np.int64), threads=threads)
+    assert compiles() == before
+
+
+def counts(out):
+    i = cuda.grid(1)
+    if i < out.shape[0]:
+        out[i] += 1
+
+
+BAD_CONFIGURATIONS = [
+    (dict(threads=2.0), ValueError, r"threads must be a positive integer .* not 2\.0"),
+    (dict(blocks=(2, 0)), ValueError, r"blocks must be a positive integer .* not \(2, 0\)"),
+    (dict(threads=2048), ValueError, r"threads=2048 exceeds CUDA's limits"),
+    (dict(blocks=(1, 70000)), ValueError, r"blocks=\(1, 70000\) exceeds CUDA's limits"),
+    (dict(shmem=2.0), ValueError, r"shmem must be a non-negative integer .* not 2\.0"),
+    (dict(shmem=-8), ValueError, r"shmem must be a non-negative integer .* not -8"),
+    (dict(shmem=True), ValueError, r"shmem must be a non-negative integer .* not True"),
+    (dict(shmem=1 << 20), ValueError, r"shmem=1048576 exceeds CUDA's limit of 49152 bytes"),
+    (dict(stream="default"), TypeError, r"stream= takes a cupy, numba or cuda.core stream, not str"),
+]
+
+
+def _launch_counts(out, **config):
+    od.cuda(counts, out, **({"threads": 8, "target": "cpu"} | config))
+
+
+@pytest.mark.parametrize("cache", ["off", "cold", "warm"])
+@pytest.mark.parametrize("config, error, message", BAD_CONFIGURATIONS)
+def test_a_bad_launch_configuration_is_refused_before_anything_compiles_or_loads(
+    config, error, message, cache, monkeypatch
+):
+    if cache == "off":
+        monkeypatch.setenv("OVERDUB_CACHE", "0")
+    out = np.zeros(8, dtype=np.int64)
+    if cache == "warm":  # the kernel is in the disk cache, and nothing in memory: a new process
+        _launch_counts(out)
+        runtime.reset()
+        out[:] = 0
+    before = od.stats()
+    with pytest.raises(error, match=message):
+        _launch_counts(out, **config)
+    after = od.stats()
+    assert [after[k] - before[k] for k in ("compiles", "disk_hits", "disk_misses", "launches")] == [0, 0, 0, 0]
+    assert not out.any()
+
+
+@pytest.mark.parametrize("config, error, message", BAD_CONFIGURATIONS)
+def test_a_bad_launch_configuration_gets_the_same_refusal_from_the_launch_table(config, error, message):
+    out = np.zeros(8, dtype=np.int64)
+    _launch_counts(out)  # the launch table now holds a launch function for these arguments
+    with pytest.raises(error, match=message):
+        _launch_counts(out, **config)
+    assert out.tolist() == [1] * 8
+
+
+def test_shmem_takes_numpy_integers_as_the_grid_does():
+    out = np.zeros(8, dtype=np.int64)
+    for shmem in (np.int64(64), np.uint32(0), 64, np.int32(49152)):
+        _launch_counts(out, shmem=shmem)
+    assert out.tolist() == [4] * 8
+
+
+class _DeviceMemory:
+    """Something in GPU memory, as the CPU target sees it (it speaks __cuda_array_interface__)."""
+
+    __cuda_array_interface__: ClassVar[dict] = {"shape": (8,), "typestr": "<i8", "data": (0, False), "version": 3}
+
+
+@pytest.mark.parametrize("cache", ["off", "cold", "warm"])
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        ([1, 2, 3], "a list .* cannot be a kernel argument"),
+        (_DeviceMemory(), "lives in GPU memory"),
+        (np.zeros(8, dtype=np.int64), "cannot take the 2 arguments"),
+    ],
+)
+def test_an_argument_the_target_refuses_is_refused_before_anything_compiles_or_loads(bad, message, cache, monkeypatch):
+    if cache == "off":
+        monkeypatch.setenv("OVERDUB_CACHE", "0")
+    if cache == "warm":
+        _launch_counts(np.zeros(8, dtype=np.int64))
+        runtime.reset()
+    before = od.stats()
+    args = (np.zeros(8, dtype=np.int64), bad) if isinstance(bad, np.ndarray) else (bad,)
+    with pytest.raises((TypeError, ValueError), match=message):
+        od.cuda(counts, *args, threads=8, target="cpu")
+    after = od.stats()
+    assert [after[k] - before[k] for k in ("compiles", "disk_hits", "disk_misses")] == [0, 0, 0]
 
 
 def test_numpy_integers_are_launch_dimensions(make_module):

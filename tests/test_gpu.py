@@ -17,7 +17,7 @@ import pytest
 from numba import cuda
 
 import overdub as od
-from helpers import CALLS_F_OF_X, SEED, TWO_ARGS, method_f
+from helpers import CALLS_F_OF_X, SEED, TWO_ARGS, in_threads, method_f
 
 pytestmark = pytest.mark.gpu
 ROOT = Path(__file__).resolve().parents[1]
@@ -687,3 +687,189 @@ def test_a_kernel_reshaping_an_array_links_and_runs_on_the_gpu(cupy):
     out = cupy.zeros(6)
     od.cuda(flat, out, a, target="cuda")
     assert out.tolist() == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
+
+
+# --- host threads: a thread that never used the GPU launches, compiles, loads and synchronizes (issue 19) -----
+
+THREAD_KERNELS = """
+from numba import cuda
+
+def first(out):
+    i = cuda.grid(1)
+    if i < out.shape[0]:
+        out[i] = 1
+
+def raises_at_70(out):
+    i = cuda.grid(1)
+    if i == 70:
+        raise ValueError("seventy")
+    if i < out.shape[0]:
+        out[i] = 1
+""" + "".join(
+    f"""
+def kernel{n}(out):
+    i = cuda.grid(1)
+    if i < out.shape[0]:
+        out[i] = {n} * i
+"""
+    for n in range(4)
+)
+
+
+def _on_a_new_thread(work):
+    """Run ``work()`` on a host thread of its own; raise here what it raised."""
+    errors = in_threads(lambda _: work(), [None])
+    if errors:
+        raise errors[0]
+
+
+@pytest.fixture(params=["cache off", "cold cache"])
+def cold(request, monkeypatch):
+    """Every kernel must be compiled: the disk cache off, or empty (conftest gives each test its own)."""
+    if request.param == "cache off":
+        monkeypatch.setenv("OVERDUB_CACHE", "0")
+
+
+@pytest.fixture
+def thread_kernels(cupy, make_module):
+    """The kernels above, and the GPU used by the main thread first (a launch of ``first``)."""
+    m = make_module(THREAD_KERNELS, prefix="gpu_host_threads")
+    od.cuda(m.first, cupy.zeros(64, dtype=np.int64), threads=64, target="cuda")
+    od.synchronize(target="cuda")
+    return m
+
+
+def test_a_new_host_thread_launches_a_kernel_it_must_compile(cupy, thread_kernels, cold):
+    out = cupy.zeros(64, dtype=np.int64)
+    before = od.stats()["compiles"]
+    _on_a_new_thread(lambda: od.cuda(thread_kernels.kernel1, out, threads=64, target="cuda"))
+    assert od.stats()["compiles"] == before + 1
+    assert out.get().tolist() == list(range(64))
+
+
+def test_a_new_host_thread_allocates_compiles_launches_and_synchronizes(cupy, thread_kernels, cold):
+    results = []
+
+    def work():
+        out = cupy.zeros(64, dtype=np.int64)
+        od.cuda(thread_kernels.kernel2, out, threads=64, target="cuda")
+        od.synchronize(target="cuda")
+        results.append(out.get().tolist())
+
+    _on_a_new_thread(work)
+    assert results == [[2 * i for i in range(64)]]
+
+
+def test_several_threads_compile_different_kernels_at_once(cupy, thread_kernels, cold):
+    outs = [cupy.zeros(64, dtype=np.int64) for _ in range(4)]
+    barrier = threading.Barrier(4)
+
+    def work(n):
+        barrier.wait()
+        od.cuda(getattr(thread_kernels, f"kernel{n}"), outs[n], threads=64, target="cuda")
+        od.synchronize(target="cuda")
+
+    assert in_threads(work, range(4)) == []
+    assert [out.get().tolist() for out in outs] == [[n * i for i in range(64)] for n in range(4)]
+
+
+def test_a_thread_that_never_used_the_gpu_launches_from_the_launch_table(cupy, thread_kernels):
+    out = cupy.zeros(64, dtype=np.int64)
+    od.cuda(thread_kernels.kernel3, out, threads=64, target="cuda")  # compiled, loaded, in the launch table
+    od.synchronize(target="cuda")
+    out[:] = 0
+    before = od.stats()["compiles"]
+
+    def work():
+        for _ in range(3):
+            od.cuda(thread_kernels.kernel3, out, threads=64, target="cuda")
+
+    _on_a_new_thread(work)
+    assert out.get().tolist() == [3 * i for i in range(64)] and od.stats()["compiles"] == before
+
+
+def test_synchronize_from_a_thread_that_never_used_the_gpu(thread_kernels):
+    _on_a_new_thread(lambda: od.synchronize(target="cuda"))
+
+
+def test_a_debug_kernel_raises_on_the_new_thread_that_launched_it(cupy, thread_kernels, cold):
+    out = cupy.zeros(64, dtype=np.int64)
+    with pytest.raises(ValueError, match=r"seventy, in thread \(6, 0, 0\) of block \(1, 0, 0\)"):
+        _on_a_new_thread(
+            lambda: od.cuda(thread_kernels.raises_at_70, out, threads=64, blocks=2, target="cuda", debug=True)
+        )
+
+
+def test_od_jit_copies_host_arrays_on_a_new_thread(thread_kernels, cold):
+    kernel = od.jit(thread_kernels.kernel1)
+    host = np.zeros(64, dtype=np.int64)
+    _on_a_new_thread(lambda: kernel[1, 64](host))
+    assert host.tolist() == list(range(64))
+
+
+def test_a_thread_pool_launches_many_kernels_with_a_cold_cache(cupy, thread_kernels, cold):
+    from concurrent.futures import ThreadPoolExecutor
+
+    outs = [cupy.zeros(64, dtype=np.int64) for _ in range(8)]
+
+    def work(n):
+        od.cuda(getattr(thread_kernels, f"kernel{n % 4}"), outs[n], threads=64, target="cuda")
+        od.synchronize(target="cuda")
+
+    with ThreadPoolExecutor(4) as pool:
+        list(pool.map(work, range(8)))
+    assert [out.get().tolist() for out in outs] == [[(n % 4) * i for i in range(64)] for n in range(8)]
+
+
+# --- every launch check before any compile, on the CUDA target (issue 19) -------------------------------------
+
+GPU_BAD_CONFIGURATIONS = [
+    (dict(threads=2.0), ValueError, r"threads must be a positive integer .* not 2\.0"),
+    (dict(threads=2048), ValueError, r"threads=2048 exceeds CUDA's limits"),
+    (dict(shmem=2.0), ValueError, r"shmem must be a non-negative integer .* not 2\.0"),
+    (dict(shmem=-8), ValueError, r"shmem must be a non-negative integer .* not -8"),
+    (dict(shmem=1 << 20), ValueError, r"shmem=1048576 exceeds CUDA's limit of 49152 bytes"),
+    (dict(stream="default"), TypeError, r"stream= takes a cupy, numba or cuda.core stream, not str"),
+]
+
+
+@pytest.mark.parametrize("cache", ["off", "cold", "warm"])
+@pytest.mark.parametrize("config, error, message", GPU_BAD_CONFIGURATIONS)
+def test_a_bad_launch_configuration_is_refused_before_anything_compiles_on_the_gpu(
+    cupy, make_module, config, error, message, cache, monkeypatch
+):
+    from overdub.runtime import runtime
+
+    if cache == "off":
+        monkeypatch.setenv("OVERDUB_CACHE", "0")
+    m = make_module(THREAD_KERNELS, prefix="gpu_checks_first")
+    out = cupy.zeros(64, dtype=np.int64)
+    if cache == "warm":  # in the disk cache, nothing in memory: a new process
+        od.cuda(m.kernel1, out, threads=64, target="cuda")
+        runtime.reset()
+        out[:] = 0
+    before = od.stats()
+    with pytest.raises(error, match=message):
+        od.cuda(m.kernel1, out, target="cuda", **({"threads": 64} | config))
+    after = od.stats()
+    assert [after[k] - before[k] for k in ("compiles", "disk_hits", "disk_misses", "launches")] == [0, 0, 0, 0]
+    od.cuda(m.kernel1, out, threads=64, target="cuda")
+    with pytest.raises(error, match=message):  # and the same refusal from the launch table (the C launcher)
+        od.cuda(m.kernel1, out, target="cuda", **({"threads": 64} | config))
+    assert out.get().tolist() == list(range(64))
+
+
+def test_a_host_array_is_refused_before_anything_compiles_on_the_gpu(make_module):
+    m = make_module(THREAD_KERNELS, prefix="gpu_host_array_first")
+    before = od.stats()["compiles"]
+    with pytest.raises(TypeError, match="lives in host memory"):
+        od.cuda(m.kernel1, np.zeros(64, dtype=np.int64), threads=64, target="cuda")
+    assert od.stats()["compiles"] == before
+
+
+def test_numpy_integer_shmem_launches_through_the_launch_table(cupy, make_module):
+    m = make_module(THREAD_KERNELS, prefix="gpu_numpy_shmem")
+    out = cupy.zeros(64, dtype=np.int64)
+    for shmem in (0, np.int64(256), np.uint32(0), 256, np.int32(49152)):
+        od.cuda(m.kernel1, out, threads=64, shmem=shmem, target="cuda")
+    assert out.get().tolist() == list(range(64))

@@ -12,6 +12,14 @@ otherwise a generated Python launch function packs every slot with one ``struct.
 
 Host (numpy) arrays are rejected with a message saying what to pass instead: copying silently in and out
 would hide two transfers in every launch.
+
+Host threads: a CUDA context is current per host thread, and cuda.core's ``Device`` also records per thread
+whether ``set_current()`` was called (its ``sync()`` and others refuse until it was). A thread that never used
+the GPU -- a Dask worker's, a ``ThreadPoolExecutor``'s -- may launch, compile, load, synchronize at any time:
+every path that may reach the driver first makes the device's primary context current on the calling thread
+(:func:`make_current`: once per thread, a thread-local flag after that). The launch itself needs none: a
+``CUfunction`` carries its context; a launch the driver refuses for want of a current context
+(``CUDA_ERROR_INVALID_CONTEXT``) makes it current and is tried again.
 """
 
 from __future__ import annotations
@@ -57,21 +65,39 @@ DEFAULT_CC = (9, 0)
 
 # --- streams --------------------------------------------------------------------------------------------
 
-
-def stream_handle(stream) -> int:
-    """The CUstream handle of a cupy, numba or cuda.core stream (anything speaking ``__cuda_stream__``)."""
-    if hasattr(stream, "__cuda_stream__"):
-        return int(stream.__cuda_stream__()[1])
-    handle = getattr(stream, "ptr", None)  # cupy
-    if handle is None:
-        handle = getattr(stream, "handle", None)  # numba
-        handle = getattr(handle, "value", handle)
-    if handle is None:
-        raise TypeError(f"stream= takes a cupy, numba or cuda.core stream, not {type(stream).__name__}")
-    return int(handle)
+stream_handle = launchfn.stream_handle  # the CUstream handle of a cupy, numba or cuda.core stream
 
 
 # --- the driver (loaded on first launch; compiling needs none) ------------------------------------------
+
+CUDA_ERROR_INVALID_CONTEXT = 201  # CUresult: no context is current on the calling thread
+
+_thread = threading.local()  # .current: has make_current() run on this host thread?
+
+
+def make_current(verify: bool = False) -> None:
+    """Make the current device's primary context current on the calling host thread (cuda.core
+    ``Device().set_current()``: the thread's current device, else device 0, as the CUDA runtime chooses), once
+    per thread. ``verify``: ask the driver whether a context is still current here (the thread may have popped
+    it, e.g. ``numba.cuda.close()``), for the slow path of a launch, which is not run per launch."""
+    if getattr(_thread, "current", False) and not (verify and not _context_is_current()):
+        return
+    from cuda.core import Device
+
+    Device().set_current()
+    _thread.current = True
+
+
+def _context_is_current() -> bool:
+    err, context = driver().driver.cuCtxGetCurrent()
+    return not err and int(context) != 0
+
+
+def _make_current_if_gpu() -> None:
+    """:func:`make_current` where a usable GPU is (compiling needs none; where there is one, numba-cuda and
+    cuda.core may ask the driver while compiling and linking)."""
+    if gpu_usable():
+        make_current()
 
 
 class Driver:
@@ -97,6 +123,7 @@ class Driver:
 
     def potential_block_size(self, function, shmem: int) -> int:
         """The block size with the most occupancy for ``function`` (cuOccupancyMaxPotentialBlockSize)."""
+        make_current()
         err, _, block = self.driver.cuOccupancyMaxPotentialBlockSize(function, None, shmem, 0)
         if err:
             raise RuntimeError(f"cuOccupancyMaxPotentialBlockSize failed: {err!r}")
@@ -107,6 +134,7 @@ class Driver:
         the device holds at once: the most a cooperative launch may have."""
         from cuda.core import Device
 
+        make_current()
         err, per_sm = self.driver.cuOccupancyMaxActiveBlocksPerMultiprocessor(function, threads, shmem)
         if err:
             raise RuntimeError(f"cuOccupancyMaxActiveBlocksPerMultiprocessor failed: {err!r}")
@@ -114,9 +142,7 @@ class Driver:
 
     def function(self, library):
         """The current context's CUfunction of a kernel library (no lookup per launch)."""
-        from cuda.core import Device
-
-        Device().set_current()
+        make_current()
         kernel = library.get_cufunc().kernel._handle
         err, function = self.driver.cuKernelGetFunction(kernel)
         return function if not err else kernel
@@ -205,6 +231,8 @@ class CUDALauncher:
             f"    pack_into(buffer, 0{', ' if values else ''}{', '.join(values)})",
             *(["    clear_error()"] if checked else []),
             f"    err, = {enqueue}",
+            "    if err and in_context_now(err):",
+            f"        err, = {enqueue}",
             "    if err:",
             "        launch_failed(err)",
             *(["    raise_error(hstream)"] if checked else []),
@@ -218,6 +246,7 @@ class CUDALauncher:
             "slot_addresses": ctypes.addressof(addresses),
             "function": self._function(),
             "launch_failed": self._failed,
+            "in_context_now": _in_context_now,
             "check_co_resident": self._check_co_resident,
             "clear_error": self._clear_error,
             "raise_error": self._raise_error,
@@ -255,6 +284,7 @@ class CUDALauncher:
         return value.value
 
     def _clear_error(self) -> None:
+        make_current()  # a debug kernel's launch reads and writes its globals through the driver
         self._error_global("errcode").memset(0)
 
     def _raise_error(self, hstream) -> None:
@@ -276,6 +306,15 @@ class CUDALauncher:
         raise RuntimeError(f"launching {self.library.name}: {err!r}")
 
 
+def _in_context_now(err) -> bool:
+    """After a launch the driver refused: was it for want of a current context on this thread, now made
+    current (try again)?"""
+    if int(err) != CUDA_ERROR_INVALID_CONTEXT:
+        return False
+    make_current(verify=True)
+    return True
+
+
 # --- the target -----------------------------------------------------------------------------------------
 
 
@@ -286,6 +325,7 @@ class HostMemoryError(TypeError):
 def copied_to_device(args: tuple, stream=None) -> tuple:
     """numba-cuda's treatment of host arrays, for its drop-in (``od.jit``): each numpy array copied to the
     device; returns the new arguments and the (host, device) pairs to copy back after the launch."""
+    make_current()
     pairs, moved = [], []
     for value in args:
         if isinstance(value, np.ndarray):
@@ -411,6 +451,7 @@ class CUDATarget(Configurable):
         nvvm_options = {"opt": 3 if options.opt and not options.debug else 0, "fastmath": options.fastmath}
         if options.debug:
             nvvm_options["g"] = None
+        _make_current_if_gpu()
         with _compiling_for(self.cc):
             return compile_cuda(
                 func,
@@ -486,6 +527,7 @@ class CUDATarget(Configurable):
         if self.options.debug:
             return None
         if self._launches_load_cubins():
+            make_current()  # linking may ask the driver
             library.get_cubin()
         else:
             library.get_asm_str(cc=self.cc)
@@ -513,10 +555,15 @@ class CUDATarget(Configurable):
     def synchronize(self):
         from cuda.core import Device
 
+        make_current()
         Device().sync()
 
     def check_launchable(self):
-        if not gpu_usable():
+        """A usable GPU, and the device's context current on this thread: the slow path of a launch may
+        compile, link and load here (asked of the driver, not a flag: the thread may have popped it)."""
+        if gpu_usable():
+            make_current(verify=True)
+        else:
             raise RuntimeError(
                 "target='cuda' needs a usable NVIDIA GPU and driver, and numba-cuda finds none here "
                 "(numba.cuda.is_available() is False). Launch with target='cpu' (or set "

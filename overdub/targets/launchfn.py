@@ -2,9 +2,13 @@
 
 A launch function is generated per compiled kernel and argument classes, so that a launch runs straight-line
 code: unpack the arguments, check the kernel is still valid (a flag, and one version tag per module it read),
-check the argument guards of :mod:`overdub.arguments`, read the grid, then the target's own statements
-(``body``: marshal and enqueue), and count the launch. The body sees the arguments as ``a0, a1, ...``, the
-grid as ``gx, gy, gz`` and ``tx, ty, tz``, and ``shmem`` and ``stream``.
+check the argument guards of :mod:`overdub.arguments`, read the grid, the dynamic shared memory and the stream,
+then the target's own statements (``body``: marshal and enqueue), and count the launch. The body sees the
+arguments as ``a0, a1, ...``, the grid as ``gx, gy, gz`` and ``tx, ty, tz``, and ``shmem`` and ``stream``.
+
+The launch configuration's checks (:func:`dims`, :func:`shmem_bytes`, :func:`stream_handle`) are also what
+:func:`overdub.call.launch_slow` runs before anything is compiled: a bad configuration is refused at once, with
+the message a launch function gives, on every target.
 """
 
 from __future__ import annotations
@@ -26,6 +30,9 @@ def _extent(d) -> int | None:
 MAX_THREADS_PER_BLOCK = 1024
 MAX_BLOCK = (1024, 1024, 64)
 MAX_GRID = (2**31 - 1, 65535, 65535)
+MAX_SHMEM = 48 * 1024
+"""The most dynamic shared memory a launch may ask for, in bytes: CUDA's limit per block for a kernel that has not
+opted in to more (overdub's kernels do not), on every GPU; the driver refuses more with a bare error code."""
 
 
 def dims(value, what: str) -> tuple[int, int, int]:
@@ -44,6 +51,40 @@ def dims(value, what: str) -> tuple[int, int, int]:
         extra = f" and {MAX_THREADS_PER_BLOCK} in all" if what == "threads" else ""
         raise ValueError(f"{what}={value!r} exceeds CUDA's limits: at most {limits} per dimension{extra}")
     return shape
+
+
+def shmem_bytes(value) -> int:
+    """The dynamic shared memory of a launch: an integer (numpy's too, not a bool) from 0 to :data:`MAX_SHMEM`."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
+        raise ValueError(f"shmem must be a non-negative integer (bytes of dynamic shared memory), not {value!r}")
+    if value > MAX_SHMEM:
+        raise ValueError(
+            f"shmem={value!r} exceeds CUDA's limit of {MAX_SHMEM} bytes of dynamic shared memory per block"
+        )
+    return int(value)
+
+
+def stream_handle(stream) -> int:
+    """The CUstream handle of a cupy, numba or cuda.core stream (anything speaking ``__cuda_stream__``); read
+    without the driver, so the CPU target refuses what the CUDA target would (it runs launches in order)."""
+    if hasattr(stream, "__cuda_stream__"):
+        return int(stream.__cuda_stream__()[1])
+    handle = getattr(stream, "ptr", None)  # cupy
+    if handle is None:
+        handle = getattr(stream, "handle", None)  # numba
+        handle = getattr(handle, "value", handle)
+    if handle is None:
+        raise TypeError(f"stream= takes a cupy, numba or cuda.core stream, not {type(stream).__name__}")
+    return int(handle)
+
+
+def checked_config(blocks, threads, shmem, stream) -> tuple[tuple[int, int, int], tuple[int, int, int], int]:
+    """A launch's configuration checked as its launch function checks it: the grid, the block and the dynamic
+    shared memory, normalised (three ints each, an int); the stream's kind."""
+    config = dims(blocks, "blocks"), dims(threads, "threads"), shmem_bytes(shmem)
+    if stream is not None:
+        stream_handle(stream)
+    return config
 
 
 def argument_names(n: int) -> list[str]:
@@ -70,10 +111,23 @@ def generate(kernel, described: tuple, body: list[str], namespace: dict):
         "dims(blocks, 'blocks')",
         f"    tx, ty, tz = (threads, 1, 1) if type(threads) is int and 0 < threads <= {MAX_THREADS_PER_BLOCK} "
         "else dims(threads, 'threads')",
+        f"    if type(shmem) is not int or not 0 <= shmem <= {MAX_SHMEM}:",
+        "        shmem = shmem_bytes(shmem)",
+        "    if stream is not None:",
+        "        stream_handle(stream)",
     ]
     lines += [f"    {statement}" for statement in body]
     lines += ["    count_launch()", "    return True"]
-    scope = dict(namespace, **consts, kernel=kernel, guard=kernel.guard, dims=dims, count_launch=runtime.count_launch)
+    scope = dict(
+        namespace,
+        **consts,
+        kernel=kernel,
+        guard=kernel.guard,
+        dims=dims,
+        shmem_bytes=shmem_bytes,
+        stream_handle=stream_handle,
+        count_launch=runtime.count_launch,
+    )
     exec(compile("\n".join(lines) + "\n", f"<overdub launch of {kernel.describe()}>", "exec"), scope)
     launch = scope["launch"]
     launch.kernel, launch.guarded = kernel, guarded is not None
