@@ -34,7 +34,7 @@ import weakref
 
 import numpy as np
 
-from . import bindings, bridge, world
+from . import bindings, bridge, rewrite, world
 from .bindings import Binding, CellBinding, FunctionState, Guarded
 from .context import POSTHOOK, PREHOOK, Context, ContextShape, TargetRoot
 from .registry import EmptyTable, GenericFunction, MethodMatch
@@ -97,6 +97,32 @@ def _is_library_file(file: str) -> bool:
 
 
 runtime.register_cache(f"{__name__}._is_library_file", _is_library_file)
+
+_VERSIONED = frozenset({"overdub", "numba", "numba_cuda", "llvmlite", "numpy", "builtins"})
+_SITE_PATHS = tuple(sorted({os.path.realpath(sysconfig.get_paths()[k]) + os.sep for k in ("purelib", "platlib")}))
+_STDLIB_PATHS = tuple(sorted({os.path.realpath(sysconfig.get_paths()[k]) + os.sep for k in ("stdlib", "platstdlib")}))
+
+
+def is_versioned_module(name) -> bool:
+    """Is ``name`` a module whose version the cache key holds -- overdub (by its source), numba, numba-cuda,
+    llvmlite, numpy, Python's standard library -- so that its objects may be known by name? (Another
+    installed package is not: its code and values are digested where compiled code embeds them.)"""
+    if not isinstance(name, str):
+        return False
+    top = name.split(".")[0]
+    if top in _VERSIONED or top in sys.builtin_module_names:
+        return True
+    file = getattr(sys.modules.get(name) or sys.modules.get(top), "__file__", None)
+    return isinstance(file, str) and _is_stdlib_file(file)
+
+
+@functools.lru_cache(maxsize=4096)
+def _is_stdlib_file(file: str) -> bool:
+    path = os.path.realpath(file)
+    return path.startswith(_STDLIB_PATHS) and not path.startswith(_SITE_PATHS)
+
+
+runtime.register_cache(f"{__name__}._is_stdlib_file", _is_stdlib_file)
 
 
 def code_digest(code: pytypes.CodeType) -> str:
@@ -246,9 +272,127 @@ def context_digest(ctx) -> str:
     if ctx.observes(PREHOOK) or ctx.observes(POSTHOOK):
         raise Uncacheable(f"{ctx!r} has hooks")
     forwards, replacements = ctx.contents()
-    items = sorted(f"{value_digest(callee)}->{value_digest(to)}" for callee, to in forwards)
-    items += sorted(f"{value_digest(obj)}=>{value_digest(new)}" for obj, new in replacements)
+    items = sorted(f"{value_digest(callee)}->{_target_digest(to)}" for callee, to in forwards)
+    items += sorted(f"{value_digest(obj)}=>{_target_digest(new)}" for obj, new in replacements)
     return _digest(type(ctx).__qualname__, _context_ref(ctx), items)
+
+
+# --- code numba compiles itself -------------------------------------------------------------------------
+# A function overdub compiles is a fact of its own, and so is each global it reads. Code numba compiles or
+# types itself -- an @njit function (numba's typing has it registered, so overdub delegates the call), an
+# @overload's or @intrinsic's definition, the values all that code reads -- leaves no edge: numba freezes
+# what it reads into the kernel. Such a value is digested with everything it embeds, transitively: the code,
+# the defaults and closure, each global the code names (for a module, the attributes the code could read),
+# and the Python functions numba's registrations of it run. Only objects of the versioned packages
+# (:func:`is_versioned_module`) are known by name.
+
+
+def embeds_numba_code(value, compiled: set) -> bool:
+    """Does compiled code reading ``value`` embed what numba makes of it (code overdub did not compile, an
+    object numba types by its registrations), rather than the value itself or a callee overdub compiled?"""
+    if value is bindings._MISSING or _data_digest(value) is not None:
+        return False
+    if isinstance(value, (pytypes.ModuleType, GenericFunction, pytypes.CodeType)):
+        return False
+    function = bridge.python_function(value)
+    return function is None or function not in compiled
+
+
+def embedded_digest(value) -> tuple[str, frozenset[str]]:
+    """The digest of ``value`` with everything numba embeds of it, and the modules whose typing code (an
+    ``@overload``, an ``@intrinsic``) it covers; raises :class:`Uncacheable` for what has no digest."""
+    walk = _EmbeddedWalk()
+    return walk.digest(value), frozenset(walk.typed_by)
+
+
+def _all_names(code: pytypes.CodeType) -> frozenset[str]:
+    """The names ``code`` and the code nested in it use: globals and every attribute it could read."""
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, pytypes.CodeType):
+            names |= _all_names(const)
+    return frozenset(names)
+
+
+class _EmbeddedWalk:
+    """One walk of what numba embeds for a value. A value met again (recursion, shared helpers) is digested
+    by the order it was first met in, so the digest is the same in every process."""
+
+    def __init__(self) -> None:
+        self.digests: dict[int, str] = {}
+        self.modules: set[tuple[int, frozenset[str]]] = set()
+        self.typed_by: set[str] = set()
+        self._alive: list = []  # what was met, alive for the walk: an id is not reused meanwhile
+
+    def digest(self, value, names: frozenset[str] = frozenset()) -> str:
+        if type(value) is tuple:  # a tuple of functions (numba unrolls it) as well as of data
+            return f"tuple:({','.join(self.digest(v, names) for v in value)})"
+        data = "missing" if value is bindings._MISSING else _data_digest(value)
+        if data is not None:
+            return data
+        if isinstance(value, pytypes.ModuleType):
+            return self._module(value, names)
+        if isinstance(value, GenericFunction):  # its dispatches are facts of their own
+            return value_digest(value)
+        if id(value) in self.digests:
+            return self.digests[id(value)]
+        self._alive.append(value)
+        self.digests[id(value)] = f"met:{len(self.digests)}"
+        digest = self.digests[id(value)] = self._object(value)
+        return digest
+
+    def _module(self, module: pytypes.ModuleType, names: frozenset[str]) -> str:
+        """A module by name and, outside the versioned packages, each attribute the code could read of it."""
+        if is_versioned_module(module.__name__) or (id(module), names) in self.modules:
+            return f"module:{module.__name__}"
+        self.modules.add((id(module), names))
+        namespace = vars(module)  # not getattr: a module's __getattr__ may import or warn
+        attributes = [f"{n}={self.digest(namespace[n], names)}" for n in sorted(names) if n in namespace]
+        return _digest("module", module.__name__, attributes)
+
+    def _object(self, value) -> str:
+        function = bridge.python_function(value)
+        if function is not None:
+            options = getattr(value, "targetoptions", None)  # a dispatcher's: fastmath, boundscheck, ...
+            parts = [self._function(function), repr(sorted(options.items())) if isinstance(options, dict) else ""]
+        else:
+            parts = [_library_object_digest(value)]  # raises for an object of the user's own code
+        typing = bridge.typing_code(value)
+        for template, source in typing:
+            if source is None:  # a template class (numba wraps a registered one in its own: its bases say whose)
+                module = next((c.__module__ for c in template.__mro__ if not is_versioned_module(c.__module__)), None)
+                if module is not None:
+                    raise Uncacheable(f"numba types {value!r:.60} with a template of {module}: its code is no fact")
+            elif not is_versioned_module(source.__module__):
+                self.typed_by.add(source.__module__)
+                parts.append(self.digest(source))
+        module = getattr(value, "__module__", None) if function is None else function.__module__
+        if function is None and not is_versioned_module(module) and not typing:
+            raise Uncacheable(f"{value!r:.80} of {module}, which numba would embed, has no content digest")
+        return _digest("embedded", *parts)
+
+    def _function(self, func: pytypes.FunctionType) -> str:
+        """A function's code, defaults, closure and every global its code names."""
+        code = func.__code__
+        names = _all_names(code)
+        parts = [function_digest(func), self.digest(func.__defaults__ or (), names)]
+        parts += [self.digest(tuple(sorted((func.__kwdefaults__ or {}).items())), names)]
+        for cell in func.__closure__ or ():
+            try:
+                parts.append(self.digest(cell.cell_contents, names))
+            except ValueError:  # an empty cell
+                parts.append("empty")
+        for name in rewrite.global_names(code):
+            parts.append(f"{name}={self.digest(bindings.lookup(func.__globals__, name), names)}")
+        return _digest("function", *parts)
+
+
+def _target_digest(value) -> str:
+    """What a context forwards a call to or replaces an object with: an object numba compiles itself (an
+    ``@njit`` function, say) with everything it embeds, since no fact records it."""
+    if bridge.python_function(value) is value or not embeds_numba_code(value, set()):
+        return value_digest(value)  # a def: overdub compiles it, and its code and globals are facts
+    return embedded_digest(value)[0]
 
 
 # --- locators -------------------------------------------------------------------------------------------
@@ -505,6 +649,27 @@ class GlobalFact(Fact):
         return f"the global {self.name} of {self.namespace!r:.80}"
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class EmbeddedFact(Fact):
+    """The global ``name`` of ``namespace`` (as for :class:`GlobalFact`) held a value numba compiles or types
+    itself -- an ``@njit`` function, an ``@overload``-ed or ``@intrinsic`` object -- whose code and everything
+    it reads, transitively, had the digest ``digest`` (:func:`embedded_digest`)."""
+
+    namespace: tuple
+    name: str
+    with_builtins: bool
+    digest: str
+
+    def check(self, job, functions: dict) -> str | None:
+        value = bindings.read(_find_namespace(self.namespace, functions), self.name, self.with_builtins)
+        if embedded_digest(value)[0] == self.digest:
+            return None
+        return f"what numba compiles for the global {self.name} of {self.namespace[-1]!r} changed"
+
+    def describe(self) -> str:
+        return f"the code numba compiles for the global {self.name} of {self.namespace!r:.80}"
+
+
 # --- record and replay ----------------------------------------------------------------------------------
 
 
@@ -526,9 +691,6 @@ def _leaves(node) -> list:
 def record(job, kernel) -> list[Fact]:
     """The facts of the compiled ``kernel``: dispatch answers, then code, then globals (the order
     :func:`replay` finds them in). Raises :class:`Uncacheable`."""
-    for need in kernel.needs:
-        if isinstance(need, bridge.TypedByTemplates) and not is_library_module(need.module):
-            raise Uncacheable(f"numba typing templates of {need.module} typed a call: their code is no fact")
     leaves = _leaves(kernel)
     facts, methods, namespaces, compiled = [], {}, {}, set()
     for node in leaves:
@@ -548,11 +710,17 @@ def record(job, kernel) -> list[Fact]:
             facts.append(FunctionFact(ref, function_digest(func)))
             namespaces.setdefault(id(func.__globals__), ref)
             compiled.add(func)
+    typed_by: set[str] = set()  # the modules whose typing code (overloads, intrinsics) the facts digest
     for node in leaves:
         if isinstance(node, Binding):
             _check_compiled(node.value, compiled)
             namespace = _namespace_ref(node.namespace, namespaces)
-            facts.append(GlobalFact(namespace, node.name, node.with_builtins, value_digest(node.value)))
+            if embeds_numba_code(node.value, compiled):
+                digest, modules = embedded_digest(node.value)
+                typed_by |= modules
+                facts.append(EmbeddedFact(namespace, node.name, node.with_builtins, digest))
+            else:
+                facts.append(GlobalFact(namespace, node.name, node.with_builtins, value_digest(node.value)))
         elif isinstance(node, CellBinding):
             raise Uncacheable(f"it reads {node.describe()} (a closure's cell)")
         elif isinstance(node, ContextShape):
@@ -563,7 +731,16 @@ def record(job, kernel) -> list[Fact]:
             facts.append(StructFact(_ref(node.cls), _struct_digest(struct_type)))
         elif not isinstance(node, (MethodMatch, FunctionState, EmptyTable)):
             raise Uncacheable(f"it depends on {node.describe()}")
+    for need in kernel.needs:
+        if isinstance(need, bridge.TypedByTemplates) and not _digested(need.module, typed_by):
+            raise Uncacheable(f"numba typing templates of {need.module} typed a call: their code is no fact")
     return facts
+
+
+def _digested(module: str, typed_by: set[str]) -> bool:
+    """Is the typing code of ``module`` that typed a call known to another process: a versioned package's, or
+    an installed package's that a fact digests (not the user's own: such a call is not cached)?"""
+    return is_versioned_module(module) or (module in typed_by and is_library_module(module))
 
 
 def _is_struct_definition(node) -> bool:

@@ -11,6 +11,7 @@ import inspect
 import json
 import os
 import pathlib
+import pickle
 import subprocess
 import sys
 import textwrap
@@ -108,7 +109,7 @@ def program(tmp_path):
 
 
 def _entries(cache) -> list[pathlib.Path]:
-    return sorted(pathlib.Path(cache).glob("v*/*/*.odk"))
+    return sorted(pathlib.Path(cache).glob("v*/*/*/*.odk"))
 
 
 # --- across processes -----------------------------------------------------------------------------------
@@ -311,7 +312,7 @@ def test_an_entry_whose_facts_are_tagged_tuples_of_the_first_format_is_a_miss_no
     entry = diskcache._read(path)
     entry["facts"] = [(type(fact).__name__, *dataclasses.astuple(fact)) for fact in entry["facts"]]
     body = diskcache._pickled(entry)
-    path.write_bytes(diskcache._MAGIC + hashlib.sha256(body).digest() + body)
+    path.write_bytes(diskcache._sealed(diskcache._opened()[1], path.parent.name, body))
     _as_new_process()
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -458,16 +459,16 @@ def test_a_kernel_reading_the_grid_state_through_a_callee_runs_loaded(modules):
 def test_the_cache_directory_is_bounded_by_dropping_the_least_recently_used(tmp_path):
     root = tmp_path / "v1"
     for i, age in enumerate([30, 20, 10]):
-        path = root / "ab" / f"{i}.odk"
+        path = root / "ab" / "abkey" / f"{i}.odk"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(b"x" * 100)
         os.utime(path, (time.time() - age, time.time() - age))
     diskcache._trim(root, 250)
-    assert sorted(p.name for p in root.glob("*/*.odk")) == ["1.odk", "2.odk"]
+    assert sorted(p.name for p in root.glob("*/*/*.odk")) == ["1.odk", "2.odk"]
 
 
 def _aged_entry(root, name: str, age: float, size: int = 100) -> None:
-    path = root / "ab" / f"{name}.odk"
+    path = root / "ab" / "abkey" / f"{name}.odk"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(b"x" * size)
     os.utime(path, (time.time() - age, time.time() - age))
@@ -478,7 +479,7 @@ def test_the_bound_counts_this_processs_own_writes_between_scans(tmp_path):
     for i, age in enumerate([30, 20, 10]):
         _aged_entry(root, str(i), age)
         diskcache._bound(root, 100, 250)  # the third write passes the bound: the oldest entry goes
-    assert sorted(p.name for p in root.glob("*/*.odk")) == ["1.odk", "2.odk"]
+    assert sorted(p.name for p in root.glob("*/*/*.odk")) == ["1.odk", "2.odk"]
 
 
 def test_the_bound_sees_other_processes_writes_at_the_next_scan(tmp_path, monkeypatch):
@@ -489,7 +490,7 @@ def test_the_bound_sees_other_processes_writes_at_the_next_scan(tmp_path, monkey
     _aged_entry(root, "theirs", 30, size=200)  # written by another process: this one did not count it
     _aged_entry(root, "mine2", 0)
     diskcache._bound(root, 100, 250)
-    assert sorted(p.name for p in root.glob("*/*.odk")) == ["mine.odk", "mine2.odk"]
+    assert sorted(p.name for p in root.glob("*/*/*.odk")) == ["mine.odk", "mine2.odk"]
 
 
 def test_an_object_known_by_a_variable_is_found_where_it_is_now():
@@ -1088,3 +1089,244 @@ def test_a_kernel_whose_callee_prints_flushes_at_the_end_of_its_launch_compiled_
         outputs.append(done.stdout.splitlines())
     assert outputs[0] == ["callee says 7", "after the launch", "0"]
     assert outputs[1] == ["callee says 7", "after the launch", "1"]  # loaded from the disk cache
+
+
+# --- code numba compiles itself, from an installed package ----------------------------------------------
+
+INSTALLED = """
+import numba
+
+K = 20.0
+
+
+@numba.njit
+def inner(x):
+    return x + K
+
+
+@numba.njit
+def helper(x):
+    return inner(x) + 0.0
+"""
+
+INSTALLED_KERNEL = """
+from instpkg import helper
+
+
+def kernel(out):
+    out[0] = helper(0.0)
+"""
+
+INSTALLED_LAUNCH = """
+import json, sys
+sys.path.insert(0, sys.argv[1])
+from overdub import fingerprint
+fingerprint._LIBRARY_PATHS += (sys.argv[1] + "/",)   # the directory is an installed package's, as site-packages
+import numpy as np, overdub as od, kern, instpkg
+out = np.zeros(1)
+od.cuda(kern.kernel, out, target="cpu")
+print(json.dumps({"out": out[0], "host": instpkg.helper(0.0), "stats": od.stats()}))
+"""
+
+
+def _installed_run(tmp_path) -> dict:
+    done = subprocess.run(
+        [sys.executable, "-c", INSTALLED_LAUNCH, str(tmp_path / "site")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=_environment(tmp_path, tmp_path / "cache"),
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+@pytest.mark.parametrize(
+    "old, new",
+    [("K = 20.0", "K = 33.0"), ("return x + K", "return x + K + 13.0"), ("inner(x) + 0.0", "inner(x) + 13.0")],
+    ids=["a module constant", "another njit function it calls", "its own code"],
+)
+def test_an_installed_packages_njit_helper_changed_between_processes_is_a_miss(tmp_path, old, new):
+    """numba compiles an @njit helper itself, freezing what it reads: the entry digests all of it."""
+    package = tmp_path / "site" / "instpkg"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text(INSTALLED)
+    (tmp_path / "kern.py").write_text(INSTALLED_KERNEL)
+    first = _installed_run(tmp_path)
+    assert (first["out"], first["stats"]["disk_uncacheable"]) == (20.0, 0)
+    assert _installed_run(tmp_path)["stats"]["disk_hits"] == 1
+    (package / "__init__.py").write_text(INSTALLED.replace(old, new))
+    changed = _installed_run(tmp_path)
+    assert changed["out"] == changed["host"] == 33.0
+    assert (changed["stats"]["disk_hits"], changed["stats"]["compiles"]) == (0, 1)
+
+
+@pytest.fixture
+def installed(tmp_path, monkeypatch):
+    """``installed(source)``: a module of a package directory treated as installed (as site-packages is)."""
+    from overdub import fingerprint
+
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(fingerprint, "_LIBRARY_PATHS", fingerprint._LIBRARY_PATHS + (f"{tmp_path}{os.sep}",))
+    made = []
+
+    def make(source: str):
+        name = unique_name("odinst")
+        (tmp_path / f"{name}.py").write_text(textwrap.dedent(source))
+        made.append(name)
+        return importlib.import_module(name)
+
+    yield make
+    for name in made:
+        sys.modules.pop(name, None)
+
+
+def test_an_installed_packages_overload_is_digested_with_its_implementation(installed, make_module):
+    pkg = installed("""
+        from numba.core.extending import overload
+
+        SHIFT = 1
+
+        def placeholder(x):
+            raise NotImplementedError
+
+        @overload(placeholder)
+        def _placeholder(x):
+            return lambda x: x * 10 + SHIFT
+    """)
+    m = make_module(f"import {pkg.__name__} as pkg\n\ndef kernel(out):\n    out[0] = pkg.placeholder(3)\n")
+    out = np.zeros(1)
+    od.cuda(m.kernel, out, target="cpu")
+    _as_new_process()
+    od.cuda(m.kernel, out, target="cpu")
+    assert (out[0], od.stats()["disk_hits"]) == (31.0, 1)
+    _as_new_process()
+    pkg.SHIFT = 2  # what the overload's implementation reads: numba freezes it (and, in this process, keeps it)
+    od.cuda(m.kernel, out, target="cpu")
+    assert (od.stats()["disk_hits"], od.stats()["compiles"]) == (0, 1)
+
+
+def test_an_installed_packages_object_numba_knows_only_by_name_is_compiled_and_not_stored(installed, make_module):
+    pkg = installed("""
+        from numba.core import types
+        from numba.core.typing.templates import AbstractTemplate, infer_global, signature
+        from numba.core.imputils import lower_builtin
+
+        def seven():
+            raise NotImplementedError
+
+        @infer_global(seven)
+        class Seven(AbstractTemplate):
+            def generic(self, args, kws):
+                return signature(types.float64)
+
+        @lower_builtin(seven)
+        def lower_seven(context, builder, sig, args):
+            return context.get_constant(types.float64, 7.0)
+    """)
+    m = make_module(f"import {pkg.__name__} as pkg\n\ndef kernel(out):\n    out[0] = pkg.seven()\n")
+    out = np.zeros(1)
+    od.cuda(m.kernel, out, target="cpu")
+    assert (out[0], od.stats()["disk_uncacheable"]) == (7.0, 1)
+
+
+# --- recompiles after a load, versions of a key ----------------------------------------------------------
+
+
+def test_a_recompile_after_a_load_is_stored(modules):
+    lib, kern = modules(LIB_SOURCE, KERNEL_SOURCE)
+    _launch(kern)
+    _as_new_process()
+    _launch(kern)
+
+    def g(x: od.float64):
+        return 5.0 * x
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        lib.g.define(g)
+        assert _launch(kern) == [0.0, 15.0, 30.0, 45.0]
+    assert (od.stats()["disk_hits"], od.stats()["compiles"], od.stats()["disk_uncacheable"]) == (1, 1, 0)
+    assert len(_entries(os.environ["OVERDUB_CACHE_DIR"])) == 2
+
+
+def test_alternating_definitions_each_hit_their_own_version_of_the_key(modules):
+    lib, kern = modules(LIB_SOURCE, KERNEL_SOURCE)
+    stats = []
+    for factor in ("2.0", "3.0", "2.0", "5.0", "3.0"):
+        _as_new_process()
+        kern.lib = edit(lib, LIB_SOURCE.replace("2.0 * x", f"{factor} * x"))
+        assert _launch(kern)[1] == float(factor) * 3.0
+        stats.append((od.stats()["compiles"], od.stats()["disk_hits"]))
+    assert stats == [(1, 0), (1, 0), (0, 1), (1, 0), (0, 1)]
+
+
+def test_a_key_keeps_at_most_VERSIONS_entries(modules, monkeypatch):
+    monkeypatch.setattr(diskcache, "VERSIONS", 2)
+    lib, kern = modules(LIB_SOURCE, KERNEL_SOURCE)
+    for factor in ("2.0", "3.0", "4.0"):
+        _as_new_process()
+        kern.lib = edit(lib, LIB_SOURCE.replace("2.0 * x", f"{factor} * x"))
+        _launch(kern)
+    assert len(_entries(os.environ["OVERDUB_CACHE_DIR"])) == 2
+
+
+# --- trust ------------------------------------------------------------------------------------------------
+
+
+class _Planted:
+    def __init__(self, marker: str):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (pathlib.Path.touch, (pathlib.Path(self.marker),))
+
+
+def test_a_planted_entry_without_the_users_secret_is_never_unpickled(modules, tmp_path):
+    _lib, kern = modules(LIB_SOURCE, KERNEL_SOURCE)
+    _launch(kern)
+    [path] = _entries(os.environ["OVERDUB_CACHE_DIR"])
+    marker = tmp_path / "ran"
+    body = pickle.dumps({"facts": [], "payload": _Planted(str(marker)), "needs": set()})
+    path.write_bytes(diskcache._MAGIC + hashlib.sha256(body).digest() + body)  # an unkeyed checksum: all one can forge
+    _as_new_process()
+    with pytest.warns(RuntimeWarning, match="signature does not match"):
+        assert _launch(kern) == [0.0, 6.0, 12.0, 18.0]
+    assert not marker.exists()
+    assert (od.stats()["disk_hits"], od.stats()["compiles"]) == (0, 1)
+
+
+@pytest.mark.skipif(not hasattr(os, "getuid"), reason="POSIX permissions")
+def test_a_cache_directory_writable_by_others_is_refused_with_one_warning(modules, tmp_path, monkeypatch):
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    monkeypatch.setenv("OVERDUB_CACHE_DIR", str(shared))
+    _lib, kern = modules(LIB_SOURCE, KERNEL_SOURCE)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out, x = np.zeros(4), np.arange(4.0)
+        for dtype in (np.float64, np.float32):
+            od.cuda(kern.kernel, out.astype(dtype), x, blocks=1, threads=4, target="cpu")
+    assert [str(w.message) for w in caught if "writable by other users" in str(w.message)] != []
+    assert len([w for w in caught if "disk cache" in str(w.message)]) == 1
+    assert list(shared.iterdir()) == []
+    assert (od.stats()["compiles"], od.stats()["disk_misses"]) == (2, 0)
+
+
+def test_the_secret_is_private_to_the_user(modules):
+    _lib, kern = modules(LIB_SOURCE, KERNEL_SOURCE)
+    _launch(kern)
+    secret = pathlib.Path(os.environ["OVERDUB_CACHE_DIR"]) / "secret"
+    assert secret.stat().st_mode & 0o777 == 0o600
+
+
+def test_temporary_files_of_dead_writers_are_removed_and_live_ones_counted(tmp_path):
+    root = tmp_path / "v3"
+    _aged_entry(root, "entry", 10)
+    _aged_entry(root, ".tmp-dead", 3600)
+    _aged_entry(root, ".tmp-live", 1, size=300)
+    assert diskcache._trim(root, 1000) == 400
+    assert sorted(p.name for p in root.glob("*/*/*")) == [".tmp-live.odk", "entry.odk"]
+    diskcache._trim(root, 350)  # the live temporary file counts against the bound: the entry goes
+    assert sorted(p.name for p in root.glob("*/*/*")) == [".tmp-live.odk"]

@@ -32,6 +32,7 @@ from .calls import (
     numba_implements,
     python_function,
     register_opaque,
+    typing_code,
     unliteral,
 )
 
@@ -47,5 +48,6 @@ __all__ = [
     "numba_implements",
     "python_function",
     "register_opaque",
+    "typing_code",
     "unliteral",
 ]

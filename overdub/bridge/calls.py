@@ -123,6 +123,25 @@ def numba_implements(context, callee) -> bool:
     return context._lookup_global(callee) is not None
 
 
+def typing_code(value) -> list[tuple[object, pytypes.FunctionType | None]]:
+    """What numba's own registrations of ``value`` (on the CPU target, and the CUDA target where numba-cuda is
+    imported) run when they type and lower a call of it, for the disk cache to digest: each template with the
+    Python function behind it -- an ``@overload``'s or ``@intrinsic``'s definition -- or None where the
+    template's meaning is its class's own code (a typing template with separate lowering). (numba internals:
+    the typing contexts' registry of globals; a template's ``_overload_func`` and ``_definition_func``.)"""
+    contexts = [numba.core.registry.cpu_target.typing_context]
+    cuda = sys.modules.get("numba.cuda.descriptor")
+    if cuda is not None:
+        contexts.append(cuda.cuda_target.typing_context)
+    found = []
+    for context in contexts:
+        context.refresh()
+        for template in getattr(context._lookup_global(value), "templates", ()):
+            source = getattr(template, "_overload_func", None) or getattr(template, "_definition_func", None)
+            found.append((template, source if isinstance(source, pytypes.FunctionType) else None))
+    return found
+
+
 def python_function(callee: object) -> pytypes.FunctionType | None:
     """The Python function to compile for ``callee``: a plain function itself, or the ``py_func`` of a numba
     dispatcher (``@numba.njit``, ``@cuda.jit``, ``@cuda.jit(device=True)``: overdub compiles it as any function

@@ -28,6 +28,7 @@ import copy
 import ctypes
 import itertools
 import secrets
+import weakref
 
 import numba
 from numba import cuda as numba_cuda
@@ -41,6 +42,7 @@ from ... import arguments, bridge, settings, world
 from ...bridge.hidden import HiddenArgumentCall
 from ...context import CPU, TargetRoot
 from ...intrinsics import LaunchNeed, cuprintln
+from ...runtime import runtime
 from ...types import typeof
 from .. import launchfn
 from ..options import CompileOptions, Configurable
@@ -187,6 +189,9 @@ def _serialised(cres):
     without its typing state, the signature), or None where its code holds addresses of this process."""
     if cres.library.has_dynamic_globals or cres.reload_init:
         return None
+    loaded = _loaded_code.get(cres.library)
+    if loaded is not None:  # its object code went to the JIT when it was loaded: stored as it was read
+        return loaded
     fndesc = copy.copy(cres.fndesc)
     fndesc.typemap = fndesc.calltypes = fndesc.global_dict = None  # typing state and exec namespace
     return cres.library.serialize_using_object_code(), fndesc, cres.signature
@@ -195,9 +200,18 @@ def _serialised(cres):
 def _rebuilt(serialised):
     """numba internals: the compile result of ``_serialised``'s answer, its code loaded into this process."""
     libdata, fndesc, signature = serialised
-    return CompileResult._rebuild(
+    cres = CompileResult._rebuild(
         cpu_target.target_context, libdata, fndesc, Environment({}), signature, False, (), "", (), ()
     )
+    _loaded_code[cres.library] = serialised
+    return cres
+
+
+# a code library loaded from the disk cache -> what it was loaded from: numba hands a loaded library's object
+# code to the JIT and keeps none, so a kernel compiled later that shares it (the grid entry of its argument
+# types) is stored with this (else: "no compiled object yet", and never stored)
+_loaded_code: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+runtime.register_cache(f"{__name__}._loaded_code", _loaded_code, kept="what loaded code was read from, as it lives")
 
 
 class CPUTarget(Configurable):
