@@ -8,32 +8,74 @@ is not available through llvmlite). So, as that pass would, the row loop runs on
 admits: it narrows its x range to them, and tells LLVM that the guard holds there (``llvm.assume`` of the
 very comparison the kernel makes, which LLVM then folds away).
 
-That is sound where a thread the guard rejects does nothing observable. :func:`x_bounds` reads the kernel's
-numba IR from its entry: blocks of side-effect-free assignments (index arithmetic, attribute and element
-reads, ``cuda.grid``), each ending in a branch one of whose targets returns at once. Each such branch's
-condition must hold for the thread to do anything; those comparing the thread's global x index
-(``cuda.grid(1)``, ``cuda.grid(2)[0]``, ``threadIdx.x + blockIdx.x * blockDim.x``) with an expression of the
-kernel's arguments alone become the bounds, as source the row loop evaluates once per row. Anything else --
-a store, a print, a call, a loop before the guard; an operation on numbers, an element read or
-``cuda.grid`` that a method or a context's overdub may take; a hook that observes calls -- ends the walk,
-and the row loop runs every thread.
+To gain a mental model, consider this kernel, launched with an int64 ``n`` in a chain where ``+`` has a
+method for a user's struct ``S`` only::
 
-numba internals: the untyped IR of ``numba.core.compiler.run_frontend`` and its node classes.
+    def kernel(out, s, n):            # a0, a1, a2
+        i = cuda.grid(1)              # numba's (no overdub, method or hook of cuda.grid)
+        m = n + 1                     # int64 + int64: no method of + applies -> numba's own
+        if i >= m:                    # int64 >= int64: numba's own; the false branch goes on ...
+            return                    # ... and this one returns at once
+        out[i] = s.v
+
+Every thread runs the two assignments before the guard, and each is numba's own operation on plain data: it
+does nothing observable. So a thread with ``x >= a2 + 1`` does nothing at all, and the row loop becomes::
+
+    lo, hi = narrow("<", (a2 + 1), lo, hi)    # the bound, compiled in the grid body, once per row
+    for x in range(lo, hi):
+        set_x(x, first, bx)
+        assume_x("<", x, (a2 + 1))
+        kernel(a0, a1, a2)
+
+Had the kernel written ``t = s + s`` before the guard, that ``+`` reaches the user's method, which may count
+its calls (an atomic add): every thread must run it, and :func:`x_bounds` returns no bounds.
+
+The rule, kept small so that it is plainly sound: the walk (:class:`_Walk`) goes through the kernel's numba IR
+from its entry, block by block, while every statement is an assignment of an operation that is *numba's own
+on plain data* (:meth:`_Walk._numba_s`):
+
+* its operands are known to be numbers, booleans, arrays, overdub structs, records or tuples of them -- the
+  walk knows the exact numba type of each parameter from the launch (``argtypes``), of each constant, of a
+  field or an array's ``shape``; of the result of numba's operations on numbers only that it is a number --
+  so no numba-implemented dunder of a jitclass or an extension type runs;
+* no table the call asks in the kernel's chain (:func:`overdub.tables.asked`: the contexts' overdubs, the
+  methods added with ``od.method``, the operands' dunders) has a method applying to the operands' types,
+  for any of the types each operand may have: the kernel's own typing dispatches on the actual types, so its
+  call reaches numba's operation (a method that applies, added later, invalidates the kernel through that
+  dispatch; while every table is empty, the emptiness is an edge); no context forwards the callee;
+* the operation is an operator (``+``, ``<``, ``-x``, ``a[i]``; ``x += 1`` on numbers only: on an array it
+  stores), an attribute read, a tuple, or a call of ``cuda.grid``, ``cuda.gridsize``, ``bool``, ``len``,
+  ``min``, ``max`` or ``abs``; no hook observes a call anywhere in the chain, and ``cuda.grid`` and the
+  thread indices mean what numba's do.
+
+Each block ends in a branch one of whose targets returns at once; the condition must hold for the thread to
+do anything. Those comparing the thread's global x index (``cuda.grid(1)``, ``cuda.grid(2)[0]``,
+``threadIdx.x + blockIdx.x * blockDim.x``) with an expression of the kernel's parameters alone become the
+bounds, as source the grid body evaluates once per row. A bound is built only of the walk's operations, which
+are numba's own in the kernel too, so the grid body -- plain numba -- computes exactly what the kernel's
+comparison reads; a parameter the launch does not pass (``def k(out, n=5)``) is its default, a constant, as
+numba types it. Anything else ends the walk, and the row loop runs every thread.
+
+numba internals: the untyped IR of ``numba.core.compiler.run_frontend``, its node classes, numba's types.
 """
 
 from __future__ import annotations
 
+import itertools
+import math
 import operator
+import types as pytypes
 
 from numba import cuda as numba_cuda
+from numba import typeof
 from numba.core import ir
 from numba.core import types as nt
 from numba.core.compiler import run_frontend
 
 from ...context import POSTHOOK, PREHOOK, TargetRoot
-from ...operators import INPLACE
 from ...rewrite import CHAIN_MARK, ModuleProxy, Overdubbed
 from ...tables import asked
+from ...types import StructType
 
 __all__ = ["x_bounds"]
 
@@ -41,19 +83,24 @@ _COMPARISONS = {operator.lt: "<", operator.le: "<=", operator.gt: ">", operator.
 _FLIPPED = {"<": ">", "<=": ">=", ">": "<", ">=": "<="}  # a op b is b _FLIPPED[op] a
 _NEGATED = {"<": ">=", "<=": ">", ">": "<=", ">=": "<"}
 _ARITHMETIC = {operator.add: "+", operator.sub: "-", operator.mul: "*", operator.floordiv: "//"}
-_PURE_CALLS = (numba_cuda.grid, numba_cuda.gridsize, bool, len, min, max, abs)
+_GRID = (numba_cuda.grid, numba_cuda.gridsize)
+_BUILTINS = (bool, len, min, max, abs)  # the calls besides cuda.grid a walk may pass, where numba's own
 _IDIOM = (numba_cuda.grid, numba_cuda.gridsize, numba_cuda.threadIdx, numba_cuda.blockIdx, numba_cuda.blockDim)
+_THREAD_INDICES = (numba_cuda.threadIdx, numba_cuda.blockIdx, numba_cuda.blockDim, numba_cuda.gridDim)
+_NEVER_REROUTED = (operator.is_, operator.is_not)  # as operators.py: numba's always
+
+# What a value computed by numba's operations on numbers may be: every number and boolean type (not complex:
+# none comes from these). A kind -- the types a value may have -- is a tuple of numba types, or None: unknown.
+_NUMBERS = tuple(sorted(nt.integer_domain, key=str)) + tuple(sorted(nt.real_domain, key=str)) + (nt.boolean,)
+_MOST_TYPE_TUPLES = 4096  # an operation whose operands may have more type combinations is not enumerated
+_LONGEST_SOURCE = 2000  # a bound's source (x = x + x, repeated, doubles it)
 
 
-def _tables(chain: tuple, callee) -> list:
-    """The tables a call of ``callee`` asks (:func:`overdub.tables.asked`)."""
-    return [each.table for each in asked(chain, callee)]
-
-
-def x_bounds(func) -> tuple[tuple[str, str], ...]:
-    """The bounds a thread's global x index must satisfy for ``func`` (a kernel as rewritten in its chain) to
-    do anything, as ``(op, source)`` pairs -- ``x op source``, ``source`` an expression of the kernel's
-    parameters, named ``a0, a1, ...`` -- or ``()`` where none is known."""
+def x_bounds(func, argtypes: tuple) -> tuple[tuple[str, str], ...]:
+    """The bounds a thread's global x index must satisfy for ``func`` (a kernel as rewritten in its chain,
+    compiled for the numba types ``argtypes``, one for each parameter the launch passes) to do anything, as
+    ``(op, source)`` pairs -- ``x op source``, ``source`` an expression of the kernel's parameters, named
+    ``a0, a1, ...`` -- or ``()`` where none is known."""
     chain = func.__globals__.get(CHAIN_MARK)
     if chain is None or not _idiom_is_plain(chain):
         return ()
@@ -61,7 +108,7 @@ def x_bounds(func) -> tuple[tuple[str, str], ...]:
         function_ir = run_frontend(func)
     except Exception:  # numba's compile of the kernel says what is wrong with it
         return ()
-    return tuple(_Walk(function_ir, chain).bounds())
+    return tuple(_Walk(function_ir, chain, func, tuple(nt.unliteral(t) for t in argtypes)).bounds())
 
 
 def _idiom_is_plain(chain: tuple) -> bool:
@@ -74,23 +121,19 @@ def _idiom_is_plain(chain: tuple) -> bool:
             continue
         if any(ctx.forwarded(f) is not None for f in _IDIOM) or any(ctx.replacement(f) is not None for f in _IDIOM):
             return False
-    return all(table.is_empty() for f in (numba_cuda.grid, numba_cuda.gridsize) for table in _tables(chain, f))
+    return all(each.table.is_empty() for f in _GRID for each in asked(chain, f))
 
 
-_NUMBERS = tuple(sorted(nt.integer_domain, key=str)) + (nt.float32, nt.float64, nt.boolean)
+def _is_plain_type(t) -> bool:
+    """Is ``t`` data whose numba operations run no user code (no jitclass, no extension type's dunders)?"""
+    if isinstance(t, nt.BaseTuple):
+        return all(_is_plain_type(item) for item in t.types)
+    return isinstance(t, (nt.Number, nt.Boolean, nt.Array, nt.Record, StructType))
 
 
-def _numba_s_on_numbers(chain: tuple, op, arity: int) -> bool:
-    """Is ``op`` on numbers (and booleans) numba's own operation in ``chain``: does no method of its tables
-    (overdubs, methods added to it, dunders) take them? A method for a user's type leaves them numba's. (The
-    kernel's own typing of each such operation consults its table for the actual types: a method that takes
-    numbers, added later, recompiles it.)"""
-    pairs = [(t,) for t in _NUMBERS] if arity == 1 else [(a, b) for a in _NUMBERS for b in _NUMBERS]
-    for each in (op, INPLACE.get(op)):
-        for table in _tables(chain, each) if each is not None else ():
-            if not table.is_empty() and any(m.applies_to(types) for m in table.methods for types in pairs):
-                return False
-    return True
+def _one_of(value, options: tuple) -> bool:
+    """``value in options`` by identity (a global array's ``==`` is no answer)."""
+    return any(value is option for option in options)
 
 
 def _resolved(value):
@@ -108,14 +151,17 @@ _UNKNOWN = ("unknown",)
 class _Walk:
     """A symbolic walk of a kernel's first blocks: each variable is an expression tree of tuples --
     ("arg", i), ("value", v) (a constant, a global or a captured value), ("getattr", e, name),
-    ("getitem", e, e), ("call", e, (e, ...)), ("binop", op, e, e), ("neg", e), ("tuple", (e, ...)) -- or
-    _UNKNOWN."""
+    ("getitem", e, e), ("call", e, (e, ...)), ("binop", op, e, e), ("unary", op, e), ("tuple", (e, ...)) --
+    or _UNKNOWN."""
 
-    def __init__(self, function_ir, chain: tuple):
-        self.chain, self.numba_s = chain, {}
+    def __init__(self, function_ir, chain: tuple, func, argtypes: tuple):
+        self.chain, self.func, self.argtypes = chain, func, argtypes
         self.blocks = function_ir.blocks
         self.entry = min(function_ir.blocks)
         self.env: dict = {}
+        self.answers: dict = {}  # (operations, operand kinds) -> whether numba's own
+        self.kinds: dict = {}  # id(node) -> (node, its kind)
+        self.sources: dict = {}  # id(node) -> (node, its source)
 
     def bounds(self):
         label, seen = self.entry, set()
@@ -141,74 +187,197 @@ class _Walk:
             if bound is not None:
                 yield bound
 
+    # -- the statements a walk passes ------------------------------------------------------------------------
+
     def _assign(self, stmt) -> bool:
         value = stmt.value
-        if isinstance(value, ir.Expr):
-            if value.op == "call" and _resolved(self._value_of(value.func)) not in _PURE_CALLS:
-                return False
-            if value.op not in (
-                "call",
-                "binop",
-                "inplace_binop",
-                "unary",
-                "getattr",
-                "getitem",
-                "static_getitem",
-                "exhaust_iter",
-                "build_tuple",
-                "cast",
-            ):
-                return False
-            if not self._numba_s(value):
-                return False  # an operation a method may take: that method may do anything
+        if isinstance(value, ir.Expr) and not self._pure(value):
+            return False  # an operation that may reach user code: that code may do anything
         self.env[stmt.target.name] = self._node(value)
         return True
 
-    def _numba_s(self, expr) -> bool:
-        """Is the operation ``expr`` numba's own, as far as it is one on numbers? (Array reads are operations
-        of ``operator.getitem``: an overdub of it -- a checking context -- is a side effect; ``bool``, ``abs``,
-        ``min`` and ``max`` may have methods too.)"""
-        if expr.op in ("binop", "inplace_binop", "unary"):
-            key = (expr.fn, 1 if expr.op == "unary" else 2)
-        elif expr.op == "getitem" or (expr.op == "static_getitem" and expr.index_var is not None):
-            key = (operator.getitem, 0)  # on arrays: any method or overdub counts
-        elif expr.op == "call" and _resolved(self._value_of(expr.func)) in (bool, abs, min, max):
-            key = (_resolved(self._value_of(expr.func)), len(expr.args))
-        else:
+    def _pure(self, expr) -> bool:
+        """Is the operation ``expr`` numba's own on plain data, in this chain (see the module)?"""
+        op, var = expr.op, lambda v: self.env.get(v.name, _UNKNOWN)
+        if op == "cast" or (op == "binop" and expr.fn in _NEVER_REROUTED):
             return True
-        known = self.numba_s.get(key)
+        if op == "getattr":
+            return self._module_attribute(var(expr.value)) is not None or self._plain(var(expr.value))
+        if op == "build_tuple":
+            return all(self._plain(var(item)) for item in expr.items)
+        if op == "exhaust_iter":
+            return self._plain(var(expr.value))
+        if op == "static_getitem" and expr.index_var is None:  # never rerouted: numba's own on a tuple
+            return self._plain(var(expr.value))
+        if op == "binop":
+            return self._numba_s((expr.fn,), [var(expr.lhs), var(expr.rhs)])
+        if op == "inplace_binop":  # on numbers only: numba's a += 1 on an array stores into it
+            operands = [var(expr.lhs), var(expr.rhs)]
+            return all(map(self._numeric, operands)) and self._numba_s((expr.fn, expr.immutable_fn), operands)
+        if op == "unary":
+            return self._numba_s((expr.fn,), [var(expr.value)])
+        if op in ("getitem", "static_getitem"):
+            index = expr.index if op == "getitem" else expr.index_var
+            return self._numba_s((operator.getitem,), [var(expr.value), var(index)])
+        if op == "call" and not expr.kws and expr.vararg is None and expr.varkwarg is None:
+            callee = self._value_of(expr.func)
+            if _one_of(callee, _GRID):
+                return True  # _idiom_is_plain: numba's own
+            if _one_of(callee, _BUILTINS):
+                return self._numba_s((callee,), [var(arg) for arg in expr.args])
+        return False
+
+    def _numba_s(self, ops: tuple, operands: list) -> bool:
+        """Does a call of ``ops`` (an operator, then its fallback: ``iadd`` then ``add``) on ``operands``
+        reach numba's own operation on plain data? No table it asks may have a method applying to the
+        operands' types, for any type each may have; no context may forward it."""
+        if not all(self._plain(node) for node in operands):
+            return False
+        kinds = tuple(self._kind(node) for node in operands)
+        key = (ops, kinds)
+        known = self.answers.get(key)
         if known is None:
-            op, arity = key
-            known = self.numba_s[key] = (
-                _numba_s_on_numbers(self.chain, op, arity)
-                if arity in (1, 2)
-                else all(table.is_empty() for table in _tables(self.chain, op))
-            )
+            known = self.answers[key] = self._no_method_applies(ops, kinds)
         return known
 
+    def _no_method_applies(self, ops: tuple, kinds: tuple) -> bool:
+        for op in ops:
+            if any(ctx.forwarded(op) is not None for ctx in self.chain):
+                return False
+            for each in asked(self.chain, op):
+                if each.table.is_empty():
+                    continue  # an edge: the table's first method recompiles the kernel
+                if None in kinds or math.prod(len(kind) for kind in kinds) > _MOST_TYPE_TUPLES:
+                    return False
+                if any(m.applies_to(types) for m in each.table.methods for types in itertools.product(*kinds)):
+                    return False
+        return True
+
+    # -- what each value is --------------------------------------------------------------------------------
+
+    def _plain(self, node) -> bool:
+        """Is ``node`` known to be plain data (:func:`_is_plain_type`)?"""
+        if node[0] == "tuple":
+            return all(self._plain(item) for item in node[1])
+        kind = self._kind(node)
+        return kind is not None and all(_is_plain_type(t) for t in kind)
+
+    def _kind(self, node):
+        """The numba types ``node`` may have (a tuple of them; the kernel's typing gives it one of them, its
+        literal type aside), or None where unknown."""
+        return self._memo(self.kinds, node, self._kind_of)
+
+    @staticmethod
+    def _memo(table: dict, node, compute):
+        """``compute(node)``, once per node: trees share their subtrees (``x = x + x`` twice is four x's)."""
+        known = table.get(id(node))
+        if known is None or known[0] is not node:
+            known = table[id(node)] = (node, compute(node))
+        return known[1]
+
+    def _kind_of(self, node):
+        tag = node[0]
+        if tag == "arg":
+            return (self.argtypes[node[1]],)
+        if tag == "value":
+            value = node[1]
+            if type(value) not in (int, float, bool):
+                return None
+            try:
+                return (nt.unliteral(typeof(value)),)
+            except ValueError:  # an integer beyond 64 bits: numba refuses it too
+                return None
+        if tag == "getattr":
+            return self._attribute_kind(node)
+        if tag == "getitem":
+            return self._item_kind(node)
+        if tag == "call":
+            callee, args = self._callee(node[1]), node[2]
+            if _one_of(callee, _GRID) and len(args) == 1 and args[0][0] == "value" and args[0][1] in (1, 2, 3):
+                return (nt.int64,) if args[0][1] == 1 else (nt.UniTuple(nt.int64, args[0][1]),)
+            if callee is len:
+                return _NUMBERS
+            if _one_of(callee, _BUILTINS) and all(self._numeric(arg) for arg in args):
+                return _NUMBERS
+            return None
+        if tag == "binop" or tag == "unary":
+            return _NUMBERS if all(self._numeric(operand) for operand in node[2:]) else None
+        return None
+
+    def _numeric(self, node) -> bool:
+        kind = self._kind(node)
+        return kind is not None and set(kind) <= set(_NUMBERS)
+
+    def _attribute_kind(self, node):
+        if self._index(node, "xyz") is not None:
+            return _NUMBERS  # threadIdx.x and the like
+        kind, name = self._kind(node[1]), node[2]
+        if kind is None or len(kind) != 1:
+            return None
+        (owner,) = kind
+        if isinstance(owner, nt.Array):
+            if name in ("size", "ndim"):
+                return (nt.intp,)
+            if name in ("shape", "strides"):
+                return (nt.UniTuple(nt.intp, owner.ndim),)
+        if isinstance(owner, StructType):
+            field = owner.field_type(name)
+            return None if field is None else (nt.unliteral(field),)
+        return None
+
+    def _item_kind(self, node):
+        owner, index = self._kind(node[1]), self._kind(node[2])
+        if owner is None or len(owner) != 1:
+            return None
+        (container,) = owner
+        if isinstance(container, nt.UniTuple):
+            return (container.dtype,)
+        integer_index = index is not None and all(isinstance(t, nt.Integer) for t in index)
+        if isinstance(container, nt.Array) and container.ndim == 1 and integer_index:
+            return (container.dtype,)
+        return None
+
+    # -- the expression trees ------------------------------------------------------------------------------
+
     def _value_of(self, var):
-        node = self.env.get(var.name, _UNKNOWN)
-        return node[1] if node[0] == "value" else self._module_attribute(node)
+        return self._callee(self.env.get(var.name, _UNKNOWN))
+
+    def _callee(self, node):
+        """What a call of ``node`` calls: a global or a module's attribute (None where unknown)."""
+        return _resolved(node[1]) if node[0] == "value" else self._module_attribute(node)
 
     def _module_attribute(self, node):
-        """The value of ``module.attr`` (or ``module.attr.attr``) nodes; None for anything else."""
+        """The value of ``module.attr`` (or ``module.attr.attr``) nodes, a module's own value included; None
+        for anything else."""
         if node[0] == "value":
-            return _resolved(node[1])
+            value = _resolved(node[1])
+            return value if isinstance(value, pytypes.ModuleType) else None
         if node[0] == "getattr":
             owner = self._module_attribute(node[1])
             if owner is not None:
                 return getattr(owner, node[2], None)
         return None
 
+    def _parameter(self, index: int):
+        """A parameter of the kernel: the launch's argument, or -- not passed -- its default, a constant
+        numba types as it types the default (a number only; anything else is unknown)."""
+        if index < len(self.argtypes):
+            return ("arg", index)
+        code, defaults = self.func.__code__, self.func.__defaults__ or ()
+        first = code.co_argcount - len(defaults)
+        if first <= index < code.co_argcount and type(defaults[index - first]) in (int, float, bool):
+            return ("value", defaults[index - first])
+        return _UNKNOWN
+
     def _node(self, value):
         if isinstance(value, ir.Var):
             return self.env.get(value.name, _UNKNOWN)
         if isinstance(value, ir.Arg):
-            return ("arg", value.index)
+            return self._parameter(value.index)
         if isinstance(value, (ir.Const, ir.Global, ir.FreeVar)):
             return ("value", _resolved(value.value))
         op = value.op
-        if op == "cast":
+        if op in ("cast", "exhaust_iter"):
             return self._node(value.value)
         if op == "getattr":
             return ("getattr", self._node(value.value), value.attr)
@@ -216,22 +385,20 @@ class _Walk:
             return ("getitem", self._node(value.value), ("value", value.index))
         if op == "getitem":
             return ("getitem", self._node(value.value), self._node(value.index))
-        if op == "exhaust_iter":
-            return self._node(value.value)
         if op == "build_tuple":
             return ("tuple", tuple(self._node(item) for item in value.items))
         if op in ("binop", "inplace_binop"):
             fn = value.fn if op == "binop" else value.immutable_fn
             return ("binop", fn, self._node(value.lhs), self._node(value.rhs))
-        if op == "unary" and value.fn is operator.neg:
-            return ("neg", self._node(value.value))
+        if op == "unary":
+            return ("unary", value.fn, self._node(value.value))
         if op == "call" and not value.kws and value.vararg is None:
             return ("call", self._node(value.func), tuple(self._node(arg) for arg in value.args))
         return _UNKNOWN
 
     def _expression(self, var):
         node = self.env.get(var.name, _UNKNOWN)
-        if node[0] == "call" and self._module_attribute(node[1]) is bool and len(node[2]) == 1:
+        if node[0] == "call" and self._callee(node[1]) is bool and len(node[2]) == 1:
             return node[2][0]  # the truth of a comparison is the comparison
         return node
 
@@ -254,6 +421,8 @@ class _Walk:
         if isinstance(last, ir.Jump):
             return self._returns_at_once(last.target, seen)
         return isinstance(last, ir.Return)
+
+    # -- the bounds ----------------------------------------------------------------------------------------
 
     def _bound(self, condition, holds: bool):
         """``(op, source)`` where the condition (when ``holds``, else its negation) compares x with an
@@ -286,17 +455,22 @@ class _Walk:
                         return True
         return False
 
-    def _index(self, node):
-        """``cuda.threadIdx`` for a node reading ``cuda.threadIdx.x`` (and so on); None for anything else."""
-        if node[0] == "getattr" and node[2] == "x":
+    def _index(self, node, axes: str = "x"):
+        """``cuda.threadIdx`` for a node reading ``cuda.threadIdx.x`` (and so on, and the ``axes`` given);
+        None for anything else."""
+        if node[0] == "getattr" and node[2] in axes:
             owner = self._module_attribute(node[1])
-            if owner is numba_cuda.threadIdx or owner is numba_cuda.blockIdx or owner is numba_cuda.blockDim:
+            if any(owner is index for index in _THREAD_INDICES):
                 return owner
         return None
 
     def _source(self, node) -> str | None:
         """Python source computing ``node`` from the kernel's parameters (``a0, a1, ...``), or None where it
-        reads anything else."""
+        reads anything else. (Each operation in ``node`` passed the walk: numba's own, in the kernel too.)"""
+        source = self._memo(self.sources, node, self._source_of)
+        return None if source is None or len(source) > _LONGEST_SOURCE else source
+
+    def _source_of(self, node) -> str | None:
         kind = node[0]
         if kind == "arg":
             return f"a{node[1]}"
@@ -312,11 +486,12 @@ class _Walk:
         if kind == "binop" and node[1] in _ARITHMETIC:
             left, right = self._source(node[2]), self._source(node[3])
             return None if left is None or right is None else f"({left} {_ARITHMETIC[node[1]]} {right})"
-        if kind == "neg":
-            inner = self._source(node[1])
+        if kind == "unary" and node[1] is operator.neg:
+            inner = self._source(node[2])
             return None if inner is None else f"(-{inner})"
-        if kind == "call" and self._module_attribute(node[1]) in (len, min, max):
+        callee = self._callee(node[1]) if kind == "call" else None
+        if callee is len or callee is min or callee is max:
             args = [self._source(arg) for arg in node[2]]
             if args and None not in args:
-                return f"{self._module_attribute(node[1]).__name__}({', '.join(args)})"
+                return f"{callee.__name__}({', '.join(args)})"
         return None
