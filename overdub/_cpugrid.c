@@ -12,11 +12,15 @@
  *   mode 3, block rows: as mode 0, a row of each block at a time (for kernels reading threadIdx.x or
  *           blockIdx.x on their own, which the row loop sets exactly only within one block);
  *   mode 1, block fibers: workers take blocks one at a time and run each thread of the block as a fiber (its
- *           own stack, switched to in user mode); a barrier saves the fiber and switches to the next one, and
+ *           own stack, switched to in user mode, as large as the launch says -- the kernel's local arrays plus a
+ *           margin -- above a guard region); a barrier saves the fiber and switches to the next one, and
  *           when every live thread of the block has arrived, the block continues;
  *   mode 2, grid fibers (kernels using cuda.cg.this_grid().sync()): worker w runs blocks w, w+W, ... all at
  *           once as fibers, so every block of the grid is resident; a grid barrier is a barrier over the
  *           worker's fibers followed by a rendezvous of the workers.
+ * A mode plus RAISE_ENDS_THREAD (a launch without debug) makes an exception end its thread alone, as CUDA
+ * without debug does (the grid goes on; a kernel that may raise runs its threads as fibers for that); without
+ * it, the first exception stops the grid and reaches the launch.
  * Threads that exited count as arrived at every barrier (CUDA's bar.sync does the same), so a block whose
  * threads return early still synchronizes; threads waiting at different kinds of barrier (a warp operation
  * against __syncthreads) are a deadlock, reported as an error instead of a hang.
@@ -46,8 +50,9 @@ typedef int32_t (*compiled_fn)(void *retptr, void **excinfo, void *args, int64_t
 
 enum { READY, WAIT_BLOCK, WAIT_WARP, WAIT_GRID, DONE };
 enum { OK = 0, KERNEL_ERROR = 1, RUNTIME_ERROR = 2 };
-#define STACK_SIZE (512 * 1024)     /* CUDA's limit on a thread's local memory */
+#define GUARD_SIZE (64 * 1024)      /* below each fiber stack, no access: an overflow faults, never corrupts */
 #define MAX_SITES 64
+#define RAISE_ENDS_THREAD 8         /* added to a mode: a thread raising an exception ends, the grid goes on */
 #define MAX_RESIDENT_THREADS (1 << 20)  /* grid fibers: every thread of the grid at once, a stack each */
 
 /* --- context switching ------------------------------------------------------------------------------- */
@@ -110,7 +115,8 @@ typedef struct {
     int status;
     int lane, warp;
     unsigned phase;         /* warp operations done: picks the exchange buffer */
-    char *stack;
+    char *stack;            /* GUARD_SIZE bytes of guard, then stack_size bytes of stack */
+    int64_t stack_size;
 } fiber;
 
 typedef struct {
@@ -135,9 +141,11 @@ struct block {
 
 typedef struct {
     int mode;
+    int raise_ends_thread;                  /* an exception ends its thread alone (a launch without debug) */
     compiled_fn fn;
     void *args;
     int64_t grid[3], threads[3], nblocks, nthreads, shmem;
+    int64_t stack;                          /* each fiber's stack, in bytes (the kernel's local arrays and more) */
     int64_t next;                           /* next block to take (atomic) */
     int64_t launch;                         /* this grid's number, counted by od_run */
     int status;                             /* OK, KERNEL_ERROR, RUNTIME_ERROR: the first error wins */
@@ -307,7 +315,7 @@ static void fiber_start(void) {
     char retval[64];
     void *excinfo = NULL;
     int32_t code = w->job->fn(retval, &excinfo, w->job->args, 0, 0, 0);
-    if (code != 0 && code != -2)
+    if (code != 0 && code != -2 && !w->job->raise_ends_thread)
         fail(w->job, KERNEL_ERROR, code, excinfo, NULL);
     fiber_exit(f);
 }
@@ -342,16 +350,28 @@ static int reserve(worker *w, int64_t nfibers, int64_t nblocks, int64_t nwarps) 
     return 1;
 }
 
-static char *fiber_stack(fiber *f) {
+/* A stack of at least `size` bytes for fiber `f` (kept between launches, replaced by a larger one when a kernel
+ * needs more), above GUARD_SIZE bytes that fault on any access. The launch sizes the stack for the kernel's
+ * local arrays plus a margin for its frames, so a local array never reaches below the stack; the guard is wider
+ * than any frame besides those arrays, so an overflow faults instead of writing into another mapping. */
+static char *fiber_stack(fiber *f, int64_t size) {
+    if (f->stack && f->stack_size < size) {
+        munmap(f->stack, (size_t)(f->stack_size + GUARD_SIZE));
+        f->stack = NULL;
+    }
     if (!f->stack) {
-        void *mem = mmap(NULL, STACK_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                         -1, 0);
+        size_t total = (size_t)(size + GUARD_SIZE);
+        void *mem = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
         if (mem == MAP_FAILED)
             return NULL;
-        mprotect(mem, 4096, PROT_NONE);     /* a guard page: an overflow faults instead of corrupting */
+        if (mprotect(mem, GUARD_SIZE, PROT_NONE) != 0) {
+            munmap(mem, total);
+            return NULL;
+        }
         f->stack = mem;
+        f->stack_size = size;
     }
-    return f->stack;
+    return f->stack + GUARD_SIZE;
 }
 
 static int setup_block(worker *w, block *b, fiber *fibers, int64_t linear) {
@@ -379,7 +399,7 @@ static int setup_block(worker *w, block *b, fiber *fibers, int64_t linear) {
     int64_t bx = linear % j->grid[0], by = linear / j->grid[0] % j->grid[1], bz = linear / j->grid[0] / j->grid[1];
     for (int64_t t = 0; t < n; t++) {
         fiber *f = &fibers[t];
-        char *stack = fiber_stack(f);
+        char *stack = fiber_stack(f, j->stack);
         if (!stack)
             return 0;
         int64_t tx = t % j->threads[0], ty = t / j->threads[0] % j->threads[1], tz = t / j->threads[0] / j->threads[1];
@@ -391,7 +411,7 @@ static int setup_block(worker *w, block *b, fiber *fibers, int64_t linear) {
         f->lane = (int)(t % 32);
         f->warp = (int)(t / 32);
         f->phase = 0;
-        context_make(&f->ctx, stack, STACK_SIZE);
+        context_make(&f->ctx, stack, (size_t)f->stack_size);
     }
     return 1;
 }
@@ -708,11 +728,12 @@ static int grow_pool(int helpers) {
 /* Run one grid. Returns OK, KERNEL_ERROR (*code and *excinfo say which exception, for the caller to raise)
  * or RUNTIME_ERROR (od_message() says what). */
 static int32_t od_run(int64_t mode, int64_t nworkers, compiled_fn fn, void *args, int64_t gx, int64_t gy,
-                      int64_t gz, int64_t tx, int64_t ty, int64_t tz, int64_t shmem, int32_t *code,
-                      void **excinfo) {
+                      int64_t gz, int64_t tx, int64_t ty, int64_t tz, int64_t shmem, int64_t stack,
+                      int32_t *code, void **excinfo) {
     job j;
     memset(&j, 0, sizeof j);
-    j.mode = (int)mode;
+    j.mode = (int)(mode & RAISE_ENDS_THREAD ? mode - RAISE_ENDS_THREAD : mode);
+    j.raise_ends_thread = (mode & RAISE_ENDS_THREAD) != 0;
     j.fn = fn;
     j.args = args;
     j.grid[0] = gx; j.grid[1] = gy; j.grid[2] = gz;
@@ -720,7 +741,8 @@ static int32_t od_run(int64_t mode, int64_t nworkers, compiled_fn fn, void *args
     j.nblocks = gx * gy * gz;
     j.nthreads = tx * ty * tz;
     j.shmem = shmem;
-    if (mode == 2 && j.nblocks * j.nthreads > MAX_RESIDENT_THREADS) {
+    j.stack = (stack + 4095) & ~(int64_t)4095;
+    if (j.mode == 2 && j.nblocks * j.nthreads > MAX_RESIDENT_THREADS) {
         snprintf(last_message, sizeof last_message,
                  "a grid sync needs every block of the grid resident, and %lld blocks of %lld threads exceed the "
                  "CPU target's %d resident threads (a GPU refuses such a cooperative launch too)",

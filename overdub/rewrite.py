@@ -19,6 +19,8 @@ import dis
 import types as pytypes
 import weakref
 
+import numpy as np
+
 from . import bindings
 from .runtime import runtime
 from .types import is_concrete
@@ -94,6 +96,12 @@ def is_overdubbable(value) -> bool:
 
 def substitute(value, chain: tuple):
     """What ``value`` becomes inside a function compiled in ``chain``."""
+    if type(value) is np.ndarray and value.dtype.kind in "biufc":
+        # a target that reads a global array live (the CPU: targets/cpu/globalarrays.py) gets its reference;
+        # numba-cuda's own capture applies on CUDA
+        by_reference = getattr(getattr(chain[-1], "target", None), "global_array", None)
+        if by_reference is not None:
+            return by_reference(value)
     for ctx in chain:
         replacement = ctx.replacement(value)
         if replacement is not None:

@@ -18,6 +18,7 @@ import pytest
 import overdub as od
 import sync_kernels as k
 from helpers import SCALED, in_threads
+from overdub.runtime import runtime
 from overdub.targets import cpu
 from overdub.targets.cpu import runner as cpu_runner
 
@@ -303,7 +304,7 @@ def test_threads_waiting_at_different_barriers_are_a_deadlock_error(make_module)
     od.cuda(m.kernel, np.zeros(1), blocks=1, threads=1, target="cpu")  # the runner is usable afterwards
 
 
-def test_an_exception_in_a_fiber_reaches_the_launch(make_module):
+def test_an_exception_in_a_fiber_reaches_a_debug_launch(make_module):
     m = make_module("""
         from numba import cuda
 
@@ -315,11 +316,11 @@ def test_an_exception_in_a_fiber_reaches_the_launch(make_module):
             cuda.syncthreads()
             out[cuda.grid(1)] = 1
     """)
-    with pytest.raises(ValueError, match="thread 5 of block 3"):
-        od.cuda(m.kernel, np.zeros(8 * 32), blocks=8, threads=32, target="cpu")
+    with pytest.raises(ValueError, match="thread 5 of block 3"):  # with debug: without, the thread ends alone
+        od.cuda(m.kernel, np.zeros(8 * 32), blocks=8, threads=32, target="cpu", debug=True)
 
 
-def test_an_exception_in_the_grid_loop_reaches_the_launch(make_module):
+def test_an_exception_in_the_grid_loop_reaches_a_debug_launch(make_module):
     m = make_module("""
         from numba import cuda
 
@@ -328,8 +329,8 @@ def test_an_exception_in_the_grid_loop_reaches_the_launch(make_module):
                 raise ValueError("thread 700")
             out[cuda.grid(1)] = 1
     """)
-    with pytest.raises(ValueError, match="thread 700"):
-        od.cuda(m.kernel, np.zeros(1024), blocks=4, threads=256, target="cpu")
+    with pytest.raises(ValueError, match="thread 700"):  # with debug: without, the thread ends alone
+        od.cuda(m.kernel, np.zeros(1024), blocks=4, threads=256, target="cpu", debug=True)
 
 
 def test_bad_shared_array_arguments_name_the_construct(make_module):
@@ -622,3 +623,106 @@ def test_more_shared_arrays_than_the_runner_keeps_are_refused_and_64_work(make_m
     assert out[0] == sum(range(64))
     with pytest.raises(cpu.CPUGridError, match="more than 64 shared arrays"):
         od.cuda(make_module(kernel_source(65)).kernel, out, blocks=1, threads=2, target="cpu")
+
+
+# --- fiber stacks: local arrays up to CUDA's limit ---------------------------------------------------------
+
+
+def _in_a_child(run) -> int:
+    """``run()``'s exit code in a forked child (a crash kills the child, not the test run): 0 when it returned
+    True, 1 when False, 2 on an exception, 128 + the signal's number when a signal killed it."""
+    pid = os.fork()
+    if pid == 0:
+        signal.alarm(120)
+        try:
+            os._exit(0 if run() else 1)
+        finally:
+            os._exit(2)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 128 + os.WTERMSIG(status)
+
+
+_BIG_LOCAL = """
+    import numba
+    from numba import cuda
+
+    def kernel(out):
+        scratch = cuda.local.array({n}, numba.float64)
+        t = cuda.threadIdx.x
+        for j in range({n}):
+            scratch[j] = j + t
+        cuda.syncthreads()
+        out[cuda.grid(1)] = scratch[{n} - 1] + scratch[0]
+"""
+
+
+def test_a_local_array_near_cudas_per_thread_limit_fits_a_fibers_stack(make_module):
+    """65,000 float64 (520,000 bytes, inside CUDA's 512 KiB a thread) in a kernel that synchronizes: each fiber's
+    stack is sized for the kernel's local arrays (it was 512 KiB whatever the kernel, and the process died of
+    SIGSEGV)."""
+    m = make_module(_BIG_LOCAL.format(n=65000))
+
+    def run():
+        out = np.zeros(2 * 8)
+        od.cuda(m.kernel, out, blocks=2, threads=8, target="cpu")
+        return bool((out == 64999 + 2 * np.tile(np.arange(8), 2)).all())
+
+    assert _in_a_child(run) == 0
+
+
+def test_local_arrays_of_a_kernel_and_its_callees_size_the_fiber_stacks(make_module):
+    """The local arrays of callees count too (each method instance records its own, the kernel inherits them)."""
+    m = make_module("""
+        import numba
+        from numba import cuda
+        import overdub as od
+
+        @od.function
+        def fill(t: od.Integer):
+            scratch = cuda.local.array(30000, numba.float64)
+            for j in range(30000):
+                scratch[j] = j * t
+            return scratch[29999]
+
+        def kernel(out):
+            mine = cuda.local.array(30000, numba.float64)
+            t = cuda.threadIdx.x
+            for j in range(30000):
+                mine[j] = j
+            cuda.syncthreads()
+            out[t] = fill(t) + mine[29999]
+    """)
+
+    def run():
+        out = np.zeros(4)
+        od.cuda(m.kernel, out, blocks=1, threads=4, target="cpu")
+        (compiled,) = runtime.kernels.nodes()
+        return cpu_runner.local_memory(compiled.needs) == 2 * 30000 * 8 and bool(
+            (out == 29999 * np.arange(4) + 29999).all()
+        )
+
+    assert _in_a_child(run) == 0
+
+
+def test_a_local_array_past_cudas_limit_is_a_compile_error_naming_it(make_module):
+    m = make_module(_BIG_LOCAL.format(n=70000))
+    with pytest.raises(od.CompileError, match=r"560000 bytes per thread at .*:6.*512 KiB"):
+        od.cuda(m.kernel, np.zeros(8), blocks=1, threads=8, target="cpu")
+
+
+def test_local_arrays_past_cudas_limit_together_are_a_compile_error_naming_each(make_module):
+    m = make_module("""
+        import numba
+        from numba import cuda
+
+        def kernel(out):
+            a = cuda.local.array(40000, numba.float64)
+            b = cuda.local.array(40000, numba.float64)
+            t = cuda.threadIdx.x
+            a[0] = t
+            b[0] = t
+            cuda.syncthreads()
+            out[t] = a[0] + b[0]
+    """)
+    with pytest.raises(od.CompileError, match=r"640000 bytes of local memory per thread \(320000 bytes at .*:6"):
+        od.cuda(m.kernel, np.zeros(4), blocks=1, threads=4, target="cpu")

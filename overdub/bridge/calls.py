@@ -65,13 +65,31 @@ def delegate(context, callee, args: tuple, kws: dict):
     if kws and isinstance(callee, pytypes.FunctionType):
         args, pysig = fold_call(callee, args, kws)
         kws = {}
-    fnty = context.resolve_value_type(callee)
+    fnty = callee_type(context, callee, args)
     sig = context.resolve_function_type(fnty, args, kws)
     if sig is None:
         return None, None
     _note_typing_modules(fnty)
     impl_key = fnty.get_impl_key(sig)
     return (sig if pysig is None else sig.replace(pysig=pysig)), impl_key
+
+
+def callee_type(context, callee, args: tuple):
+    """numba's type of ``callee``; where numba has none (a builtin it does not implement on this target), a
+    TypingError naming the function, the argument types and the kernel's line, instead of numba's bare
+    "Cannot determine Numba type of <class 'builtin_function_or_method'>"."""
+    try:
+        return context.resolve_value_type(callee)
+    except ValueError:
+        module = getattr(callee, "__module__", None)
+        name = f"{module + '.' if module else ''}{getattr(callee, '__qualname__', None) or repr(callee)}"
+        target = "CUDA" if "cuda" in type(context).__module__ else "CPU"
+        sites = call_sites()
+        where = f" (at {sites[0]})" if sites else ""
+        raise numba.core.errors.TypingError(
+            f"{name}({', '.join(str(arg) for arg in args)}) cannot be compiled for the {target} target: numba "
+            f"has no implementation of {name}{where}"
+        ) from None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -106,7 +124,7 @@ def always_inlined_overload(context, callee, args: tuple, kws: dict):
     None. numba inlines such calls in its IR before lowering, which a call typed through overdub's dispatch
     never reaches; overdub compiles the implementation as a callee instead. (numba internals: the template's
     ``_inline`` and ``_overload_func``.)"""
-    fnty = context.resolve_value_type(callee)
+    fnty = callee_type(context, callee, args)
     for template in getattr(fnty, "templates", ()):
         inline = getattr(template, "_inline", None)
         if inline is not None and inline.is_always_inline and hasattr(template, "_overload_func"):

@@ -7,6 +7,7 @@ runner, so code loaded from the disk cache calls the runner of the process that 
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import hashlib
 import pathlib
@@ -14,6 +15,7 @@ import pathlib
 from llvmlite import binding as llvm
 from llvmlite import ir
 from numba.core import cgutils
+from numba.core.errors import NumbaError
 
 from ... import bridge, world
 from ...runtime import runtime
@@ -51,6 +53,53 @@ class Need(enum.Enum):
     GRID_STATE = "grid state in memory"
     """The running thread's indices in the runner's state, not only in registers: a callee compiled on its
     own reads them there."""
+
+
+LOCAL_MEMORY_LIMIT = 512 * 1024
+"""CUDA's limit on one thread's local memory, in bytes (ptxas refuses a kernel using more): the CPU target
+refuses a kernel whose local arrays exceed it, at compile time."""
+
+FIBER_STACK_MARGIN = 512 * 1024
+"""A fiber's stack beyond its kernel's local arrays: the frames of the kernel and its callees, printf's."""
+
+
+@dataclasses.dataclass(frozen=True)
+class LocalMemory:
+    """A need: the ``cuda.local.array`` at ``site`` (its source line, as numba lowered it) takes ``nbytes`` of
+    a thread's stack. A kernel's local arrays are those of its code and its callees' (one record a site, however
+    often the code is generated): a fiber's stack holds them all, plus :data:`FIBER_STACK_MARGIN`."""
+
+    site: str
+    nbytes: int
+
+
+def local_memory(needs) -> int:
+    """The bytes of local arrays a kernel with these needs takes per thread (an upper bound: each array of
+    the kernel and its callees counted once, as if all were live at once)."""
+    return sum(need.nbytes for need in needs if isinstance(need, LocalMemory))
+
+
+def fiber_stack_size(needs) -> int:
+    """The stack each fiber of a kernel with these needs gets."""
+    return local_memory(needs) + FIBER_STACK_MARGIN
+
+
+def check_local_memory(needs, kernel: str) -> None:
+    """At compile time: refuse a kernel whose local arrays exceed CUDA's per-thread limit (the GPU refuses it
+    too), instead of letting its threads overflow their stacks."""
+    total = local_memory(needs)
+    if total > LOCAL_MEMORY_LIMIT:
+        sites = sorted((need for need in needs if isinstance(need, LocalMemory)), key=lambda need: need.site)
+        listed = ", ".join(f"{need.nbytes} bytes at {need.site}" for need in sites)
+        raise LocalMemoryError(
+            f"{kernel} uses {total} bytes of local memory per thread ({listed}), more than CUDA's limit of "
+            f"{LOCAL_MEMORY_LIMIT} bytes (512 KiB): use fewer or smaller cuda.local.array, or global memory"
+        )
+
+
+class LocalMemoryError(NumbaError):
+    """A kernel's local arrays exceed CUDA's per-thread local memory (a numba error, so that the compile error
+    carries it)."""
 
 
 class UnsupportedOnCPU(TypeError):

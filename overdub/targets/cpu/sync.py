@@ -24,7 +24,8 @@ from numba.core import cgutils, types
 from numba.core.errors import TypingError
 from numba.core.extending import intrinsic, models, overload_method, register_model
 
-from .runner import Need, native_call, need, require_runner
+from ... import bridge
+from .runner import LOCAL_MEMORY_LIMIT, LocalMemory, Need, native_call, need, require_runner
 
 SYNC_NAMES = (
     "syncthreads",
@@ -291,16 +292,49 @@ def _array_at(context, builder, array_type, data, extents: list):
     return array._getvalue()
 
 
+def _itemsize(dtype) -> int:
+    return 1 if isinstance(dtype, types.Boolean) else dtype.bitwidth // 8
+
+
+_unknown_sites = itertools.count()
+
+
+def _lowering_site() -> str:
+    """The source line numba is lowering on this thread ("file.py:12"), which names a local array's call site
+    the same way however often its code is generated (a kernel compiled as a row loop, then as a thread body);
+    a fresh name where none is found (counted twice then: a larger stack, never a smaller one). numba
+    internals: the ``Lower`` on the stack holds the location of the instruction it lowers."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        lower = frame.f_locals.get("self")
+        if type(lower).__name__ == "Lower" and getattr(lower, "loc", None) is not None:
+            loc = lower.loc
+            if hasattr(loc, "filename"):
+                return f"{loc.filename}:{loc.line}:{getattr(loc, 'col', None) or 0}"
+        frame = frame.f_back
+    return f"<unknown site {next(_unknown_sites)}>"
+
+
 @intrinsic(prefer_literal=True)
 def local_array(typingctx, shape, dtype):
     """``cuda.local.array(shape, dtype)`` on the CPU: per-thread storage on the stack, like the GPU's local
     memory (kernels are compiled without numba's runtime, so nothing is heap-allocated)."""
     dims, array_type = _array_type("cuda.local.array", shape, dtype)
+    count = 1
+    for extent in dims:
+        count *= extent
+    nbytes = count * _itemsize(array_type.dtype)
+    if nbytes > LOCAL_MEMORY_LIMIT:
+        sites = bridge.call_sites()
+        raise TypingError(
+            f"cuda.local.array({dims}, {array_type.dtype}) takes {nbytes} bytes per thread"
+            f"{' at ' + sites[0] if sites else ''}"
+            f", more than CUDA's limit of {LOCAL_MEMORY_LIMIT} bytes (512 KiB) of local memory per thread"
+        )
 
     def codegen(context, builder, sig, args):
-        count = 1
-        for extent in dims:
-            count *= extent
+        # the thread's stack must hold it: a fiber's stack is sized by the kernel's local arrays (runner.py)
+        need(LocalMemory(_lowering_site(), nbytes))
         data = cgutils.alloca_once(builder, context.get_data_type(array_type.dtype), size=max(count, 1))
         return _array_at(context, builder, array_type, data, [_i64(d) for d in dims])
 

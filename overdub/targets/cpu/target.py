@@ -27,6 +27,7 @@ from __future__ import annotations
 import copy
 import ctypes
 import itertools
+import math
 import secrets
 import weakref
 
@@ -47,11 +48,14 @@ from ...types import typeof
 from .. import launchfn
 from ..options import CompileOptions, Configurable
 from . import checks as cpu_checks
+from . import conversions as cpu_conversions  # noqa: F401  (registers the GPU's float to integer conversions)
 from . import grid as cpu_grid
+from . import libm as cpu_libm
 from . import runner
 from . import state as cpu_state
 from . import sync as cpu_sync
 from .atomics import ATOMIC
+from .globalarrays import global_array
 from .runner import UnsupportedOnCPU
 from .sync import SYNC_NAMES, namespace
 
@@ -111,8 +115,9 @@ class CPULauncher:
 
     def launch_function(self, kernel, described):
         names = "".join(f", {name}" for name in launchfn.argument_names(len(described)))
-        mode = cpu_grid.MODES[self.mode]
-        run = f"failed = entry({mode}, TARGET.workers, address, gx, gy, gz, tx, ty, tz, shmem{names})"
+        mode = cpu_grid.MODES[self.mode] | (0 if self.checked else cpu_grid.RAISE_ENDS_THREAD)
+        stack = runner.fiber_stack_size(kernel.needs)  # used by fibers only: blocks that synchronize
+        run = f"failed = entry({mode}, TARGET.workers, address, gx, gy, gz, tx, ty, tz, shmem, {stack}{names})"
         body = (_checked(run, kernel) if self.checked else [run]) + _flush(kernel)
         body += ["if failed:", "    raise_grid_error(kernel)"]
         return launchfn.generate(
@@ -218,6 +223,8 @@ class CPUTarget(Configurable):
     name = "cpu"
     base = CPU
     compile_lock = global_compiler_lock
+    global_array = staticmethod(global_array)
+    """A global numpy array a kernel reads is read live, through its pointer (globalarrays.py)."""
 
     def __init__(self, options: CompileOptions = CompileOptions(), root: TargetRoot | None = None):
         self.options = options
@@ -267,13 +274,14 @@ class CPUTarget(Configurable):
 
     def compile_kernel(self, func, argtypes):
         argtypes, checked = tuple(argtypes), self.options.debug
+        needs = world.being_built().needs
         with cpu_checks.checking(checked):
             if runner.SYMBOLS is None:
                 grid_loop = cpu_grid.compile_serial(func, argtypes, self._njit_options)
+                runner.check_local_memory(needs, f"kernel {func.__qualname__}")
                 return SerialLauncher(grid_loop, argtypes, checked)
-            body, address, mode = cpu_grid.compile_grid_body(
-                func, argtypes, world.being_built().needs, self._njit_options
-            )
+            body, address, mode = cpu_grid.compile_grid_body(func, argtypes, needs, self._njit_options)
+        runner.check_local_memory(needs, f"kernel {func.__qualname__}")
         return CPULauncher(body, address, mode, cpu_grid.entry(argtypes), argtypes, checked)
 
     # -- the disk cache's view of a compiled kernel: the runner's mode for it, the grid body's machine code
@@ -316,6 +324,8 @@ class CPUTarget(Configurable):
 
 TARGET = CPUTarget()
 TARGET.root.forward(print, cuprintln)
+for _name in ("fmod", "remainder", "modf"):  # numba-cuda compiles them, numba's CPU target does not
+    TARGET.root.forward(getattr(math, _name), getattr(cpu_libm, _name))
 # The kernel idiom: calls are forwarded (so a context's overdub of cuda.grid still applies on the CPU),
 # objects read for their attributes are replaced.
 for _name in ("grid", "gridsize") + SYNC_NAMES:

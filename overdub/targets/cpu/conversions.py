@@ -1,0 +1,81 @@
+"""Float to integer conversions on the CPU target, with the GPU's answers.
+
+A float converted to an integer (``int(x)``, ``numba.int32(x)``, a float stored into an integer array,
+``math.floor(x)``, ``round(x)``) compiles to LLVM's ``fptosi``/``fptoui``, whose result is undefined where the
+float lies outside the integer's range or is NaN: x86 gives the "integer indefinite" (INT64_MIN for inf, 1e30,
+-inf and NaN alike). On the GPU the same code compiles to PTX ``cvt.rzi``, which saturates, so a kernel's
+result would depend on its target. The CPU target converts as the GPU does (docs/compat.md):
+
+* toward zero, clamped to the destination's range: inf and 1e30 give the largest value, -inf and -1e30 the
+  smallest (0 for an unsigned integer);
+* an 8-bit integer is converted as the GPU's code converts it -- ``cvt.rzi.s16``/``u16`` (PTX has no 8-bit
+  register), then its low 8 bits -- so ``numba.int8(1000.0)`` is ``-24`` and ``numba.int8(inf)`` is ``-1``;
+* NaN gives 0, except for int64, where the H200 gives INT64_MIN (shared/NOTES.md, measured).
+
+The conversions are registered with numba's CPU lowering for every pair of concrete float and integer types
+(more specific than numba's own ``(Float, Integer)``, so they are chosen), and emit the saturating code only
+while overdub builds a kernel or a method for the CPU target: numba programs outside overdub keep numba's
+conversions. tests/test_gpu.py compares the two targets on every width.
+"""
+
+from __future__ import annotations
+
+from llvmlite import ir
+from numba.core import types
+from numba.core.cpu import CPUContext
+from numba.core.imputils import impl_ret_untracked, lower_builtin, lower_cast
+from numba.cpython import builtins as numba_builtins
+from numba.cpython import numbers as numba_numbers
+
+from ... import world
+
+FLOATS = (types.float32, types.float64)
+INTEGERS = (types.int8, types.int16, types.int32, types.int64, types.uint8, types.uint16, types.uint32, types.uint64)
+
+NAN_RESULT = {(True, 64): -(2**63)}
+"""What NaN converts to, by (signed, bit width of the GPU's conversion), where it is not 0."""
+
+
+def _in_kernel(context) -> bool:
+    """Is this code generation overdub's, for the CPU target? (numba-cuda lowers with its own context.)"""
+    return isinstance(context, CPUContext) and world.being_built() is not None
+
+
+def saturating(builder, value, fromty, toty):
+    """``value`` (of ``fromty``) converted to ``toty`` as the GPU's ``cvt.rzi`` converts it."""
+    width = max(toty.bitwidth, 16)  # the width of the GPU's conversion
+    wide = ir.IntType(width)
+    kind = "fptosi" if toty.signed else "fptoui"
+    intrinsic = builder.module.declare_intrinsic(
+        f"llvm.{kind}.sat", [wide, value.type], ir.FunctionType(wide, [value.type])
+    )
+    result = builder.call(intrinsic, [value])  # toward zero, clamped; NaN gives 0
+    nan_result = NAN_RESULT.get((toty.signed, width), 0)
+    if nan_result:
+        is_nan = builder.fcmp_unordered("uno", value, value)
+        result = builder.select(is_nan, ir.Constant(wide, nan_result), result)
+    return builder.trunc(result, ir.IntType(toty.bitwidth)) if width != toty.bitwidth else result
+
+
+def _float_to_integer(context, builder, fromty, toty, value):
+    if _in_kernel(context):
+        return saturating(builder, value, fromty, toty)
+    return numba_numbers.float_to_integer(context, builder, fromty, toty, value)
+
+
+def _round(context, builder, sig, args):
+    """``round(x)`` of a float: numba's, its conversion to int64 the GPU's (numba converts with ``fptosi``)."""
+    if not _in_kernel(context):
+        return numba_builtins.round_impl_unary(context, builder, sig, args)
+    fltty = sig.args[0]
+    llty = context.get_value_type(fltty)
+    rint = builder.module.declare_intrinsic("llvm.rint", [llty])
+    rounded = builder.call(rint, args)
+    result = saturating(builder, rounded, fltty, sig.return_type)
+    return impl_ret_untracked(context, builder, sig.return_type, result)
+
+
+for _from in FLOATS:
+    for _to in INTEGERS:
+        lower_cast(_from, _to)(_float_to_integer)
+    lower_builtin(round, _from)(_round)

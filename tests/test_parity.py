@@ -1,0 +1,294 @@
+"""The CPU target gives the GPU's answers: float to integer conversions saturate (``cvt.rzi``), the ``math``
+functions numba-cuda compiles compile on the CPU with CUDA's meaning, a ``raise`` in a kernel without debug
+ends its thread alone, and a function the target cannot compile is an error naming it (docs/compat.md).
+
+The tests marked ``gpu`` run the same kernels on CUDA and compare (they skip without a GPU).
+"""
+
+import math
+
+import numba
+import numpy as np
+import pytest
+
+import overdub as od
+
+EXTREMES = np.array([np.inf, 1e30, -np.inf, -1e30, np.nan, 3.7, -3.7, 1000.0, 70000.0, -1.0, 2.0**63, -(2.0**63)])
+WIDTHS = ["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"]
+
+
+def _gpu_conversion(value: float, width: str) -> int:
+    """What the GPU's code gives: ``cvt.rzi`` to the width (16 bits at least), clamped to its range (NaN: 0,
+    but INT64_MIN for int64, measured on the H200), then the width's low bits."""
+    dtype = np.dtype(width)
+    wide = max(dtype.itemsize * 8, 16)
+    low, high = (-(2 ** (wide - 1)), 2 ** (wide - 1) - 1) if dtype.kind == "i" else (0, 2**wide - 1)
+    if math.isnan(value):
+        result = -(2**63) if (dtype.kind, wide) == ("i", 64) else 0
+    else:
+        result = int(min(max(math.trunc(value) if math.isfinite(value) else value, low), high))
+    return int(np.array(result & (2 ** (dtype.itemsize * 8) - 1), np.uint64).astype(dtype))
+
+
+def _conversion_kernel(make_module, width: str):
+    return make_module(f"""
+        import numba
+        from numba import cuda
+
+        def kernel(out, x):
+            i = cuda.grid(1)
+            if i < x.size:
+                out[i] = numba.{width}(x[i])
+    """).kernel
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_float_to_integer_conversions_saturate_as_on_the_gpu(make_module, width):
+    """On the H200 ``int(inf)`` is INT64_MAX; the CPU target gave INT64_MIN (LLVM's fptosi, x86's "integer
+    indefinite") for inf, 1e30, -inf and NaN alike."""
+    kernel = _conversion_kernel(make_module, width)
+    for x in (EXTREMES, EXTREMES.astype(np.float32)):
+        out = np.zeros(x.size, width)
+        od.cuda(kernel, out, x, blocks=1, threads=32, target="cpu")
+        assert out.tolist() == [_gpu_conversion(float(v), width) for v in x], x.dtype
+
+
+def test_int_round_floor_and_stores_of_extreme_floats_saturate(make_module):
+    m = make_module("""
+        import math
+        from numba import cuda
+
+        def kernel(out, x):
+            i = cuda.grid(1)
+            if i < x.size:
+                out[i, 0] = int(x[i])
+                out[i, 1] = round(x[i])
+                out[i, 2] = math.floor(x[i])
+                out[i, 3] = x[i]  # a float stored into an int64 array
+    """)
+    x = np.array([np.inf, 1e30, -np.inf, -1e30, np.nan, 2.5])
+    out = np.zeros((x.size, 4), np.int64)
+    od.cuda(m.kernel, out, x, blocks=1, threads=32, target="cpu")
+    top, bottom = 2**63 - 1, -(2**63)
+    assert out[:5].tolist() == [[top] * 4, [top] * 4, [bottom] * 4, [bottom] * 4, [bottom] * 4]
+    assert out[5].tolist() == [2, 2, 2, 2]
+
+
+def test_numba_outside_kernels_keeps_its_own_conversions():
+    """The saturating conversions are the CPU target's: a plain numba function compiled outside overdub is
+    compiled as numba compiles it."""
+
+    @numba.njit
+    def plain(x):
+        return int(x)
+
+    assert plain(2.7) == 2
+    assert plain(-2.7) == -2
+
+
+MATH_SOURCE = """
+    import math
+    from numba import cuda
+
+    def kernel(out, x, y):
+        i = cuda.grid(1)
+        if i < x.size:
+            fraction, integral = math.modf(x[i])
+            out[i, 0] = math.fmod(x[i], y[i])
+            out[i, 1] = math.remainder(x[i], y[i])
+            out[i, 2] = fraction
+            out[i, 3] = integral
+"""
+MATH_X = np.array([7.5, -7.5, np.inf, 1.0, 5.0, -0.5, np.nan, 2.5, -3.0])
+MATH_Y = np.array([3.0, 3.0, 2.0, 0.0, 2.0, 1.0, 1.0, 1.0, 2.0])
+
+
+def _c_math(x: float, y: float) -> list[float]:
+    """C's (and CUDA's) answers: NaN where Python's math raises."""
+    fmod = math.fmod(x, y) if math.isfinite(x) and y != 0 else math.nan
+    remainder = math.remainder(x, y) if math.isfinite(x) and y != 0 else math.nan
+    fraction, integral = math.modf(x)
+    return [fmod, remainder, fraction, integral]
+
+
+def test_fmod_remainder_and_modf_compile_on_the_cpu_with_cudas_meaning(make_module):
+    """They compile for CUDA (libdevice); on the CPU they failed with a bare "Cannot determine Numba type of
+    <class 'builtin_function_or_method'>"."""
+    m = make_module(MATH_SOURCE)
+    out = np.zeros((MATH_X.size, 4))
+    od.cuda(m.kernel, out, MATH_X, MATH_Y, blocks=1, threads=32, target="cpu")
+    expected = np.array([_c_math(x, y) for x, y in zip(MATH_X, MATH_Y)])
+    np.testing.assert_array_equal(out, expected)
+    assert np.signbit(out[:, 2]).tolist() == np.signbit(expected[:, 2]).tolist()  # modf(-3.0) is (-0.0, -3.0)
+
+
+def test_float32_math_stays_float32(make_module):
+    m = make_module("""
+        import math
+        from numba import cuda
+
+        def kernel(out, x):
+            out[0] = math.fmod(x[0], x[1])
+            out[1] = math.modf(x[0])[0]
+    """)
+    out = np.zeros(2, np.float32)
+    od.cuda(m.kernel, out, np.array([7.25, 2.0], np.float32), blocks=1, threads=1, target="cpu")
+    assert out.tolist() == [1.25, 0.25]
+
+
+def test_a_function_the_cpu_target_cannot_compile_is_an_error_naming_it(make_module):
+    m = make_module("""
+        import math
+        from numba import cuda
+
+        def kernel(out, a):
+            out[0] = math.lcm(a[0], 3)
+    """)
+    with pytest.raises(od.CompileError, match=r"math\.lcm\(int64, .*cannot be compiled for the CPU target.*:6"):
+        od.cuda(m.kernel, np.zeros(1, np.int64), np.ones(1, np.int64), blocks=1, threads=1, target="cpu")
+
+
+# --- raise in a kernel -----------------------------------------------------------------------------------
+
+RAISE_SOURCE = """
+    import numba
+    from numba import cuda
+    import overdub as od
+
+    @od.function
+    def check(v):
+        if v == 5:
+            raise ValueError("five")
+        return v
+
+    def kernel(out):
+        i = cuda.grid(1)
+        if i < out.size:
+            if i == 3:
+                raise ValueError("three")
+            out[i] = check(i) + 1
+"""
+
+
+def test_a_raise_without_debug_ends_its_thread_alone_as_on_cuda(make_module):
+    """numba-cuda without debug ignores a kernel's raise: the thread returns. The CPU target stopped the whole
+    launch with the exception, leaving the threads after it undone."""
+    m = make_module(RAISE_SOURCE)
+    out = np.zeros(100)
+    od.cuda(m.kernel, out, blocks=4, threads=32, target="cpu")
+    expected = np.arange(100) + 1.0
+    expected[[3, 5]] = 0  # thread 3 raised in the kernel, thread 5 in a method it calls
+    np.testing.assert_array_equal(out, expected)
+
+
+def test_a_raise_in_a_kernel_that_synchronizes_ends_its_thread_alone(make_module):
+    m = make_module("""
+        from numba import cuda
+
+        def kernel(out):
+            t = cuda.threadIdx.x
+            cuda.syncthreads()
+            if t == 5:
+                raise ValueError("five")
+            cuda.syncthreads()
+            out[cuda.grid(1)] = 1
+    """)
+    out = np.zeros(64)
+    od.cuda(m.kernel, out, blocks=2, threads=32, target="cpu")
+    assert out.sum() == 62 and out[5] == 0 and out[37] == 0
+
+
+def test_a_raise_with_debug_reaches_the_launch(make_module):
+    m = make_module(RAISE_SOURCE)
+    with pytest.raises(ValueError, match=r"three|five"):
+        od.cuda(m.kernel, np.zeros(100), blocks=4, threads=32, target="cpu", debug=True)
+
+
+# --- the same kernels on the GPU -----------------------------------------------------------------------
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("width", WIDTHS)
+def test_conversions_agree_with_the_gpu(make_module, cupy, width):
+    kernel = _conversion_kernel(make_module, width)
+    for x in (EXTREMES, EXTREMES.astype(np.float32)):
+        cpu = np.zeros(x.size, width)
+        od.cuda(kernel, cpu, x, blocks=1, threads=32, target="cpu")
+        gpu = cupy.zeros(x.size, width)
+        od.cuda(kernel, gpu, cupy.asarray(x), blocks=1, threads=32, target="cuda")
+        assert gpu.get().tolist() == cpu.tolist(), (x.dtype, x.tolist())
+
+
+@pytest.mark.gpu
+def test_math_functions_agree_with_the_gpu(make_module, cupy):
+    m = make_module(MATH_SOURCE)
+    cpu = np.zeros((MATH_X.size, 4))
+    od.cuda(m.kernel, cpu, MATH_X, MATH_Y, blocks=1, threads=32, target="cpu")
+    gpu = cupy.zeros((MATH_X.size, 4))
+    od.cuda(m.kernel, gpu, cupy.asarray(MATH_X), cupy.asarray(MATH_Y), blocks=1, threads=32, target="cuda")
+    np.testing.assert_array_equal(gpu.get(), cpu)
+
+
+@pytest.mark.gpu
+def test_a_raise_without_debug_agrees_with_the_gpu(make_module, cupy):
+    m = make_module(RAISE_SOURCE)
+    cpu = np.zeros(100)
+    od.cuda(m.kernel, cpu, blocks=4, threads=32, target="cpu")
+    gpu = cupy.zeros(100)
+    od.cuda(m.kernel, gpu, blocks=4, threads=32, target="cuda")
+    cupy.cuda.runtime.deviceSynchronize()
+    np.testing.assert_array_equal(gpu.get(), cpu)
+
+
+# --- global arrays -------------------------------------------------------------------------------------
+
+
+def test_an_in_place_change_of_a_global_array_is_seen_by_the_next_launch(make_module):
+    """A global numpy array is read live on the CPU target, as numba-cuda reads a global device array ("device
+    array capture"); numba froze a copy into the code, so the change was silently not seen."""
+    m = make_module("""
+        import numpy as np
+        from numba import cuda
+
+        TABLE = np.array([[1.0, 2.0], [3.0, 4.0]])
+
+        def kernel(out):
+            i = cuda.grid(1)
+            if i < out.size:
+                out[i] = TABLE[i // 2, i % 2] * 2.0
+    """)
+    out = np.zeros(4)
+    od.cuda(m.kernel, out, blocks=1, threads=32, target="cpu")
+    assert out.tolist() == [2.0, 4.0, 6.0, 8.0]
+    m.TABLE[:] = [[10.0, 20.0], [30.0, 40.0]]
+    od.cuda(m.kernel, out, blocks=1, threads=32, target="cpu")
+    assert out.tolist() == [20.0, 40.0, 60.0, 80.0]
+    assert od.stats()["compiles"] == 1
+    m.TABLE = np.array([[5.0, 6.0], [7.0, 8.0]])  # rebinding: a new array, a recompile
+    od.cuda(m.kernel, out, blocks=1, threads=32, target="cpu")
+    assert out.tolist() == [10.0, 12.0, 14.0, 16.0]
+
+
+def test_a_global_array_read_by_a_method_is_read_live_too(make_module):
+    m = make_module("""
+        import numpy as np
+        import overdub as od
+        from numba import cuda
+
+        WEIGHTS = np.arange(4, dtype=np.int64)
+
+        @od.function
+        def weight(i: od.Integer):
+            return WEIGHTS[i] + WEIGHTS.size
+
+        def kernel(out):
+            i = cuda.grid(1)
+            if i < out.size:
+                out[i] = weight(i)
+    """)
+    out = np.zeros(4, np.int64)
+    od.cuda(m.kernel, out, blocks=1, threads=32, target="cpu")
+    assert out.tolist() == [4, 5, 6, 7]
+    m.WEIGHTS *= 10
+    od.cuda(m.kernel, out, blocks=1, threads=32, target="cpu")
+    assert out.tolist() == [4, 14, 24, 34]
