@@ -27,6 +27,9 @@ from .state import fiber_slot, set_row, set_slot, set_x
 from .sync import SYNC_NAMES
 
 MODES = {"grid loop": 0, "block fibers": 1, "grid fibers": 2, "block rows": 3}
+RAISE_ENDS_THREAD = 8
+"""Added to the mode of a launch that is not checked (debug): a thread raising an exception ends, as on CUDA
+without debug, instead of stopping the grid (_cpugrid.c)."""
 
 
 def _packed(argtypes) -> types.Tuple:
@@ -231,7 +234,7 @@ def _loops_function(func, argtypes, header: str, loops: str, options: dict, **nj
     """The loops with ``func`` inlined, under ``header``, as a numba dispatcher (not compiled yet)."""
     kernel = numba.njit(func, inline="always", **options)
     # a checked kernel runs every thread: one the guard rejects may still index out of range before it
-    bounds = x_bounds(func) if loops is not THREAD_BODY and not options["boundscheck"] else ()
+    bounds = x_bounds(func, argtypes) if loops is not THREAD_BODY and not options["boundscheck"] else ()
     namespace_ = {
         "kernel": kernel,
         "set_slot": set_slot,
@@ -290,7 +293,7 @@ def loaded_serial(cres, nargs: int, options: dict):
 
 
 @intrinsic
-def run_grid(typingctx, mode, workers, body, gx, gy, gz, bx, by, bz, shmem, packed):
+def run_grid(typingctx, mode, workers, body, gx, gy, gz, bx, by, bz, shmem, stack, packed):
     """Run the grid on the runner; re-raise the first exception a kernel thread raised, as this function's
     own (numba internals: the call convention's status and its propagation)."""
 
@@ -311,7 +314,7 @@ def run_grid(typingctx, mode, workers, body, gx, gy, gz, bx, by, bz, shmem, pack
                 args[1],
                 builder.inttoptr(args[2], i8p),
                 builder.bitcast(slot, i8p),
-                *args[3:10],
+                *args[3:11],
                 code,
                 builder.bitcast(excinfo, i8p.as_pointer()),
             ],
@@ -321,21 +324,23 @@ def run_grid(typingctx, mode, workers, body, gx, gy, gz, bx, by, bz, shmem, pack
             context.call_conv.return_status_propagate(builder, status)
         return result
 
-    return types.int32(mode, workers, body, gx, gy, gz, bx, by, bz, shmem, packed), codegen
+    return types.int32(mode, workers, body, gx, gy, gz, bx, by, bz, shmem, stack, packed), codegen
 
 
 _ENTRY = """
-def entry(mode, workers, body, gx, gy, gz, bx, by, bz, shmem{params}):
+def entry(mode, workers, body, gx, gy, gz, bx, by, bz, shmem, stack{params}):
     parallel = workers > 1 and gx * gy * gz > 1
-    return run_grid(mode, workers, body, gx, gy, gz, bx, by, bz, shmem, (gx, gy, gz, bx, by, bz, parallel{params}))
+    packed = (gx, gy, gz, bx, by, bz, parallel{params})
+    return run_grid(mode, workers, body, gx, gy, gz, bx, by, bz, shmem, stack, packed)
 """
 _entries: dict = {}  # argument types -> entry: code of numba types only, kept for the process
 runtime.register_cache(f"{__name__}._entries", _entries, kept="code of numba types only, no overdub state")
 
 
 def entry_types(argtypes) -> tuple:
-    """The entry's parameters: mode, workers, body address, grid, block, shmem, then the kernel's."""
-    return (types.int64,) * 10 + tuple(argtypes)
+    """The entry's parameters: mode, workers, body address, grid, block, shmem, a fiber's stack size, then the
+    kernel's."""
+    return (types.int64,) * 11 + tuple(argtypes)
 
 
 def serial_types(argtypes) -> tuple:
@@ -391,18 +396,29 @@ def compile_grid_body(func, argtypes: tuple, needs: set, options: dict):
     grid loop is compiled again as a thread body when it turned out to need fibers."""
     template = THREAD_BODY if uses_sync(func) else ROW_LOOP
     body, address = compile_body(func, argtypes, template, options)
-    if template is ROW_LOOP and Need.FIBERS in needs:
+    # a raise ends its thread alone (not debug): a row loop may raise, so each thread runs as a fiber instead
+    raising = template is ROW_LOOP and not options["boundscheck"] and may_raise(body)
+    if template is ROW_LOOP and (Need.FIBERS in needs or raising):
         body, address = compile_body(func, argtypes, THREAD_BODY, options)
     mode = (
         "grid fibers"
         if Need.GRID_SYNC in needs
         else "block fibers"
-        if Need.FIBERS in needs
+        if Need.FIBERS in needs or raising
         else "block rows"
         if Need.BLOCK_ROWS in needs
         else "grid loop"
     )
     return body, address, mode
+
+
+def may_raise(body) -> bool:
+    """Can the compiled grid body return an exception (a ``raise`` of the kernel or of a callee)? Read off its
+    optimised code: a function that cannot raise returns only numba's OK and None statuses (0, -2), as
+    constants (numba internals: the CPU calling convention's status codes)."""
+    compiled = body.overloads[BODY_TYPES]
+    code = str(compiled.library.get_function(compiled.fndesc.llvm_func_name))
+    return any(status not in ("0", "-2") for status in re.findall(r"\bret i32 (\S+)", code))
 
 
 def compile_serial(func, argtypes, options: dict):
