@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import builtins
 import ctypes
+import hashlib
 import struct
 import sys
 import types as pytypes
@@ -244,6 +245,45 @@ class FunctionState(Edge):
         return f"the code or defaults of {self.label} replaced in place"
 
 
+class ArrayContents(Edge):
+    """A host array a target froze into compiled code as a constant (numba-cuda copies a global numpy array
+    into the module's constant memory), with a digest of its contents then. An in-place change moves no word a
+    launch could compare, so a kernel holding one is checked at every launch (its launches take the Python
+    path and hash the array: about a microsecond for a lookup table of a few KiB); a changed array invalidates
+    the kernel and the next launch compiles its new contents. Never silently stale."""
+
+    __slots__ = ("array", "digest", "label")
+
+    def __init__(self, array: np.ndarray, label: str):
+        super().__init__()
+        self.array, self.label = array, label  # held: the id keying this edge stays the array's
+        self.digest = contents_digest(array)
+
+    def changed(self) -> bool:
+        return contents_digest(self.array) != self.digest
+
+    def words(self) -> list:
+        return [(None, 0)]  # no word to watch: checked at every launch
+
+    def on_invalidate(self, cause: str) -> None:
+        if runtime.arrays.get(id(self.array)) is self:
+            del runtime.arrays[id(self.array)]
+
+    def describe(self) -> str:
+        return f"contents of the array {self.label}"
+
+    def cause(self) -> str:
+        return f"the array {self.label} was changed in place"
+
+
+def contents_digest(array: np.ndarray) -> bytes:
+    """A digest of an array's dtype, shape and contents (without a copy where it is C-contiguous)."""
+    data = array if array.flags.c_contiguous else np.ascontiguousarray(array)
+    digest = hashlib.blake2b(f"{array.dtype.str}{array.shape}".encode(), digest_size=16)
+    digest.update(memoryview(data).cast("B"))
+    return digest.digest()
+
+
 def invalidate_changed(edges) -> None:
     """Invalidate edges whose state changed: a new world, as a method-table change is."""
     world.bump_world()
@@ -288,6 +328,11 @@ def read_cell(cell, label: str):
     """Read a closure cell for a compile (raises ValueError when it is empty); an edge like a global."""
     value = cell.cell_contents
     return _consult(runtime.cells, id(cell), lambda: CellBinding(cell, value, label)).value
+
+
+def read_array(array: np.ndarray, label: str) -> None:
+    """Make the contents of ``array``, frozen into the node being built as a constant, an edge of it."""
+    _consult(runtime.arrays, id(array), lambda: ArrayContents(array, label))
 
 
 def read_function(func) -> None:

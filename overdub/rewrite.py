@@ -77,7 +77,7 @@ class ModuleProxy:
         value = bindings.read(vars(self.module), name, with_builtins=False)
         if value is bindings._MISSING:
             raise AttributeError(f"module {self.module.__name__!r} has no attribute {name!r}")
-        return substitute(value, self.chain)
+        return substitute(value, self.chain, f"{self.module.__name__}.{name}")
 
     def __repr__(self) -> str:
         return f"<module {self.module.__name__} in {'/'.join(c.name for c in self.chain)}>"
@@ -94,14 +94,16 @@ def is_overdubbable(value) -> bool:
     return callable(value) and not isinstance(value, type) and not is_concrete(value) and value not in _FIXED_BUILTINS
 
 
-def substitute(value, chain: tuple):
-    """What ``value`` becomes inside a function compiled in ``chain``."""
-    if type(value) is np.ndarray and value.dtype.kind in "biufc":
+def substitute(value, chain: tuple, name: str = ""):
+    """What ``value`` (the global or captured variable ``name``) becomes inside a function compiled in ``chain``."""
+    if isinstance(value, np.ndarray):
         # a target that reads a global array live (the CPU: targets/cpu/globalarrays.py) gets its reference;
-        # numba-cuda's own capture applies on CUDA
+        # an array numba freezes into the code as a constant (numba-cuda: into constant memory; the CPU: an
+        # array of other dtypes) is never silently stale: its contents are an edge, checked at each launch
         by_reference = getattr(getattr(chain[-1], "target", None), "global_array", None)
-        if by_reference is not None:
+        if by_reference is not None and type(value) is np.ndarray and value.dtype.kind in "biufc":
             return by_reference(value)
+        bindings.read_array(value, name or f"of shape {value.shape}")
     for ctx in chain:
         replacement = ctx.replacement(value)
         if replacement is not None:
@@ -157,7 +159,7 @@ def _rewrite_cell(func, index: int, cell, chain: tuple):
         contents = bindings.read_cell(cell, label)
     except ValueError:  # not yet bound
         return pytypes.CellType()
-    return pytypes.CellType(substitute(contents, chain))
+    return pytypes.CellType(substitute(contents, chain, label))
 
 
 def rewrite(func: pytypes.FunctionType, chain: tuple) -> pytypes.FunctionType:
@@ -173,7 +175,7 @@ def rewrite(func: pytypes.FunctionType, chain: tuple) -> pytypes.FunctionType:
     for name in global_names(func.__code__):
         if bindings.lookup(namespace, name) is bindings._MISSING:
             continue  # unbound (numba will say so)
-        new_globals[name] = substitute(bindings.read(namespace, name), chain)
+        new_globals[name] = substitute(bindings.read(namespace, name), chain, name)
     closure = None
     if func.__closure__:
         closure = tuple(_rewrite_cell(func, i, cell, chain) for i, cell in enumerate(func.__closure__))

@@ -205,6 +205,8 @@ class Runtime:
         )  # id(cell) -> CellBinding
         # weak reference to a function -> bindings.FunctionState
         self.functions: weakref.WeakValueDictionary[object, world.Node] = weakref.WeakValueDictionary()
+        # id(array) -> bindings.ArrayContents (which holds the array): a host array frozen into compiled code
+        self.arrays: weakref.WeakValueDictionary[int, world.Node] = weakref.WeakValueDictionary()
         self._watchers: dict[object, weakref.ref[object]] = {}  # function reference -> its death callback's reference
         self._dead: list[object] = []  # references of functions that died, to clean up
         self._counters = {"compiles": 0, "method_instances": 0, "disk_hits": 0, "disk_misses": 0, "disk_uncacheable": 0}
@@ -308,7 +310,7 @@ class Runtime:
         afresh and nothing reachable keeps the old code alive. Used by the tests between tests."""
         with world.lock:
             self.collect()
-            edges = [*self.bindings.values(), *self.cells.values(), *self.functions.values()]
+            edges = [*self.bindings.values(), *self.cells.values(), *self.functions.values(), *self.arrays.values()]
             world.retire([*self.kernels.clear(), *self.methods.clear(), *edges])
             self.launches.clear()
             self._launch_keys.clear()
@@ -317,6 +319,7 @@ class Runtime:
             self.bindings.clear()
             self.cells.clear()
             self.functions.clear()
+            self.arrays.clear()
             self._watchers.clear()
             self._dead.clear()
             self._counters = dict.fromkeys(self._counters, 0)

@@ -292,3 +292,56 @@ def test_a_global_array_read_by_a_method_is_read_live_too(make_module):
     m.WEIGHTS *= 10
     od.cuda(m.kernel, out, blocks=1, threads=32, target="cpu")
     assert out.tolist() == [4, 14, 24, 34]
+
+
+RECORD_TABLE = """
+    import numpy as np
+    from numba import cuda
+
+    POINTS = np.array([(1, 2.5), (3, 4.5)], dtype=[("n", np.int64), ("x", np.float64)])
+    SCALE = np.array([2.0, 3.0])
+
+    def kernel(out):
+        i = cuda.grid(1)
+        if i < out.size:
+            out[i] = POINTS[i].n * POINTS[i].x * SCALE[i]
+"""
+
+
+def test_an_in_place_change_of_an_array_numba_freezes_recompiles_the_kernel(make_module):
+    """numba freezes a global array it cannot read live (here a record array on the CPU target; every global
+    numpy array on CUDA, into constant memory) into the code: its contents are an edge, checked at each launch,
+    so an in-place change recompiles instead of being silently stale."""
+    m = make_module(RECORD_TABLE)
+    out = np.zeros(2)
+    od.cuda(m.kernel, out, blocks=1, threads=32, target="cpu")
+    assert out.tolist() == [5.0, 40.5]
+    od.cuda(m.kernel, out, blocks=1, threads=32, target="cpu")
+    assert od.stats()["compiles"] == 1  # unchanged: no recompile
+    m.POINTS[1]["x"] = 10.0
+    od.cuda(m.kernel, out, blocks=1, threads=32, target="cpu")
+    assert out.tolist() == [5.0, 90.0]
+    assert od.stats()["compiles"] == 2
+    assert "the array POINTS was changed in place" in str(od.invalidation_log()[-1])
+
+
+def test_a_global_array_frozen_into_cuda_code_is_an_edge_of_the_kernel(make_module):
+    from overdub.targets import cuda as cuda_target
+
+    m = make_module(RECORD_TABLE)
+    target = cuda_target.target_for((9, 0))
+    assert ".visible .entry" in od.code_ptx(m.kernel, numba.float64[::1])
+    edges = od.explain(m.kernel, numba.float64[::1], target=target)
+    assert any("contents of the array POINTS" in edge for edge in edges), edges
+    assert any("contents of the array SCALE" in edge for edge in edges), edges
+
+
+@pytest.mark.gpu
+def test_an_in_place_change_of_a_global_array_is_seen_on_the_gpu(make_module, cupy):
+    m = make_module(RECORD_TABLE)
+    out = cupy.zeros(2)
+    od.cuda(m.kernel, out, blocks=1, threads=32, target="cuda")
+    assert out.get().tolist() == [5.0, 40.5]
+    m.SCALE[0] = 4.0
+    od.cuda(m.kernel, out, blocks=1, threads=32, target="cuda")
+    assert out.get().tolist() == [10.0, 40.5]
