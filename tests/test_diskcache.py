@@ -567,6 +567,7 @@ def fake_gpu(monkeypatch):
     monkeypatch.setattr(CUDACodeLibrary, "get_cubin", get_cubin)
     monkeypatch.setattr(cuda_target, "gpu_usable", lambda: True)
     monkeypatch.setattr(cuda_target, "device_cc", lambda: (8, 0))
+    monkeypatch.setattr(cuda_target, "make_current", lambda verify=False: None)  # no driver to make current
     return compiled
 
 
