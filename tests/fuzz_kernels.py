@@ -218,10 +218,16 @@ class Ex:
     fref: str
     kids: tuple[Ex, ...] = ()
     kind: str = "i"  # i: int64, f: float64, c: condition, s/p: a struct S or P
+    folds: bool = False  # an operator CPython folds when its operands are literals
+    literal: bool = False
 
     @property
     def od(self) -> str:
-        return self.fod.format(*(k.od for k in self.kids))
+        kids = [k.od for k in self.kids]
+        if self.folds and self.kids and all(k.literal for k in self.kids) and self.kids[0].kind == "i":
+            # CPython folds ``(2147483648 << 37)`` into an int numba cannot type; a call is never folded
+            kids[0] = f"np.int64{kids[0]}"
+        return self.fod.format(*kids)
 
     @property
     def ref(self) -> str:
@@ -240,9 +246,9 @@ def leaf(od: str, ref: str | None = None, kind: str = "i") -> Ex:
 def lit(value: int | float) -> Ex:
     if isinstance(value, float):
         text = repr(value) if math.isfinite(value) else ("math.inf" if value > 0 else "-math.inf")
-        return leaf(f"({text})", f"({text})", "f")
+        return dataclasses.replace(leaf(f"({text})", f"({text})", "f"), literal=True)
     text = str(value) if value != INT64_MIN else "(-9223372036854775807 - 1)"
-    return leaf(f"({text})", f"I({value})", "i")
+    return dataclasses.replace(leaf(f"({text})", f"I({value})", "i"), literal=True)
 
 
 ZERO = {"i": lit(0), "f": lit(0.5), "c": leaf("(0 < 1)", "(0 < 1)", "c")}
@@ -343,15 +349,15 @@ class Generator:
         choice = r.randrange(20)
         if choice < 6:
             sym = r.choice(["+", "-", "*", "^", "&", "|"])
-            return Ex(f"({{}} {sym} {{}})", f"({{}} {sym} {{}})", (a, b))
+            return Ex(f"({{}} {sym} {{}})", f"({{}} {sym} {{}})", (a, b), folds=True)
         if choice < 8:
             c, sym = r.randrange(1, 10), r.choice(["//", "%"])
-            return Ex(f"({{}} {sym} {c})", f"({{}} {sym} I({c}))", (a,))
+            return Ex(f"({{}} {sym} {c})", f"({{}} {sym} I({c}))", (a,), folds=True)
         if choice == 8:
             c, sym = r.randrange(0, 63), r.choice(["<<", ">>"])
-            return Ex(f"({{}} {sym} {c})", f"({{}} {sym} I({c}))", (a,))
+            return Ex(f"({{}} {sym} {c})", f"({{}} {sym} I({c}))", (a,), folds=True)
         if choice == 9:
-            return Ex("(-{})", "(-{})", (a,))
+            return Ex("(-{})", "(-{})", (a,), folds=True)
         if choice == 10:
             fn = r.choice(["min", "max"])
             return Ex(f"{fn}({{}}, {{}})", f"{fn}({{}}, {{}})", (a, b))
@@ -375,6 +381,7 @@ class Generator:
             "({} * 6364136223846793005 + 1442695040888963407)",
             "({} * I(6364136223846793005) + I(1442695040888963407))",
             (a,),
+            folds=True,
         )
 
     def float_expr(self, env, depth: int = 0) -> Ex:
@@ -433,10 +440,10 @@ class Generator:
         choice = r.randrange(16)
         if choice < 3:
             return self._assign(env)
-        if choice < 5:
+        if choice < 5 and env.get("slots", True):
             j = r.randrange(K)
             return St(f"out[o + {j}] = {{}}", f"out[o + I({j})] = {{}}", (self.int_expr(env),))
-        if choice == 5:
+        if choice == 5 and env.get("slots", True):
             j = r.randrange(K)
             return St(f"fout[o + {j}] = {{}}", f"fout[o + I({j})] = {{}}", (self.float_expr(env),))
         if choice == 6:
@@ -522,8 +529,9 @@ class Generator:
             "phases": barrier and shape == "return",
         }
         body = self.prologue(shape, env, dims)
-        if shape != "walrus":  # (no index yet to name this thread's slots)
-            body += self.body(env, 1, r.randrange(0, 3))  # before the guard: effects or not
+        if shape != "walrus":  # (no index yet)
+            # before the guard: effects or not; a grid-stride loop names its slots ('o') only inside the loop
+            body += self.body(dict(env, slots=shape != "stride"), 1, r.randrange(0, 3))
         body += self.guarded(shape, env, dims, barrier)
         return Kernel(name, body, blocks, threads, n, m, ctx, outn, seed, shape)
 
@@ -659,20 +667,34 @@ _modules = itertools.count()
 _tmp = Path(tempfile.mkdtemp(prefix="kfuzz-"))
 
 
+_header: list[types.ModuleType] = []
+
+
 def module_source(kernels: list[Kernel]) -> str:
+    """A module of the kernels that stands alone (the header's definitions, then the kernels)."""
     return HEADER + "\n\n" + "\n\n".join(k.source() for k in kernels)
 
 
-def make_module(kernels: list[Kernel]) -> types.ModuleType:
-    """The kernels' module, from source written to a file (messages name its lines)."""
-    name = f"kfuzz_{os.getpid()}_{next(_modules)}"
+def _load(name: str, source: str) -> types.ModuleType:
+    """A module from source written to a file (messages name its lines). It is compiled here, under this
+    file's ``from __future__ import annotations``, as a user's module may be: struct methods annotated
+    ``o: "S"`` then hold ``"'S'"`` (a case the fuzzer found)."""
     path = _tmp / f"{name}.py"
-    path.write_text(module_source(kernels))
+    path.write_text(source)
     module = types.ModuleType(name)
     module.__file__ = str(path)
     sys.modules[name] = module
-    exec(compile(path.read_text(), str(path), "exec"), vars(module))
+    exec(compile(source, str(path), "exec"), vars(module))
     return module
+
+
+def make_module(kernels: list[Kernel]) -> types.ModuleType:
+    """The kernels' module. It imports the header's definitions from one module per process, so that the
+    methods, hooks and structs every kernel calls compile once per process, not once per batch."""
+    if not _header:
+        _header.append(_load(f"kfuzz_{os.getpid()}_header", HEADER))
+    body = "\n\n".join(k.source() for k in kernels)
+    return _load(f"kfuzz_{os.getpid()}_{next(_modules)}", f"from {_header[0].__name__} import *  # noqa\n\n{body}")
 
 
 def inputs(kernel: Kernel, module) -> dict:
@@ -859,19 +881,28 @@ class Divergence:
         return head + "\n" + k.source()
 
 
-def check(module, kernel: Kernel, targets: tuple[str, ...] = ("cpu",)) -> list[Divergence]:
-    """Run one kernel on every variant and compare each with the reference; the divergences found."""
+def error_summary(error: BaseException) -> str:
+    """The first line of an error's message and the first line that says what went wrong (numba's message
+    starts with 'compiling kernel ...' and 'Failed in ... pipeline' lines)."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    said = [line for line in lines[1:] if not line.startswith(("Failed in", "During:", "File ", "<source"))]
+    return " / ".join(line[:300] for line in lines[:1] + said[:1])
+
+
+def check(module, kernel: Kernel, targets: tuple[str, ...] = ("cpu",), only: str | None = None) -> list[Divergence]:
+    """Run one kernel on every variant (or the variant ``only``) and compare each with the reference; the
+    divergences found."""
     expected = run_reference(kernel)
     variants = [("guard", "cpu", None), ("debug", "cpu", True)] + [
         ("cuda", "cuda", None) for t in targets if t == "cuda"
     ]
+    variants = [v for v in variants if only in (None, v[0])]
     found = []
     for variant, target, debug in variants:
         try:
             got = run_overdub(module, kernel, target, debug)
         except Exception as error:  # any error of a kernel the reference runs is a divergence
-            first = str(error).strip().splitlines()[0] if str(error).strip() else ""
-            detail = f"{type(error).__name__}: {first[:300]}"
+            detail = f"{type(error).__name__}: {error_summary(error)}"
             found.append(Divergence(kernel, variant, detail, (variant, type(error).__name__)))
             continue
         diffs = differences(expected, got, exact=target == "cpu")
@@ -879,6 +910,7 @@ def check(module, kernel: Kernel, targets: tuple[str, ...] = ("cpu",)) -> list[D
             found.append(Divergence(kernel, variant, "; ".join(diffs), (variant, "mismatch")))
     if (
         kernel.shape == "walrus"
+        and only is None
         and len(found) == len(variants)
         and all(d.signature[1] == "CompileError" for d in found)
     ):
@@ -952,21 +984,25 @@ def _body_candidates(body: list[St]):
                 )
 
 
-def shrink(divergence: Divergence, targets=("cpu",), budget: int = 400) -> Divergence:
-    """The smallest kernel found (removing, hoisting and simplifying while the divergence persists)."""
+def shrink(divergence: Divergence, targets=("cpu",), budget: int = 400, seconds: float | None = None) -> Divergence:
+    """The smallest kernel found (removing, hoisting and simplifying while the divergence persists), within
+    ``budget`` tries and ``seconds``; each try runs the diverging variant alone."""
+    import time
+
+    end = None if seconds is None else time.monotonic() + seconds
     best, tries = divergence, 0
     progress = True
     while progress and tries < budget:
         progress = False
         for body in _body_candidates(best.kernel.body):
             tries += 1
-            if tries > budget:
+            if tries > budget or (end is not None and time.monotonic() > end):
+                tries = budget
                 break
             candidate = dataclasses.replace(best.kernel, body=body)
             try:
-                again = [
-                    d for d in check(make_module([candidate]), candidate, targets) if d.signature == best.signature
-                ]
+                found = check(make_module([candidate]), candidate, targets, only=best.variant)
+                again = [d for d in found if d.signature == best.signature]
             except Exception:  # the reference itself failed: not a smaller case of this divergence
                 continue
             if again:
@@ -975,15 +1011,140 @@ def shrink(divergence: Divergence, targets=("cpu",), budget: int = 400) -> Diver
     return best
 
 
+# --- runs: one process or several --------------------------------------------------------------------------------
+
+BATCH = 8
+"""Kernels per seed: a run of COUNT kernels from SEED checks seeds SEED, SEED + 1, ..., BATCH kernels each (the
+last one fewer), whatever the number of processes, so any run's divergences reproduce from their seed alone."""
+
+
+def batches(seed: int, count: int) -> list[tuple[int, int]]:
+    """(seed, kernels) for each batch of a run."""
+    return [(seed + b, min(BATCH, count - b * BATCH)) for b in range(-(-count // BATCH))]
+
+
+def run_batches(work: list[tuple[int, int]], targets=("cpu",), shrink_seconds: float = 60.0, emit=print) -> None:
+    """Check each batch and emit one JSON record of it: seed, kernels, refused, divergences (shrunk while
+    ``shrink_seconds`` last in this process, the first of each signature only), seconds."""
+    import json
+    import time
+
+    left = shrink_seconds
+    seen: set[tuple[str, ...]] = set()
+    for seed, count in work:
+        start, refused = time.monotonic(), len(REFUSED)
+        reports = []
+        for d in fuzz(seed, count, targets=targets):
+            if d.signature not in seen and left > 0:
+                seen.add(d.signature)
+                shrinking = time.monotonic()
+                d = shrink(d, targets, seconds=left)
+                left -= time.monotonic() - shrinking
+            reports.append(d.report())
+        record = {"seed": seed, "kernels": count, "refused": REFUSED[refused:], "divergences": reports}
+        emit(json.dumps(dict(record, seconds=round(time.monotonic() - start, 2))))
+
+
+@dataclasses.dataclass
+class Summary:
+    """What a run found."""
+
+    seed: int
+    kernels: int
+    targets: tuple[str, ...]
+    processes: int
+    divergences: list[str] = dataclasses.field(default_factory=list)
+    refused: list[str] = dataclasses.field(default_factory=list)
+    wall: float = 0.0
+
+    def line(self) -> str:
+        seeds = f"seeds {self.seed}..{self.seed + len(batches(self.seed, self.kernels)) - 1}"
+        return (
+            f"{self.kernels} kernels ({seeds}, {BATCH} a seed; variants guard, debug"
+            f"{', cuda' if 'cuda' in self.targets else ''} against the reference), {len(self.divergences)} "
+            f"divergences, {len(self.refused)} refused, {self.wall:.0f} s wall in {self.processes} processes"
+        )
+
+
+def run(seed: int, count: int, targets=("cpu",), processes: int = 1, shrink_seconds: float = 60.0, out=None):
+    """Check ``count`` kernels from ``seed`` in ``processes`` subprocesses (interleaved seeds: disjoint, and
+    balanced); progress, every divergence and the summary go to ``out`` (a text stream) as they come."""
+    import json
+    import subprocess
+    import threading
+    import time
+
+    out = out or sys.stdout
+    summary = Summary(seed, count, tuple(targets), processes)
+    work = batches(seed, count)
+    started, lock, done = time.monotonic(), threading.Lock(), [0]
+
+    def say(text: str) -> None:
+        with lock:
+            out.write(text + "\n")
+            out.flush()
+
+    def take(line: str) -> None:
+        try:
+            record = json.loads(line)
+        except ValueError:
+            return say(line.rstrip())  # a worker's own output (a warning): kept in the log
+        with lock:
+            done[0] += record["kernels"]
+            summary.refused += record["refused"]
+            summary.divergences += record["divergences"]
+        for report in record["divergences"]:
+            say(report)
+        say(
+            f"[{time.monotonic() - started:6.0f} s] seed {record['seed']}: {record['kernels']} kernels in "
+            f"{record['seconds']} s; {done[0]}/{count} kernels, {len(summary.divergences)} divergences, "
+            f"{len(summary.refused)} refused"
+        )
+
+    say(f"fuzz: {count} kernels from seed {seed}, targets {','.join(targets)}, {processes} processes")
+    env = dict(os.environ, OVERDUB_CACHE="0", PYTHONUNBUFFERED="1")  # generated kernels: never the user's cache
+    workers = []
+    for p in range(processes):
+        mine = ",".join(f"{s}:{c}" for s, c in work[p::processes])
+        if not mine:
+            continue
+        command = [sys.executable, __file__, "--worker", mine, "--target", ",".join(targets)]
+        command += ["--shrink-seconds", str(shrink_seconds)]
+        worker = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        reader = threading.Thread(target=lambda w=worker: [take(line) for line in w.stdout], daemon=True)
+        reader.start()
+        workers.append((worker, reader))
+    for worker, reader in workers:
+        worker.wait()
+        reader.join()
+        if worker.returncode:
+            summary.divergences.append(f"a worker process exited with status {worker.returncode}")
+    if done[0] != count:
+        summary.divergences.append(f"only {done[0]} of {count} kernels were checked")
+    summary.wall = time.monotonic() - started
+    say(summary.line())
+    return summary
+
+
 def main(argv: list[str]) -> int:
-    targets = ("cpu", "cuda") if "--target" in argv and "cuda" in argv else ("cpu",)
-    numbers = [int(a) for a in argv if a.lstrip("-").isdigit()]
-    seed, count = numbers[0], numbers[1] if len(numbers) > 1 else 8
-    found = fuzz(seed, count, targets=targets)
-    for d in found:
-        print(shrink(d, targets).report())
-    print(f"{count} kernels from seed {seed}: {len(found)} divergences")
-    return 1 if found else 0
+    """``python tests/fuzz_kernels.py SEED [COUNT] [--target cuda] [--processes N] [--shrink-seconds S]``."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="fuzz_kernels.py", description=__doc__.split("\n\n")[0])
+    parser.add_argument("seed", type=int, nargs="?", default=0)
+    parser.add_argument("count", type=int, nargs="?", default=BATCH)
+    parser.add_argument("--target", default="cpu", help="'cuda' (or 'cpu,cuda') adds the CUDA target")
+    parser.add_argument("--processes", type=int, default=int(os.environ.get("OVERDUB_FUZZ_PROCESSES", "1")))
+    parser.add_argument("--shrink-seconds", type=float, default=60.0, help="time each process spends shrinking")
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    targets = ("cpu", "cuda") if "cuda" in args.target else ("cpu",)
+    if args.worker:
+        work = [tuple(int(x) for x in item.split(":")) for item in args.worker.split(",")]
+        run_batches(work, targets, args.shrink_seconds, emit=lambda line: print(line, flush=True))
+        return 0
+    summary = run(args.seed, args.count, targets, max(1, args.processes), args.shrink_seconds)
+    return 1 if summary.divergences else 0
 
 
 if __name__ == "__main__":
