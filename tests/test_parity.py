@@ -17,14 +17,15 @@ EXTREMES = np.array([np.inf, 1e30, -np.inf, -1e30, np.nan, 3.7, -3.7, 1000.0, 70
 WIDTHS = ["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"]
 
 
-def _gpu_conversion(value: float, width: str) -> int:
-    """What the GPU's code gives: ``cvt.rzi`` to the width (16 bits at least), clamped to its range (NaN: 0,
-    but INT64_MIN for int64, measured on the H200), then the width's low bits."""
+def _gpu_conversion(value: float, width: str, float_bits: int = 64) -> int:
+    """What the GPU's code gives: ``cvt.rzi`` to the width (16 bits at least), clamped to its range, then the
+    width's low bits. NaN, as measured on the H200: from a float64 the conversion's sign bit alone (INT_MIN,
+    or 2^(w-1) unsigned); from a float32, 0 but to a 64-bit integer."""
     dtype = np.dtype(width)
     wide = max(dtype.itemsize * 8, 16)
     low, high = (-(2 ** (wide - 1)), 2 ** (wide - 1) - 1) if dtype.kind == "i" else (0, 2**wide - 1)
     if math.isnan(value):
-        result = -(2**63) if (dtype.kind, wide) == ("i", 64) else 0
+        result = 0 if float_bits == 32 and wide < 64 else (low if dtype.kind == "i" else 2 ** (wide - 1))
     else:
         result = int(min(max(math.trunc(value) if math.isfinite(value) else value, low), high))
     return int(np.array(result & (2 ** (dtype.itemsize * 8) - 1), np.uint64).astype(dtype))
@@ -50,7 +51,7 @@ def test_float_to_integer_conversions_saturate_as_on_the_gpu(make_module, width)
     for x in (EXTREMES, EXTREMES.astype(np.float32)):
         out = np.zeros(x.size, width)
         od.cuda(kernel, out, x, blocks=1, threads=32, target="cpu")
-        assert out.tolist() == [_gpu_conversion(float(v), width) for v in x], x.dtype
+        assert out.tolist() == [_gpu_conversion(float(v), width, x.dtype.itemsize * 8) for v in x], x.dtype
 
 
 def test_int_round_floor_and_stores_of_extreme_floats_saturate(make_module):
@@ -345,3 +346,20 @@ def test_an_in_place_change_of_a_global_array_is_seen_on_the_gpu(make_module, cu
     m.SCALE[0] = 4.0
     od.cuda(m.kernel, out, blocks=1, threads=32, target="cuda")
     assert out.get().tolist() == [10.0, 40.5]
+
+
+def test_nan_converts_as_measured_on_the_h200(make_module):
+    """The H200's answers for NaN (probed on the GPU machine, 2026-12-01): the conversion's sign bit alone from a
+    float64; 0 from a float32 but to a 64-bit integer; 0 for 8-bit integers."""
+    measured = {
+        ("int8", 64): 0, ("int16", 64): -32768, ("int32", 64): -(2**31), ("int64", 64): -(2**63),
+        ("uint8", 64): 0, ("uint16", 64): 32768, ("uint32", 64): 2**31, ("uint64", 64): 2**63,
+        ("int8", 32): 0, ("int16", 32): 0, ("int32", 32): 0, ("int64", 32): -(2**63),
+        ("uint8", 32): 0, ("uint16", 32): 0, ("uint32", 32): 0, ("uint64", 32): 2**63,
+    }  # fmt: skip
+    for width in WIDTHS:
+        kernel = _conversion_kernel(make_module, width)
+        for float_type in (np.float64, np.float32):
+            out = np.zeros(1, width)
+            od.cuda(kernel, out, np.array([np.nan], float_type), blocks=1, threads=1, target="cpu")
+            assert out[0] == measured[width, np.dtype(float_type).itemsize * 8], (width, float_type)

@@ -10,7 +10,9 @@ result would depend on its target. The CPU target converts as the GPU does (docs
   smallest (0 for an unsigned integer);
 * an 8-bit integer is converted as the GPU's code converts it -- ``cvt.rzi.s16``/``u16`` (PTX has no 8-bit
   register), then its low 8 bits -- so ``numba.int8(1000.0)`` is ``-24`` and ``numba.int8(inf)`` is ``-1``;
-* NaN gives 0, except for int64, where the H200 gives INT64_MIN (shared/NOTES.md, measured).
+* NaN gives what the H200 gives (measured, tests/test_parity.py checks it on the GPU): from a float64, the
+  conversion's sign bit alone -- INT16/32/64_MIN, or 2^15, 2^31, 2^63 unsigned -- so 0 for an 8-bit integer
+  (the low 8 bits of it); from a float32, 0, except to a 64-bit integer (INT64_MIN, 2^63).
 
 The conversions are registered with numba's CPU lowering for every pair of concrete float and integer types
 (more specific than numba's own ``(Float, Integer)``, so they are chosen), and emit the saturating code only
@@ -32,8 +34,12 @@ from ... import world
 FLOATS = (types.float32, types.float64)
 INTEGERS = (types.int8, types.int16, types.int32, types.int64, types.uint8, types.uint16, types.uint32, types.uint64)
 
-NAN_RESULT = {(True, 64): -(2**63)}
-"""What NaN converts to, by (signed, bit width of the GPU's conversion), where it is not 0."""
+
+def nan_result(float_bits: int, width: int, signed: bool) -> int:
+    """What NaN converts to on the H200, by the float's width and the GPU conversion's (see the docstring)."""
+    if float_bits == 32 and width < 64:
+        return 0
+    return -(2 ** (width - 1)) if signed else 2 ** (width - 1)
 
 
 def _in_kernel(context) -> bool:
@@ -50,10 +56,10 @@ def saturating(builder, value, fromty, toty):
         f"llvm.{kind}.sat", [wide, value.type], ir.FunctionType(wide, [value.type])
     )
     result = builder.call(intrinsic, [value])  # toward zero, clamped; NaN gives 0
-    nan_result = NAN_RESULT.get((toty.signed, width), 0)
-    if nan_result:
+    nan = nan_result(fromty.bitwidth, width, toty.signed)
+    if nan:
         is_nan = builder.fcmp_unordered("uno", value, value)
-        result = builder.select(is_nan, ir.Constant(wide, nan_result), result)
+        result = builder.select(is_nan, ir.Constant(wide, nan & (2**width - 1)), result)
     return builder.trunc(result, ir.IntType(toty.bitwidth)) if width != toty.bitwidth else result
 
 
