@@ -1,4 +1,5 @@
-"""Float to integer conversions on the CPU target, with the GPU's answers.
+"""Integer semantics on the CPU target, with the GPU's answers: float to integer conversions, and signed
+arithmetic that wraps.
 
 A float converted to an integer (``int(x)``, ``numba.int32(x)``, a float stored into an integer array,
 ``math.floor(x)``, ``round(x)``) compiles to LLVM's ``fptosi``/``fptoui``, whose result is undefined where the
@@ -18,9 +19,17 @@ The conversions are registered with numba's CPU lowering for every pair of concr
 (more specific than numba's own ``(Float, Integer)``, so they are chosen), and emit the saturating code only
 while overdub builds a kernel or a method for the CPU target: numba programs outside overdub keep numba's
 conversions. tests/test_gpu.py compares the two targets on every width.
+
+Signed integer ``+``, ``-`` and ``*`` wrap, as numpy's int64 and the GPU's code do: numba lowers them with LLVM's
+``nsw`` flag (``numba.cpython.numbers._int_arith_flags``), which makes an overflow poison that LLVM's optimizer
+may fold to anything -- ``x + INT64_MAX > x`` became True for x = 1, a remainder of 8 came out as a 19-digit
+number (found by the differential fuzzer, tests/test_fuzz_found.py). In kernels and methods the CPU target
+compiles, they are lowered without it (more specific registrations than numba's ``(Integer, Integer)``).
 """
 
 from __future__ import annotations
+
+import operator
 
 from llvmlite import ir
 from numba.core import types
@@ -85,3 +94,25 @@ for _from in FLOATS:
     for _to in INTEGERS:
         lower_cast(_from, _to)(_float_to_integer)
     lower_builtin(round, _from)(_round)
+
+
+def _wrapping(operation: str, numba_impl):
+    """Signed ``operation`` ("add", "sub", "mul") without ``nsw`` in overdub's CPU code: an overflow wraps."""
+
+    def impl(context, builder, sig, args):
+        if not _in_kernel(context):
+            return numba_impl(context, builder, sig, args)
+        a, b = (context.cast(builder, value, ty, sig.return_type) for value, ty in zip(args, sig.args))
+        return impl_ret_untracked(context, builder, sig.return_type, getattr(builder, operation)(a, b))
+
+    return impl
+
+
+for _ops, _operation, _numba_impl in (
+    ((operator.add, operator.iadd), "add", numba_numbers.int_add_impl),
+    ((operator.sub, operator.isub), "sub", numba_numbers.int_sub_impl),
+    ((operator.mul, operator.imul), "mul", numba_numbers.int_mul_impl),
+):
+    for _op in _ops:
+        for _signed in (types.int8, types.int16, types.int32, types.int64):
+            lower_builtin(_op, _signed, _signed)(_wrapping(_operation, _numba_impl))
