@@ -102,13 +102,9 @@ def test_constant_operands_are_not_folded_into_integers_numba_cannot_type():
 
 # --- the fuzzer ----------------------------------------------------------------------------------------------------
 
-WRAPAROUND = pytest.mark.xfail(
-    strict=True,
-    reason="k1002_5: signed int64 overflow is poison in numba's code (nsw), not a wraparound; "
-    "tests/test_fuzz_found.py::test_signed_integer_overflow_wraps_and_is_never_assumed_away",
-)
-SLICE = [pytest.param(seed, marks=WRAPAROUND) if seed == 1002 else seed for seed in range(1000, 1008)]
-"""8 seeds x 8 kernels; a seed whose divergence is a known, tested bug is marked with it."""
+SLICE = list(range(1000, 1008))
+"""8 seeds x 8 kernels (seed 1002 found signed overflow folded as poison: tests/test_fuzz_found.py). A seed whose
+divergence is a known bug being fixed is marked xfail(strict=True) with it."""
 
 
 @pytest.mark.parametrize("seed", SLICE)

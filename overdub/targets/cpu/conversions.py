@@ -23,8 +23,10 @@ conversions. tests/test_gpu.py compares the two targets on every width.
 Signed integer ``+``, ``-`` and ``*`` wrap, as numpy's int64 and the GPU's code do: numba lowers them with LLVM's
 ``nsw`` flag (``numba.cpython.numbers._int_arith_flags``), which makes an overflow poison that LLVM's optimizer
 may fold to anything -- ``x + INT64_MAX > x`` became True for x = 1, a remainder of 8 came out as a 19-digit
-number (found by the differential fuzzer, tests/test_fuzz_found.py). In kernels and methods the CPU target
-compiles, they are lowered without it (more specific registrations than numba's ``(Integer, Integer)``).
+number (found by the differential fuzzer, tests/test_fuzz_found.py); NVVM folds the same way on the GPU. In
+kernels and methods overdub compiles, on both targets (numba-cuda lowers through numba's builtin registry, where
+these are registered), they are lowered without it: more specific registrations than numba's
+``(Integer, Integer)``. Julia's integers wrap the same way.
 """
 
 from __future__ import annotations
@@ -97,10 +99,10 @@ for _from in FLOATS:
 
 
 def _wrapping(operation: str, numba_impl):
-    """Signed ``operation`` ("add", "sub", "mul") without ``nsw`` in overdub's CPU code: an overflow wraps."""
+    """Signed ``operation`` ("add", "sub", "mul") without ``nsw`` in code overdub compiles: an overflow wraps."""
 
     def impl(context, builder, sig, args):
-        if not _in_kernel(context):
+        if world.being_built() is None:
             return numba_impl(context, builder, sig, args)
         a, b = (context.cast(builder, value, ty, sig.return_type) for value, ty in zip(args, sig.args))
         return impl_ret_untracked(context, builder, sig.return_type, getattr(builder, operation)(a, b))
