@@ -31,7 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, cast
 
-from . import bridge, closures, compiler
+from . import arguments, bridge, closures, compiler
 from .arguments import Argument
 from .context import Context
 from .registry import GenericFunction
@@ -63,6 +63,7 @@ class KernelCall:
     arguments: tuple[Argument, ...]
     job: compiler.CompileJob
     typed: bool  # may arguments be numba types (a reflection)?
+    defaults: tuple[object, ...] = ()  # the default values of the parameters the call leaves out, passed
 
     @classmethod
     def of(
@@ -86,12 +87,26 @@ class KernelCall:
         lifted = closures.lift(function)
         compiled = function if lifted is None else lifted.function
         hidden = () if state is None else (state,)
-        values = hidden + (() if lifted is None else lifted.captured_values()) + tuple(args)
+        defaults = passed_defaults(function, len(args))
+        values = hidden + (() if lifted is None else lifted.captured_values()) + tuple(args) + defaults
         # named by the compiled function's parameters: a lifted closure's captured variables come first
         described = tuple(_named(describe, compiled, i - len(hidden), value) for i, value in enumerate(values))
         job = compiler.CompileJob.of(compiled, tuple(a.type for a in described), chain)
         return cls(
-            kernel, function, tuple(args), target, tgt, None, context, state, chain, lifted, described, job, typed
+            kernel,
+            function,
+            tuple(args),
+            target,
+            tgt,
+            None,
+            context,
+            state,
+            chain,
+            lifted,
+            described,
+            job,
+            typed,
+            defaults,
         )
 
     @property
@@ -126,7 +141,35 @@ class KernelCall:
         launch: Launch = launcher.launch_function(kernel, self.arguments)
         if self.lifted is not None:
             launch = closures.with_captured_values(launch, self.lifted, self.function, self.arguments, hidden)
+        if self.defaults:
+            launch = _with_defaults(launch, self.defaults)
         return launch
+
+
+def passed_defaults(function: pytypes.FunctionType, given: int) -> tuple[object, ...]:
+    """The default values of the parameters a call of ``function`` with ``given`` arguments leaves out, to pass
+    as arguments: a CUDA kernel takes every parameter (numba-cuda has no omitted arguments: a kernel launched
+    without its defaulted parameter failed to compile), and both targets compile the same kernel. Empty where
+    one of them has no argument kind (None, an object): those stay constants, as numba's CPU compiler makes
+    them (and numba-cuda refuses them, naming the kernel)."""
+    missing = function.__code__.co_argcount - given
+    defaults = function.__defaults__ or ()
+    if missing <= 0 or len(defaults) < missing:
+        return ()
+    values = tuple(defaults[-missing:])
+    return values if all(arguments.kind_of(value) is not None for value in values) else ()
+
+
+def _with_defaults(launch: Launch, defaults: tuple[object, ...]) -> Launch:
+    """``launch`` taking the call's own arguments and passing ``defaults`` after them."""
+
+    def launch_with_defaults(
+        args: tuple[object, ...], blocks: object, threads: object, shmem: int, stream: object
+    ) -> bool:
+        return launch((*args, *defaults), blocks, threads, shmem, stream)
+
+    vars(launch_with_defaults).update(kernel=launch.kernel, guarded=launch.guarded)
+    return cast("Launch", launch_with_defaults)
 
 
 def _describer(target: Target, typed: bool) -> Callable[[object], Argument]:

@@ -482,7 +482,9 @@ class Generator:
             return self._la(env)
         if choice == 14 and top and env.get("sh") and env.get("phases"):
             return St(
-                "cuda.syncthreads()\nsh[t] = {}\ncuda.syncthreads()", "yield\nsh[t] = {}\nyield", (self.int_expr(env),)
+                "cuda.syncthreads()\nsh[t] = {}\ncuda.syncthreads()",
+                "yield\nsh[t] = {}\nyield",
+                (self.int_expr({**env, "sh": False}),),  # no read of sh while the phase writes it (a race)
             )
         return self._assign(env)
 
@@ -580,7 +582,8 @@ class Generator:
             add("t = cuda.threadIdx.x + 0", "t = cuda.threadIdx.x")
             add("bd = cuda.blockDim.x + 0", "bd = cuda.blockDim.x")
             add("sh = cuda.shared.array(64, np.int64)")
-            fixed.append(St("sh[t] = {}", "sh[t] = {}", (self.int_expr(env),), fixed=True))
+            # no read of sh in the phase that writes it: another thread's slot may or may not be written yet (a race)
+            fixed.append(St("sh[t] = {}", "sh[t] = {}", (self.int_expr({**env, "sh": False}),), fixed=True))
             fixed.append(St("cuda.syncthreads()", "yield", fixed=True))
         return fixed
 

@@ -6,6 +6,7 @@ Kernels are built with the ``make_module`` fixture of conftest.py (source writte
 
 import math
 
+import numpy as np
 import pytest
 from numba.core import types
 
@@ -278,3 +279,22 @@ def test_a_kernel_that_synchronizes_its_grid_gets_a_cooperative_launcher(make_mo
     assert compiled.launcher.cooperative and compiled.launcher.library.needs_cudadevrt
     plain = make_module("def kernel(out):\n    out[0] = 1\n")
     assert not cached_kernel(CompileJob.of(plain.kernel, (ARRAY,), target.base.chain(target))).launcher.cooperative
+
+
+def test_a_kernel_launched_without_its_defaulted_parameter_compiles_for_cuda(make_module):
+    """numba-cuda has no omitted arguments ("Signature mismatch: 1 argument types given, but function takes 2",
+    found by the differential fuzzer on the GPU): the call passes the default's value, on both targets."""
+    m = make_module("""
+        from numba import cuda
+
+        def kernel(out, n=5):
+            i = cuda.grid(1)
+            if i < out.size:
+                out[i] = n * 10 + i
+    """)
+    assert ".visible .entry" in od.code_ptx(m.kernel, types.int64[::1])
+    out = np.zeros(3, np.int64)
+    od.cuda(m.kernel, out, threads=4, target="cpu")
+    assert out.tolist() == [50, 51, 52]
+    od.cuda(m.kernel, out, 7, threads=4, target="cpu")
+    assert out.tolist() == [70, 71, 72]
