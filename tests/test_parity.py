@@ -363,3 +363,37 @@ def test_nan_converts_as_measured_on_the_h200(make_module):
             out = np.zeros(1, width)
             od.cuda(kernel, out, np.array([np.nan], float_type), blocks=1, threads=1, target="cpu")
             assert out[0] == measured[width, np.dtype(float_type).itemsize * 8], (width, float_type)
+
+
+OUT_OF_RANGE_CONSTANTS = """
+    import numba
+    from numba import cuda
+
+    def kernel(out):
+        out[0] = int(1e30)
+        out[1] = int(-1e30)
+        out[2] = numba.int32(1e30)
+        out[3] = numba.uint16(float("nan"))
+"""
+
+
+def test_an_out_of_range_constant_converts_as_the_gpus_instruction_does(make_module):
+    """``int(1e30)`` of a literal: NVVM folded LLVM's ``fptosi`` of it as poison -- the stores dropped or a
+    garbage value (the fuzzer, on the H200) -- where the GPU's ``cvt.rzi`` saturates; the CPU's conversion
+    folds to the saturated value. On CUDA the conversion is the instruction itself."""
+    m = make_module(OUT_OF_RANGE_CONSTANTS)
+    out = np.zeros(4, np.int64)
+    od.cuda(m.kernel, out, target="cpu")
+    assert out.tolist() == [2**63 - 1, -(2**63), 2**31 - 1, 32768]
+    ptx = od.code_ptx(m.kernel, numba.int64[::1])
+    stores = [line for line in ptx.splitlines() if "st.global" in line]
+    assert len(stores) == 4, ptx
+    assert "cvt.rzi.s64.f64" in ptx and "cvt.rzi.s32.f64" in ptx
+
+
+@pytest.mark.gpu
+def test_out_of_range_constants_agree_with_the_gpu(make_module, cupy):
+    m = make_module(OUT_OF_RANGE_CONSTANTS)
+    out = cupy.zeros(4, np.int64)
+    od.cuda(m.kernel, out, target="cuda")
+    assert out.get().tolist() == [2**63 - 1, -(2**63), 2**31 - 1, 32768]
