@@ -30,6 +30,7 @@ import struct
 import sys
 import sysconfig
 import types as pytypes
+import typing
 import weakref
 
 import numpy as np
@@ -639,35 +640,33 @@ class GlobalFact(Fact):
     with_builtins: bool
     digest: str
 
+    what: typing.ClassVar[str] = "the global"
+
+    @staticmethod
+    def digest_of(value) -> str:
+        return value_digest(value)
+
     def check(self, job, functions: dict) -> str | None:
         value = bindings.read(_find_namespace(self.namespace, functions), self.name, self.with_builtins)
-        if value_digest(value) == self.digest:
+        if self.digest_of(value) == self.digest:
             return None
-        return f"the global {self.name} of {self.namespace[-1]!r} changed"
+        return f"{self.what} {self.name} of {self.namespace[-1]!r} changed"
 
     def describe(self) -> str:
-        return f"the global {self.name} of {self.namespace!r:.80}"
+        return f"{self.what} {self.name} of {self.namespace!r:.80}"
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class EmbeddedFact(Fact):
+class EmbeddedFact(GlobalFact):
     """The global ``name`` of ``namespace`` (as for :class:`GlobalFact`) held a value numba compiles or types
     itself -- an ``@njit`` function, an ``@overload``-ed or ``@intrinsic`` object -- whose code and everything
     it reads, transitively, had the digest ``digest`` (:func:`embedded_digest`)."""
 
-    namespace: tuple
-    name: str
-    with_builtins: bool
-    digest: str
+    what: typing.ClassVar[str] = "the code numba compiles for the global"
 
-    def check(self, job, functions: dict) -> str | None:
-        value = bindings.read(_find_namespace(self.namespace, functions), self.name, self.with_builtins)
-        if embedded_digest(value)[0] == self.digest:
-            return None
-        return f"what numba compiles for the global {self.name} of {self.namespace[-1]!r} changed"
-
-    def describe(self) -> str:
-        return f"the code numba compiles for the global {self.name} of {self.namespace!r:.80}"
+    @staticmethod
+    def digest_of(value) -> str:
+        return embedded_digest(value)[0]
 
 
 # --- record and replay ----------------------------------------------------------------------------------
