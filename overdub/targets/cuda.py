@@ -251,7 +251,7 @@ class CUDALauncher:
             "clear_error": self._clear_error,
             "raise_error": self._raise_error,
         }
-        return launchfn.generate(kernel, described, body, namespace)
+        return launchfn.generate(kernel, described, body, namespace, body_reads_stream=True)
 
     def suggested_block_size(self, shmem: int = 0) -> int:
         """The driver's occupancy-optimal block size for this kernel."""

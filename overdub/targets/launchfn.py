@@ -91,10 +91,11 @@ def argument_names(n: int) -> list[str]:
     return [f"a{i}" for i in range(n)]
 
 
-def generate(kernel, described: tuple, body: list[str], namespace: dict):
+def generate(kernel, described: tuple, body: list[str], namespace: dict, body_reads_stream: bool = False):
     """The launch function of ``kernel`` for arguments like the ``described`` ones (:class:`overdub.arguments.
     Argument`): guarded where every argument has a kind (``launch.guarded`` says whether it is), running
-    ``body`` (the target's statements) with ``namespace``."""
+    ``body`` (the target's statements) with ``namespace``. ``body_reads_stream``: the body reads the stream's
+    handle itself (with :func:`stream_handle`, which refuses what is no stream), so it is not read twice."""
     names = argument_names(len(described))
     guarded = arguments.signature_guards(names, described)
     conditions, consts = guarded if guarded is not None else ([], {})
@@ -113,9 +114,9 @@ def generate(kernel, described: tuple, body: list[str], namespace: dict):
         "else dims(threads, 'threads')",
         f"    if type(shmem) is not int or not 0 <= shmem <= {MAX_SHMEM}:",
         "        shmem = shmem_bytes(shmem)",
-        "    if stream is not None:",
-        "        stream_handle(stream)",
     ]
+    if not body_reads_stream:
+        lines += ["    if stream is not None:", "        stream_handle(stream)"]
     lines += [f"    {statement}" for statement in body]
     lines += ["    count_launch()", "    return True"]
     scope = dict(
