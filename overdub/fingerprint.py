@@ -299,9 +299,10 @@ def embeds_numba_code(value, compiled: set) -> bool:
     return function is None or function not in compiled
 
 
-def embedded_digest(value) -> tuple[str, frozenset[str]]:
-    """The digest of ``value`` with everything numba embeds of it, and the modules whose typing code (an
-    ``@overload``, an ``@intrinsic``) it covers; raises :class:`Uncacheable` for what has no digest."""
+def embedded_digest(value) -> tuple[str, frozenset[tuple[str, str]]]:
+    """The digest of ``value`` with everything numba embeds of it, and the typing code (an ``@overload``'s or
+    ``@intrinsic``'s function, as module and qualname) it covers; raises :class:`Uncacheable` for what has no
+    digest."""
     walk = _EmbeddedWalk()
     return walk.digest(value), frozenset(walk.typed_by)
 
@@ -322,7 +323,7 @@ class _EmbeddedWalk:
     def __init__(self) -> None:
         self.digests: dict[int, str] = {}
         self.modules: set[tuple[int, frozenset[str]]] = set()
-        self.typed_by: set[str] = set()
+        self.typed_by: set[tuple[str, str]] = set()
         self._alive: list = []  # what was met, alive for the walk: an id is not reused meanwhile
 
     def digest(self, value, names: frozenset[str] = frozenset()) -> str:
@@ -365,7 +366,7 @@ class _EmbeddedWalk:
                 if module is not None:
                     raise Uncacheable(f"numba types {value!r:.60} with a template of {module}: its code is no fact")
             elif not is_versioned_module(source.__module__):
-                self.typed_by.add(source.__module__)
+                self.typed_by.add((source.__module__, source.__qualname__))
                 parts.append(self.digest(source))
         module = getattr(value, "__module__", None) if function is None else function.__module__
         if function is None and not is_versioned_module(module) and not typing:
@@ -709,14 +710,14 @@ def record(job, kernel) -> list[Fact]:
             facts.append(FunctionFact(ref, function_digest(func)))
             namespaces.setdefault(id(func.__globals__), ref)
             compiled.add(func)
-    typed_by: set[str] = set()  # the modules whose typing code (overloads, intrinsics) the facts digest
+    typed_by: set[tuple[str, str]] = set()  # the typing code (overloads, intrinsics) the facts digest
     for node in leaves:
         if isinstance(node, Binding):
             _check_compiled(node.value, compiled)
             namespace = _namespace_ref(node.namespace, namespaces)
             if embeds_numba_code(node.value, compiled):
-                digest, modules = embedded_digest(node.value)
-                typed_by |= modules
+                digest, typing = embedded_digest(node.value)
+                typed_by |= typing
                 facts.append(EmbeddedFact(namespace, node.name, node.with_builtins, digest))
             else:
                 facts.append(GlobalFact(namespace, node.name, node.with_builtins, value_digest(node.value)))
@@ -731,15 +732,16 @@ def record(job, kernel) -> list[Fact]:
         elif not isinstance(node, (MethodMatch, FunctionState, EmptyTable)):
             raise Uncacheable(f"it depends on {node.describe()}")
     for need in kernel.needs:
-        if isinstance(need, bridge.TypedByTemplates) and not _digested(need.module, typed_by):
-            raise Uncacheable(f"numba typing templates of {need.module} typed a call: their code is no fact")
+        if isinstance(need, bridge.TypedByTemplates) and not _digested(need, typed_by):
+            raise Uncacheable(f"numba's typing by {need.module}.{need.qualname} is in it: that code is no fact")
     return facts
 
 
-def _digested(module: str, typed_by: set[str]) -> bool:
-    """Is the typing code of ``module`` that typed a call known to another process: a versioned package's, or
-    an installed package's that a fact digests (not the user's own: such a call is not cached)?"""
-    return is_versioned_module(module) or (module in typed_by and is_library_module(module))
+def _digested(need, typed_by: set[tuple[str, str]]) -> bool:
+    """Is the typing code that typed a call or an attribute read known to another process: a versioned
+    package's, or an installed package's that a fact digests (not the user's own: such code is not cached)?"""
+    module = need.module
+    return is_versioned_module(module) or ((module, need.qualname) in typed_by and is_library_module(module))
 
 
 def _is_struct_definition(node) -> bool:

@@ -99,6 +99,7 @@ def code_sass(
 ) -> str:
     """The SASS of ``kernel`` (needs a GPU, or ptxas and nvdisasm; ``cc`` defaults to the device's)."""
     library, cc = _cuda_library(kernel, args_or_types, cc or cuda_target.device_cc(), context, state, options)
+    cuda_target.make_current_if_gpu()  # a kernel compiled on another thread: linking its cubin asks the driver
     return library.get_sass(cc=cc)
 
 

@@ -939,6 +939,28 @@ def test_a_kernel_typed_by_an_overload_in_the_users_code_is_compiled_and_not_sto
     assert (od.stats()["disk_uncacheable"], od.stats()["compiles"], od.stats()["disk_hits"]) == (1, 1, 0)
 
 
+def test_a_kernel_calling_a_method_from_an_overload_method_in_the_users_code_is_not_stored(modules):
+    """numba types ``x.method()`` by attribute templates, never through overdub's dispatch: still a need."""
+    _lib, kern = modules(
+        """
+        from numba.core import types
+        from numba.core.extending import overload_method
+
+        @overload_method(types.Array, "odtest_twice")
+        def twice(arr, i):
+            return lambda arr, i: arr[i] * 2.0
+    """,
+        """
+        def kernel(out, x):
+            out[0] = x.odtest_twice(3)
+    """,
+    )
+    assert _launch(kern)[0] == 6.0
+    _as_new_process()
+    _launch(kern)
+    assert (od.stats()["disk_uncacheable"], od.stats()["compiles"], od.stats()["disk_hits"]) == (1, 1, 0)
+
+
 STATE_LIB = """
     import overdub as od
     from numba import cuda
@@ -1211,6 +1233,34 @@ def test_an_installed_packages_overload_is_digested_with_its_implementation(inst
     pkg.SHIFT = 2  # what the overload's implementation reads: numba freezes it (and, in this process, keeps it)
     od.cuda(m.kernel, out, target="cpu")
     assert (od.stats()["disk_hits"], od.stats()["compiles"]) == (0, 1)
+
+
+def test_an_installed_packages_attribute_is_not_stored_though_its_overload_in_the_same_module_is_digested(
+    installed, make_module
+):
+    """A fact digests the ``@overload`` the kernel names; the ``@overload_attribute`` of the same module that
+    typed ``out.odtest_attr`` is no fact: a package edited there must not load stale code."""
+    pkg = installed("""
+        from numba.core import types
+        from numba.core.extending import overload, overload_attribute
+
+        def placeholder(x):
+            raise NotImplementedError
+
+        @overload(placeholder)
+        def _placeholder(x):
+            return lambda x: x * 10
+
+        @overload_attribute(types.Array, "odtest_attr")
+        def _attr(arr):
+            return lambda arr: arr.shape[0] + 1
+    """)
+    m = make_module(
+        f"import {pkg.__name__} as pkg\n\ndef kernel(out):\n    out[0] = pkg.placeholder(3) + out.odtest_attr\n"
+    )
+    out = np.zeros(1)
+    od.cuda(m.kernel, out, target="cpu")
+    assert (out[0], od.stats()["disk_uncacheable"]) == (32.0, 1)
 
 
 def test_an_installed_packages_object_numba_knows_only_by_name_is_compiled_and_not_stored(installed, make_module):

@@ -18,6 +18,7 @@ from numba import cuda
 
 import overdub as od
 from helpers import CALLS_F_OF_X, SEED, TWO_ARGS, in_threads, method_f
+from overdub.targets import cuda as cuda_target
 
 pytestmark = pytest.mark.gpu
 ROOT = Path(__file__).resolve().parents[1]
@@ -438,6 +439,16 @@ def test_code_sass_on_the_gpu(make_module):
     )
     sass = od.code_sass(m.kernel, numba.float32[:], od.float32)
     assert "FMUL" in sass or "FADD" in sass
+
+
+def test_code_sass_of_a_compiled_kernel_on_a_fresh_host_thread(make_module):
+    m = make_module("def kernel(a, x):\n    a[0] = x * 3\n", prefix="gpu_sass_thread")
+    od.code_ptx(m.kernel, numba.float32[:], od.float32, cc=cuda_target.device_cc())  # compiled here
+    found = []
+    worker = threading.Thread(target=lambda: found.append(od.code_sass(m.kernel, numba.float32[:], od.float32)))
+    worker.start()
+    worker.join()
+    assert found and "FMUL" in found[0]
 
 
 def test_vector_loads_and_stores_on_the_gpu(cupy, make_module):

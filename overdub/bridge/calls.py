@@ -94,10 +94,12 @@ def callee_type(context, callee, args: tuple):
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class TypedByTemplates:
-    """A need of compiled code: a call in it was typed by numba typing templates of ``module`` (a module
-    outside numba and overdub), whose code no fact of the disk cache records."""
+    """A need of compiled code: a call or attribute read in it was typed by the numba typing template (or the
+    ``@overload``'s function behind it) ``module``.``qualname``, outside numba and overdub: the disk cache
+    stores the code only where a fact digests that very code."""
 
     module: str
+    qualname: str
 
 
 def _note_typing_modules(fnty) -> None:
@@ -106,17 +108,42 @@ def _note_typing_modules(fnty) -> None:
     code, say: the disk cache, which cannot check such code, then does not store what was built. (numba
     internals: a template's ``_overload_func`` and ``_definition_func``.)"""
     needs = getattr(world.being_built(), "needs", None)
+    if needs is not None:
+        for template in getattr(fnty, "templates", ()):
+            _note_template(needs, template)
+
+
+def _note_template(needs: set, template) -> None:
+    for source in (template, getattr(template, "_overload_func", None), getattr(template, "_definition_func", None)):
+        module = getattr(source, "__module__", None)
+        if isinstance(module, str) and not module.startswith(("numba", "overdub")):
+            needs.add(TypedByTemplates(module, getattr(source, "__qualname__", repr(source))))
+
+
+def note_attribute_templates(compiled) -> None:
+    """As :func:`_note_typing_modules` for calls, for each attribute read in ``compiled`` (a numba compile
+    result, or a dispatcher: each of its compile results) that typing templates outside numba and overdub
+    resolved: an ``@overload_method``, an ``@overload_attribute``, an ``AttributeTemplate``. numba types such
+    a read (``x.method(...)``, ``x.attribute``) itself, never through overdub's dispatch. (numba internals: a
+    compile result's typed IR, the typing context's ``find_matching_getattr_template``.)"""
+    needs = getattr(world.being_built(), "needs", None)
     if needs is None:
         return
-    for template in getattr(fnty, "templates", ()):
-        for source in (
-            template,
-            getattr(template, "_overload_func", None),
-            getattr(template, "_definition_func", None),
-        ):
-            module = getattr(source, "__module__", None)
-            if isinstance(module, str) and not module.startswith(("numba", "overdub")):
-                needs.add(TypedByTemplates(module))
+    results = compiled.overloads.values() if hasattr(compiled, "overloads") else [compiled]
+    for cres in list(results):
+        annotation, context = getattr(cres, "type_annotation", None), cres.typing_context
+        if annotation is None:
+            continue
+        for block in annotation.blocks.values():
+            for expr in block.find_exprs("getattr"):
+                typ = annotation.typemap.get(expr.value.name)
+                if typ is None:
+                    continue
+                found = context.find_matching_getattr_template(typ, expr.attr) or (
+                    context.find_matching_getattr_template(types.unliteral(typ), expr.attr)
+                )
+                if found:
+                    _note_template(needs, found["template"])
 
 
 def always_inlined_overload(context, callee, args: tuple, kws: dict):

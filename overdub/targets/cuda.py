@@ -93,7 +93,7 @@ def _context_is_current() -> bool:
     return not err and int(context) != 0
 
 
-def _make_current_if_gpu() -> None:
+def make_current_if_gpu() -> None:
     """:func:`make_current` where a usable GPU is (compiling needs none; where there is one, numba-cuda and
     cuda.core may ask the driver while compiling and linking)."""
     if gpu_usable():
@@ -451,7 +451,7 @@ class CUDATarget(Configurable):
         nvvm_options = {"opt": 3 if options.opt and not options.debug else 0, "fastmath": options.fastmath}
         if options.debug:
             nvvm_options["g"] = None
-        _make_current_if_gpu()
+        make_current_if_gpu()
         with _compiling_for(self.cc):
             return compile_cuda(
                 func,
@@ -480,6 +480,7 @@ class CUDATarget(Configurable):
     def compile_method(self, func, typing_context, argtypes, kws):
         folded, pysig = bridge.fold_call(func, argtypes, kws)
         cres = self._compile(func, None, folded)
+        bridge.note_attribute_templates(cres)
         impl_key = ("overdub", cres.fndesc.mangled_name)
         sig = signature(cres.signature.return_type, *folded).replace(pysig=pysig)
         return sig, impl_key, Registration(cres, impl_key)
@@ -500,6 +501,7 @@ class CUDATarget(Configurable):
         """numba's compile result for a kernel, its library finished for loading: PTX (``get_asm_str``), LLVM IR
         (``get_llvm_str``), SASS, LTO PTX."""
         cres = self._compile(func, types.void, tuple(argtypes))
+        bridge.note_attribute_templates(cres)
         library = cres.library
         entry = library.get_function(cres.fndesc.llvm_func_name)
         library._entry_name = cres.fndesc.llvm_func_name

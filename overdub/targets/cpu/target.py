@@ -266,6 +266,7 @@ class CPUTarget(Configurable):
         dispatcher = numba.njit(func, no_cpython_wrapper=True, no_cfunc_wrapper=True, **self._njit_options)
         with cpu_checks.checking(self.options.debug):
             sig, impl_key = bridge.dispatcher_call(typing_context, dispatcher, argtypes, kws)
+        bridge.note_attribute_templates(dispatcher)
         return sig, impl_key, dispatcher  # the dispatcher must outlive every caller's code
 
     def call_with_state(self, sig, impl_key):
@@ -278,9 +279,11 @@ class CPUTarget(Configurable):
         with cpu_checks.checking(checked):
             if runner.SYMBOLS is None:
                 grid_loop = cpu_grid.compile_serial(func, argtypes, self._njit_options)
+                bridge.note_attribute_templates(grid_loop)
                 runner.check_local_memory(needs, f"kernel {func.__qualname__}")
                 return SerialLauncher(grid_loop, argtypes, checked)
             body, address, mode = cpu_grid.compile_grid_body(func, argtypes, needs, self._njit_options)
+        bridge.note_attribute_templates(body)
         runner.check_local_memory(needs, f"kernel {func.__qualname__}")
         return CPULauncher(body, address, mode, cpu_grid.entry(argtypes), argtypes, checked)
 
