@@ -1,12 +1,21 @@
 """The CUDA kernel idiom on the CPU target (overdub/targets/cpu.py): grid, block and thread indices in 1, 2
-and 3 dimensions (callees read the calling thread's), atomics, local arrays, ``print`` once per thread. Barriers, shared memory and
-warp operations: tests/test_cpu_sync.py.
+and 3 dimensions (callees read the calling thread's), atomics, local arrays, ``print`` once per thread; the math
+intrinsics (``cuda.fma``, the bit intrinsics, ``cuda.libdevice``) and float16 (``cuda.fp16``) with the GPU's
+answers, or refused by name. Barriers, shared memory and warp operations: tests/test_cpu_sync.py.
 """
 
+import math
+import os
+import struct
+import subprocess
+import sys
+
 import numpy as np
+import pytest
 
 import overdub as od
 from helpers import run
+from overdub.targets import cpu
 
 # --- grid indexing --------------------------------------------------------------------------------------
 
@@ -126,6 +135,69 @@ def test_atomic_add_accumulates_over_the_grid(make_module):
     assert run(m.kernel, n=2, blocks=5, threads=7, target="cpu") == [35, sum(range(35))]
 
 
+FLOAT_EXTREMES = """
+    from numba import cuda
+
+    def kernel(out, v):
+        i = cuda.grid(1)
+        if i < v.size:
+            cuda.atomic.max(out, 0, v[i])
+            cuda.atomic.min(out, 1, v[i])
+            cuda.atomic.nanmax(out, 2, v[i])
+            cuda.atomic.nanmin(out, 3, v[i])
+            cuda.atomic.max(out, 4, v[i])
+            cuda.atomic.nanmax(out, 5, v[i])
+"""
+
+
+@pytest.mark.parametrize("workers", [1, 4])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_float_atomic_max_and_min_follow_numba_cudas_nan_rules(make_module, dtype, workers):
+    """They failed to compile ("Intrinsic called with incompatible signature"), and nanmax/nanmin were missing.
+    numba-cuda's max/min skip a NaN value and keep a NaN element; nanmax/nanmin skip a NaN value and replace
+    a NaN element."""
+    cpu.TARGET.workers = workers
+    m = make_module(FLOAT_EXTREMES)
+    v = np.random.default_rng(7).normal(size=20_000).astype(dtype)
+    v[::97] = np.nan
+    out = np.array([-np.inf, np.inf, -np.inf, np.inf, np.nan, np.nan], dtype)
+    od.cuda(m.kernel, out, v, blocks=-(-v.size // 64), threads=64, target="cpu")
+    top, bottom = np.nanmax(v), np.nanmin(v)
+    np.testing.assert_array_equal(out, np.array([top, bottom, top, bottom, np.nan, top], dtype))
+
+
+def test_float_atomic_max_returns_the_old_value(make_module):
+    m = make_module("""
+        from numba import cuda
+
+        def kernel(out, a):
+            out[0] = cuda.atomic.max(a, 0, 5.0)
+            out[1] = cuda.atomic.max(a, 0, 2.0)
+            out[2] = cuda.atomic.nanmin(a, 1, 1.0)
+    """)
+    a = np.array([3.0, np.nan])
+    out = np.zeros(3)
+    od.cuda(m.kernel, out, a, blocks=1, threads=1, target="cpu")
+    np.testing.assert_array_equal(out, [3.0, 5.0, np.nan])
+    assert a.tolist() == [5.0, 1.0]
+
+
+def test_a_kernel_factory_may_capture_an_atomic(make_module):
+    """A closure capturing ``cuda.atomic.add`` raised "NameError: name 'op' is not defined"."""
+    m = make_module("""
+        from numba import cuda
+
+        def make(op):
+            def kernel(a):
+                op(a, 0, cuda.grid(1))
+            return kernel
+
+        adds, maxes = make(cuda.atomic.add), make(cuda.atomic.max)
+    """)
+    assert run(m.adds, blocks=2, threads=8, target="cpu") == [sum(range(16))]
+    assert run(m.maxes, blocks=2, threads=8, target="cpu") == [15]
+
+
 def test_local_array_works_per_thread(make_module):
     m = make_module("""
         import numba
@@ -138,6 +210,157 @@ def test_local_array_works_per_thread(make_module):
             out[cuda.grid(1)] = scratch[0] + scratch[3]
     """)
     assert run(m.kernel, n=4, threads=4, target="cpu") == [2 * i + 3 for i in range(4)]
+
+
+# --- math intrinsics, libdevice and float16 -------------------------------------------------------------
+
+
+def test_fma_and_the_bit_intrinsics_give_the_gpus_answers(make_module):
+    """``cuda.fma`` was an unknown attribute on the CPU target; so were cbrt, popc, clz, brev, ffs, selp, the
+    fences and nanosleep."""
+    m = make_module("""
+        import numba
+        from numba import cuda
+
+        def kernel(f, i, u, x):
+            f[0] = cuda.fma(x[0], x[1], x[2])
+            f[1] = cuda.cbrt(x[3])
+            i[0] = cuda.popc(numba.int64(-1))
+            i[1] = cuda.clz(numba.int32(1))
+            i[2] = cuda.ffs(numba.int32(8))
+            i[3] = cuda.ffs(numba.int64(0))
+            i[4] = cuda.selp(x[0] > 1.0, numba.int64(7), numba.int64(9))
+            u[0] = cuda.brev(numba.uint32(1))
+            u[1] = cuda.brev(numba.uint64(1))
+            cuda.threadfence()
+            cuda.threadfence_block()
+            cuda.nanosleep(100)
+    """)
+    x = np.array([1 + 2.0**-30, 1 - 2.0**-30, -1.0, 27.0])
+    f, i, u = np.zeros(2), np.zeros(5, np.int64), np.zeros(2, np.uint64)
+    od.cuda(m.kernel, f, i, u, x, blocks=1, threads=1, target="cpu")
+    assert f[0] == -(2.0**-60)  # one rounding: x0 * x1 + x2 is 0.0 in two
+    assert f[1] == pytest.approx(3.0, rel=1e-15)  # the C library's cbrt, as accurate as libdevice's
+    assert i.tolist() == [64, 31, 4, 0, 7]
+    assert u.tolist() == [2**31, 2**63]
+
+
+LIBDEVICE = """
+    import numba
+    from numba import cuda
+    from numba.cuda import libdevice
+
+    def kernel(f, i, x):
+        f[0] = libdevice.exp(x[0])
+        f[1] = libdevice.expf(numba.float32(x[0]))
+        s, c = libdevice.sincos(x[0])
+        f[2] = s
+        f[3] = c
+        mantissa, exponent = libdevice.frexp(x[1])
+        f[4] = mantissa
+        i[0] = exponent
+        f[5] = libdevice.fma_rn(x[2], x[3], -1.0)
+        f[6] = libdevice.saturatef(numba.float32(x[4]))
+        i[1] = libdevice.float2int_rn(numba.float32(2.5))
+        i[2] = libdevice.double2int_rd(-1.5)
+        i[3] = libdevice.double2ll_rz(x[5])
+        i[4] = libdevice.popcll(-1)
+        i[5] = libdevice.brev(1)
+        i[6] = libdevice.byte_perm(0x33221100, 0x77665544, 0x4172)
+        i[7] = libdevice.umulhi(-1, 2)
+        i[8] = libdevice.mul64hi(-(2**62), 4)
+        i[9] = libdevice.isnand(x[4])
+        i[10] = libdevice.signbitd(-0.0)
+        i[11] = libdevice.double_as_longlong(1.0)
+        i[12] = libdevice.ffs(0x50)
+        i[13] = libdevice.sad(3, 10, 100)
+        i[14] = libdevice.llrint(x[5])
+        i[15] = libdevice.hadd(-7, 2)
+"""
+
+
+def test_libdevice_functions_give_the_gpus_answers(make_module):
+    """They compiled as the Python placeholders they are: typed ``none`` (``setitem(array, int64, none)``)."""
+    m = make_module(LIBDEVICE)
+    x = np.array([0.75, 48.0, 1 + 2.0**-30, 1 - 2.0**-30, np.nan, np.inf])
+    f, i = np.zeros(7), np.zeros(16, np.int64)
+    od.cuda(m.kernel, f, i, x, blocks=1, threads=1, target="cpu")
+    assert f[0] == math.exp(0.75) and f[1] == pytest.approx(math.exp(0.75), rel=1e-7)
+    assert f[2:4].tolist() == [math.sin(0.75), math.cos(0.75)]
+    assert f[4:].tolist() == [0.75, -(2.0**-60), 0.0]
+    assert i[0] == 6
+    assert i[1:].tolist() == [
+        2,  # to nearest, ties to even
+        -2,
+        2**63 - 1,  # saturating, as cvt does
+        64,
+        -(2**31),  # bit 0 reversed into the sign bit of an int32
+        0x44117722,  # bytes 2, 7, 1, 4 of 0x7766554433221100, lowest first
+        1,  # the high word of 0xffffffff * 2, unsigned
+        -1,  # the high word of -2**64, signed
+        1,
+        1,
+        struct.unpack("<q", struct.pack("<d", 1.0))[0],
+        5,
+        107,
+        2**63 - 1,
+        -3,  # (-7 + 2) >> 1, rounded down
+    ]
+
+
+def test_a_libdevice_function_the_cpu_cannot_run_is_refused_naming_it_and_the_line(make_module):
+    m = make_module("""
+        from numba import cuda
+        from numba.cuda import libdevice
+
+        def kernel(out, x):
+            out[0] = libdevice.fadd_rz(x[0], x[1])
+    """)
+    with pytest.raises(od.CompileError, match=r"cuda\.libdevice\.fadd_rz cannot run on the CPU target: .*:6.*'cuda'"):
+        od.cuda(m.kernel, np.zeros(1, np.float32), np.ones(2, np.float32), blocks=1, threads=1, target="cpu")
+
+
+def test_float16_computes_in_half_precision_as_on_the_gpu(make_module):
+    """A float16 array failed with a bare ``NotImplementedError: float16``. Each operation rounds to half, as
+    numba-cuda's float16 arithmetic does: 2048 + 1 is 2048 (the spacing there is 2), twice."""
+    m = make_module("""
+        import math
+        from numba import cuda
+        from numba.cuda import fp16
+
+        def kernel(out, h):
+            out[0] = (h[0] + h[1]) + h[1]
+            t = h[0]
+            t += h[1]
+            t += h[1]
+            out[1] = t
+            out[2] = fp16.hadd(fp16.hadd(h[0], h[1]), h[1])
+            out[3] = math.sqrt(h[2]) * h[3]
+            out[4] = fp16.hfma(h[2], h[3], h[1])
+            out[5] = fp16.hmax(h[4], h[1])
+            out[6] = -h[2] / h[3]
+            out[7] = math.floor(h[3])
+            out[8] = fp16.heq(h[4], h[4])
+    """)
+    h = np.array([2048, 1, 2.5, 3.0, np.nan], np.float16)
+    out = np.zeros(9, np.float16)
+    od.cuda(m.kernel, out, h, blocks=1, threads=1, target="cpu")
+    expected = [2048, 2048, 2048, np.sqrt(h[2]) * h[3], np.float16(8.5), 1, -h[2] / h[3], 3, 0]
+    np.testing.assert_array_equal(out, np.array(expected, np.float16))
+
+
+def test_under_numbas_cuda_simulator_importing_overdub_says_it_cannot_run_there():
+    """``import overdub`` failed with "module 'numba.cuda' has no attribute 'grid'"."""
+    done = subprocess.run(
+        [sys.executable, "-c", "import overdub"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "NUMBA_ENABLE_CUDASIM": "1"},
+        timeout=300,
+    )
+    assert done.returncode != 0
+    assert "ImportError: overdub does not run under numba's CUDA simulator" in done.stderr
+    assert "target='cpu'" in done.stderr
 
 
 # --- unsupported on the CPU -----------------------------------------------------------------------------

@@ -8,6 +8,10 @@ launch function and caches it.
 
 A target's ``name`` is what users pass (``od.cuda(..., target="cuda")``); ``label`` is how messages name it
 (``"cuda (sm_90)"``).
+
+Both targets compile with numba-cuda's typing and stubs (``cuda.grid``, ``cuda.atomic``...), which numba's CUDA
+simulator (``NUMBA_ENABLE_CUDASIM=1``) replaces with Python that runs kernels itself: under it importing the
+targets raises one ImportError saying so, and that the CPU target is what runs kernels without a GPU.
 """
 
 from __future__ import annotations
@@ -16,6 +20,15 @@ import functools
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Protocol
+
+from numba import config as numba_config
+
+if numba_config.ENABLE_CUDASIM:
+    raise ImportError(
+        "overdub does not run under numba's CUDA simulator (NUMBA_ENABLE_CUDASIM=1): the simulator replaces "
+        "numba.cuda, which overdub compiles kernels with. Unset NUMBA_ENABLE_CUDASIM; overdub's CPU target runs "
+        "kernels without a GPU (od.cuda(kernel, ..., target='cpu'), or OVERDUB_TARGET=cpu)."
+    )
 
 from .. import settings
 from ..runtime import runtime

@@ -4,7 +4,11 @@ parallel on several cores.
 Each is one ``atomicrmw`` (or ``cmpxchg``) on the element's address, relaxed ("monotonic") like CUDA's
 atomics, returning the old value. Integer max/min compare signed or unsigned as the array's dtype is;
 ``inc``/``dec`` wrap as CUDA's do (``old >= val ? 0 : old + 1``; ``old == 0 or old > val ? val : old - 1``),
-which LLVM's ``uinc_wrap``/``udec_wrap`` are.
+which LLVM's ``uinc_wrap``/``udec_wrap`` are. Float ``max``/``min``/``nanmax``/``nanmin`` are numba-cuda's
+compare-and-swap loops (its ``___numba_atomic_double_max`` and kin), whose NaN rules are none of LLVM's
+``fmax``/``fmin``: ``max``/``min`` store nothing where the value or the element is NaN (a NaN element stays),
+``nanmax``/``nanmin`` store nothing where the value is NaN and replace a NaN element; all return the element
+as first loaded.
 
 Where the grid runs on one worker thread, no two threads touch memory at the same time (fibers switch only
 at barriers), and a locked instruction per atomic costs 20-100x a plain read-modify-write. So a grid body
@@ -52,8 +56,6 @@ def _serial_rmw(builder, op: str, pointer, value):
         new = getattr(builder, {"and": "and_", "or": "or_"}.get(op, op))(old, value)
     elif op == "xchg":
         new = value
-    elif op in ("fmax", "fmin"):
-        new = builder.call(builder.module.declare_intrinsic(f"llvm.{op[1:]}num", [value.type]), [old, value])
     elif op in ("max", "min", "umax", "umin"):
         compare = builder.icmp_unsigned if op.startswith("u") else builder.icmp_signed
         new = builder.select(compare(">" if op.endswith("max") else "<", old, value), old, value)
@@ -90,12 +92,15 @@ def _rmw_instruction(builder, op: str, pointer, value):
     return old
 
 
-# name: (signed int op, unsigned int op, float op); None where the dtype is not supported
+# name: (signed int op, unsigned int op, float op); None where the dtype is not supported; a float op of
+# _FLOAT_EXTREMES is a compare-and-swap loop
 _OPERATIONS = {
     "add": ("add", "add", "fadd"),
     "sub": ("sub", "sub", "fsub"),
     "max": ("max", "umax", "fmax"),
     "min": ("min", "umin", "fmin"),
+    "nanmax": ("max", "umax", "fnanmax"),
+    "nanmin": ("min", "umin", "fnanmin"),
     "exch": ("xchg", "xchg", "xchg"),
     "and_": ("and", "and", None),
     "or_": ("or", "or", None),
@@ -134,6 +139,62 @@ def _check(name: str, ary, idx, supported: bool):
         raise TypingError(f"cuda.atomic.{name} does not support arrays of {ary.dtype}")
 
 
+# numba-cuda's float max/min (cudadrv/nvvm.py): (the comparison of element and value that stores the value,
+# whether a NaN element is kept as it is)
+_FLOAT_EXTREMES = {"fmax": ("olt", True), "fmin": ("ogt", True), "fnanmax": ("ult", False), "fnanmin": ("ugt", False)}
+
+
+def _float_extreme(builder, op: str, pointer, value):
+    """numba-cuda's float ``max``/``min``/``nanmax``/``nanmin`` of the element at ``pointer`` and ``value``: a
+    compare-and-swap loop (or, in a grid body running on one worker, a plain load and store); the element as
+    first loaded."""
+    compare, nan_element_stays = _FLOAT_EXTREMES[op]
+    first = builder.load_atomic(pointer, _ORDER, _float_bits(value.type) // 8)
+    skip = builder.fcmp_unordered("uno", value, first if nan_element_stays else value)
+    parallel = _parallel_flag(builder)
+    with builder.if_then(builder.not_(skip)):
+        if parallel is None:
+            _compare_and_swap_loop(builder, compare, pointer, first, value)
+        else:
+            with builder.if_else(parallel) as (atomic, serial):
+                with atomic:
+                    _compare_and_swap_loop(builder, compare, pointer, first, value)
+                with serial, builder.if_then(_fcmp(builder, compare, first, value)):
+                    builder.store(value, pointer)
+    return first
+
+
+def _compare_and_swap_loop(builder, compare: str, pointer, first, value):
+    """Swap ``value`` in while the element compares as ``compare`` with it (another thread may have stored
+    since it was read)."""
+    bits = ir.IntType(_float_bits(value.type))
+    int_pointer = builder.bitcast(pointer, bits.as_pointer())
+    entry = builder.block
+    check = builder.append_basic_block("atomic_extreme.check")
+    attempt = builder.append_basic_block("atomic_extreme.attempt")
+    done = builder.append_basic_block("atomic_extreme.done")
+    builder.branch(check)
+    builder.position_at_end(check)
+    current = builder.phi(value.type)
+    current.add_incoming(first, entry)
+    builder.cbranch(_fcmp(builder, compare, current, value), attempt, done)
+    builder.position_at_end(attempt)
+    swapped = builder.cmpxchg(int_pointer, builder.bitcast(current, bits), builder.bitcast(value, bits), _ORDER, _ORDER)
+    current.add_incoming(builder.bitcast(builder.extract_value(swapped, 0), value.type), attempt)
+    builder.cbranch(builder.extract_value(swapped, 1), done, check)
+    builder.position_at_end(done)
+
+
+def _float_bits(llty) -> int:
+    return 32 if isinstance(llty, ir.FloatType) else 64
+
+
+def _fcmp(builder, compare: str, a, b):
+    ordered = compare.startswith("o")
+    operator = {"lt": "<", "gt": ">"}[compare[1:]]
+    return builder.fcmp_ordered(operator, a, b) if ordered else builder.fcmp_unordered(operator, a, b)
+
+
 def _rmw(name: str, ops):
     def atomic(typingctx, ary, idx, val):
         dtype = getattr(ary, "dtype", None)
@@ -147,6 +208,8 @@ def _rmw(name: str, ops):
         def codegen(context, builder, sig, args):
             pointer = _element_pointer(context, builder, sig, args)
             value = context.cast(builder, args[2], sig.args[2], dtype)
+            if op in _FLOAT_EXTREMES:
+                return _float_extreme(builder, op, pointer, value)
             return _rmw_instruction(builder, op, pointer, value)
 
         return dtype(ary, idx, val), codegen

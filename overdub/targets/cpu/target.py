@@ -29,6 +29,7 @@ import ctypes
 import itertools
 import math
 import secrets
+import types as pytypes
 import weakref
 
 import numba
@@ -38,6 +39,8 @@ from numba.core.compiler import CompileResult
 from numba.core.compiler_lock import global_compiler_lock
 from numba.core.environment import Environment
 from numba.core.registry import cpu_target
+from numba.cuda import fp16 as numba_fp16
+from numba.cuda import libdevice as numba_libdevice
 
 from ... import arguments, bridge, settings, world
 from ...bridge.hidden import HiddenArgumentCall
@@ -49,13 +52,14 @@ from .. import launchfn
 from ..options import CompileOptions, Configurable
 from . import checks as cpu_checks
 from . import conversions as cpu_conversions  # noqa: F401  (registers the GPU's float to integer conversions)
+from . import devicemath, half, runner
 from . import grid as cpu_grid
 from . import libm as cpu_libm
-from . import runner
 from . import state as cpu_state
 from . import sync as cpu_sync
 from .atomics import ATOMIC
 from .globalarrays import global_array
+from .libdevice import LIBDEVICE
 from .runner import UnsupportedOnCPU
 from .sync import SYNC_NAMES, namespace
 
@@ -76,6 +80,7 @@ CUDA_IDIOM = namespace(
     cg=cpu_sync.CG,
     atomic=ATOMIC,
     **{name: getattr(cpu_sync, name) for name in SYNC_NAMES},
+    **{name: getattr(devicemath.STUBS, name) for name in devicemath.STUB_NAMES},
 )
 """What ``numba.cuda`` (and each of the names it exports for kernels) means inside a CPU-target kernel."""
 
@@ -329,17 +334,34 @@ TARGET = CPUTarget()
 TARGET.root.forward(print, cuprintln)
 for _name in ("fmod", "remainder", "modf"):  # numba-cuda compiles them, numba's CPU target does not
     TARGET.root.forward(getattr(math, _name), getattr(cpu_libm, _name))
+for _name, _function in vars(LIBDEVICE).items():  # numba-cuda's libdevice placeholders mean nothing on the CPU
+    TARGET.root.forward(getattr(numba_libdevice, _name), _function)
+# numba.cuda.fp16 is imported here, not once a program does: numba-cuda's CUDA typing imports it anyway, and a
+# forward added then would invalidate every kernel compiled so far
+for _name in numba_fp16.__all__:
+    _function = getattr(numba_fp16, _name)
+    if isinstance(_function, pytypes.FunctionType):
+        TARGET.root.forward(_function, half.cpu_function(_name, _function))
 # The kernel idiom: calls are forwarded (so a context's overdub of cuda.grid still applies on the CPU),
 # objects read for their attributes are replaced.
-for _name in ("grid", "gridsize") + SYNC_NAMES:
+for _name in ("grid", "gridsize") + SYNC_NAMES + devicemath.STUB_NAMES:
     _stub = getattr(numba_cuda, _name)  # numba-cuda's stubs are classes: replaced, not forwarded
     (TARGET.root.replace if isinstance(_stub, type) else TARGET.root.forward)(_stub, getattr(CUDA_IDIOM, _name))
 for _name in ("threadIdx", "blockIdx", "blockDim", "gridDim", "laneid", "shared", "local", "atomic", "const", "cg"):
     TARGET.root.replace(getattr(numba_cuda, _name), getattr(CUDA_IDIOM, _name))
+    for _member, _value in vars(getattr(CUDA_IDIOM, _name)).items():  # cuda.atomic.add held in a variable too
+        if callable(_value) and hasattr(getattr(numba_cuda, _name), _member):
+            TARGET.root.replace(getattr(getattr(numba_cuda, _name), _member), _value)
 TARGET.root.replace(numba_cuda.warpsize, 32)
 cpu_checks.install(cpu_state.read_slot)
 # on CUDA these are attributes of numba-cuda's stub classes (or stub classes themselves), not functions: calls
 # no hook observes there
 for _name in ("shared", "local", "atomic", "const", "cg"):
     TARGET.root.hide(*(value for value in vars(getattr(CUDA_IDIOM, _name)).values() if callable(value)))
-TARGET.root.hide(*(getattr(CUDA_IDIOM, name) for name in SYNC_NAMES if isinstance(getattr(numba_cuda, name), type)))
+TARGET.root.hide(
+    *(
+        getattr(CUDA_IDIOM, name)
+        for name in SYNC_NAMES + devicemath.STUB_NAMES
+        if isinstance(getattr(numba_cuda, name), type)
+    )
+)

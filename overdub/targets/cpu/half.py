@@ -1,0 +1,225 @@
+"""float16 on the CPU target: numpy's float16 arrays in kernels, their arithmetic typed as numba-cuda types
+it, and ``cuda.fp16``'s functions, with the GPU's answers.
+
+numba's CPU target had no data model for float16 (any kernel touching a float16 array failed with a bare
+``NotImplementedError: float16``); this module gives it LLVM's ``half``. numba-cuda types ``x + y``, ``x - y``,
+``x * y``, ``x / y``, ``-x``, ``+x``, ``abs(x)`` of float16 values, and ``math.sin`` and the other functions
+``numba.cuda.fp16`` binds (``_ol``), as float16; numba's CPU typing would promote them to float32 or float64.
+So the same ones are overloaded for the CPU target (numba tries a target's own overloads first) with the
+``cuda.fp16`` functions below, and the CPU target's root forwards ``numba.cuda.fp16``'s functions to those
+(target.py). The data model and the overloads are numba's, for every CPU compile of the process: numba code
+outside overdub, where float16 failed before, gets them too.
+
+Each is computed in a wider format and rounded once to half: exactly the GPU's answer for ``+``, ``-``, ``*``,
+``/``, ``sqrt`` (single precision holds every such result of two halves to the last bit a rounding needs) and
+``fma`` (computed in double); the GPU's approximations (``hexp``, ``hsin``...) are single precision's functions
+rounded to half. The rest of ``numba.cuda.fp16`` (conversions in a directed rounding mode, ``atomicAdd``...) is
+refused where a kernel calls it, naming the function.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+import operator
+import types as pytypes
+
+from llvmlite import ir
+from numba.core import types
+from numba.core.datamodel import models
+from numba.core.datamodel.registry import default_manager
+from numba.core.extending import overload
+
+from . import devicemath as dm
+
+# --- the data model -------------------------------------------------------------------------------------
+
+
+class HalfModel(models.PrimitiveModel):
+    """float16 as LLVM's ``half``."""
+
+    def __init__(self, dmm, fe_type):
+        super().__init__(dmm, fe_type, ir.HalfType())
+
+
+_float_model = default_manager.lookup(types.float32).__class__
+
+
+def _float_or_half_model(dmm, fe_type):
+    return HalfModel(dmm, fe_type) if fe_type == types.float16 else _float_model(dmm, fe_type)
+
+
+default_manager.register(types.Float, _float_or_half_model)  # numba's own rejects float16
+
+
+# --- cuda.fp16's functions -------------------------------------------------------------------------------
+
+HALF = ir.HalfType()
+
+
+def _in(wide, codegen):
+    """``codegen`` computed on the arguments widened to ``wide``, rounded back to half."""
+
+    def computed(context, builder, sig, args):
+        return builder.fptrunc(codegen(context, builder, sig, [builder.fpext(a, wide) for a in args]), HALF)
+
+    return computed
+
+
+def _single(codegen):
+    return _in(ir.FloatType(), codegen)
+
+
+def _compare(predicate: str, ordered: bool = True):
+    def codegen(context, builder, sig, args):
+        return (builder.fcmp_ordered if ordered else builder.fcmp_unordered)(predicate, *args)
+
+    return codegen
+
+
+def _saturated(codegen):
+    """``codegen``'s result clamped to [0, 1], NaN giving 0 (``__hadd_sat``)."""
+
+    def clamped(context, builder, sig, args):
+        return dm.saturatef(context, builder, sig, [codegen(context, builder, sig, args)])
+
+    return clamped
+
+
+def _relu(codegen):
+    """max(0, result); NaN stays NaN (``__hfma_relu``)."""
+
+    def clamped(context, builder, sig, args):
+        value = codegen(context, builder, sig, args)
+        negative = builder.fcmp_ordered("<", value, ir.Constant(HALF, 0.0))
+        return builder.select(negative, ir.Constant(HALF, 0.0), value)
+
+    return clamped
+
+
+def _to_half(context, builder, sig, args):
+    return builder.fptrunc(args[0], HALF)
+
+
+def _bitcast_to(toty):
+    def codegen(context, builder, sig, args):
+        return builder.bitcast(args[0], context.get_value_type(toty))
+
+    return codegen
+
+
+_ADD, _SUB, _MUL, _DIV = (_single(dm.arithmetic(op)) for op in ("fadd", "fsub", "fmul", "fdiv"))
+_FMA = _in(ir.DoubleType(), dm.llvm_intrinsic("fma"))
+_BINARY = {"hadd": _ADD, "hsub": _SUB, "hmul": _MUL, "hdiv": _DIV}
+_BINARY |= {f"__{name}": codegen for name, codegen in _BINARY.items()}
+_BINARY |= {"__hadd_rn": _ADD, "__hsub_rn": _SUB, "__hmul_rn": _MUL}
+_BINARY |= {"__hadd_sat": _saturated(_ADD), "__hsub_sat": _saturated(_SUB), "__hmul_sat": _saturated(_MUL)}
+_BINARY |= {  # NaN: the other argument (both NaN: NaN); +0 above -0
+    "hmax": dm.llvm_intrinsic("maximumnum"),
+    "hmin": dm.llvm_intrinsic("minimumnum"),
+    "__hmax_nan": dm.llvm_intrinsic("maximum"),  # NaN: NaN
+    "__hmin_nan": dm.llvm_intrinsic("minimum"),
+}
+_BINARY |= {"__hmax": _BINARY["hmax"], "__hmin": _BINARY["hmin"]}
+_COMPARISONS = {
+    name: _compare(predicate, ordered)
+    for stem, predicate in (("eq", "=="), ("ne", "!="), ("lt", "<"), ("le", "<="), ("gt", ">"), ("ge", ">="))
+    for name, ordered in ((f"h{stem}", True), (f"__h{stem}", True), (f"__h{stem}u", False))
+}
+_UNARY = {
+    "hneg": lambda context, builder, sig, args: builder.fneg(args[0]),
+    "habs": dm.llvm_intrinsic("fabs"),
+    "hceil": dm.llvm_intrinsic("ceil"),
+    "hfloor": dm.llvm_intrinsic("floor"),
+    "htrunc": dm.llvm_intrinsic("trunc"),
+    "hrint": dm.llvm_intrinsic("rint"),
+    "hsqrt": _single(dm.llvm_intrinsic("sqrt")),
+    "hrcp": _single(dm.reciprocal_of()),
+    "hrsqrt": _single(dm.reciprocal_of(dm.llvm_intrinsic("sqrt"))),
+    "hexp10": _single(dm.exp10),
+    **{f"h{name}": _single(dm.libm(name)) for name in ("exp", "exp2", "log", "log2", "log10", "sin", "cos", "tanh")},
+    "htanh_approx": _single(dm.libm("tanh")),
+}
+_UNARY |= {f"__{name}": _UNARY[name] for name in ("hneg", "habs")}
+
+
+def _implementations():
+    """name: (signature, codegen) of the functions of numba.cuda.fp16 the CPU target runs."""
+    h = types.float16
+    found = {name: (h(h, h), codegen) for name, codegen in _BINARY.items()}
+    found |= {name: (types.boolean(h, h), codegen) for name, codegen in _COMPARISONS.items()}
+    found |= {name: (h(h), codegen) for name, codegen in _UNARY.items()}
+    found |= {name: (h(h, h, h), _FMA) for name in ("hfma", "__hfma")}
+    found["__hfma_sat"] = (h(h, h, h), _saturated(_FMA))
+    found["__hfma_relu"] = (h(h, h, h), _relu(_FMA))
+    found["__hisnan"] = (types.boolean(h), lambda context, builder, sig, args: dm.is_nan(builder, args[0]))
+    found["__float2half"] = found["__float2half_rn"] = (h(types.float32), _to_half)
+    found["__double2half"] = (h(types.float64), _to_half)
+    found["__half2float"] = (
+        types.float32(h),
+        lambda context, builder, sig, args: builder.fpext(args[0], ir.FloatType()),
+    )
+    found["__half_as_short"] = (types.int16(h), _bitcast_to(types.int16))
+    found["__half_as_ushort"] = (types.uint16(h), _bitcast_to(types.uint16))
+    found["__short_as_half"] = (h(types.int16), _bitcast_to(h))
+    found["__ushort_as_half"] = (h(types.uint16), _bitcast_to(h))
+    return found
+
+
+def _fp16_function(name: str, sig, codegen):
+    typed = dm.typed_as(f"cuda.fp16.{name}", sig, codegen)
+    return dm.fixed_arity_intrinsic(__name__, f"FP16.{name}", len(sig.args), typed)
+
+
+FP16 = pytypes.SimpleNamespace(**{name: _fp16_function(name, *found) for name, found in _implementations().items()})
+"""``numba.cuda.fp16``'s functions inside a CPU-target kernel (target.py forwards each to its namesake)."""
+
+
+def cpu_function(name: str, function):
+    """What ``numba.cuda.fp16.<name>`` (the Python placeholder ``function``) means on the CPU target: its
+    namesake in :data:`FP16`, or, for one the CPU target does not run, an intrinsic refusing it by name."""
+    found = getattr(FP16, name, None)
+    if found is None:
+        arity = len(inspect.signature(function).parameters)
+        found = dm.fixed_arity_intrinsic(
+            __name__, f"FP16.{name}", arity, dm.refused(f"cuda.fp16.{name}", "overdub does not implement it")
+        )
+        setattr(FP16, name, found)
+    return found
+
+
+# --- float16 arithmetic typed as numba-cuda types it -----------------------------------------------------
+
+
+def _half(*args) -> bool:
+    return all(a == types.float16 for a in args)
+
+
+def _overload_binary(op, function):
+    @overload(op, target="cpu")
+    def binary(a, b):
+        if _half(a, b):
+            return lambda a, b: function(a, b)
+        return None
+
+
+def _overload_unary(op, function):
+    @overload(op, target="cpu")
+    def unary(a):
+        if _half(a):
+            return (lambda a: a) if function is None else (lambda a: function(a))
+        return None
+
+
+for _ops, _function in (
+    ((operator.add, operator.iadd), FP16.hadd),
+    ((operator.sub, operator.isub), FP16.hsub),
+    ((operator.mul, operator.imul), FP16.hmul),
+    ((operator.truediv, operator.itruediv), FP16.hdiv),
+):
+    for _op in _ops:
+        _overload_binary(_op, _function)
+for _unary_op, _unary in ((operator.neg, FP16.hneg), (operator.pos, None), (abs, FP16.habs)):
+    _overload_unary(_unary_op, _unary)
+for _name in ("trunc", "ceil", "floor", "fabs", "sqrt", "log", "log2", "log10", "exp", "exp2", "tanh", "cos", "sin"):
+    _overload_unary(getattr(math, _name), getattr(FP16, {"fabs": "habs"}.get(_name, "h" + _name)))
