@@ -15,6 +15,7 @@ from .intrinsics import Pointer, cuprintln, pointer, state, unsafe_load, unsafe_
 from .launch import cuda, default_target, synchronize
 from .reflect import code_llvm, code_ptx, code_sass, code_typed, explain, stats
 from .registry import AmbiguityError, GenericFunction, Method, MethodError, function, methods, which
+from .scaleout import map_blocks, map_overlap
 from .structs import struct, struct_array
 from .types import AbstractType, PtrType, issubtype
 from .world import current_world, invalidation_log
@@ -128,6 +129,9 @@ __all__ = [
     "vload",
     "vstore",
     "cuprintln",
+    # other processes: a kernel over the chunks of a dask array
+    "map_blocks",
+    "map_overlap",
     # introspection and errors
     "stats",
     "explain",

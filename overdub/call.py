@@ -31,7 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, cast
 
-from . import arguments, bridge, closures, compiler
+from . import arguments, bridge, closures, compiler, travel
 from .arguments import Argument
 from .context import Context
 from .registry import GenericFunction
@@ -64,6 +64,7 @@ class KernelCall:
     job: compiler.CompileJob
     typed: bool  # may arguments be numba types (a reflection)?
     defaults: tuple[object, ...] = ()  # the default values of the parameters the call leaves out, passed
+    interned: bool = False  # a def that arrived by value, compiled as the first of its content (travel.interned)
 
     @classmethod
     def of(
@@ -80,6 +81,9 @@ class KernelCall:
         (reflection: ``od.code_ptx``, an ``od.jit`` signature)."""
         # a def, or the function of a numba / od.jit kernel (check_kernel refuses anything else before a launch)
         function = cast(pytypes.FunctionType, bridge.python_function(kernel) or kernel)
+        travel.check_arrived()
+        own = function
+        function = travel.interned(function) if isinstance(function, pytypes.FunctionType) else function
         tgt = get_target(target)
         describe = _describer(tgt, typed)
         ctx = context or tgt.base
@@ -107,6 +111,7 @@ class KernelCall:
             job,
             typed,
             defaults,
+            function is not own,
         )
 
     @property
@@ -226,7 +231,7 @@ def launch_slow(
         compiled = call.compiled()
         launch = call.launch_function(compiled)
         if launch(launched, blocks, threads, shmem, stream):
-            if launch.guarded:
+            if launch.guarded and not call.interned:
                 runtime.add_launch(call.key, launch)
             return
         if call.lifted is None and compiled.usable():  # (a captured value may have changed meanwhile)

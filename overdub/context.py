@@ -21,6 +21,7 @@ from __future__ import annotations
 import inspect
 import sys
 import types as pytypes
+import weakref
 from collections.abc import Callable
 
 import wrapt
@@ -83,6 +84,14 @@ def _is_catch_all(label: str, func) -> bool:
     return True
 
 
+_every_context: weakref.WeakSet[Context] = weakref.WeakSet()
+
+
+def every_context() -> list[Context]:
+    """The contexts alive in this process, in no particular order."""
+    return list(_every_context)
+
+
 class Context:
     """A named table of overdubs, optionally inheriting from a parent context.
 
@@ -105,12 +114,18 @@ class Context:
         self._replacements: dict = {}
         self._namespaces: dict = {}  # keeps the module namespaces named by callee keys alive
         self.shape = ContextShape(self)
+        _every_context.add(self)
 
     def __reduce__(self):
         """By reference: the module-level variable of the module it was made in that holds it."""
         module = sys.modules.get(self.__module__)
         names = [name for name, value in vars(module).items() if value is self] if module else []
         return reference_to(self, self.__module__, names[0] if names else self.name)
+
+    def overdub_tables(self) -> list[tuple[object, MethodTable]]:
+        """Its overdub tables with methods, each with its callee (what ships its definitions to another
+        process reads them: :mod:`overdub.travel`)."""
+        return [(table.owner[1], table) for table in self._tables.values() if table.methods]
 
     @property
     def parent(self) -> Context | None:

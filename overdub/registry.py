@@ -23,6 +23,7 @@ import pickle
 import sys
 import types as pytypes
 import typing
+import weakref
 from collections.abc import Callable, Iterable, Mapping
 from typing import Literal, Protocol, TypeAlias
 
@@ -244,7 +245,7 @@ def methods_from(
 class Method:
     """One definition of a generic function (or of an overdub): a def and the signature it accepts."""
 
-    __slots__ = ("name", "func", "params", "sig", "file", "line", "table")
+    __slots__ = ("name", "func", "params", "sig", "file", "line", "table", "generated")
 
     def __init__(
         self,
@@ -256,6 +257,7 @@ class Method:
     ) -> None:
         self.name, self.func, self.params, self.sig = name, func, params, sig
         self.file, self.line = _location(origin or func)  # origin: the def a generated method comes from
+        self.generated = origin is not None  # a default-arity method (its def defines it again)
         self.table: MethodTable | None = None  # set when added to one
 
     def __reduce__(self) -> tuple[Callable[[Owner, Signature], Method], tuple[Owner, Signature]]:
@@ -415,6 +417,23 @@ class MethodTable:
             world.invalidate(stale, f"{method.signature_repr()} {verb} at {method.location}")
             return old
 
+    def remove(self, sig: Signature, cause: str) -> Method | None:
+        """Delete the method of signature ``sig`` (Julia's ``Base.delete_method``), if there is one; invalidate
+        the answers that change."""
+        with world.lock:
+            index = next((i for i, m in enumerate(self.methods) if m.sig == sig), None)
+            if index is None:
+                return None
+            old = self.methods.pop(index)
+            world.bump_world()
+            stale: list[world.Node] = [
+                match
+                for argtypes, match in self._cache.items()
+                if old.applies_to(argtypes) and not match.same_answer(*self.resolve(argtypes))
+            ]
+            world.invalidate(stale, f"{old.signature_repr()} deleted ({cause})")
+            return old
+
 
 class GenericFunction:
     """A function with multiple methods, dispatched on argument types on the host and inside kernels."""
@@ -428,8 +447,13 @@ class GenericFunction:
         self.table = MethodTable(name, owner=self)
         # host calls: argument classes -> (the method's def, the dispatch answer, a check of the values or None)
         self._host_calls: dict[tuple[type, ...], tuple[Callable[..., typing.Any], MethodMatch, ArgsCheck | None]] = {}
+        _every_generic_function.add(self)
 
-    def __reduce__(self) -> Reference:
+    def __reduce__(self) -> tuple[object, ...]:
+        """By reference, or -- once :mod:`overdub.travel` is imported -- with the definitions of this process,
+        which another process adopts (its :data:`reduce_generic`)."""
+        if reduce_generic is not None:
+            return reduce_generic(self)
         return reference_to(self, self.__module__, self.__qualname__)
 
     def define(self, func: Callable[..., typing.Any], sig: tuple[object, ...] | None = None) -> Method:
@@ -472,6 +496,17 @@ class GenericFunction:
     def __repr__(self) -> str:
         n = len(self.table.methods)
         return f"<generic function {self.__qualname__} with {n} method{'s' if n != 1 else ''}>"
+
+
+# Every generic function alive, for what ships this process's definitions to others (overdub.travel, which
+# also sets reduce_generic: how a generic function pickles with them).
+_every_generic_function: weakref.WeakSet[GenericFunction] = weakref.WeakSet()
+reduce_generic: Callable[[GenericFunction], tuple[object, ...]] | None = None
+
+
+def every_generic_function() -> list[GenericFunction]:
+    """The generic functions alive in this process, in no particular order."""
+    return list(_every_generic_function)
 
 
 def _values_check(args: tuple[object, ...], argtypes: tuple[ConcreteType, ...]) -> ArgsCheck | Literal[False] | None:

@@ -1,0 +1,501 @@
+"""The client's world travels with the work: overdub across processes (Dask, Ray, process pools).
+
+A task run in another process -- a Dask worker, a ``multiprocessing`` or ``concurrent.futures`` pool, a Ray
+task -- imports the modules it names from files, which need not hold what this process defined since: a
+method redefined by ``exec`` (a notebook cell, ``%autoreload``), a generic function of ``__main__``, a method
+added at run time. Julia asks for ``@everywhere``; overdub ships the definitions instead.
+
+* **What travels.** Every generic function of the user's code (not of an installed package, whose version is
+  the worker's too) with its methods, each method's def *by value*: its code, the globals it names, its
+  defaults and closure (:class:`Shipper`). This is the *snapshot* (:func:`snapshot`), built once per change
+  of this process's world and of the namespaces its defs read (their dict version tags), and kept as bytes
+  with a digest.
+* **When.** Each generic function pickles with the snapshot (:func:`reduce_generic`), and so does the
+  ``overdub`` module wherever cloudpickle pickles it by reference -- which it does for each global ``od``
+  of a task function Dask or Ray ships by value (one defined in ``__main__``, a notebook cell). A pickle
+  holds the snapshot once (pickle's memo) however many generic functions it holds.
+* **Arrival.** The receiving process compares the snapshot's digest with the last one it adopted (one
+  string comparison: the per-task cost when nothing changed) and otherwise *adopts* it
+  (:func:`adopt`): for each generic function, the methods whose def differs from what it last adopted are
+  defined again, those the sender has not are deleted -- through the normal definition path, so only their
+  dependents recompile (or load from the disk cache). A restarted worker adopts on its next task.
+* **Identity.** A generic function is found by module and qualified name where that names it; else (one of
+  ``__main__``, of a factory, of an exec'd namespace) by its origin -- the process that made it and its id
+  there -- so all tasks share one object on a worker, and its compiled kernels.
+* **Kernels by value.** A kernel shipped by value (a task function of ``__main__`` closing over it, by
+  cloudpickle) is a new function object in each task; :func:`interned` maps it to the first one with the
+  same content -- code, defaults, closure and the globals it reads, transitively -- so a worker compiles a
+  definition once.
+
+Limits: a task function importable by name (module-level ``run`` pickled by reference) ships nothing, so a
+kernel it reaches through its module is the worker's import of that module; generic functions reached only
+that way are synced by the next task that carries the snapshot. Contexts pickle by reference (their
+overdubs are not shipped); ``@od.struct`` classes travel as pickle and cloudpickle ship classes.
+"""
+
+from __future__ import annotations
+
+import builtins
+import hashlib
+import inspect
+import io
+import itertools
+import marshal
+import os
+import pickle
+import sys
+import threading
+import types as pytypes
+import typing
+import uuid
+import weakref
+from dataclasses import dataclass
+from typing import cast
+
+from . import bindings, bridge, context, fingerprint, registry, rewrite, world
+from .registry import GenericFunction, MethodTable, Signature
+from .runtime import runtime
+
+__all__ = ["snapshot", "adopt", "interned", "reduce_generic", "Shipper", "Shipped", "dumps"]
+
+try:  # what Dask and Ray ship with: classes and functions of __main__ by value
+    import cloudpickle as _cloudpickle  # type: ignore[import-untyped]
+
+    _BasePickler: type[pickle.Pickler] = _cloudpickle.Pickler
+except ImportError:  # pragma: no cover - cloudpickle comes with dask; plain pickle otherwise
+    _cloudpickle = None
+    _BasePickler = pickle.Pickler
+
+# This process as the origin of the generic functions it makes that no name finds elsewhere.
+_ORIGIN = f"{os.getpid()}-{uuid.uuid4().hex[:12]}"
+_local = threading.local()  # building: a snapshot is being pickled on this thread (generic functions bare)
+
+
+# --- functions by value -----------------------------------------------------------------------------------
+
+
+class Shipper(_BasePickler):  # type: ignore[misc, valid-type]  # cloudpickle's Pickler, where installed
+    """A pickler that ships each def of the user's code by value: its code (marshal), the globals its code
+    names, its defaults, keyword defaults, closure, annotations and docstring. It records each namespace read
+    with its version tag (``read``), for the snapshot's cache check."""
+
+    def __init__(self, file: io.BytesIO, read: list[tuple[dict[str, object], int]]) -> None:
+        super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
+        self.read = read
+
+    def reducer_override(self, obj: object) -> object:
+        if type(obj) is pytypes.FunctionType and not fingerprint.is_library_module(obj.__module__):
+            return _function_reduce(obj, self.read)
+        parent = getattr(super(), "reducer_override", None)
+        return NotImplemented if parent is None else parent(obj)
+
+
+def dumps(value: object, read: list[tuple[dict[str, object], int]] | None = None) -> bytes:
+    """``value`` pickled with :class:`Shipper`."""
+    buffer = io.BytesIO()
+    Shipper(buffer, [] if read is None else read).dump(value)
+    return buffer.getvalue()
+
+
+_EMPTY = ("overdub.travel", "empty cell")
+
+
+def _function_reduce(func: pytypes.FunctionType, read: list[tuple[dict[str, object], int]]) -> tuple[object, ...]:
+    namespace = func.__globals__
+    read.append((namespace, bindings.dict_version(namespace)))
+    names = rewrite.global_names(func.__code__)
+    cells = []
+    for cell in func.__closure__ or ():
+        try:
+            cells.append(cell.cell_contents)
+        except ValueError:  # an empty cell
+            cells.append(_EMPTY)
+    state = (
+        {name: namespace[name] for name in names if name in namespace},
+        func.__defaults__,
+        func.__kwdefaults__,
+        tuple(cells),
+        _annotations(func),
+        func.__doc__,
+    )
+    skeleton = (marshal.dumps(func.__code__), func.__name__, func.__qualname__, func.__module__, len(cells))
+    # the state is set after the skeleton is memoized, so a def naming itself (recursion) pickles
+    return _function_skeleton, skeleton, state, None, None, _function_fill
+
+
+def _annotations(func: pytypes.FunctionType) -> dict[str, object]:
+    """``func``'s annotations evaluated (a module under ``from __future__ import annotations`` has strings,
+    naming globals its code may not read, which then do not travel), or as they are where they do not
+    evaluate."""
+    try:
+        return inspect.get_annotations(func, eval_str=True)
+    except Exception:  # a name not defined yet, say: the strings, evaluated (or not) where they arrive
+        return dict(func.__annotations__)
+
+
+def _function_skeleton(code: bytes, name: str, qualname: str, module: str, ncells: int) -> pytypes.FunctionType:
+    namespace = {"__builtins__": builtins, "__name__": module}
+    cells = tuple(pytypes.CellType() for _ in range(ncells))
+    func = pytypes.FunctionType(marshal.loads(code), namespace, name, None, cells or None)
+    func.__qualname__, func.__module__ = qualname, module
+    _shipped_here.add(func)
+    return func
+
+
+def _function_fill(func: pytypes.FunctionType, state: tuple[typing.Any, ...]) -> None:
+    names, defaults, kwdefaults, cells, annotations, doc = state
+    func.__globals__.update(names)
+    func.__defaults__, func.__kwdefaults__ = defaults, kwdefaults
+    for cell, value in zip(func.__closure__ or (), cells):
+        if value != _EMPTY:
+            cell.cell_contents = value
+    func.__annotations__, func.__doc__ = annotations, doc
+
+
+# --- the snapshot -----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One method table in a snapshot: whose it is -- a generic function, or (context, callee) for a context's
+    overdubs -- and its methods' signatures with their defs pickled (:func:`dumps`, each on its own, so an
+    unchanged def is known by its bytes' digest)."""
+
+    key: str  # the table, as the receiving process remembers what it adopted for it
+    owner: object  # a GenericFunction, or (Context, callee)
+    methods: tuple[tuple[Signature, str, bytes], ...]  # (signature, digest of the def's bytes, the bytes)
+    signatures: frozenset[Signature]  # every method's, generated default-arity ones included
+
+
+@dataclass(frozen=True, slots=True)
+class ByName:
+    """A function of an importable module, as a snapshot names a context's callee (not by value: overdub
+    tables know a callee by its module and name)."""
+
+    module: str
+    qualname: str
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return registry.resolve_reference, (self.module, self.qualname)
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    world: int
+    read: tuple[tuple[dict[str, object], int], ...]
+    digest: str
+    blob: bytes
+
+    def current(self) -> bool:
+        return self.world == world.current_world() and all(bindings.dict_version(ns) == v for ns, v in self.read)
+
+
+_snapshots: dict[str, Snapshot] = {}  # "last": the snapshot this process last built
+runtime.register_cache(f"{__name__}._snapshots", _snapshots)
+
+
+def snapshot() -> tuple[str, str, bytes]:
+    """This process's definitions, as (root, digest, bytes), cached until the world or a namespace they read
+    changes. The root is the process they come from: this one, or the one whose snapshot it adopted (a worker
+    shipping work on, or results back, ships its client's definitions -- which its client never adopts)."""
+    last = _snapshots.get("last")
+    if last is not None and last.current():
+        return _root(), last.digest, last.blob
+    with world.lock:  # no definition meanwhile
+        age, read = world.current_world(), cast("list[tuple[dict[str, object], int]]", [])
+        _local.building = True
+        try:
+            entries = [entry for entry in map(_entry, _tables(), itertools.repeat(read)) if entry is not None]
+            blob = dumps(sorted(entries, key=lambda e: e.key), read)
+        finally:
+            _local.building = False
+        namespaces = {id(ns): (ns, version) for ns, version in read}  # each namespace once
+        last = Snapshot(age, tuple(namespaces.values()), hashlib.blake2b(blob, digest_size=16).hexdigest(), blob)
+        _snapshots["last"] = last
+    return _root(), last.digest, last.blob
+
+
+def _root() -> str:
+    return str(_adopted.get("root", _ORIGIN))
+
+
+def _ships(module: str | None) -> bool:
+    """Are definitions made by ``module`` shipped (the user's code), rather than the same in every process
+    (an installed package's, at the version the worker has too)?"""
+    return not fingerprint.is_library_module(module)
+
+
+def _tables() -> list[tuple[str, object, MethodTable]]:
+    """Every method table of the user's code with methods: (key, owner, table)."""
+    found: list[tuple[str, object, MethodTable]] = []
+    for gf in registry.every_generic_function():
+        if gf.table.methods and _ships(gf.__module__):
+            origin = _origin(gf)
+            found.append((origin or f"{gf.__module__}.{gf.__qualname__}", gf, gf.table))
+    for ctx in context.every_context():
+        if not _ships(ctx.__module__):
+            continue
+        for callee, table in ctx.overdub_tables():
+            named = callee
+            if isinstance(callee, pytypes.FunctionType) and "<" not in callee.__qualname__:
+                named = ByName(callee.__module__, callee.__qualname__)
+            found.append((f"{ctx.__module__}:{ctx.name}:{table.name}", (ctx, named), table))
+    return found
+
+
+def _entry(table_of: tuple[str, object, MethodTable], read: list[tuple[dict[str, object], int]]) -> Entry | None:
+    """The snapshot's entry of a table, or None (recorded in ``_unshippable``) where something in it does not
+    pickle: a def closing over a lock, a context of ``__main__``, say."""
+    key, owner, table = table_of
+    try:
+        methods = []
+        for method in table.methods:
+            if not method.generated:  # its def defines it again
+                data = dumps(method.func, read)
+                methods.append((method.sig, hashlib.blake2b(data, digest_size=16).hexdigest(), data))
+        dumps(owner)
+    except Exception as exc:  # whatever pickling raises: this table does not travel
+        _unshippable[key] = f"{type(exc).__name__}: {exc}"
+        return None
+    _unshippable.pop(key, None)
+    return Entry(key, owner, tuple(methods), frozenset(m.sig for m in table.methods))
+
+
+_unshippable: dict[str, str] = {}  # key -> why its table does not travel
+runtime.register_cache(f"{__name__}._unshippable", _unshippable)
+
+
+def _origin(gf: GenericFunction) -> str | None:
+    """None where module and qualname find ``gf``; else where it came from (this process, or the one it was
+    adopted from)."""
+    origin = _origins.get(gf)
+    if origin is not None:
+        return origin
+    try:
+        if registry.resolve_reference(gf.__module__ or "", gf.__qualname__) is gf:
+            return None
+    except Exception:  # not importable here: by its origin
+        pass
+    origin = f"{_ORIGIN}:{id(gf)}"
+    _made_here[origin] = gf
+    return origin
+
+
+_origins: weakref.WeakKeyDictionary[GenericFunction, str] = weakref.WeakKeyDictionary()
+_made_here: weakref.WeakValueDictionary[str, GenericFunction] = weakref.WeakValueDictionary()  # origin -> it
+_foreign: dict[str, GenericFunction] = {}  # origin -> the generic function standing for it here
+# kept across runtime.reset(): they are definitions, not caches
+runtime.register_cache(f"{__name__}._made_here", _made_here, kept="the generic functions this process made, by origin")
+runtime.register_cache(f"{__name__}._foreign", _foreign, kept="generic functions received from other processes")
+
+
+# --- arrival ----------------------------------------------------------------------------------------------
+
+_adopted: dict[object, object] = {}  # "digest": the snapshot adopted last; (origin, signature) -> its def's digest
+runtime.register_cache(f"{__name__}._adopted", _adopted, kept="what this process adopted from another: its definitions")
+
+
+def adopt(root: str, digest: str, blob: bytes) -> None:
+    """Make this process's generic functions those of the snapshot ``digest`` from ``root`` (a no-op when it
+    is the one adopted last, or this process's own definitions coming back)."""
+    if _adopted.get("digest") == digest or root == _ORIGIN:
+        return
+    with world.lock:
+        if _adopted.get("digest") == digest:
+            return
+        try:
+            entries: list[Entry] = pickle.loads(blob)
+        except Exception as exc:  # a module only the sender has, say: never raise while unpickling (Dask hangs)
+            _failed["the definitions"] = f"{type(exc).__name__}: {exc}"
+            runtime.reset()  # nothing compiled here launches again without check_arrived's error
+            return
+        _failed.pop("the definitions", None)
+        for entry in entries:
+            try:
+                _adopt_entry(entry)
+            except Exception as exc:  # its methods dropped here: a call of it fails, never runs stale code
+                _failed[entry.key] = f"{type(exc).__name__}: {exc}"
+                _drop(entry)
+            else:
+                _failed.pop(entry.key, None)
+        _adopted["digest"], _adopted["root"] = digest, root
+
+
+def _drop(entry: Entry) -> None:
+    table = entry.owner.table if isinstance(entry.owner, GenericFunction) else None
+    for method in list(table.methods if table is not None else ()):
+        table.remove(method.sig, "the definitions sent here could not be adopted")  # type: ignore[union-attr]
+
+
+_failed: dict[str, str] = {}  # what could not be adopted here -> why
+runtime.register_cache(f"{__name__}._failed", _failed, kept="definitions that failed to arrive: an error until fixed")
+
+
+def check_arrived() -> None:
+    """Raise where definitions sent to this process could not be adopted (a kernel launched here would not
+    run the sender's code)."""
+    if _failed:
+        what = "; ".join(f"{key}: {why}" for key, why in sorted(_failed.items()))
+        raise RuntimeError(
+            f"overdub: definitions sent to this process (pid {os.getpid()}) could not be adopted: {what}"
+        )
+
+
+def _adopt_entry(entry: Entry) -> None:
+    if isinstance(entry.owner, GenericFunction):
+        table, name, full = entry.owner.table, entry.owner.__name__, entry.owner
+    else:
+        ctx, callee = cast("tuple[context.Context, object]", entry.owner)
+        table = ctx.table(callee)
+        name, full = table.name, None
+    for sig, digest, data in entry.methods:
+        if _adopted.get((entry.key, sig)) != digest:
+            for method in registry.methods_from(name, pickle.loads(data), sig, full=full):
+                table.add(method)
+            _adopted[(entry.key, sig)] = digest
+    for method in list(table.methods):
+        if method.sig not in entry.signatures:
+            table.remove(method.sig, "the process the work came from has no such method")
+            _adopted.pop((entry.key, method.sig), None)
+
+
+def _generic_named(origin: str | None, module: str | None, qualname: str, name: str) -> GenericFunction:
+    """The generic function a snapshot or a pickle names: found by module and qualname, else the one standing
+    for its origin here (made empty on first arrival; a snapshot gives it its methods)."""
+    if origin is None:
+        try:
+            found = registry.resolve_reference(module or "", qualname)
+            if isinstance(found, GenericFunction):
+                return found
+        except Exception:  # not importable here (a module only the client has): by value
+            pass
+        origin = f"{module}.{qualname}"
+    with world.lock:
+        gf = _made_here.get(origin) or _foreign.get(origin)
+        if gf is None:
+            gf = _foreign[origin] = GenericFunction(name, module, qualname)
+            _origins[gf] = origin
+        return gf
+
+
+def _generic_arriving(
+    origin: str | None, module: str | None, qualname: str, name: str, root: str, digest: str, blob: bytes
+) -> GenericFunction:
+    adopt(root, digest, blob)
+    return _generic_named(origin, module, qualname, name)
+
+
+def reduce_generic(gf: GenericFunction) -> tuple[object, ...]:
+    """How a generic function pickles: its identity, and (outside a snapshot being built) the snapshot."""
+    identity = (_origin(gf), gf.__module__, gf.__qualname__, gf.__name__)
+    if getattr(_local, "building", False) or (not _ships(gf.__module__) and identity[0] is None):
+        return _generic_named, identity
+    sent = snapshot()
+    why = _unshippable.get(identity[0] or f"{gf.__module__}.{gf.__qualname__}")
+    if why is not None:
+        raise pickle.PicklingError(f"cannot ship {gf!r} to another process: its methods do not pickle ({why})")
+    return (_generic_arriving, identity + sent)
+
+
+registry.reduce_generic = reduce_generic
+
+
+# --- the overdub module, as cloudpickle ships it ----------------------------------------------------------
+
+
+def _overdub_arriving(root: str, digest: str, blob: bytes) -> pytypes.ModuleType:
+    adopt(root, digest, blob)
+    return sys.modules[__name__.rpartition(".")[0]]  # overdub: imported before this module, its child
+
+
+def _install_cloudpickle_hook(module: pytypes.ModuleType) -> None:
+    """Let cloudpickle ship the snapshot with the ``overdub`` module itself (a task function's global
+    ``od``), by wrapping its reducer of modules. (cloudpickle internals: its Pickler's ``_dispatch_table``.)"""
+    table: typing.Any = getattr(getattr(module, "Pickler", None), "_dispatch_table", None)
+    reduce_module: typing.Any = table.get(pytypes.ModuleType) if isinstance(table, dict) else None
+    if reduce_module is None or getattr(reduce_module, "__overdub__", False):
+        return
+
+    def reduce(obj: pytypes.ModuleType) -> tuple[object, ...]:
+        if obj.__name__ == "overdub" and not getattr(_local, "building", False):
+            return (_overdub_arriving, snapshot())
+        return cast("tuple[object, ...]", reduce_module(obj))
+
+    reduce.__overdub__ = True  # type: ignore[attr-defined]
+    table[pytypes.ModuleType] = reduce
+
+
+if _cloudpickle is not None:
+    _install_cloudpickle_hook(_cloudpickle)
+
+
+# --- kernels by value -------------------------------------------------------------------------------------
+
+_interned: dict[str, pytypes.FunctionType] = {}  # content digest -> the first def of that content
+# a def -> (the def it is interned to, its namespace's version tag then)
+_interned_by_id: weakref.WeakKeyDictionary[pytypes.FunctionType, tuple[pytypes.FunctionType, int]] = (
+    weakref.WeakKeyDictionary()
+)
+_shipped_here: weakref.WeakSet[pytypes.FunctionType] = weakref.WeakSet()  # the defs Shipper's pickles made
+runtime.register_cache(f"{__name__}._interned", _interned)
+runtime.register_cache(f"{__name__}._interned_by_id", _interned_by_id)
+
+
+def arrived_by_value(func: pytypes.FunctionType) -> bool:
+    """Was ``func`` made by unpickling a def shipped by value: by :class:`Shipper`, or by cloudpickle from
+    another process's ``__main__`` (its globals are not this process's ``__main__``)?"""
+    if func in _shipped_here:
+        return True
+    main = sys.modules.get("__main__")
+    return func.__module__ == "__main__" and (main is None or vars(main) is not func.__globals__)
+
+
+def interned(func: pytypes.FunctionType) -> pytypes.FunctionType:
+    """``func``, or the first def of the same content (code, defaults, closure, and everything it reads,
+    transitively) where ``func`` arrived by value: each task's copy of a shipped kernel then finds the
+    kernel compiled for the first. (A launch of an interned copy is not added to the launch table: its own
+    namespace is re-checked here at each launch, through its version tag.)"""
+    if not arrived_by_value(func):
+        return func
+    version = bindings.dict_version(func.__globals__)
+    found = _interned_by_id.get(func)
+    if found is not None and found[1] == version:
+        return found[0]
+    with world.lock:  # the digest asks numba's typing registries, as a compile does (under this lock)
+        try:
+            digest = fingerprint.embedded_digest(func)[0]
+        except fingerprint.Uncacheable:  # holds something with no content digest: compiled as it is
+            canonical = func
+        else:
+            canonical = _interned.setdefault(digest, func)
+        _interned_by_id[func] = (canonical, version)
+    return canonical
+
+
+# --- a kernel as a task ships it ----------------------------------------------------------------------------
+
+
+class Shipped:
+    """A kernel as a task holds it: it pickles by value (its def, as :class:`Shipper` ships defs) with the
+    snapshot, so the receiving process runs the kernel and the methods the sender has now; it arrives as its
+    def, :func:`interned`. A kernel of an installed package travels by reference."""
+
+    __slots__ = ("kernel",)
+
+    def __init__(self, kernel: object) -> None:
+        self.kernel = kernel
+
+    def __reduce__(self) -> tuple[object, ...]:
+        func = bridge.python_function(self.kernel) or self.kernel
+        if isinstance(func, pytypes.FunctionType) and not fingerprint.is_library_module(func.__module__):
+            return _kernel_arriving, (*snapshot(), dumps(func))
+        return _kernel_arriving, (*snapshot(), pickle.dumps(self.kernel))
+
+    def __repr__(self) -> str:
+        return f"Shipped({self.kernel!r})"
+
+
+def _kernel_arriving(root: str, digest: str, blob: bytes, kernel: bytes) -> Shipped:
+    adopt(root, digest, blob)
+    value = pickle.loads(kernel)
+    return Shipped(interned(value) if isinstance(value, pytypes.FunctionType) else value)

@@ -1,0 +1,252 @@
+"""overdub across processes (overdub/travel.py, overdub/scaleout.py, docs/scaling-out.md): a process's
+definitions travel with its work -- pickled generic functions, shipped kernels, the cloudpickled ``overdub``
+module -- and the receiving process adopts them; kernels arriving by value are interned by content; what
+cannot travel fails on the sender, and what fails to arrive makes a launch an error, never stale code."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import pickle
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import overdub as od
+from overdub import travel
+
+SOURCE = """
+import numpy as np
+import overdub as od
+from numba import cuda
+
+@od.function
+def g(x: od.Float):
+    return x + 1.0
+
+def kernel(out, x):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = g(x[i])
+
+def other(out, x):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = x[i] * 3.0
+
+def run_here(x):
+    out = np.zeros_like(x)
+    od.cuda(kernel, out, x, blocks=1, threads=x.size, target="cpu")
+    return out.tolist()
+"""
+
+
+@pytest.fixture(autouse=True)
+def as_sender():
+    """Each test starts as a process that adopted nothing (what it adopts is kept across runtime.reset())."""
+    yield
+    for kept in (travel._adopted, travel._failed, travel._foreign):
+        kept.clear()
+
+
+def launch(kernel, x=(0.0, 1.0, 2.0)):
+    x = np.asarray(x, dtype=np.float64)
+    out = np.zeros_like(x)
+    od.cuda(kernel, out, x, blocks=1, threads=x.size, target="cpu")
+    return out.tolist()
+
+
+def test_adopting_another_snapshot_gives_its_methods_and_recompiles_only_what_used_them(make_module):
+    m = make_module(SOURCE)
+    assert launch(m.kernel) == [1.0, 2.0, 3.0] and launch(m.other) == [0.0, 3.0, 6.0]
+    sent = travel.snapshot()
+    m.run("@od.function\ndef g(x: od.Float):\n    return x * 10.0\n")
+    m.run("@od.function\ndef g(x: od.float32):\n    return x - 5.0\n")
+    assert launch(m.kernel) == [0.0, 10.0, 20.0]
+    compiles = od.stats()["compiles"]
+    travel.adopt("another process", *sent[1:])
+    assert launch(m.kernel) == [1.0, 2.0, 3.0] and launch(m.other) == [0.0, 3.0, 6.0]
+    assert od.stats()["compiles"] == compiles + 1  # the kernel calling g, not the other
+    assert [method.sig for method in m.g.methods] == [(od.Float,)]  # the method the sender had not: deleted
+    compiles = od.stats()["compiles"]
+    travel.adopt("another process", *sent[1:])  # the same snapshot again: nothing to do
+    assert launch(m.kernel) == [1.0, 2.0, 3.0] and od.stats()["compiles"] == compiles
+
+
+def test_a_process_never_adopts_its_own_definitions_coming_back(make_module):
+    m = make_module(SOURCE)
+    assert launch(m.kernel) == [1.0, 2.0, 3.0]
+    compiles = od.stats()["compiles"]
+    assert pickle.loads(pickle.dumps(m.g)) is m.g  # the snapshot travels with it, from this very process
+    assert launch(m.kernel) == [1.0, 2.0, 3.0] and od.stats()["compiles"] == compiles
+
+
+def test_a_snapshot_is_rebuilt_when_a_global_a_method_reads_changes(make_module):
+    m = make_module("import overdub as od\nK = 2.0\n\n@od.function\ndef h(x: od.Float):\n    return x * K\n")
+    first = travel.snapshot()
+    assert travel.snapshot() == first  # cached: nothing changed
+    m.K = 3.0
+    assert travel.snapshot()[1] != first[1]
+
+
+def test_a_def_shipped_by_value_arrives_interned_by_content(make_module):
+    m = make_module(SOURCE)
+    sent = travel.dumps(m.other)
+    a, b = pickle.loads(sent), pickle.loads(sent)
+    assert a is not b and travel.arrived_by_value(a) and not travel.arrived_by_value(m.other)
+    assert travel.interned(a) is travel.interned(b) is a
+    assert launch(a) == launch(b) == [0.0, 3.0, 6.0]
+    assert od.stats()["compiles"] == 1
+    m.run("def other(out, x):\n    i = cuda.grid(1)\n    if i < out.size:\n        out[i] = x[i] * 4.0\n")
+    changed = pickle.loads(travel.dumps(m.other))
+    assert travel.interned(changed) is changed and launch(changed) == [0.0, 4.0, 8.0]
+
+
+def test_a_recursive_def_and_an_empty_cell_ship_by_value(make_module):
+    m = make_module("def fact(n):\n    return 1 if n < 2 else n * fact(n - 1)\n")
+    arrived = pickle.loads(travel.dumps(m.fact))
+    assert arrived(5) == 120 and arrived.__globals__["fact"] is arrived
+
+    def make():
+        def inner():
+            return later
+
+        return inner
+        later = 1
+
+    assert pickle.loads(travel.dumps(make())).__closure__[0] is not None
+
+
+def test_a_generic_function_whose_methods_cannot_travel_fails_on_the_sender_by_name(make_module):
+    lock = threading.Lock()
+
+    @od.function
+    def guarded(x: od.Float):
+        assert lock is not None
+        return x
+
+    m = make_module(SOURCE)
+    with pytest.raises(pickle.PicklingError, match=r"cannot ship .*guarded.*lock"):
+        pickle.dumps(guarded)
+    assert pickle.loads(pickle.dumps(m.g)) is m.g  # the others still travel
+
+
+def test_definitions_that_fail_to_arrive_make_the_next_launch_an_error_not_stale_code(make_module):
+    m = make_module(SOURCE)
+    assert launch(m.kernel) == [1.0, 2.0, 3.0]
+    travel.adopt("another process", "a digest", b"not a pickle")  # unpickling it fails: never raises here
+    with pytest.raises(RuntimeError, match="could not be adopted"):
+        launch(m.kernel)
+
+
+def test_cloudpickle_ships_the_snapshot_with_the_overdub_module():
+    cloudpickle = pytest.importorskip("cloudpickle")
+
+    def task():
+        return od.stats()
+
+    assert b"_overdub_arriving" in cloudpickle.dumps(task)
+
+
+# --- other processes ---------------------------------------------------------------------------------------
+
+
+def _pool_task(g, x):
+    """In a spawned worker: the kernel of g's module, launched on the CPU target."""
+    import importlib
+
+    return importlib.import_module(g.__module__).run_here(np.asarray(x))
+
+
+def test_a_spawned_pool_runs_the_method_the_client_redefined_by_exec(tmp_path, monkeypatch):
+    name = f"odtravel_{os.getpid()}"
+    (tmp_path / f"{name}.py").write_text(SOURCE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import importlib
+
+    module = importlib.import_module(name)
+    try:
+        with multiprocessing.get_context("spawn").Pool(2) as pool:
+            assert pool.starmap(_pool_task, [(module.g, [1.0, 2.0])] * 2) == [[2.0, 3.0]] * 2
+            exec("@od.function\ndef g(x: od.Float):\n    return x * 10.0\n", vars(module))
+            assert module.run_here(np.asarray([1.0, 2.0])) == [10.0, 20.0]
+            assert pool.starmap(_pool_task, [(module.g, [1.0, 2.0])] * 4) == [[10.0, 20.0]] * 4
+    finally:
+        sys.modules.pop(name, None)
+
+
+# --- Dask ---------------------------------------------------------------------------------------------------
+
+
+def _scaleout_run(seed: int, steps: int, workers: int, timeout: float = 900) -> dict:
+    """tests/scaleout_run.py in a fresh process (its definitions are __main__'s, as a notebook's are)."""
+    env = dict(
+        os.environ, PYTHONPATH=os.pathsep.join([str(Path(od.__file__).parents[1]), os.environ.get("PYTHONPATH", "")])
+    )
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(Path(__file__).with_name("scaleout_run.py")),
+            str(seed),
+            str(steps),
+            "--workers",
+            str(workers),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_dask_workers_run_the_clients_definitions_through_redefinitions_restarts_and_kills():
+    pytest.importorskip("distributed")
+    result = _scaleout_run(seed=11, steps=24, workers=2)
+    assert (result["mismatches"], result["hangs"], result["errors"]) == (0, 0, 0), result["failures"]
+    assert result["graphs"] == 48
+
+
+@pytest.mark.slow
+def test_dask_randomized_thousand_steps_on_four_workers():
+    pytest.importorskip("distributed")
+    result = _scaleout_run(seed=2026, steps=1000, workers=4, timeout=5400)
+    assert (result["mismatches"], result["hangs"], result["errors"]) == (0, 0, 0), result["failures"]
+
+
+def test_map_blocks_and_map_overlap_run_a_kernel_per_chunk(make_module):
+    da = pytest.importorskip("dask.array")
+    import dask
+
+    m = make_module(
+        """
+        from numba import cuda
+
+        def axpy(out, x, y, a):
+            i = cuda.grid(1)
+            if i < out.size:
+                out[i] = a * x[i] + y[i]
+
+        def blur(out, x):
+            i = cuda.grid(1)
+            if 0 < i < out.size - 1:
+                out[i] = (x[i - 1] + x[i] + x[i + 1]) / 3.0
+            elif i < out.size:
+                out[i] = x[i]
+    """
+    )
+    x = da.arange(40.0, chunks=8)
+    y = da.ones(40, chunks=8)
+    with dask.config.set(scheduler="threads"):
+        assert np.array_equal(od.map_blocks(m.axpy, x, y, args=(2.0,)).compute(), 2.0 * np.arange(40.0) + 1.0)
+        blurred = od.map_overlap(m.blur, x, depth=1, boundary="reflect").compute()
+    host = np.pad(np.arange(40.0), 1, mode="reflect")
+    expected = (host[:-2] + host[1:-1] + host[2:]) / 3.0
+    assert np.allclose(blurred, expected)
+    assert od.stats()["compiles"] == 2  # one per kernel, however many chunks
