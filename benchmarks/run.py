@@ -1,10 +1,11 @@
 """overdub benchmark suite: one command runs every part the machine can run.
 
-    python benchmarks/run.py [--quick] [--out DIR] [--parts 1,2,3,4,5,6,7] [--check] [--compile-only]
+    python benchmarks/run.py [--quick] [--out DIR] [--parts 1,2,3,4,5,6,7,8] [--check] [--compile-only]
 
 Parts 1-4 need a usable GPU (numba.cuda.is_available()) with cupy and cuda.core; part 5 (CPU target vs
 numba.njit), part 6 (memory kept per re-run of a notebook cell) and part 7 (disk cache cold/warm/edited
-against numba's cache=True, host calls against plum; its CUDA half only with a GPU) run anywhere. Writes DIR/results.json, DIR/results.md and DIR/*.png (when matplotlib is
+against numba's cache=True, host calls against plum; its CUDA half only with a GPU) and part 8 (Dask: per-task
+cost, shipping definitions; cupy chunks with a GPU) run anywhere. Writes DIR/results.json, DIR/results.md and DIR/*.png (when matplotlib is
 importable) and prints the markdown at the end. See docs/benchmarks.md.
 """
 
@@ -33,7 +34,7 @@ from _common import Part, error_text  # noqa: E402
 # Part 7 measures the cache itself and turns it on, with directories of its own, in the processes it starts.
 os.environ["OVERDUB_CACHE"] = "0"
 
-ALL_PARTS = ["1", "2", "3", "4", "5", "6", "7"]
+ALL_PARTS = ["1", "2", "3", "4", "5", "6", "7", "8"]
 TITLES = {
     "1": "Launch overhead",
     "2": "Validity-check scaling",
@@ -42,6 +43,7 @@ TITLES = {
     "5": "CPU target vs numba.njit",
     "6": "Memory kept per re-run of a notebook cell",
     "7": "Starting fast: the disk cache and host calls",
+    "8": "Scaling out with Dask: per-task cost, shipping definitions",
     "ptx": "PTX compile check (no GPU needed)",
 }
 
@@ -207,6 +209,12 @@ def main(argv=None) -> int:
         if key == "6":
             if not args.compile_only:
                 run_part("6", lambda part: memory_part.run(part, args.quick, check_only=args.check))
+            continue
+        if key == "8":
+            if not args.compile_only:
+                import dask_part
+
+                run_part("8", lambda part: dask_part.run(part, args.quick, has_gpu))
             continue
         if key == "7":
             if not args.compile_only:

@@ -71,6 +71,7 @@ if _fastlaunch is not None:  # the same lookup in C; static tools and the API pa
     globals()["cuda"] = _fastlaunch.cuda
 
 
-def synchronize(target: str | None = None) -> None:
-    """Wait for launched work to finish and flush device printf output."""
-    get_target(target).synchronize()
+def synchronize(target: str | None = None, device: int | str | None = None) -> None:
+    """Wait for launched work to finish and flush device printf output: the current device's (its context
+    current on this thread), ``device``'s (an ordinal), or every device's (``device="all"``)."""
+    get_target(target).synchronize(device)

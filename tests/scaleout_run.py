@@ -120,21 +120,26 @@ def main() -> None:
 
     dask.config.set({"distributed.scheduler.allowed-failures": 10})
     if options.cuda_cluster:
-        import cupy
+        import cupy as xp
         from dask_cuda import LocalCUDACluster
 
-        cluster = LocalCUDACluster(n_workers=options.workers)
-        xp = cupy
+        def new_cluster():
+            cluster = LocalCUDACluster(n_workers=options.workers)
+            return cluster, Client(cluster)
     else:
-        cluster = LocalCluster(n_workers=options.workers, threads_per_worker=2, processes=True)
         xp = np
-    client = Client(cluster)
+
+        def new_cluster():
+            cluster = LocalCluster(n_workers=options.workers, threads_per_worker=2, processes=True)
+            return cluster, Client(cluster)
+
+    cluster, client = new_cluster()
     host = np.arange(64.0)
     x = da.from_array(xp.asarray(host), chunks=8, asarray=False)
     counts: collections.Counter = collections.Counter()
-    graphs = mismatches = hangs = errors = 0
+    graphs = mismatches = hangs = errors = new_clusters = 0
     failures: list[str] = []
-    start = time.perf_counter()
+    began = time.perf_counter()
     try:
         for step in range(options.steps):
             action = rng.choice(
@@ -155,12 +160,27 @@ def main() -> None:
             elif action == "context":
                 _exec(f"@boost.overdub(scale)\ndef _(x: od.Float):\n    return scale(x) + {c}\n", vars(lib))
             elif action == "restart":
-                client.restart(wait_for_workers=False)
-                client.wait_for_workers(options.workers, timeout=600)
+                try:
+                    client.restart(timeout=45)
+                except Exception:  # distributed's restart can wait forever for a worker killed just before
+                    new_clusters += 1  # (it does so without overdub too): a fresh cluster is a restart too
+                    client.close()
+                    cluster.close()
+                    cluster, client = new_cluster()
             elif action == "kill":
-                pids = client.run(os.getpid)
-                os.kill(rng.choice(sorted(pids.values())), signal.SIGKILL)
-            print(f"step {step}: {action} ({time.perf_counter() - start:.1f} s)", file=sys.stderr, flush=True)
+                address, pid = rng.choice(sorted(client.run(os.getpid).items()))
+                os.kill(pid, signal.SIGKILL)
+                deadline = time.monotonic() + 120
+                while address in client.scheduler_info()["workers"] and time.monotonic() < deadline:
+                    time.sleep(0.1)  # until the scheduler has seen the death (its nanny starts another)
+                try:
+                    client.wait_for_workers(options.workers, timeout=60)
+                except Exception:  # distributed's nanny may not start another (it does so without overdub too)
+                    new_clusters += 1
+                    client.close()
+                    cluster.close()
+                    cluster, client = new_cluster()
+            print(f"step {step}: {action} ({time.perf_counter() - began:.1f} s)", file=sys.stderr, flush=True)
             for run in (run_main, run_context):
                 expected = run(host.copy() if xp is np else xp.asarray(host))
                 expected = expected if xp is np else expected.get()
@@ -194,10 +214,11 @@ def main() -> None:
                 "mismatches": mismatches,
                 "hangs": hangs,
                 "errors": errors,
+                "restarts_by_a_new_cluster": new_clusters,
                 "actions": dict(counts),
                 "failures": failures[:10],
                 "gpus": gpus,
-                "seconds": round(time.perf_counter() - start, 1),
+                "seconds": round(time.perf_counter() - began, 1),
             }
         )
     )

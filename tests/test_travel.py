@@ -246,7 +246,7 @@ def test_map_blocks_and_map_overlap_run_a_kernel_per_chunk(make_module):
     with dask.config.set(scheduler="threads"):
         assert np.array_equal(od.map_blocks(m.axpy, x, y, args=(2.0,)).compute(), 2.0 * np.arange(40.0) + 1.0)
         blurred = od.map_overlap(m.blur, x, depth=1, boundary="reflect").compute()
-    host = np.pad(np.arange(40.0), 1, mode="reflect")
+    host = np.pad(np.arange(40.0), 1, mode="symmetric")  # dask's "reflect" repeats the edge
     expected = (host[:-2] + host[1:-1] + host[2:]) / 3.0
     assert np.allclose(blurred, expected)
     assert od.stats()["compiles"] == 2  # one per kernel, however many chunks

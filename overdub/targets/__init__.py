@@ -114,8 +114,9 @@ class Target(Protocol):
         """The launcher of a kernel loaded from the disk cache (``payload`` as ``launcher_payload`` made it),
         or None -- a miss -- where the entry lacks code this process's use needs."""
 
-    def synchronize(self) -> None:
-        """Wait for launched work to finish and flush device printf output."""
+    def synchronize(self, device: int | str | None = None) -> None:
+        """Wait for launched work to finish and flush device printf output: on ``device`` (None: the
+        current one; ``"all"``: every one)."""
 
     def check_launchable(self) -> None:
         """Raise a clear error where launching on this target is impossible here (no GPU, no driver)."""

@@ -140,10 +140,17 @@ class Driver:
             raise RuntimeError(f"cuOccupancyMaxActiveBlocksPerMultiprocessor failed: {err!r}")
         return per_sm * Device().properties.multiprocessor_count
 
-    def function(self, library):
-        """The current context's CUfunction of a kernel library (no lookup per launch)."""
+    def kernel(self, library):
+        """The kernel library's ``CUkernel``: loaded once, context-independent (``cuLibraryLoadData``, as
+        cuda.core loads it). Launched with it, the driver finds the kernel's function in the context current
+        on the launching thread -- loading it there the first time -- so one launch function serves every
+        context and device of this architecture."""
         make_current()
-        kernel = library.get_cufunc().kernel._handle
+        return library.get_cufunc().kernel._handle
+
+    def function(self, kernel):
+        """The ``CUfunction`` of a ``CUkernel`` in the current context (what the occupancy queries take)."""
+        make_current()
         err, function = self.driver.cuKernelGetFunction(kernel)
         return function if not err else kernel
 
@@ -176,17 +183,21 @@ class CUDALauncher:
         self.type_annotation = type_annotation  # the typed IR, annotated on the source (inspect_types)
         self.call_helper = call_helper  # debug kernels: what the error codes threads record mean
         self.argtypes = tuple(argtypes)
-        self.function = None
+        self.handle = None  # the CUkernel, loaded on first launch (every launch passes it)
         self.lock = threading.Lock()
         # a kernel that synchronizes its grid (cuda.cg.this_grid().sync()) needs a cooperative launch
         self.cooperative = bool(getattr(library, "use_cooperative", False))
         self._co_resident: dict[tuple[int, int], int] = {}
 
-    def _function(self):
+    def _kernel(self):
         with self.lock:
-            if self.function is None:
-                self.function = driver().function(self.library)
-        return self.function
+            if self.handle is None:
+                self.handle = driver().kernel(self.library)
+        return self.handle
+
+    def _function(self):
+        """The kernel's function in the current context (for the occupancy queries; launches pass the kernel)."""
+        return driver().function(self._kernel())
 
     def launch_function(self, kernel, described):
         slots = [_slots(argument) for argument in described]
@@ -204,7 +215,7 @@ class CUDALauncher:
         if None in specs or checks is None:
             return None
         return _fastlaunch.Launcher(
-            kernel, checks, specs, int(self._function()), driver().launch_kernel_address, stream_handle
+            kernel, checks, specs, int(self._kernel()), driver().launch_kernel_address, stream_handle
         )
 
     def _generated(self, kernel, described, slots):
@@ -244,7 +255,7 @@ class CUDALauncher:
             "buffer": buffer,
             "slots": addresses,  # kept alive by the launch function
             "slot_addresses": ctypes.addressof(addresses),
-            "function": self._function(),
+            "function": driver().driver.CUfunction(int(self._kernel())),  # the CUkernel, as the bindings take it
             "launch_failed": self._failed,
             "in_context_now": _in_context_now,
             "check_co_resident": self._check_co_resident,
@@ -304,6 +315,11 @@ class CUDALauncher:
 
     def _failed(self, err):
         raise RuntimeError(f"launching {self.library.name}: {err!r}")
+
+
+def _checked(call: str, err, *_results) -> None:
+    if int(err):
+        raise RuntimeError(f"{call} failed: {err!r}")
 
 
 def _in_context_now(err) -> bool:
@@ -554,11 +570,30 @@ class CUDATarget(Configurable):
         target's compute capability)?"""
         return not _reflecting.get() and gpu_usable() and self.cc == device_cc()
 
-    def synchronize(self):
-        from cuda.core import Device
-
-        make_current()
-        Device().sync()
+    def synchronize(self, device=None):
+        """Wait for the work launched in the current context (``device`` None), in device ``device``'s
+        primary context, or in every device's (``"all"``)."""
+        drv = driver().driver
+        if device is None:
+            make_current()
+            _checked("cuCtxSynchronize", *drv.cuCtxSynchronize())
+            return
+        (err, count) = drv.cuDeviceGetCount()
+        _checked("cuDeviceGetCount", err)
+        ordinals = range(count) if device == "all" else [device]
+        for ordinal in ordinals:
+            if not isinstance(ordinal, int) or not 0 <= ordinal < count:
+                raise ValueError(f"od.synchronize(device={device!r}): this machine has devices 0..{count - 1}")
+            err, context = drv.cuDevicePrimaryCtxRetain(ordinal)
+            _checked("cuDevicePrimaryCtxRetain", err)
+            try:
+                _checked("cuCtxPushCurrent", *drv.cuCtxPushCurrent(context))
+                try:
+                    _checked("cuCtxSynchronize", *drv.cuCtxSynchronize())
+                finally:
+                    drv.cuCtxPopCurrent()
+            finally:
+                drv.cuDevicePrimaryCtxRelease(ordinal)
 
     def check_launchable(self):
         """A usable GPU, and the device's context current on this thread: the slow path of a launch may

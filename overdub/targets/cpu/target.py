@@ -322,8 +322,11 @@ class CPUTarget(Configurable):
             body, address, mode, cpu_grid.loaded_entry(argtypes, lambda: _rebuilt(entry)), argtypes, self.options.debug
         )
 
-    def synchronize(self):
-        """Launches return when their grid is done: nothing is left to wait for but printf's buffer."""
+    def synchronize(self, device=None):
+        """Launches return when their grid is done: nothing is left to wait for but printf's buffer (the CPU
+        is one device: ``device`` is None, 0 or "all")."""
+        if device not in (None, 0, "all"):
+            raise ValueError(f"od.synchronize(device={device!r}): the CPU target has one device, 0")
         _libc.fflush(None)
 
     def check_launchable(self):
