@@ -6,6 +6,7 @@ Kernels are built with the ``make_module`` fixture of conftest.py (source writte
 
 import math
 
+import numba
 import numpy as np
 import pytest
 from numba.core import types
@@ -298,3 +299,22 @@ def test_a_kernel_launched_without_its_defaulted_parameter_compiles_for_cuda(mak
     assert out.tolist() == [50, 51, 52]
     od.cuda(m.kernel, out, 7, threads=4, target="cpu")
     assert out.tolist() == [70, 71, 72]
+
+
+def test_a_kernel_run_on_the_cpu_target_first_still_compiles_for_cuda(make_module):
+    """The disk cache's scan of attribute reads (bridge.note_attribute_templates) asks numba again after a
+    compile; for a numba module's attribute (``cuda.warpsize``) on the CUDA target that must not fail."""
+    m = make_module(
+        """
+        from numba import cuda
+
+        def kernel(out):
+            i = cuda.grid(1)
+            if i < out.size:
+                out[i] = cuda.warpsize + i
+    """
+    )
+    out = np.zeros(4, dtype=np.int64)
+    od.cuda(m.kernel, out, blocks=1, threads=4, target="cpu")
+    assert out.tolist() == [32, 33, 34, 35]
+    assert ".visible .entry" in od.code_ptx(m.kernel, numba.int64[:])

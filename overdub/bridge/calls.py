@@ -137,11 +137,15 @@ def note_attribute_templates(compiled) -> None:
         for block in annotation.blocks.values():
             for expr in block.find_exprs("getattr"):
                 typ = annotation.typemap.get(expr.value.name)
-                if typ is None:
+                if typ is None or isinstance(typ, types.Module):  # numba's own module templates (user
+                    continue  # modules are overdub's proxies, typed through the bridge)
+                try:  # asked again outside the compile: where numba cannot say, not stored
+                    found = context.find_matching_getattr_template(typ, expr.attr) or (
+                        context.find_matching_getattr_template(types.unliteral(typ), expr.attr)
+                    )
+                except Exception:  # whatever resolving it raises here
+                    needs.add(TypedByTemplates(type(typ).__module__, f"{type(typ).__qualname__}.{expr.attr}"))
                     continue
-                found = context.find_matching_getattr_template(typ, expr.attr) or (
-                    context.find_matching_getattr_template(types.unliteral(typ), expr.attr)
-                )
                 if found:
                     _note_template(needs, found["template"])
 
