@@ -13,8 +13,8 @@ class Launcher:
         kernel: Kernel,
         checks: object,
         specs: list[object],
-        function: int,
-        launch_kernel_address: int,
+        kernel_handle: int,
+        driver_entries: tuple[int, int, int],  # cuLaunchKernel, cuCtxGetCurrent, cuKernelGetFunction
         stream_handle: Callable[[object], int],
         /,
     ) -> None: ...

@@ -41,7 +41,8 @@ def test_synchronize_on_the_cpu_target_takes_its_one_device():
 
 class SecondContext:
     """A CUDA context of device 0 other than its primary one (``cuCtxCreate``), with cupy allocating in
-    whichever context is current (its memory pool off: a pooled block would belong to the primary context)."""
+    whichever context is current (its memory pool off: a pooled block would belong to the primary context).
+    cupy's own kernels are loaded in the primary context only: in this one, arrays are filled by copies."""
 
     def __init__(self):
         from cuda.bindings import driver
@@ -68,6 +69,13 @@ class SecondContext:
         self.driver.cuCtxDestroy(self.context)
 
 
+def on_device(cupy, values):
+    """A device array of ``values`` made without launching a cupy kernel (any context)."""
+    array = cupy.empty(len(values), dtype=np.float64)
+    array.set(np.asarray(values, dtype=np.float64))
+    return array
+
+
 @pytest.fixture
 def second_context(cupy):
     previous = cupy.cuda.get_allocator()
@@ -87,8 +95,7 @@ def test_a_kernel_first_launched_in_one_context_runs_in_another(cupy, make_modul
     out = cupy.zeros(64)
     od.cuda(m.kernel, out, x, 2.0, blocks=1, threads=64, target="cuda")
     with second_context:
-        x2 = cupy.arange(64, dtype=np.float64)
-        out2 = cupy.zeros(64)
+        x2, out2 = on_device(cupy, np.arange(64)), on_device(cupy, np.zeros(64))
         od.cuda(m.kernel, out2, x2, 3.0, blocks=1, threads=64, target="cuda")
         od.synchronize("cuda")
         assert out2.get().tolist() == (3.0 * np.arange(64) + 1.0).tolist()
@@ -101,7 +108,7 @@ def test_a_thousand_launches_alternating_between_two_contexts(cupy, make_module,
     m = make_module(SOURCE)
     x, out = cupy.arange(256, dtype=np.float64), cupy.zeros(256)
     with second_context:
-        x2, out2 = cupy.arange(256, dtype=np.float64), cupy.zeros(256)
+        x2, out2 = on_device(cupy, np.arange(256)), on_device(cupy, np.zeros(256))
     for i in range(1000):
         if i % 2:
             with second_context:
@@ -121,7 +128,7 @@ def test_host_threads_each_with_its_own_context_launch_concurrently(cupy, make_m
     m = make_module(SOURCE)
     x, out = cupy.arange(128, dtype=np.float64), cupy.zeros(128)
     with second_context:
-        x2, out2 = cupy.arange(128, dtype=np.float64), cupy.zeros(128)
+        x2, out2 = on_device(cupy, np.arange(128)), on_device(cupy, np.zeros(128))
     failures = []
 
     def work(context, out, x, a):

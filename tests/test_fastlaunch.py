@@ -19,13 +19,32 @@ LAUNCH = ctypes.CFUNCTYPE(
 )
 
 
+CTX_GET_CURRENT = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(ctypes.c_void_p))
+KERNEL_GET_FUNCTION = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p)
+
+
 class FakeDriver:
-    """Records each launch: function, grid, block, shared memory, stream and the raw 8-byte slots."""
+    """Records each launch: function, grid, block, shared memory, stream and the raw 8-byte slots. Its current
+    context is ``context`` (0: none); a kernel's function in context c is kernel + c (``loads`` counts them)."""
 
     def __init__(self, nslots, result=0):
         self.calls, self.nslots, self.result = [], nslots, result
-        self.callback = LAUNCH(self._launch)
-        self.address = ctypes.cast(self.callback, ctypes.c_void_p).value
+        self.context, self.loads = 0x10, []
+        self.callbacks = (
+            LAUNCH(self._launch),
+            CTX_GET_CURRENT(self._ctx_get_current),
+            KERNEL_GET_FUNCTION(self._kernel_get_function),
+        )
+        self.address = tuple(ctypes.cast(c, ctypes.c_void_p).value for c in self.callbacks)
+
+    def _ctx_get_current(self, out):
+        out[0] = self.context or None
+        return 0
+
+    def _kernel_get_function(self, out, kernel):
+        self.loads.append(self.context)
+        out[0] = kernel + self.context
+        return 0
 
     def _launch(self, function, gx, gy, gz, bx, by, bz, shmem, stream, params, extra):
         slots = [ctypes.string_at(params[i], 8) for i in range(self.nslots)]
@@ -70,7 +89,7 @@ def test_scalars_pointers_and_arrays_are_marshalled_into_numbas_parameter_slots(
     launcher, driver = make(specs, 1 + 1 + 9 + 1)
     assert launcher((np.float32(1.5), pointer, array, -7), 2, (16, 4), 128, None) is True
     function, grid, block, shmem, stream, slots = driver.calls[0]
-    assert (function, grid, block, shmem, stream) == (0xF00, (2, 1, 1), (16, 4, 1), 128, None)
+    assert (function, grid, block, shmem, stream) == (0xF00 + 0x10, (2, 1, 1), (16, 4, 1), 128, None)
     assert slots[0][:4] == np.float32(1.5).tobytes()
     assert slots[1] == q(0xABC)
     assert slots[2:11] == [q(0), q(0), q(12), q(4), q(0x1000), q(3), q(4), q(16), q(4)]
@@ -139,6 +158,26 @@ def test_a_launcher_with_more_slots_than_its_buffer_refuses_to_be_made():
     with pytest.raises(OverflowError, match="1034 parameter slots"):
         fastlaunch.Launcher(Node(), [], specs, 0xF00, driver.address, lambda s: s.handle)
     assert fastlaunch.Launcher(Node(), [], specs[:93], 0xF00, driver.address, lambda s: s.handle).nslots == 1023
+
+
+def test_the_kernels_function_is_found_per_context_and_loaded_once_in_each():
+    """The launcher holds a CUkernel: each context's CUfunction is asked of the driver once, then found."""
+    launcher, driver = make([("s", "q")], 1)
+    for context in (0x10, 0x20, 0x10, 0x20, 0x30):
+        driver.context = context
+        assert launcher(((7,)), 1, 1, 0, None) is True
+    assert [call[0] for call in driver.calls] == [0xF00 + c for c in (0x10, 0x20, 0x10, 0x20, 0x30)]
+    assert driver.loads == [0x10, 0x20, 0x30]
+    driver.context = 0  # none current on this thread: the slow path makes the device's current
+    assert launcher(((7,)), 1, 1, 0, None) is False and len(driver.calls) == 5
+
+
+def test_an_invalid_handle_forgets_the_contexts_function_and_takes_the_slow_path():
+    launcher, driver = make([("s", "q")], 1, result=400)  # CUDA_ERROR_INVALID_HANDLE
+    assert launcher(((7,)), 1, 1, 0, None) is False
+    driver.result = 0
+    assert launcher(((7,)), 1, 1, 0, None) is True
+    assert driver.loads == [0x10, 0x10]  # asked again: the context at that address is another one
 
 
 def test_an_f_ordered_array_passes_its_own_strides_and_a_c_ordered_one_strides_from_its_shape():

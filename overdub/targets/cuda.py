@@ -110,7 +110,12 @@ class Driver:
         self.null_stream = driver.CUstream(0)
         self.launch_kernel = driver.cuLaunchKernel
         self.launch_cooperative = driver.cuLaunchCooperativeKernel
-        self.launch_kernel_address = ctypes.cast(ctypes.CDLL("libcuda.so.1").cuLaunchKernel, ctypes.c_void_p).value
+        libcuda = ctypes.CDLL("libcuda.so.1")
+        # what the native launch function calls: cuLaunchKernel, cuCtxGetCurrent, cuKernelGetFunction
+        self.native_entries = tuple(
+            int(ctypes.cast(getattr(libcuda, name), ctypes.c_void_p).value or 0)
+            for name in ("cuLaunchKernel", "cuCtxGetCurrent", "cuKernelGetFunction")
+        )
         self._streams: dict[int, object] = {}
 
     def stream(self, stream):
@@ -149,10 +154,15 @@ class Driver:
         return library.get_cufunc().kernel._handle
 
     def function(self, kernel):
-        """The ``CUfunction`` of a ``CUkernel`` in the current context (what the occupancy queries take)."""
+        """The ``CUfunction`` of a ``CUkernel`` in the current context (the driver loads it there the first
+        time); with no context current, the device's is made current first."""
         make_current()
         err, function = self.driver.cuKernelGetFunction(kernel)
         return function if not err else kernel
+
+    def current_context(self) -> int:
+        err, context = self.driver.cuCtxGetCurrent()
+        return 0 if err else int(context)
 
 
 @functools.cache
@@ -183,7 +193,8 @@ class CUDALauncher:
         self.type_annotation = type_annotation  # the typed IR, annotated on the source (inspect_types)
         self.call_helper = call_helper  # debug kernels: what the error codes threads record mean
         self.argtypes = tuple(argtypes)
-        self.handle = None  # the CUkernel, loaded on first launch (every launch passes it)
+        self.handle = None  # the CUkernel, loaded on first launch: every context's
+        self._functions: dict[int, object] = {}  # context -> the kernel's CUfunction there
         self.lock = threading.Lock()
         # a kernel that synchronizes its grid (cuda.cg.this_grid().sync()) needs a cooperative launch
         self.cooperative = bool(getattr(library, "use_cooperative", False))
@@ -196,8 +207,15 @@ class CUDALauncher:
         return self.handle
 
     def _function(self):
-        """The kernel's function in the current context (for the occupancy queries; launches pass the kernel)."""
-        return driver().function(self._kernel())
+        """The kernel's CUfunction in the context current on this thread (the native launch function keeps
+        its own per-context table, in C)."""
+        drv = driver()
+        context = drv.current_context()
+        function = self._functions.get(context) if context else None
+        if function is None:
+            function = drv.function(self._kernel())  # makes a context current where none is
+            self._functions[drv.current_context()] = function
+        return function
 
     def launch_function(self, kernel, described):
         slots = [_slots(argument) for argument in described]
@@ -214,9 +232,7 @@ class CUDALauncher:
         checks = kernel.guard.native_checks()
         if None in specs or checks is None:
             return None
-        return _fastlaunch.Launcher(
-            kernel, checks, specs, int(self._kernel()), driver().launch_kernel_address, stream_handle
-        )
+        return _fastlaunch.Launcher(kernel, checks, specs, int(self._kernel()), driver().native_entries, stream_handle)
 
     def _generated(self, kernel, described, slots):
         """The Python launch function: one ``struct.pack_into`` writes every slot of one parameter buffer
@@ -233,7 +249,7 @@ class CUDALauncher:
             if self.cooperative
             else "drv.launch_kernel(function, gx, gy, gz, tx, ty, tz, shmem, hstream, slot_addresses, 0)"
         )
-        body = ["hstream = drv.null_stream if stream is None else drv.stream(stream)"]
+        body = ["hstream = drv.null_stream if stream is None else drv.stream(stream)", "function = function_here()"]
         if self.cooperative:
             body += ["check_co_resident(gx * gy * gz, tx * ty * tz, shmem)"]
         checked = self.call_helper is not None
@@ -255,7 +271,7 @@ class CUDALauncher:
             "buffer": buffer,
             "slots": addresses,  # kept alive by the launch function
             "slot_addresses": ctypes.addressof(addresses),
-            "function": driver().driver.CUfunction(int(self._kernel())),  # the CUkernel, as the bindings take it
+            "function_here": self._function,
             "launch_failed": self._failed,
             "in_context_now": _in_context_now,
             "check_co_resident": self._check_co_resident,
