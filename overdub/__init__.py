@@ -12,13 +12,20 @@ from .context import CPU, CUDA, Context, when_imported
 from .dropin import jit
 from .extending import method
 from .intrinsics import Pointer, cuprintln, pointer, state, unsafe_load, unsafe_store, vload, vstore
-from .launch import cuda, default_target, synchronize
+from .launch import default_target, synchronize
 from .reflect import code_llvm, code_ptx, code_sass, code_typed, explain, stats
 from .registry import AmbiguityError, GenericFunction, Method, MethodError, function, methods, which
 from .scaleout import map_blocks, map_overlap
 from .structs import struct, struct_array
 from .types import AbstractType, PtrType, issubtype
 from .world import current_world, invalidation_log
+
+if TYPE_CHECKING:  # od.cuda: the launch's signature and numba-cuda's names (a module whose call is the launch)
+    from .cuda import CudaNamespace
+
+    cuda: CudaNamespace
+else:
+    from . import cuda
 
 if TYPE_CHECKING:  # the lattice's names as types, for annotations (overdub/annotations.py)
     from .annotations import (

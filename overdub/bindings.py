@@ -324,6 +324,22 @@ def read(namespace: dict, name: str, with_builtins: bool = True):
     ).value
 
 
+def read_attribute(module: pytypes.ModuleType, name: str):
+    """Read a module's attribute for a compile, as :func:`read` does (an edge; ``_MISSING`` where it has none).
+    A lazy attribute -- computed by the module's ``__getattr__`` (PEP 562) -- is asked for first where the
+    module's globals lack it: one the module then keeps in its globals (``overdub.cuda`` does) is read as any
+    global; one it computes at each read is returned with no edge (it is no binding)."""
+    namespace = vars(module)
+    if name not in namespace and not name.startswith("__") and callable(namespace.get("__getattr__")):
+        try:
+            value = getattr(module, name)
+        except AttributeError:
+            return _MISSING
+        if name not in namespace:
+            return value
+    return read(namespace, name, with_builtins=False)
+
+
 def read_cell(cell, label: str):
     """Read a closure cell for a compile (raises ValueError when it is empty); an edge like a global."""
     value = cell.cell_contents

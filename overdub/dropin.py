@@ -25,15 +25,19 @@ import sys
 import warnings
 from typing import cast
 
+import numpy as np
+
 from . import compiler, reflect
 from .bridge.signatures import array_fits, as_scalar_of, signature_argtypes, typeof_or_none
 from .call import KernelCall
 from .context import Context
+from .intrinsics import Pointer
 from .launch import cuda
 from .registry import function
 from .runtime import runtime
 from .targets import CompileOptions, get_target
 from .targets import cuda as cuda_target
+from .types import PtrType, dtype_of
 
 __all__ = ["jit", "Kernel", "Overload"]
 
@@ -219,6 +223,22 @@ class Overload:
     def inspect_types(self, file=None) -> None:
         print(self._type_annotation, file=file or sys.stdout)
 
+    @property
+    def cooperative(self) -> bool:
+        """Does the kernel synchronize its whole grid (``cuda.cg.this_grid().sync()``)? Its launches are then
+        cooperative: every block resident at once."""
+        return bool(getattr(self.kernel.launcher, "cooperative", False))
+
+    def max_cooperative_grid_blocks(self, blockdim, dynsmem: int = 0) -> int:
+        """The most blocks of ``blockdim`` threads (an int or a tuple) a launch of this kernel that synchronizes
+        its grid may have, with ``dynsmem`` bytes of dynamic shared memory: all must be resident at once."""
+        threads = math.prod(blockdim) if isinstance(blockdim, tuple) else int(blockdim)
+        launcher = self.kernel.launcher
+        co_resident = getattr(launcher, "co_resident_blocks", None)
+        if co_resident is None:  # the CUDA target's launcher: the driver's occupancy of the kernel's function
+            return cuda_target.driver().co_resident_blocks(launcher._function(), threads, dynsmem)
+        return int(co_resident(threads, dynsmem))
+
     def __repr__(self) -> str:
         return f"<overload of {self.kernel.describe()}>"
 
@@ -253,7 +273,7 @@ class _Configured:
 
     def __call__(self, *args):
         if self.signatures:
-            args = _as_signature(args, self.signatures)
+            args = _as_signature(args, self.signatures, self.options["target"])
         if self.extensions:
             return self._extended(args)
         self._launch(args)
@@ -283,13 +303,26 @@ class _Configured:
             cuda_target.copy_back(pairs, stream)
 
 
-def _as_signature(args: tuple, signatures: list) -> tuple:
+def _as_signature(args: tuple, signatures: list, target) -> tuple:
     """``args`` converted to the first of ``signatures`` whose arrays match theirs (rank and dtype): scalars
-    become numpy scalars of the signature's types. Arguments matching none are passed as they are."""
+    become numpy scalars of the signature's types, an int where the signature has a pointer (numba's
+    ``CPointer``) the address of a typed pointer into the target's memory. Arguments matching none are passed
+    as they are."""
     for argtypes in signatures:
         if len(argtypes) == len(args) and all(map(array_fits, args, argtypes)):
-            return tuple(map(as_scalar_of, args, argtypes))
+            return tuple(
+                _as_pointer(a, t, target) if isinstance(t, PtrType) else as_scalar_of(a, t)
+                for a, t in zip(args, argtypes)
+            )
     return args
+
+
+def _as_pointer(value, ty: PtrType, target):
+    """An address (an int, as numba-cuda takes one for a ``CPointer``) as a pointer into ``target``'s memory."""
+    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+        device = get_target(target).name == "cuda"
+        return Pointer(int(value), dtype_of(ty.dtype), None, device=device)
+    return value
 
 
 class _ForAll:

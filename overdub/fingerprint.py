@@ -648,7 +648,10 @@ class GlobalFact(Fact):
         return value_digest(value)
 
     def check(self, job, functions: dict) -> str | None:
-        value = bindings.read(_find_namespace(self.namespace, functions), self.name, self.with_builtins)
+        if self.namespace[0] == "module" and not self.with_builtins:  # an attribute, perhaps lazy (PEP 562)
+            value = bindings.read_attribute(sys.modules[self.namespace[1]], self.name)
+        else:
+            value = bindings.read(_find_namespace(self.namespace, functions), self.name, self.with_builtins)
         if self.digest_of(value) == self.digest:
             return None
         return f"{self.what} {self.name} of {self.namespace[-1]!r} changed"

@@ -74,7 +74,7 @@ class ModuleProxy:
 
     def attribute(self, name: str):
         """The rewritten value of ``module.name``, recorded as an edge on the module's global ``name``."""
-        value = bindings.read(vars(self.module), name, with_builtins=False)
+        value = bindings.read_attribute(self.module, name)
         if value is bindings._MISSING:
             raise AttributeError(f"module {self.module.__name__!r} has no attribute {name!r}")
         return substitute(value, self.chain, f"{self.module.__name__}.{name}")
@@ -101,7 +101,8 @@ def substitute(value, chain: tuple, name: str = ""):
         # an array numba freezes into the code as a constant (numba-cuda: into constant memory; the CPU: an
         # array of other dtypes) is never silently stale: its contents are an edge, checked at each launch
         by_reference = getattr(getattr(chain[-1], "target", None), "global_array", None)
-        if by_reference is not None and type(value) is np.ndarray and value.dtype.kind in "biufc":
+        plain = type(value) is np.ndarray or getattr(value, "overdub_plain_memory", False)  # overdub.cuda's arrays
+        if by_reference is not None and plain and value.dtype.kind in "biufc":
             return by_reference(value)
         bindings.read_array(value, name or f"of shape {value.shape}")
     for ctx in chain:

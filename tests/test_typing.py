@@ -17,6 +17,8 @@ USER_FILE = """
     import math
     import operator
 
+    import numpy as np
+
     import overdub as od
     from overdub import function
 
@@ -65,6 +67,9 @@ USER_FILE = """
     reveal_type(scale)
     reveal_type(kernel)
     reveal_type(od.cuda)
+    reveal_type(od.cuda.__call__)
+    od.cuda(kernel, np.zeros((2, 2), np.float32), np.zeros(2, np.float32), od.pointer(np.zeros(2, np.float32)))
+    reveal_type(od.cuda.to_device)
 """
 
 CONFIG = f"""
@@ -119,9 +124,11 @@ def test_an_array_annotation_is_a_numpy_array_of_its_element_type_and_dimensions
     assert "_32Bit" in out and "_32Bit" in x and "p: overdub.annotations.Ptr[numpy.floating[" in p
 
 
-def test_od_cuda_has_a_signature_to_mypy(mypy_output):
-    revealed = mypy_output["revealed"][2]
-    assert revealed != '"Any"' and revealed.startswith('"def (kernel'), revealed
+def test_od_cuda_is_the_namespace_whose_call_has_the_launchs_signature_to_mypy(mypy_output):
+    namespace, call, attribute = mypy_output["revealed"][2:5]
+    assert namespace == '"overdub.cuda.CudaNamespace"', namespace
+    assert call.startswith('"def (kernel'), call
+    assert attribute == '"Any"', attribute  # numba-cuda's names, looked up when read
 
 
 def test_the_lattice_is_what_dispatch_uses_at_run_time():

@@ -8,12 +8,14 @@ import numpy as np
 from numba.core import sigutils, types
 from numba.np import numpy_support
 
-from ..types import typeof
+from ..types import PtrType, typeof
 
 
 def signature_argtypes(signature) -> tuple:
-    """The argument types of a numba signature: a string ``"void(float32[:], int64)"`` or a signature object."""
-    return tuple(sigutils.normalize_signature(signature)[0])
+    """The argument types of a numba signature: a string ``"void(float32[:], int64)"`` or a signature object.
+    numba's ``CPointer(T)`` is overdub's typed pointer ``Ptr[T]``: what a launch passes for an address."""
+    argtypes = sigutils.normalize_signature(signature)[0]
+    return tuple(PtrType(ty.dtype) if isinstance(ty, types.CPointer) else ty for ty in argtypes)
 
 
 def typeof_or_none(value):

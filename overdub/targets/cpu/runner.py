@@ -59,6 +59,10 @@ LOCAL_MEMORY_LIMIT = 512 * 1024
 """CUDA's limit on one thread's local memory, in bytes (ptxas refuses a kernel using more): the CPU target
 refuses a kernel whose local arrays exceed it, at compile time."""
 
+MAX_RESIDENT_THREADS = 1 << 20
+"""The threads of a grid the runner holds at once (a fiber and its stack each), as ``_cpugrid.c`` defines it: a
+grid that synchronizes (grid fibers) may have no more."""
+
 FIBER_STACK_MARGIN = 512 * 1024
 """A fiber's stack beyond its kernel's local arrays: the frames of the kernel and its callees, printf's."""
 

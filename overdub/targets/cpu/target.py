@@ -118,6 +118,16 @@ class CPULauncher:
         they hold one block (block rows)."""
         return 256
 
+    @property
+    def cooperative(self) -> bool:
+        """Does the kernel synchronize its grid (numba-cuda launches such a kernel cooperatively)?"""
+        return self.mode == runner.Need.GRID_SYNC.value
+
+    def co_resident_blocks(self, threads: int, shmem: int = 0) -> int:
+        """How many blocks of ``threads`` threads the runner holds at once: the most a launch of a kernel that
+        synchronizes its grid may have."""
+        return runner.MAX_RESIDENT_THREADS // max(int(threads), 1)
+
     def launch_function(self, kernel, described):
         names = "".join(f", {name}" for name in launchfn.argument_names(len(described)))
         mode = cpu_grid.MODES[self.mode] | (0 if self.checked else cpu_grid.RAISE_ENDS_THREAD)
@@ -169,6 +179,11 @@ class SerialLauncher:
         self.entry_point = grid_loop.overloads[self.argtypes].entry_point
 
     suggested_block_size = CPULauncher.suggested_block_size
+    cooperative = False  # a grid sync needs the runner: refused here
+
+    def co_resident_blocks(self, threads: int, shmem: int = 0) -> int:
+        """None: without the runner blocks run one after another, and a grid sync is refused."""
+        return 0
 
     def launch_function(self, kernel, described):
         arguments = "".join(f"{name}, " for name in launchfn.argument_names(len(described)))
