@@ -111,6 +111,14 @@ def run_main(block):
     return out
 
 
+def run_main_numpy(block):
+    """The same chunk function without overdub, defined in __main__: what a notebook graph costs Dask itself
+    (cloudpickle ships it by value, with the modules it names)."""
+    out = np.empty_like(block)
+    np.multiply(block, 2.0, out=out)
+    return out + 1.0
+
+
 def _graph_seconds(client, array, func, repeats: int) -> float:
     client.compute(array.map_blocks(func)).result()  # warm-up: compiles on every worker
     times = []
@@ -184,6 +192,7 @@ def main() -> None:
             "overdub (__main__ kernel, notebook graph)": _graph_seconds(client, x, run_main, repeats),
             "numba.njit": _graph_seconds(client, x, lib.run_njit, repeats),
             "numpy": _graph_seconds(client, x, lib.run_numpy, repeats),
+            "numpy (__main__ function, notebook graph)": _graph_seconds(client, x, run_main_numpy, repeats),
         }
         run_od = od.map_blocks
         client.compute(run_od(lib.kernel, x)).result()

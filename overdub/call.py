@@ -222,6 +222,13 @@ def launch_slow(
     A redefinition on another thread may invalidate the kernel between its compile and its launch; then the
     kernel is compiled again, as many times as that happens: a launch always runs a valid kernel."""
     runtime.collect()
+    canonical = travel.interned(kernel) if type(kernel) is pytypes.FunctionType else kernel
+    if canonical is not kernel:  # a def arrived by value (a task's copy): launch as the first of its content
+        launched = args if state is None else (state, *args)
+        for launch in runtime.launches.get(launch_key(canonical, context, target, args, state), ()):
+            if launch(launched, blocks, threads, shmem, stream):
+                return
+        kernel = canonical
     check_kernel(bridge.python_function(kernel) or kernel, args)
     get_target(target).check_launchable()
     blocks, threads, shmem = launchfn.checked_config(blocks, threads, shmem, stream)

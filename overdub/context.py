@@ -29,6 +29,7 @@ import wrapt
 from . import world
 from .registry import Method, MethodTable, methods_from, reference_to
 from .rewrite import is_overdubbable
+from .runtime import runtime
 from .types import Any, as_type, issubtype, type_name
 
 __all__ = ["Context", "BaseContext", "TargetRoot", "CPU", "CUDA", "when_imported", "callee_key"]
@@ -85,6 +86,7 @@ def _is_catch_all(label: str, func) -> bool:
 
 
 _every_context: weakref.WeakSet[Context] = weakref.WeakSet()
+runtime.register_cache(f"{__name__}._every_context", _every_context, kept="definitions, not a cache")
 
 
 def every_context() -> list[Context]:

@@ -299,11 +299,12 @@ def embeds_numba_code(value, compiled: set) -> bool:
     return function is None or function not in compiled
 
 
-def embedded_digest(value) -> tuple[str, frozenset[tuple[str, str]]]:
+def embedded_digest(value, typing: bool = True) -> tuple[str, frozenset[tuple[str, str]]]:
     """The digest of ``value`` with everything numba embeds of it, and the typing code (an ``@overload``'s or
     ``@intrinsic``'s function, as module and qualname) it covers; raises :class:`Uncacheable` for what has no
-    digest."""
-    walk = _EmbeddedWalk()
+    digest. ``typing=False``: without the typing code numba registered for the functions met (for telling
+    two copies of a definition apart, not for the disk cache)."""
+    walk = _EmbeddedWalk(typing)
     return walk.digest(value), frozenset(walk.typed_by)
 
 
@@ -320,7 +321,8 @@ class _EmbeddedWalk:
     """One walk of what numba embeds for a value. A value met again (recursion, shared helpers) is digested
     by the order it was first met in, so the digest is the same in every process."""
 
-    def __init__(self) -> None:
+    def __init__(self, typing: bool = True) -> None:
+        self.typing = typing
         self.digests: dict[int, str] = {}
         self.modules: set[tuple[int, frozenset[str]]] = set()
         self.typed_by: set[tuple[str, str]] = set()
@@ -359,7 +361,7 @@ class _EmbeddedWalk:
             parts = [self._function(function), repr(sorted(options.items())) if isinstance(options, dict) else ""]
         else:
             parts = [_library_object_digest(value)]  # raises for an object of the user's own code
-        typing = bridge.typing_code(value)
+        typing = bridge.typing_code(value) if self.typing else []
         for template, source in typing:
             if source is None:  # a template class (numba wraps a registered one in its own: its bases say whose)
                 module = next((c.__module__ for c in template.__mro__ if not is_versioned_module(c.__module__)), None)

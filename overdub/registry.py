@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Literal, Protocol, TypeAlias
 
 from . import world
+from .runtime import runtime
 from .types import Any, ConcreteType, LatticeType, ValueCheck, as_type, same_type_check, type_name, typeof
 from .types import subtype as issubtype
 
@@ -501,6 +502,7 @@ class GenericFunction:
 # Every generic function alive, for what ships this process's definitions to others (overdub.travel, which
 # also sets reduce_generic: how a generic function pickles with them).
 _every_generic_function: weakref.WeakSet[GenericFunction] = weakref.WeakSet()
+runtime.register_cache(f"{__name__}._every_generic_function", _every_generic_function, kept="definitions, not a cache")
 reduce_generic: Callable[[GenericFunction], tuple[object, ...]] | None = None
 
 

@@ -76,10 +76,10 @@ _local = threading.local()  # building: a snapshot is being pickled on this thre
 
 class Shipper(_BasePickler):  # type: ignore[misc, valid-type]  # cloudpickle's Pickler, where installed
     """A pickler that ships each def of the user's code by value: its code (marshal), the globals its code
-    names, its defaults, keyword defaults, closure, annotations and docstring. It records each namespace read
-    with its version tag (``read``), for the snapshot's cache check."""
+    names, its defaults, keyword defaults, closure, annotations and docstring. It records what it read of
+    each def (``read``: a :class:`Watch`), for the snapshot's cache check."""
 
-    def __init__(self, file: io.BytesIO, read: list[tuple[dict[str, object], int]]) -> None:
+    def __init__(self, file: io.BytesIO, read: list[Watch]) -> None:
         super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
         self.read = read
 
@@ -90,7 +90,7 @@ class Shipper(_BasePickler):  # type: ignore[misc, valid-type]  # cloudpickle's 
         return NotImplemented if parent is None else parent(obj)
 
 
-def dumps(value: object, read: list[tuple[dict[str, object], int]] | None = None) -> bytes:
+def dumps(value: object, read: list[Watch] | None = None) -> bytes:
     """``value`` pickled with :class:`Shipper`."""
     buffer = io.BytesIO()
     Shipper(buffer, [] if read is None else read).dump(value)
@@ -100,18 +100,50 @@ def dumps(value: object, read: list[tuple[dict[str, object], int]] | None = None
 _EMPTY = ("overdub.travel", "empty cell")
 
 
-def _function_reduce(func: pytypes.FunctionType, read: list[tuple[dict[str, object], int]]) -> tuple[object, ...]:
-    namespace = func.__globals__
-    read.append((namespace, bindings.dict_version(namespace)))
-    names = rewrite.global_names(func.__code__)
+class Watch:
+    """What a snapshot read of one def, as it was (the snapshot's cache check): its code, defaults and cells,
+    by identity, and the globals it names -- the namespace's version tag first, then, where the tag moved
+    (another global of the module changed), value by value."""
+
+    __slots__ = ("func", "state", "namespace", "version", "values")
+
+    def __init__(self, func: pytypes.FunctionType, values: dict[str, object]) -> None:
+        self.func, self.state = func, _def_state(func)
+        self.namespace, self.values = func.__globals__, values
+        self.version = bindings.dict_version(self.namespace)
+
+    def unchanged(self) -> bool:
+        state = _def_state(self.func)
+        if len(state) != len(self.state) or any(a is not b for a, b in zip(state, self.state)):
+            return False
+        version = bindings.dict_version(self.namespace)
+        if version == self.version:
+            return True
+        get = self.namespace.get
+        if all(bindings.same_value(value, get(name, _EMPTY)) for name, value in self.values.items()):
+            self.version = version  # another global changed: checked by its tag again next time
+            return True
+        return False
+
+
+def _def_state(func: pytypes.FunctionType) -> tuple[object, ...]:
     cells = []
     for cell in func.__closure__ or ():
         try:
             cells.append(cell.cell_contents)
         except ValueError:  # an empty cell
             cells.append(_EMPTY)
+    return (func.__code__, func.__defaults__, func.__kwdefaults__, *cells)
+
+
+def _function_reduce(func: pytypes.FunctionType, read: list[Watch]) -> tuple[object, ...]:
+    namespace = func.__globals__
+    names = rewrite.global_names(func.__code__)
+    values = {name: namespace[name] for name in names if name in namespace}
+    read.append(Watch(func, values))
+    cells = list(_def_state(func)[3:])
     state = (
-        {name: namespace[name] for name in names if name in namespace},
+        values,
         func.__defaults__,
         func.__kwdefaults__,
         tuple(cells),
@@ -182,12 +214,12 @@ class ByName:
 @dataclass(frozen=True, slots=True)
 class Snapshot:
     world: int
-    read: tuple[tuple[dict[str, object], int], ...]
+    read: tuple[Watch, ...]
     digest: str
     blob: bytes
 
     def current(self) -> bool:
-        return self.world == world.current_world() and all(bindings.dict_version(ns) == v for ns, v in self.read)
+        return self.world == world.current_world() and all(watch.unchanged() for watch in self.read)
 
 
 _snapshots: dict[str, Snapshot] = {}  # "last": the snapshot this process last built
@@ -202,15 +234,15 @@ def snapshot() -> tuple[str, str, bytes]:
     if last is not None and last.current():
         return _root(), last.digest, last.blob
     with world.lock:  # no definition meanwhile
-        age, read = world.current_world(), cast("list[tuple[dict[str, object], int]]", [])
+        age, read = world.current_world(), cast("list[Watch]", [])
         _local.building = True
         try:
             entries = [entry for entry in map(_entry, _tables(), itertools.repeat(read)) if entry is not None]
             blob = dumps(sorted(entries, key=lambda e: e.key), read)
         finally:
             _local.building = False
-        namespaces = {id(ns): (ns, version) for ns, version in read}  # each namespace once
-        last = Snapshot(age, tuple(namespaces.values()), hashlib.blake2b(blob, digest_size=16).hexdigest(), blob)
+        watches = {id(watch.func): watch for watch in read}  # each def once
+        last = Snapshot(age, tuple(watches.values()), hashlib.blake2b(blob, digest_size=16).hexdigest(), blob)
         _snapshots["last"] = last
     return _root(), last.digest, last.blob
 
@@ -243,7 +275,7 @@ def _tables() -> list[tuple[str, object, MethodTable]]:
     return found
 
 
-def _entry(table_of: tuple[str, object, MethodTable], read: list[tuple[dict[str, object], int]]) -> Entry | None:
+def _entry(table_of: tuple[str, object, MethodTable], read: list[Watch]) -> Entry | None:
     """The snapshot's entry of a table, or None (recorded in ``_unshippable``) where something in it does not
     pickle: a def closing over a lock, a context of ``__main__``, say."""
     key, owner, table = table_of
@@ -282,6 +314,7 @@ def _origin(gf: GenericFunction) -> str | None:
 
 
 _origins: weakref.WeakKeyDictionary[GenericFunction, str] = weakref.WeakKeyDictionary()
+runtime.register_cache(f"{__name__}._origins", _origins, kept="where generic functions made elsewhere come from")
 _made_here: weakref.WeakValueDictionary[str, GenericFunction] = weakref.WeakValueDictionary()  # origin -> it
 _foreign: dict[str, GenericFunction] = {}  # origin -> the generic function standing for it here
 # kept across runtime.reset(): they are definitions, not caches
@@ -437,6 +470,7 @@ _interned_by_id: weakref.WeakKeyDictionary[pytypes.FunctionType, tuple[pytypes.F
     weakref.WeakKeyDictionary()
 )
 _shipped_here: weakref.WeakSet[pytypes.FunctionType] = weakref.WeakSet()  # the defs Shipper's pickles made
+runtime.register_cache(f"{__name__}._shipped_here", _shipped_here, kept="which defs arrived by value: a fact of each")
 runtime.register_cache(f"{__name__}._interned", _interned)
 runtime.register_cache(f"{__name__}._interned_by_id", _interned_by_id)
 
@@ -463,7 +497,7 @@ def interned(func: pytypes.FunctionType) -> pytypes.FunctionType:
         return found[0]
     with world.lock:  # the digest asks numba's typing registries, as a compile does (under this lock)
         try:
-            digest = fingerprint.embedded_digest(func)[0]
+            digest = fingerprint.embedded_digest(func, typing=False)[0]
         except fingerprint.Uncacheable:  # holds something with no content digest: compiled as it is
             canonical = func
         else:

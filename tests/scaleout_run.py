@@ -82,7 +82,7 @@ def run_context(block):
     return out
 
 
-def where(block):
+def where():
     """The worker's GPU, as the task sees it (dask-cuda gives each worker its own)."""
     return os.environ.get("CUDA_VISIBLE_DEVICES", "")
 
