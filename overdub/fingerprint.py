@@ -92,9 +92,25 @@ def is_library_module(name) -> bool:
 
 @functools.lru_cache(maxsize=4096)
 def _is_library_file(file: str) -> bool:
-    """Is ``file`` under an installed package's or the standard library's directory? (``realpath`` asks
-    the file system for every link on the path: once per file.)"""
-    return os.path.realpath(file).startswith(_LIBRARY_PATHS)
+    """Is ``file`` under an installed package's or the standard library's directory -- site-packages, or a
+    directory a package was installed into with its metadata beside it (``pip install --target``)?
+    (``realpath`` asks the file system for every link on the path: once per file.)"""
+    path = os.path.realpath(file)
+    return path.startswith(_LIBRARY_PATHS) or _installed_with_metadata(path)
+
+
+def _installed_with_metadata(path: str) -> bool:
+    """Is ``path`` a module of a distribution whose ``*.dist-info`` (or ``*.egg-info``) lies beside its
+    top-level package, as pip leaves it in any directory it installs into?"""
+    directory, top = os.path.dirname(path), os.path.splitext(os.path.basename(path))[0]
+    while os.path.exists(os.path.join(directory, "__init__.py")):  # up to the directory on sys.path
+        directory, top = os.path.dirname(directory), os.path.basename(directory)
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return False
+    prefix = top.lower().replace("-", "_") + "-"
+    return any(n.lower().startswith(prefix) and n.endswith((".dist-info", ".egg-info")) for n in names)
 
 
 runtime.register_cache(f"{__name__}._is_library_file", _is_library_file)

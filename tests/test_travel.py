@@ -250,3 +250,23 @@ def test_map_blocks_and_map_overlap_run_a_kernel_per_chunk(make_module):
     expected = (host[:-2] + host[1:-1] + host[2:]) / 3.0
     assert np.allclose(blurred, expected)
     assert od.stats()["compiles"] == 2  # one per kernel, however many chunks
+
+
+def test_a_package_installed_with_its_metadata_anywhere_travels_by_reference(tmp_path, monkeypatch):
+    """pip install --target puts a package and its *.dist-info in any directory: an installed package, whose
+    functions (cloudpickle's own, say) travel by reference, not as the user's code does."""
+    from overdub import fingerprint
+
+    name = f"odinstalled_{os.getpid()}"
+    (tmp_path / name).mkdir()
+    (tmp_path / name / "__init__.py").write_text("def helper(x):\n    return x + 1\n")
+    (tmp_path / f"{name}-1.0.dist-info").mkdir()
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import importlib
+
+    module = importlib.import_module(name)
+    try:
+        assert fingerprint.is_library_module(name)
+        assert pickle.loads(travel.dumps(module.helper)) is module.helper
+    finally:
+        sys.modules.pop(name, None)
