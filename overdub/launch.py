@@ -40,6 +40,7 @@ def cuda(
     context: Context | None = None,
     state: object = None,
     debug: bool | None = None,
+    device: int | None = None,
 ) -> None:
     """Launch ``kernel`` (a plain Python function) over ``blocks`` x ``threads`` in ``context``.
 
@@ -53,7 +54,13 @@ def cuda(
     which ``od.state()`` returns inside the kernel, its callees and the context's overdubs and hooks: data of
     this launch, not a constant of the code. ``debug=True`` launches a checked kernel: out-of-range indices and
     errors raised in the kernel are raised here, naming the thread, the block and the kernel line
-    (``OVERDUB_DEBUG=1`` makes that the default)."""
+    (``OVERDUB_DEBUG=1`` makes that the default). ``device`` launches on that device (its primary context made
+    current for the launch); by default, the device current on this thread (cupy's, numba-cuda's, or one a
+    thread made current): a kernel is loaded once in each context it is launched in."""
+    if device is not None:
+        with get_target(target).on_device(device):
+            return cuda(kernel, *args, threads=threads, blocks=blocks, shmem=shmem, stream=stream, target=target,
+                        context=context, state=state, debug=debug)  # fmt: skip
     if debug is not None:
         target = get_target(target, debug=bool(debug))
     launched = args if state is None else (state, *args)

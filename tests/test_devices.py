@@ -167,3 +167,23 @@ def test_synchronize_a_device_and_every_device(cupy, make_module):
     assert out.get().tolist() == (4.0 * np.arange(32) + 1.0).tolist()
     with pytest.raises(ValueError, match="devices 0"):
         od.synchronize("cuda", device=99)
+
+
+def test_a_launch_on_device_zero_of_the_cpu_target_and_a_clear_error_for_another(make_module):
+    m = make_module(SOURCE)
+    x, out = np.arange(8.0), np.zeros(8)
+    od.cuda(m.kernel, out, x, 2.0, blocks=1, threads=8, target="cpu", device=0)
+    assert out.tolist() == (2.0 * np.arange(8.0) + 1.0).tolist()
+    with pytest.raises(ValueError, match=r"od.cuda\(device=1\): the CPU target has one device, 0"):
+        od.cuda(m.kernel, out, x, 2.0, blocks=1, threads=8, target="cpu", device=1)
+
+
+@pytest.mark.gpu
+def test_a_launch_on_an_explicit_device(cupy, make_module):
+    m = make_module(SOURCE)
+    x, out = cupy.arange(16, dtype=np.float64), cupy.zeros(16)
+    od.cuda(m.kernel, out, x, 3.0, blocks=1, threads=16, target="cuda", device=0)
+    od.synchronize("cuda", device=0)
+    assert out.get().tolist() == (3.0 * np.arange(16) + 1.0).tolist()
+    with pytest.raises(ValueError, match="devices 0"):
+        od.cuda(m.kernel, out, x, 3.0, blocks=1, threads=16, target="cuda", device=99)

@@ -118,6 +118,10 @@ class Target(Protocol):
         """Wait for launched work to finish and flush device printf output: on ``device`` (None: the
         current one; ``"all"``: every one)."""
 
+    def on_device(self, device: int, what: str = "od.cuda") -> AbstractContextManager[None]:
+        """A context manager making ``device`` the current one on this thread for its block (a clear
+        ValueError for a device this machine does not have)."""
+
     def check_launchable(self) -> None:
         """Raise a clear error where launching on this target is impossible here (no GPU, no driver)."""
 

@@ -333,6 +333,12 @@ class CUDALauncher:
         raise RuntimeError(f"launching {self.library.name}: {err!r}")
 
 
+def _device_count() -> int:
+    err, count = driver().driver.cuDeviceGetCount()
+    _checked("cuDeviceGetCount", err)
+    return int(count)
+
+
 def _checked(call: str, err, *_results) -> None:
     if int(err):
         raise RuntimeError(f"{call} failed: {err!r}")
@@ -594,22 +600,27 @@ class CUDATarget(Configurable):
             make_current()
             _checked("cuCtxSynchronize", *drv.cuCtxSynchronize())
             return
-        (err, count) = drv.cuDeviceGetCount()
-        _checked("cuDeviceGetCount", err)
-        ordinals = range(count) if device == "all" else [device]
-        for ordinal in ordinals:
-            if not isinstance(ordinal, int) or not 0 <= ordinal < count:
-                raise ValueError(f"od.synchronize(device={device!r}): this machine has devices 0..{count - 1}")
-            err, context = drv.cuDevicePrimaryCtxRetain(ordinal)
-            _checked("cuDevicePrimaryCtxRetain", err)
+        for ordinal in range(_device_count()) if device == "all" else [device]:
+            with self.on_device(ordinal, "od.synchronize"):
+                _checked("cuCtxSynchronize", *drv.cuCtxSynchronize())
+
+    @contextlib.contextmanager
+    def on_device(self, device, what: str = "od.cuda"):
+        """Device ``device``'s primary context current on this thread for the block (pushed, then popped)."""
+        count = _device_count()
+        if isinstance(device, bool) or not isinstance(device, int) or not 0 <= device < count:
+            raise ValueError(f"{what}(device={device!r}): this machine has devices 0..{count - 1}")
+        drv = driver().driver
+        err, context = drv.cuDevicePrimaryCtxRetain(device)
+        _checked("cuDevicePrimaryCtxRetain", err)
+        try:
+            _checked("cuCtxPushCurrent", *drv.cuCtxPushCurrent(context))
             try:
-                _checked("cuCtxPushCurrent", *drv.cuCtxPushCurrent(context))
-                try:
-                    _checked("cuCtxSynchronize", *drv.cuCtxSynchronize())
-                finally:
-                    drv.cuCtxPopCurrent()
+                yield
             finally:
-                drv.cuDevicePrimaryCtxRelease(ordinal)
+                drv.cuCtxPopCurrent()
+        finally:
+            drv.cuDevicePrimaryCtxRelease(device)
 
     def check_launchable(self):
         """A usable GPU, and the device's context current on this thread: the slow path of a launch may

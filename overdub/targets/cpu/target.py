@@ -24,6 +24,7 @@ when the grid is done.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import ctypes
 import itertools
@@ -336,6 +337,13 @@ class CPUTarget(Configurable):
         return CPULauncher(
             body, address, mode, cpu_grid.loaded_entry(argtypes, lambda: _rebuilt(entry)), argtypes, self.options.debug
         )
+
+    @contextlib.contextmanager
+    def on_device(self, device, what: str = "od.cuda"):
+        """The CPU target has one device, 0."""
+        if device != 0 or isinstance(device, bool):
+            raise ValueError(f"{what}(device={device!r}): the CPU target has one device, 0")
+        yield
 
     def synchronize(self, device=None):
         """Launches return when their grid is done: nothing is left to wait for but printf's buffer (the CPU
