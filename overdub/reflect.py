@@ -73,7 +73,8 @@ def code_ptx(
     these compile options (``fastmath=True``, ``max_registers=32``, ...: :class:`CompileOptions`). Needs no GPU.
     In a context with state, ``state`` is the state's value or numba type (the kernel's first parameter)."""
     library, cc = _cuda_library(kernel, args_or_types, cc, context, state, options)
-    return library.get_asm_str(cc=cc)
+    with cuda_target.toolkit():
+        return library.get_asm_str(cc=cc)
 
 
 def code_llvm(
@@ -100,7 +101,8 @@ def code_sass(
     """The SASS of ``kernel`` (needs a GPU, or ptxas and nvdisasm; ``cc`` defaults to the device's)."""
     library, cc = _cuda_library(kernel, args_or_types, cc or cuda_target.device_cc(), context, state, options)
     cuda_target.make_current_if_gpu()  # a kernel compiled on another thread: linking its cubin asks the driver
-    return library.get_sass(cc=cc)
+    with cuda_target.toolkit():
+        return library.get_sass(cc=cc)
 
 
 def code_typed(
@@ -128,4 +130,5 @@ def code_lto_ptx(
     """The PTX of ``kernel`` compiled with ``lto=True`` after link-time optimisation with everything it links
     (numba-cuda's ``inspect_lto_ptx``; needs nvJitLink)."""
     library, cc = _cuda_library(kernel, args_or_types, cc, context, state, dict(options, lto=True))
-    return library.get_lto_ptx(cc=cc)
+    with cuda_target.toolkit():
+        return library.get_lto_ptx(cc=cc)

@@ -203,7 +203,8 @@ class CUDALauncher:
     def _kernel(self):
         with self.lock:
             if self.handle is None:
-                self.handle = driver().kernel(self.library)
+                with toolkit():
+                    self.handle = driver().kernel(self.library)
         return self.handle
 
     def _function(self):
@@ -331,6 +332,21 @@ class CUDALauncher:
 
     def _failed(self, err):
         raise RuntimeError(f"launching {self.library.name}: {err!r}")
+
+
+@contextlib.contextmanager
+def toolkit():
+    """Where the CUDA toolkit's libraries are missing (a plain ``pip install overdub``: the CPU target only),
+    compiling to PTX or a cubin says how to get them, instead of cuda-pathfinder's bare "libnvvm.so not found"."""
+    try:
+        yield
+    except Exception as exc:
+        if type(exc).__name__ != "DynamicLibNotFoundError":
+            raise
+        raise RuntimeError(
+            f"compiling for CUDA needs the CUDA toolkit's libraries (NVVM, NVRTC), which this install lacks "
+            f"({exc}): install the GPU stack with pip install 'overdub[cuda]', or launch with target='cpu'"
+        ) from exc
 
 
 def _device_count() -> int:
