@@ -8,7 +8,7 @@ the next launch recompile.
 from typing import TYPE_CHECKING
 
 from .compiler import CompileError
-from .context import CPU, CUDA, Context, when_imported
+from .context import ALL, CPU, CUDA, Context, when_imported
 from .dropin import jit
 from .extending import method
 from .intrinsics import Pointer, cuprintln, pointer, state, unsafe_load, unsafe_store, vload, vstore
@@ -122,6 +122,7 @@ __all__ = [
     "Context",
     "CPU",
     "CUDA",
+    "ALL",
     "when_imported",
     "state",
     # launching and intrinsics

@@ -32,7 +32,7 @@ from .rewrite import is_overdubbable
 from .runtime import runtime
 from .types import Any, as_type, issubtype, type_name
 
-__all__ = ["Context", "BaseContext", "TargetRoot", "CPU", "CUDA", "when_imported", "callee_key"]
+__all__ = ["Context", "BaseContext", "TargetRoot", "CPU", "CUDA", "ALL", "EveryTarget", "when_imported", "callee_key"]
 
 
 def callee_key(callee: object) -> object:
@@ -434,6 +434,49 @@ class BaseContext(Context):
 
 CPU = BaseContext("CPU")
 CUDA = BaseContext("CUDA")
+
+
+class EveryTarget:
+    """``od.ALL``: every target's own context at once, for a library extending all targets in one call --
+    ``@od.ALL.overdub(f)``, ``@od.ALL.prehook(f)``, ``od.ALL.forward(f, g)`` do to ``od.CPU`` and ``od.CUDA``
+    what each would do alone (and ``od.CPU`` or ``od.CUDA`` where one target needs its own)."""
+
+    def __init__(self, *contexts: BaseContext) -> None:
+        self.contexts = contexts
+
+    def __reduce__(self):
+        return reference_to(self, __name__, "ALL")
+
+    def _each(self, decorator: str, callee):
+        def define(func):
+            for ctx in self.contexts:
+                getattr(ctx, decorator)(callee)(func)
+            return func
+
+        return define
+
+    def overdub(self, callee):
+        """Decorator: the def as an overdub of ``callee`` in every target's context."""
+        return self._each("overdub", callee)
+
+    def prehook(self, callee):
+        """Decorator: the def as a prehook of ``callee`` in every target's context."""
+        return self._each("prehook", callee)
+
+    def posthook(self, callee):
+        """Decorator: the def as a posthook of ``callee`` in every target's context."""
+        return self._each("posthook", callee)
+
+    def forward(self, callee, to) -> None:
+        """Calls of ``callee`` mean calls of ``to`` on every target (where no overdub takes them)."""
+        for ctx in self.contexts:
+            ctx.forward(callee, to)
+
+    def __repr__(self) -> str:
+        return f"od.ALL ({' and '.join(f'od.{ctx.name}' for ctx in self.contexts)})"
+
+
+ALL = EveryTarget(CPU, CUDA)
 
 
 def when_imported(module_name: str):

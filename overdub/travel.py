@@ -264,10 +264,10 @@ def _tables() -> list[tuple[str, object, MethodTable]]:
         if gf.table.methods and _ships(gf.__module__):
             origin = _origin(gf)
             found.append((origin or f"{gf.__module__}.{gf.__qualname__}", gf, gf.table))
-    for ctx in context.every_context():
-        if not _ships(ctx.__module__):
-            continue
+    for ctx in context.every_context():  # od.CPU's too: a library of the user's may extend it
         for callee, table in ctx.overdub_tables():
+            if not any(_ships(method.func.__module__) for method in table.methods):
+                continue
             named = callee
             if isinstance(callee, pytypes.FunctionType) and "<" not in callee.__qualname__:
                 named = ByName(callee.__module__, callee.__qualname__)

@@ -6,6 +6,7 @@ Overdubs on ``od.CPU`` are process-wide, so the tests that add them do so only f
 """
 
 import math
+import pickle
 import sys
 
 import numpy as np
@@ -528,3 +529,33 @@ def test_a_context_can_overdub_the_kernel_idiom_on_the_cpu_and_in_ptx(make_modul
     od.cuda(m.kernel, out, threads=3, context=shifted)
     assert out.tolist() == [0, 7, 7, 7]
     assert od.code_ptx(m.kernel, types.int64[:], context=shifted) != od.code_ptx(m.kernel, types.int64[:])
+
+
+def test_one_registration_extends_every_target(make_module):
+    """od.ALL: a library's overdub for every target in one call (issue 24 item 4)."""
+    m = make_module(
+        """
+        import overdub as od
+
+        @od.function
+        def g(x: od.Float):
+            return x + 1.0
+
+        def kernel(out):
+            out[0] = g(1.0)
+    """
+    )
+
+    @od.ALL.overdub(m.g)
+    def _(x: od.Float):
+        return x * 100.0
+
+    try:
+        out = np.zeros(1)
+        od.cuda(m.kernel, out, target="cpu")
+        assert out[0] == 100.0
+        assert len(od.CPU.table(m.g).methods) == len(od.CUDA.table(m.g).methods) == 1
+        assert "od.CPU and od.CUDA" in repr(od.ALL) and pickle.loads(pickle.dumps(od.ALL)) is od.ALL
+    finally:
+        for ctx in (od.CPU, od.CUDA):
+            ctx.table(m.g).remove((od.Float,), "test cleanup")

@@ -270,3 +270,17 @@ def test_a_package_installed_with_its_metadata_anywhere_travels_by_reference(tmp
         assert pickle.loads(travel.dumps(module.helper)) is module.helper
     finally:
         sys.modules.pop(name, None)
+
+
+def test_a_users_overdub_on_a_targets_own_context_travels(make_module):
+    m = make_module(SOURCE)
+    m.run("@od.CPU.overdub(g)\ndef _(x: od.Float):\n    return x * 100.0\n")
+    try:
+        assert launch(m.kernel) == [0.0, 100.0, 200.0]
+        sent = travel.snapshot()
+        m.run("@od.CPU.overdub(g)\ndef _(x: od.Float):\n    return x * 7.0\n")
+        assert launch(m.kernel) == [0.0, 7.0, 14.0]
+        travel.adopt("another process", *sent[1:])
+        assert launch(m.kernel) == [0.0, 100.0, 200.0]
+    finally:
+        od.CPU.table(m.g).remove((od.Float,), "test cleanup")
