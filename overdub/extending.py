@@ -37,6 +37,10 @@ class UserMethods:
     def __reduce__(self) -> tuple[Any, ...]:
         return reference_to(self, __name__, "user_methods")
 
+    def overdub_tables(self) -> list[tuple[object, MethodTable]]:
+        """Its tables with methods, each with its callee (as a context's: what :mod:`overdub.travel` ships)."""
+        return [(table.owner[1], table) for table in self._tables.values() if table.methods]  # type: ignore[index]
+
     def table(self, callee: Callable[..., Any]) -> MethodTable:
         """The table of methods added to ``callee`` (empty until one is; lookups in it are edges too)."""
         key = callee_key(callee)

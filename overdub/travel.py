@@ -52,7 +52,7 @@ import weakref
 from dataclasses import dataclass
 from typing import cast
 
-from . import bindings, bridge, context, fingerprint, registry, rewrite, world
+from . import bindings, bridge, context, extending, fingerprint, registry, rewrite, world
 from .registry import GenericFunction, MethodTable, Signature
 from .runtime import runtime
 
@@ -264,14 +264,16 @@ def _tables() -> list[tuple[str, object, MethodTable]]:
         if gf.table.methods and _ships(gf.__module__):
             origin = _origin(gf)
             found.append((origin or f"{gf.__module__}.{gf.__qualname__}", gf, gf.table))
-    for ctx in context.every_context():  # od.CPU's too: a library of the user's may extend it
-        for callee, table in ctx.overdub_tables():
+    owners: list[object] = [*context.every_context(), extending.user_methods]  # od.CPU's too; od.method's
+    for ctx in owners:
+        for callee, table in ctx.overdub_tables():  # type: ignore[attr-defined]
             if not any(_ships(method.func.__module__) for method in table.methods):
                 continue
             named = callee
             if isinstance(callee, pytypes.FunctionType) and "<" not in callee.__qualname__:
                 named = ByName(callee.__module__, callee.__qualname__)
-            found.append((f"{ctx.__module__}:{ctx.name}:{table.name}", (ctx, named), table))
+            where = f"{type(ctx).__qualname__}:{ctx.__module__}:{getattr(ctx, 'name', '')}"
+            found.append((f"{where}:{table.name}", (ctx, named), table))
     return found
 
 

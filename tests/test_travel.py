@@ -284,3 +284,26 @@ def test_a_users_overdub_on_a_targets_own_context_travels(make_module):
         assert launch(m.kernel) == [0.0, 100.0, 200.0]
     finally:
         od.CPU.table(m.g).remove((od.Float,), "test cleanup")
+
+
+def test_a_method_added_to_a_plain_callable_travels(make_module):
+    m = make_module(
+        """
+        import math
+        import overdub as od
+
+        def kernel(out, x):
+            out[0] = math.fabs(x[0])
+    """
+    )
+    m.run("import math\n@od.method(math.fabs)\ndef _(x: od.float64):\n    return x + 1000.0\n")
+    table = od.extending.table(__import__("math").fabs)
+    try:
+        assert launch(m.kernel, [-2.0]) == [998.0]
+        sent = travel.snapshot()
+        m.run("import math\n@od.method(math.fabs)\ndef _(x: od.float64):\n    return x + 5.0\n")
+        assert launch(m.kernel, [-2.0]) == [3.0]
+        travel.adopt("another process", *sent[1:])
+        assert launch(m.kernel, [-2.0]) == [998.0]
+    finally:
+        table.remove((od.float64,), "test cleanup")
