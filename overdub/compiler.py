@@ -488,10 +488,10 @@ def _reason(job: CompileJob, stale: Kernel | None) -> str:
     return f"first launch of {job.call()}" if stale is None else f"a global read by {job.call()} was rebound"
 
 
-def explain(job: CompileJob) -> list[str]:
-    """The edges of the cached kernel for ``job``, each with the world range it is valid for: what the kernel's
-    validity depends on. Empty when no such kernel is cached."""
+def explain(job: CompileJob) -> list[tuple[world.Node, str]]:
+    """The edges of the cached kernel for ``job``, each with its text and the world range it is valid for:
+    what the kernel's validity depends on. Empty when no such kernel is cached."""
     kernel = runtime.kernels.get(job)
     if kernel is None:
         return []
-    return [f"{node.describe()} [worlds {node.worlds()}]" for node in kernel.edges]
+    return [(node, f"{node.describe()} [worlds {node.worlds()}]") for node in kernel.edges]

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import html
 from collections.abc import Callable, Sequence
-from typing import Protocol, cast
+from typing import Any, Protocol, cast
 
 from . import compiler
 from .call import KernelCall
 from .context import Context
+from .registry import EmptyTable, GenericFunction, MethodMatch
 from .targets import CompileOptions
 from .targets import cuda as cuda_target
 
-__all__ = ["explain", "stats", "code_ptx", "code_llvm", "code_sass", "code_typed", "code_lto_ptx"]
+__all__ = ["explain", "Explanation", "stats", "code_ptx", "code_llvm", "code_sass", "code_typed", "code_lto_ptx"]
 
 stats: Callable[[], dict[str, int]] = compiler.stats
 
@@ -25,13 +27,80 @@ class _Library(Protocol):
     def get_lto_ptx(self, cc: tuple[int, ...]) -> str: ...
 
 
+class Explanation(list[str]):
+    """What a compiled kernel consulted, as :func:`explain` gives it: a list of its edges' texts (so ``in``,
+    ``len`` and iteration work as on a list), grouped when printed -- as text, or as a table in Jupyter."""
+
+    def __init__(self, groups: dict[str, list[str]], negative: bool) -> None:
+        super().__init__(text for texts in groups.values() for text in texts)
+        self.groups, self.negative = groups, negative
+
+    def __str__(self) -> str:
+        if not self.groups:
+            return "no compiled kernel for these arguments"
+        lines = []
+        for group, texts in self.groups.items():
+            lines.append(f"{group} ({len(texts)}):")
+            lines += [f"  {text}" for text in texts]
+        if not self.negative:
+            lines.append("(negative facts -- 'no method', 'has no methods' -- left out: explain(..., negative=True))")
+        return "\n".join(lines)
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:  # IPython's text display
+        printer.text(str(self))
+
+    def _repr_html_(self) -> str:  # Jupyter's rich display
+        rows = "".join(
+            f"<tr><th colspan='1' style='text-align:left'>{html.escape(group)} ({len(texts)})</th></tr>"
+            + "".join(f"<tr><td style='text-align:left'><code>{html.escape(t)}</code></td></tr>" for t in texts)
+            for group, texts in self.groups.items()
+        )
+        return f"<table>{rows}</table>"
+
+
+def _group(node: object) -> str | None:
+    """The group an edge is shown in, or None for a negative fact (a dispatch that found no method, a table
+    with none)."""
+    if isinstance(node, MethodMatch):
+        if node.method is None:
+            return None
+        owner = node.table.owner
+        if isinstance(owner, GenericFunction):
+            return "methods of generic functions"
+        return "overdubs of contexts" if isinstance(owner, tuple) and isinstance(owner[0], Context) else "methods"
+    if isinstance(node, EmptyTable):
+        return None
+    return {
+        "Binding": "globals",
+        "CellBinding": "captured variables",
+        "FunctionState": "code of functions",
+        "ArrayContents": "contents of arrays",
+        "ContextShape": "contexts",
+        "MethodInstance": "compiled callees",
+        "StructDefinition": "structs",
+    }.get(type(node).__name__, "other")
+
+
 def explain(
-    kernel: object, *args: object, target: str | None = None, context: Context | None = None, state: object = None
-) -> list[str]:
-    """The edges of the cached kernel for these arguments (or argument types): every dispatch answer,
-    compiled callee and global its validity depends on, each with the world range it is valid for. Empty
-    when no such kernel is cached."""
-    return compiler.explain(KernelCall.of(kernel, args, target, context, state, typed=True).job)
+    kernel: object,
+    *args: object,
+    target: str | None = None,
+    context: Context | None = None,
+    state: object = None,
+    negative: bool = False,
+) -> Explanation:
+    """What the cached kernel for these arguments (or argument types) consulted: every dispatch answer, overdub,
+    compiled callee, global, captured variable and struct its validity depends on, each with the world range
+    it is valid for, grouped by kind. ``negative=True`` adds the negative facts (a dispatch that found no
+    method, a table with none: edges too, which a new method invalidates). Empty when no such kernel is
+    cached."""
+    groups: dict[str, list[str]] = {}
+    for node, text in compiler.explain(KernelCall.of(kernel, args, target, context, state, typed=True).job):
+        group = _group(node)
+        if group is None and not negative:
+            continue
+        groups.setdefault(group or "negative facts", []).append(text)
+    return Explanation(groups, negative)
 
 
 def _cuda_compiled(

@@ -280,3 +280,26 @@ def test_invalidation_log_records_the_cause_and_the_kernel(make_module):
     entry = od.invalidation_log()[-1]
     assert "logged_f(x: Integer) redefined" in entry.cause
     assert "kernel kernel(array(int64, 1d, C)) in CPU/cpu" in entry.invalidated
+
+
+def test_explain_groups_what_a_kernel_consulted_and_leaves_negative_facts_out_unless_asked(make_module):
+    m = make_module("""
+        import overdub as od
+
+        @od.function
+        def grouped(x: od.Float):
+            return x * 2.0 + 1.0
+
+        def kernel(out, x):
+            out[0] = grouped(x[0]) - x[1]
+    """)
+    args = (np.zeros(1), np.array([1.0, 2.0]))
+    od.cuda(m.kernel, *args)
+    shown = od.explain(m.kernel, *args)
+    everything = od.explain(m.kernel, *args, negative=True)
+    assert any(e.startswith("grouped(float64) -> grouped(x: Float)") for e in shown)
+    assert not any("has no methods" in e or "-> no method" in e for e in shown)
+    assert any("has no methods" in e for e in everything) and len(everything) > len(shown)
+    text = str(shown)
+    assert "methods of generic functions (1):" in text and "negative=True" in text
+    assert "<table>" in shown._repr_html_()
