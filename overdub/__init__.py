@@ -11,6 +11,7 @@ from .compiler import CompileError
 from .context import ALL, CPU, CUDA, Context, when_imported
 from .dropin import jit
 from .extending import method
+from .host import overdub
 from .intrinsics import Pointer, cuprintln, pointer, state, unsafe_load, unsafe_store, vload, vstore
 from .launch import default_target, synchronize
 from .reflect import code_llvm, code_ptx, code_sass, code_typed, explain, stats
@@ -124,6 +125,7 @@ __all__ = [
     "CUDA",
     "ALL",
     "when_imported",
+    "overdub",
     "state",
     # launching and intrinsics
     "cuda",

@@ -440,7 +440,7 @@ def cached_kernel(job: CompileJob) -> Kernel:
         return built
 
 
-def _building(job: CompileJob, kernel: Kernel) -> bool:
+def _building(job: CompileJob, kernel: Guarded) -> bool:
     """Start building ``kernel`` (inside ``world.building``): it depends on each context of the chain; False
     where the chain is no longer what the job's first context makes (a parent changed since the job was
     made), so the kernel is built invalid and the next launch makes the job anew."""
@@ -486,6 +486,55 @@ def _reason(job: CompileJob, stale: Kernel | None) -> str:
     if reason is not None:
         return reason
     return f"first launch of {job.call()}" if stale is None else f"a global read by {job.call()} was rebound"
+
+
+class HostCall(Guarded):
+    """A function compiled for calls on the host in a context chain (``od.overdub``): a numba dispatcher of
+    it rewritten in the chain, valid while every edge it consulted holds."""
+
+    __slots__ = ("job", "dispatcher")
+
+    def __init__(self, job: CompileJob):
+        super().__init__()
+        self.job = job
+        self.dispatcher: object = None
+
+    def on_invalidate(self, cause: str) -> None:
+        _host_calls.pop(self.job, None)
+
+    def describe(self) -> str:
+        return f"host call {self.job.call()} in {chain_name(self.job.chain)}"
+
+
+_host_calls: dict[CompileJob, HostCall] = {}
+runtime.register_cache(f"{__name__}._host_calls", _host_calls)
+
+
+def host_call(job: CompileJob) -> HostCall:
+    """The compiled host call of ``job`` (the function rewritten in its chain, compiled by the chain's target
+    with a Python entry point): reused while valid, else compiled again."""
+    node = _host_calls.get(job)
+    if node is not None and node.usable():
+        return node
+    with job.target.compile_lock, world.lock:
+        node = HostCall(job)
+        try:
+            with world.building(node):
+                if not _building(job, node):
+                    node.valid = False
+                node.dispatcher = job.target.compile_host(rewrite(job.func, job.chain), job.argtypes)
+        except Exception as exc:
+            world.retire([node])
+            message = None if isinstance(exc, MethodError) else bridge.compile_error_message(exc)
+            if message is None:
+                raise
+            raise _compile_error(
+                bridge.numba_error_class(exc),
+                f"compiling {job.call()} for a host call in {chain_name(job.chain)}:\n{message}",
+            ) from None
+        _host_calls[job] = node
+        runtime.count("compiles")
+        return node
 
 
 def explain(job: CompileJob) -> list[tuple[world.Node, str]]:

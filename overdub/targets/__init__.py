@@ -118,6 +118,9 @@ class Target(Protocol):
         """Wait for launched work to finish and flush device printf output: on ``device`` (None: the
         current one; ``"all"``: every one)."""
 
+    def compile_host(self, func: Callable[..., Any], argtypes: tuple[Any, ...]) -> Callable[..., Any]:
+        """A Python-callable compile of ``func`` (rewritten in a chain) for these argument types (``od.overdub``)."""
+
     def on_device(self, device: int, what: str = "od.cuda") -> AbstractContextManager[None]:
         """A context manager making ``device`` the current one on this thread for its block (a clear
         ValueError for a device this machine does not have)."""

@@ -539,6 +539,9 @@ class CUDATarget(Configurable):
         sig = signature(cres.signature.return_type, *folded).replace(pysig=pysig)
         return sig, impl_key, Registration(cres, impl_key)
 
+    def compile_host(self, func, argtypes):
+        raise TypeError("od.overdub runs on the host: its calls compile for the CPU target, not target='cuda'")
+
     def call_with_state(self, sig, impl_key):
         from numba.cuda.descriptor import cuda_target
 

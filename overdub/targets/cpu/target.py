@@ -290,6 +290,15 @@ class CPUTarget(Configurable):
         bridge.note_attribute_templates(dispatcher)
         return sig, impl_key, dispatcher  # the dispatcher must outlive every caller's code
 
+    def compile_host(self, func, argtypes):
+        """A host entry point of ``func`` (rewritten in a chain) for these argument types: a numba dispatcher
+        with its Python wrapper, compiled now and closed to other types (``od.overdub``)."""
+        dispatcher = numba.njit(func, **self._njit_options)
+        with cpu_checks.checking(self.options.debug):
+            dispatcher.compile(tuple(argtypes))
+        dispatcher.disable_compile()
+        return dispatcher
+
     def call_with_state(self, sig, impl_key):
         calls = HiddenArgumentCall(cpu_target.target_context, sig, impl_key)
         return calls.sig, calls.impl_key, calls

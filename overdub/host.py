@@ -1,0 +1,80 @@
+"""Cassette's ``overdub`` on the host: ``od.overdub(ctx, f, *args)`` calls ``f`` with ``args`` in the context
+``ctx``, compiled -- by the CPU target, as a kernel's callees are -- and returns its value.
+
+Everything a kernel gets, a host call gets: dispatch of generic functions at compile time, the context's
+overdubs and hooks (then its parents', then ``od.CPU``'s), and edges, so a redefinition of anything the call
+consulted makes the next call compile again. Compiled calls are kept per (function, argument types, chain).
+A call whose arguments or body the compiler cannot take (a Python object without a numba type, say) is a
+:class:`~overdub.compiler.CompileError` naming the function, the types and the line.
+"""
+
+from __future__ import annotations
+
+import types as pytypes
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+from . import compiler
+from .context import Context
+from .runtime import runtime
+from .targets import get_target
+
+__all__ = ["overdub"]
+
+
+def overdub(ctx: Context | None, f: Callable[..., Any], *args: object) -> Any:
+    """Call ``f(*args)`` on the host in ``ctx`` (None: the CPU target's own context): compiled, with the
+    context's overdubs and hooks, and the value ``f`` returns."""
+    target = get_target("cpu")
+    context = ctx or target.base
+    if context.state is not None:
+        raise TypeError(
+            f"od.overdub({context!r}, ...): {context!r} declares device state, which only a launch passes "
+            f"(od.cuda(..., context=ctx, state=value))"
+        )
+    func = _as_def(f, len(args))
+    chain = context.chain(target, None)
+    argtypes = tuple(_typed(target, func, i, a) for i, a in enumerate(args))
+    node = compiler.host_call(compiler.CompileJob.of(func, argtypes, chain))
+    return node.dispatcher(*args)  # type: ignore[operator]  # the target's dispatcher
+
+
+def _typed(target: Any, func: pytypes.FunctionType, index: int, value: object) -> object:
+    try:
+        return target.argument(value).type
+    except (TypeError, ValueError) as exc:
+        raise TypeError(
+            f"od.overdub(ctx, {func.__qualname__}, ...): argument {index} ({type(value).__name__} {value!r:.40}) "
+            f"cannot be passed to compiled code ({exc}): pass numbers, numpy arrays, tuples of them or structs"
+        ) from None
+
+
+def _as_def(f: object, arity: int) -> pytypes.FunctionType:
+    """The def to compile: ``f`` itself, a numba kernel's function, or a def calling ``f`` (a generic
+    function, a builtin) with ``arity`` arguments."""
+    if isinstance(f, pytypes.FunctionType):
+        return f
+    py_func = getattr(f, "py_func", None)
+    if isinstance(py_func, pytypes.FunctionType):
+        return py_func
+    if not callable(f):
+        raise TypeError(f"od.overdub(ctx, f, ...): f must be a function, not {type(f).__name__} {f!r:.60}")
+    calls = _callers.get(f)
+    if calls is None:
+        calls = _callers[f] = {}
+    caller = calls.get(arity)
+    if caller is None:
+        names = ", ".join(f"a{i}" for i in range(arity))
+        namespace: dict[str, object] = {"callee": f}
+        exec(f"def call({names}):\n    return callee({names})\n", namespace)
+        made = namespace["call"]
+        assert isinstance(made, pytypes.FunctionType)
+        made.__qualname__ = f"overdub of {getattr(f, '__qualname__', f)!s}"
+        caller = calls[arity] = made
+    return caller
+
+
+# a callable -> its arity -> the def calling it (a generic function's, a builtin's)
+_callers: weakref.WeakKeyDictionary[object, dict[int, pytypes.FunctionType]] = weakref.WeakKeyDictionary()
+runtime.register_cache(f"{__name__}._callers", _callers)
