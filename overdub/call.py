@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, cast
 
 from . import arguments, bridge, closures, compiler, travel
+from . import context as context_module
 from .arguments import Argument
 from .context import Context
 from .registry import GenericFunction
@@ -56,7 +57,7 @@ class KernelCall:
     target_option: str | Target | None  # the target as the call named it (part of the launch table's key)
     target: Target  # the Target it resolves to
     device: object  # the device it runs on; None: the target's current device
-    context: Context | None
+    context: Context | tuple[Context, ...] | None
     state: object
     chain: tuple[Context, ...]
     lifted: closures.Lifted | None
@@ -72,7 +73,7 @@ class KernelCall:
         kernel: object,
         args: tuple[object, ...],
         target: str | Target | None = None,
-        context: Context | None = None,
+        context: Context | tuple[Context, ...] | None = None,
         state: object = None,
         typed: bool = False,
     ) -> KernelCall:
@@ -86,7 +87,7 @@ class KernelCall:
         function = travel.interned(function) if isinstance(function, pytypes.FunctionType) else function
         tgt = get_target(target)
         describe = _describer(tgt, typed)
-        ctx = context or tgt.base
+        ctx = context_module.resolve(context) or tgt.base  # a tuple of contexts: their stack
         chain = ctx.chain(tgt, ctx.launch_state_type(state, lambda value: describe(value).type))
         lifted = closures.lift(function)
         compiled = function if lifted is None else lifted.function
@@ -207,7 +208,7 @@ def launch_slow(
     shmem: int,
     stream: object,
     target: str | Target | None,
-    context: Context | None,
+    context: Context | tuple[Context, ...] | None,
     state: object = None,
 ) -> None:
     """A launch the launch table could not serve (the fast path missed, or its launch functions' checks

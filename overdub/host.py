@@ -16,18 +16,18 @@ from collections.abc import Callable
 from typing import Any
 
 from . import compiler
-from .context import Context
+from .context import Context, resolve
 from .runtime import runtime
 from .targets import get_target
 
 __all__ = ["overdub"]
 
 
-def overdub(ctx: Context | None, f: Callable[..., Any], *args: object) -> Any:
+def overdub(ctx: Context | tuple[Context, ...] | None, f: Callable[..., Any], *args: object) -> Any:
     """Call ``f(*args)`` on the host in ``ctx`` (None: the CPU target's own context): compiled, with the
     context's overdubs and hooks, and the value ``f`` returns."""
     target = get_target("cpu")
-    context = ctx or target.base
+    context = resolve(ctx) or target.base
     if context.state is not None:
         raise TypeError(
             f"od.overdub({context!r}, ...): {context!r} declares device state, which only a launch passes "

@@ -37,7 +37,7 @@ def cuda(
     shmem: int = 0,
     stream: object = None,
     target: str | Target | None = None,
-    context: Context | None = None,
+    context: Context | tuple[Context, ...] | None = None,
     state: object = None,
     debug: bool | None = None,
     device: int | None = None,

@@ -559,3 +559,62 @@ def test_one_registration_extends_every_target(make_module):
     finally:
         for ctx in (od.CPU, od.CUDA):
             ctx.table(m.g).remove((od.Float,), "test cleanup")
+
+
+# --- stacks: several contexts in one launch ----------------------------------------------------------------
+
+
+def test_two_contexts_stack_in_one_launch_the_first_delegating_to_the_second(make_module):
+    m = make_module(
+        """
+        import overdub as od
+
+        @od.function
+        def g(x: od.Float):
+            return x + 1.0
+
+        @od.function
+        def h(x: od.Float):
+            return x
+
+        tens = od.Context("tens")
+        hundreds = od.Context("hundreds")
+
+        @tens.overdub(g)
+        def _(x: od.Float):
+            return g(x) * 10.0  # one level down the stack: hundreds' overdub, then g itself
+
+        @hundreds.overdub(g)
+        def _(x: od.Float):
+            return g(x) + 100.0
+
+        @hundreds.overdub(h)
+        def _(x: od.Float):
+            return x - 1.0
+
+        def kernel(out):
+            out[0] = g(1.0)
+            out[1] = h(5.0)
+    """
+    )
+    out = np.zeros(2)
+    od.cuda(m.kernel, out, target="cpu", context=(m.tens, m.hundreds))
+    assert out.tolist() == [1020.0, 4.0]
+    od.cuda(m.kernel, out, target="cpu", context=(m.hundreds, m.tens))
+    assert out.tolist() == [120.0, 4.0]  # the first listed wins; tens' overdub of g is reached one level down
+    od.cuda(m.kernel, out, target="cpu", context=m.tens)
+    assert out.tolist() == [20.0, 5.0]
+    compiles = od.stats()["compiles"]
+    od.cuda(m.kernel, out, target="cpu", context=(m.tens, m.hundreds))
+    assert out.tolist() == [1020.0, 4.0] and od.stats()["compiles"] == compiles  # cached per stack
+    m.run("@hundreds.overdub(g)\ndef _(x: od.Float):\n    return g(x) + 200.0\n")
+    od.cuda(m.kernel, out, target="cpu", context=(m.tens, m.hundreds))
+    assert out.tolist() == [2020.0, 4.0]  # invalidated as a single context's code is
+    assert od.overdub((m.tens, m.hundreds), m.g, 1.0) == 2020.0
+
+
+def test_a_stack_of_two_contexts_with_state_is_refused_by_name():
+    a = od.Context("with_a", state=od.Array[od.int64, 1])
+    b = od.Context("with_b", state=od.Array[od.int64, 1])
+    with pytest.raises(TypeError, match="both declare device state"):
+        od.cuda(lambda out: None, np.zeros(1), target="cpu", context=(a, b))
