@@ -14,7 +14,7 @@ from .extending import method
 from .host import overdub
 from .intrinsics import Pointer, cuprintln, pointer, state, unsafe_load, unsafe_store, vload, vstore
 from .launch import default_target, synchronize
-from .reflect import code_llvm, code_ptx, code_sass, code_typed, explain, stats
+from .reflect import code_llvm, code_ptx, code_sass, code_typed, explain, invalidation_tree, stats
 from .registry import AmbiguityError, GenericFunction, Method, MethodError, function, methods, which
 from .scaleout import map_blocks, map_overlap
 from .structs import struct, struct_array
@@ -146,6 +146,7 @@ __all__ = [
     "stats",
     "explain",
     "invalidation_log",
+    "invalidation_tree",
     "current_world",
     "code_ptx",
     "code_llvm",

@@ -18,6 +18,7 @@ then the callee itself, records each answer as an edge of the node being built, 
 from __future__ import annotations
 
 import logging
+import time
 import types as pytypes
 import weakref
 from dataclasses import dataclass
@@ -463,11 +464,13 @@ def _built_kernel(job: CompileJob) -> Kernel:
     """``job``'s kernel compiled, and written to the disk cache."""
     target = job.target
     kernel = Kernel(job)
+    started = time.perf_counter()
     try:
         with world.building(kernel):
             if not _building(job, kernel):
                 kernel.valid = False
             kernel.launcher = target.compile_kernel(rewrite(job.func, job.chain), job.argtypes)
+        compile_ms[kernel.describe()] = (time.perf_counter() - started) * 1e3
     except Exception as exc:
         world.retire([kernel])
         message = None if isinstance(exc, MethodError) else bridge.compile_error_message(exc)
@@ -479,6 +482,11 @@ def _built_kernel(job: CompileJob) -> Kernel:
     runtime.count("compiles")
     diskcache.store(job, kernel)
     return kernel
+
+
+# a kernel's description -> how long its latest compile took, in ms (what od.invalidation_tree shows)
+compile_ms: dict[str, float] = {}
+runtime.register_cache(f"{__name__}.compile_ms", compile_ms)
 
 
 def _reason(job: CompileJob, stale: Kernel | None) -> str:

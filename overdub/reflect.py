@@ -6,14 +6,25 @@ import html
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, cast
 
-from . import compiler
+from . import compiler, world
 from .call import KernelCall
 from .context import Context
 from .registry import EmptyTable, GenericFunction, MethodMatch
 from .targets import CompileOptions
 from .targets import cuda as cuda_target
 
-__all__ = ["explain", "Explanation", "stats", "code_ptx", "code_llvm", "code_sass", "code_typed", "code_lto_ptx"]
+__all__ = [
+    "explain",
+    "Explanation",
+    "invalidation_tree",
+    "InvalidationTree",
+    "stats",
+    "code_ptx",
+    "code_llvm",
+    "code_sass",
+    "code_typed",
+    "code_lto_ptx",
+]
 
 stats: Callable[[], dict[str, int]] = compiler.stats
 
@@ -56,6 +67,55 @@ class Explanation(list[str]):
             for group, texts in self.groups.items()
         )
         return f"<table>{rows}</table>"
+
+
+class InvalidationTree(list[world.Invalidation]):
+    """The invalidation log as trees (``od.invalidation_tree()``; SnoopCompile's ``invalidation_trees``): per
+    definition that changed something, what it invalidated -- the dispatch answers or globals it changed, the
+    compiled callees and kernels built on them, each under what reached it -- and what each kernel's recompile
+    cost, once it was recompiled."""
+
+    def __str__(self) -> str:
+        if not self:
+            return "no invalidations"
+        return "\n\n".join(_tree(entry) for entry in self)
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:  # IPython's text display
+        printer.text(str(self))
+
+    def _repr_html_(self) -> str:  # Jupyter's rich display
+        return f"<pre>{html.escape(str(self))}</pre>"
+
+
+def _tree(entry: world.Invalidation) -> str:
+    children: dict[int, list[int]] = {}
+    for index, parent in enumerate(entry.parents or (-1,) * len(entry.invalidated)):
+        children.setdefault(parent, []).append(index)
+    lines = [f"{entry.cause} (world {entry.world})"]
+
+    def walk(index: int, prefix: str, last: bool) -> None:
+        text = entry.invalidated[index]
+        cost = compiler.compile_ms.get(text)
+        recompiled = f" -> recompiled in {cost:.1f} ms" if cost is not None else ""
+        lines.append(f"{prefix}{'└─ ' if last else '├─ '}{text}  [worlds {entry.worlds[index]}]{recompiled}")
+        below = children.get(index, [])
+        for i, child in enumerate(below):
+            walk(child, prefix + ("   " if last else "│  "), i == len(below) - 1)
+
+    roots = children.get(-1, [])
+    for i, root in enumerate(roots):
+        walk(root, "", i == len(roots) - 1)
+    return "\n".join(lines)
+
+
+def invalidation_tree(everything: bool = False) -> InvalidationTree:
+    """The recent invalidations (``od.invalidation_log()``) that made something built on them stale, each
+    printed as the tree of what it made stale, with each kernel's recompile cost in ms once it recompiled.
+    ``everything=True`` keeps the changes nothing depended on (a first method, a target's own setup)."""
+    entries = world.invalidation_log()
+    if not everything:
+        entries = [entry for entry in entries if any(parent != -1 for parent in entry.parents)]
+    return InvalidationTree(entries)
 
 
 def _group(node: object) -> str | None:

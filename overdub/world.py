@@ -104,6 +104,8 @@ class Invalidation:
     world: int
     invalidated: tuple[str, ...] = field(default=())
     worlds: tuple[str, ...] = field(default=())  # the world range each of them had been valid for
+    # for each of them, the index of the one whose invalidation reached it through a backedge (-1: a root)
+    parents: tuple[int, ...] = field(default=())
 
     def __str__(self) -> str:
         lines = [f"{self.cause} (world {self.world}) invalidated:"]
@@ -115,21 +117,27 @@ def invalidate(roots: Iterable[Node], cause: str) -> Invalidation | None:
     """Mark ``roots`` and everything reachable from them through backedges invalid as of the current world
     (the change that causes it has bumped the world already); log it with ``cause``."""
     with lock:
-        stack = [node for node in roots if node.valid]
+        stack = [(node, -1) for node in roots if node.valid]
         order: list[Node] = []
+        parents: list[int] = []
         while stack:
-            node = stack.pop()
+            node, parent = stack.pop()
             if not node.valid:
                 continue
             node.valid = False
             node.max_world = _world - 1
             order.append(node)
-            stack.extend(node._backedges)
+            parents.append(parent)
+            stack.extend((dependent, len(order) - 1) for dependent in node._backedges)
             node._backedges.clear()
         for node in order:
             node.on_invalidate(cause)
         entry = Invalidation(
-            cause, _world, tuple(node.describe() for node in order), tuple(node.worlds() for node in order)
+            cause,
+            _world,
+            tuple(node.describe() for node in order),
+            tuple(node.worlds() for node in order),
+            tuple(parents),
         )
         for node in order:
             node.detach()

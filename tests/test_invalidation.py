@@ -303,3 +303,30 @@ def test_explain_groups_what_a_kernel_consulted_and_leaves_negative_facts_out_un
     text = str(shown)
     assert "methods of generic functions (1):" in text and "negative=True" in text
     assert "<table>" in shown._repr_html_()
+
+
+def test_invalidation_tree_shows_what_a_redefinition_made_stale_and_what_the_recompile_cost(make_module):
+    m = make_module("""
+        import overdub as od
+
+        @od.function
+        def leaf(x: od.Float):
+            return x + 1.0
+
+        @od.function
+        def middle(x: od.Float):
+            return leaf(x) * 2.0
+
+        def kernel(out, x):
+            out[0] = middle(x[0])
+    """)
+    args = (np.zeros(1), np.ones(1))
+    od.cuda(m.kernel, *args)
+    m.run("@od.function\ndef leaf(x: od.Float):\n    return x + 5.0\n")
+    od.cuda(m.kernel, *args)
+    tree = str(od.invalidation_tree())
+    last = tree.split("\n\n")[-1].splitlines()
+    assert last[0].startswith("leaf(x: Float) redefined at") and last[1].startswith("└─ leaf(float64) -> leaf")
+    assert "middle(float64) compiled in" in last[2] and last[2].startswith("   └─ ")
+    assert last[3].startswith("      └─ kernel kernel(") and " -> recompiled in " in last[3] and last[3].endswith(" ms")
+    assert "<pre>" in od.invalidation_tree()._repr_html_()
