@@ -349,6 +349,39 @@ def toolkit():
         ) from exc
 
 
+@functools.cache
+def _several_devices() -> bool:
+    """Does this machine have more than one GPU (asked once)? Only then are arrays checked for their device."""
+    try:
+        return gpu_usable() and _device_count() > 1
+    except Exception:  # no driver: one device at most
+        return False
+
+
+runtime.register_cache(f"{__name__}._several_devices", _several_devices, kept="a fact of the machine, asked once")
+
+
+def _check_same_device(value) -> None:
+    """Where a machine has several GPUs: an array of another device than the one current for the launch is
+    a clear error naming both (checked on the slow path, where a launch's arguments are described)."""
+    interface = getattr(value, "__cuda_array_interface__", None)
+    pointer = interface.get("data", (0,))[0] if isinstance(interface, dict) else 0
+    if not pointer:
+        return
+    drv = driver().driver
+    try:
+        err, ordinal = drv.cuPointerGetAttribute(drv.CUpointer_attribute.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, pointer)
+        err_here, here = drv.cuCtxGetDevice()
+    except Exception:  # the bindings differ: no check rather than a wrong one
+        return
+    if int(err) == 0 and int(err_here) == 0 and int(ordinal) != int(here):
+        raise ValueError(
+            f"a {type(value).__name__} on device {int(ordinal)} passed to a launch on device {int(here)}: make "
+            f"device {int(ordinal)} current (cupy.cuda.Device({int(ordinal)}).use()) or launch with "
+            f"od.cuda(..., device={int(ordinal)}), or copy the array to device {int(here)}"
+        )
+
+
 def _device_count() -> int:
     err, count = driver().driver.cuDeviceGetCount()
     _checked("cuDeviceGetCount", err)
@@ -526,7 +559,10 @@ class CUDATarget(Configurable):
         return f"{self.label}:{self.options!r}"
 
     def argument(self, value) -> arguments.Argument:
-        return arguments.describe(value, _numba_typeof, "host", _refuse_host_memory)
+        described = arguments.describe(value, _numba_typeof, "host", _refuse_host_memory)
+        if described.kind is not None and _several_devices():
+            _check_same_device(value)
+        return described
 
     def typeof(self, value):
         return self.argument(value).type
