@@ -48,6 +48,7 @@ import threading
 import types as pytypes
 import typing
 import uuid
+import warnings
 import weakref
 from dataclasses import dataclass
 from typing import cast
@@ -238,7 +239,7 @@ def snapshot() -> tuple[str, str, bytes]:
         _local.building = True
         try:
             entries = [entry for entry in map(_entry, _tables(), itertools.repeat(read)) if entry is not None]
-            blob = dumps(sorted(entries, key=lambda e: e.key), read)
+            blob = dumps(sorted(entries), read)
         finally:
             _local.building = False
         watches = {id(watch.func): watch for watch in read}  # each def once
@@ -277,9 +278,10 @@ def _tables() -> list[tuple[str, object, MethodTable]]:
     return found
 
 
-def _entry(table_of: tuple[str, object, MethodTable], read: list[Watch]) -> Entry | None:
-    """The snapshot's entry of a table, or None (recorded in ``_unshippable``) where something in it does not
-    pickle: a def closing over a lock, a context of ``__main__``, say."""
+def _entry(table_of: tuple[str, object, MethodTable], read: list[Watch]) -> tuple[str, bytes] | None:
+    """The snapshot's entry of a table, pickled on its own (so one that cannot arrive leaves the others right),
+    or None (recorded in ``_unshippable``) where something in it does not pickle: a def closing over a lock, a
+    context of ``__main__``, say."""
     key, owner, table = table_of
     try:
         methods = []
@@ -287,12 +289,12 @@ def _entry(table_of: tuple[str, object, MethodTable], read: list[Watch]) -> Entr
             if not method.generated:  # its def defines it again
                 data = dumps(method.func, read)
                 methods.append((method.sig, hashlib.blake2b(data, digest_size=16).hexdigest(), data))
-        dumps(owner)
+        data = dumps(Entry(key, owner, tuple(methods), frozenset(m.sig for m in table.methods)), read)
     except Exception as exc:  # whatever pickling raises: this table does not travel
         _unshippable[key] = f"{type(exc).__name__}: {exc}"
         return None
     _unshippable.pop(key, None)
-    return Entry(key, owner, tuple(methods), frozenset(m.sig for m in table.methods))
+    return key, data
 
 
 _unshippable: dict[str, str] = {}  # key -> why its table does not travel
@@ -339,27 +341,42 @@ def adopt(root: str, digest: str, blob: bytes) -> None:
         if _adopted.get("digest") == digest:
             return
         try:
-            entries: list[Entry] = pickle.loads(blob)
-        except Exception as exc:  # a module only the sender has, say: never raise while unpickling (Dask hangs)
+            entries: list[tuple[str, bytes]] = pickle.loads(blob)
+        except Exception as exc:  # never raise while unpickling (Dask hangs): every launch here says why instead
             _failed["the definitions"] = f"{type(exc).__name__}: {exc}"
             runtime.reset()  # nothing compiled here launches again without check_arrived's error
             return
         _failed.pop("the definitions", None)
-        for entry in entries:
+        for key, data in entries:  # each table on its own: one that cannot arrive leaves the others right
+            entry = None
             try:
+                entry = pickle.loads(data)
                 _adopt_entry(entry)
-            except Exception as exc:  # its methods dropped here: a call of it fails, never runs stale code
-                _failed[entry.key] = f"{type(exc).__name__}: {exc}"
-                _drop(entry)
+            except Exception as exc:  # a struct class only the sender can rebuild, say
+                _failed[key] = f"{type(exc).__name__}: {exc}"
+                dropped = entry is not None and _drop(entry)
+                warnings.warn(
+                    f"overdub: the definitions of {key} sent from process {root} could not be adopted here "
+                    f"({_failed[key]}); "
+                    + ("its methods are dropped here" if dropped else "this process keeps its own"),
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
             else:
-                _failed.pop(entry.key, None)
+                _failed.pop(key, None)
         _adopted["digest"], _adopted["root"] = digest, root
 
 
-def _drop(entry: Entry) -> None:
-    table = entry.owner.table if isinstance(entry.owner, GenericFunction) else None
-    for method in list(table.methods if table is not None else ()):
-        table.remove(method.sig, "the definitions sent here could not be adopted")  # type: ignore[union-attr]
+def _drop(entry: Entry) -> bool:
+    """Delete the methods of the table ``entry`` names (a call of it then fails by name, never runs what the
+    sender no longer has); False where its owner cannot be found."""
+    try:
+        table = _table_of(entry)[0]
+    except Exception:  # the owner itself did not arrive
+        return False
+    for method in list(table.methods):
+        table.remove(method.sig, "the definitions sent here could not be adopted")
+    return True
 
 
 _failed: dict[str, str] = {}  # what could not be adopted here -> why
@@ -367,25 +384,35 @@ runtime.register_cache(f"{__name__}._failed", _failed, kept="definitions that fa
 
 
 def check_arrived() -> None:
-    """Raise where definitions sent to this process could not be adopted (a kernel launched here would not
-    run the sender's code)."""
-    if _failed:
-        what = "; ".join(f"{key}: {why}" for key, why in sorted(_failed.items()))
+    """Raise where the definitions sent to this process could not be read at all (a kernel launched here
+    would not run the sender's code)."""
+    if "the definitions" in _failed:
+        what = _failed["the definitions"]
         raise RuntimeError(
             f"overdub: definitions sent to this process (pid {os.getpid()}) could not be adopted: {what}"
         )
 
 
-def _adopt_entry(entry: Entry) -> None:
+def _table_of(entry: Entry) -> tuple[MethodTable, str, GenericFunction | None]:
+    """The table an entry names, the name its methods take, and the generic function a default-arity method
+    calls (None: the def itself, as for a context's overdubs)."""
     if isinstance(entry.owner, GenericFunction):
-        table, name, full = entry.owner.table, entry.owner.__name__, entry.owner
-    else:
-        ctx, callee = cast("tuple[context.Context, object]", entry.owner)
-        table = ctx.table(callee)
-        name, full = table.name, None
+        return entry.owner.table, entry.owner.__name__, entry.owner
+    ctx, callee = cast("tuple[context.Context, object]", entry.owner)
+    table = ctx.table(callee)
+    return table, table.name, None
+
+
+def _adopt_entry(entry: Entry) -> None:
+    table, name, full = _table_of(entry)
     for sig, digest, data in entry.methods:
         if _adopted.get((entry.key, sig)) != digest:
-            for method in registry.methods_from(name, pickle.loads(data), sig, full=full):
+            func = pickle.loads(data)
+            try:
+                methods = registry.methods_from(name, func, sig, full=full)
+            except TypeError:  # a signature that did not survive pickling: its def's own annotations
+                methods = registry.methods_from(name, func, None, full=full)
+            for method in methods:
                 table.add(method)
             _adopted[(entry.key, sig)] = digest
     for method in list(table.methods):

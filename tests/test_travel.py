@@ -307,3 +307,14 @@ def test_a_method_added_to_a_plain_callable_travels(make_module):
         assert launch(m.kernel, [-2.0]) == [998.0]
     finally:
         table.remove((od.float64,), "test cleanup")
+
+
+def test_a_table_that_cannot_arrive_leaves_the_others_right_and_says_so(make_module):
+    m = make_module(SOURCE)
+    assert launch(m.kernel) == [1.0, 2.0, 3.0]
+    _root, digest, blob = travel.snapshot()
+    m.run("@od.function\ndef g(x: od.Float):\n    return x * 10.0\n")
+    broken = pickle.dumps([("a table only the sender can read", b"not a pickle"), *pickle.loads(blob)])
+    with pytest.warns(RuntimeWarning, match="a table only the sender can read .* could not be adopted"):
+        travel.adopt("another process", digest + "-broken", broken)
+    assert launch(m.kernel) == [1.0, 2.0, 3.0]  # g arrived, and nothing blocks the launch
