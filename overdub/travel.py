@@ -223,6 +223,7 @@ class Snapshot:
         return self.world == world.current_world() and all(watch.unchanged() for watch in self.read)
 
 
+FORMAT = 2  # of a snapshot's bytes: (FORMAT, [(key, one table's entry pickled), ...])
 _snapshots: dict[str, Snapshot] = {}  # "last": the snapshot this process last built
 runtime.register_cache(f"{__name__}._snapshots", _snapshots)
 
@@ -239,7 +240,7 @@ def snapshot() -> tuple[str, str, bytes]:
         _local.building = True
         try:
             entries = [entry for entry in map(_entry, _tables(), itertools.repeat(read)) if entry is not None]
-            blob = dumps(sorted(entries), read)
+            blob = dumps((FORMAT, sorted(entries)), read)
         finally:
             _local.building = False
         watches = {id(watch.func): watch for watch in read}  # each def once
@@ -341,7 +342,14 @@ def adopt(root: str, digest: str, blob: bytes) -> None:
         if _adopted.get("digest") == digest:
             return
         try:
-            entries: list[tuple[str, bytes]] = pickle.loads(blob)
+            sent_format, entries = pickle.loads(blob)
+            if sent_format != FORMAT:
+                raise ValueError(
+                    f"they come in format {sent_format} of another overdub version; this one reads format {FORMAT}"
+                )
+            for key, data in entries:
+                if not isinstance(key, str) or not isinstance(data, bytes):
+                    raise ValueError(f"an entry of another shape ({type(key).__name__}, {type(data).__name__})")
         except Exception as exc:  # never raise while unpickling (Dask hangs): every launch here says why instead
             _failed["the definitions"] = f"{type(exc).__name__}: {exc}"
             runtime.reset()  # nothing compiled here launches again without check_arrived's error

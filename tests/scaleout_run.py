@@ -104,6 +104,8 @@ def main() -> None:
     parser.add_argument("--target", default="cpu")
     parser.add_argument("--cuda-cluster", action="store_true")
     parser.add_argument("--timeout", type=float, default=120.0)
+    # how many times the definition changes outnumber restarts and kills (1: each 1 step in 10)
+    parser.add_argument("--calm", type=int, default=1)
     options = parser.parse_args()
     TARGET = options.target
     rng = random.Random(options.seed)
@@ -142,9 +144,8 @@ def main() -> None:
     began = time.perf_counter()
     try:
         for step in range(options.steps):
-            action = rng.choice(
-                ["exec", "exec", "reload", "main", "main", "new method", "context", "none", "restart", "kill"]
-            )
+            changes = ["exec", "exec", "reload", "main", "main", "new method", "context", "none"]
+            action = rng.choice(changes * options.calm + ["restart", "kill"])
             counts[action] += 1
             c = round(rng.uniform(-4, 4), 2)
             if action == "exec":  # a notebook cell redefining the module's method

@@ -142,6 +142,10 @@ def test_definitions_that_fail_to_arrive_make_the_next_launch_an_error_not_stale
     travel.adopt("another process", "a digest", b"not a pickle")  # unpickling it fails: never raises here
     with pytest.raises(RuntimeError, match="could not be adopted"):
         launch(m.kernel)
+    travel._failed.clear()
+    travel.adopt("another process", "another digest", pickle.dumps((1, [])))  # another overdub version's
+    with pytest.raises(RuntimeError, match="format 1 of another overdub version"):
+        launch(m.kernel)
 
 
 def test_cloudpickle_ships_the_snapshot_with_the_overdub_module():
@@ -314,7 +318,8 @@ def test_a_table_that_cannot_arrive_leaves_the_others_right_and_says_so(make_mod
     assert launch(m.kernel) == [1.0, 2.0, 3.0]
     _root, digest, blob = travel.snapshot()
     m.run("@od.function\ndef g(x: od.Float):\n    return x * 10.0\n")
-    broken = pickle.dumps([("a table only the sender can read", b"not a pickle"), *pickle.loads(blob)])
+    sent_format, entries = pickle.loads(blob)
+    broken = pickle.dumps((sent_format, [("a table only the sender can read", b"not a pickle"), *entries]))
     with pytest.warns(RuntimeWarning, match="a table only the sender can read .* could not be adopted"):
         travel.adopt("another process", digest + "-broken", broken)
     assert launch(m.kernel) == [1.0, 2.0, 3.0]  # g arrived, and nothing blocks the launch
