@@ -641,6 +641,11 @@ class FunctionFact(Fact):
     def check(self, job, functions: dict) -> str | None:
         func = functions[self.function] = _find_function(self.function, job)
         bindings.read_function(func)
+        module = sys.modules.get(func.__module__)
+        if module is not None and vars(module) is not func.__globals__:
+            # a def that arrived by value (another process's definition, overdub.travel): its globals are its
+            # own, not the module's that the facts name -- the entry cannot be checked against it
+            return f"{func.__module__}.{func.__qualname__} here is not the def of its module"
         if function_digest(func) == self.digest:
             return None
         return f"the code of {func.__module__}.{func.__qualname__} changed"

@@ -5,32 +5,36 @@ task -- imports the modules it names from files, which need not hold what this p
 method redefined by ``exec`` (a notebook cell, ``%autoreload``), a generic function of ``__main__``, a method
 added at run time. Julia asks for ``@everywhere``; overdub ships the definitions instead.
 
-* **What travels.** Every generic function of the user's code (not of an installed package, whose version is
-  the worker's too) with its methods, each method's def *by value*: its code, the globals it names, its
-  defaults and closure (:class:`Shipper`). This is the *snapshot* (:func:`snapshot`), built once per change
-  of this process's world and of the namespaces its defs read (their dict version tags), and kept as bytes
-  with a digest.
-* **When.** Each generic function pickles with the snapshot (:func:`reduce_generic`), and so does the
-  ``overdub`` module wherever cloudpickle pickles it by reference -- which it does for each global ``od``
-  of a task function Dask or Ray ships by value (one defined in ``__main__``, a notebook cell). A pickle
-  holds the snapshot once (pickle's memo) however many generic functions it holds.
+* **What travels.** Every method table of the user's code -- its generic functions', the overdubs it added
+  to contexts (``od.CPU``'s and ``od.ALL``'s too), the methods ``od.method`` added to plain callables -- each
+  method's def *by value*: its code, the globals it names, its defaults, cells and annotations
+  (:class:`Shipper`). Not an installed package's: the worker has the same version. This is the *snapshot*
+  (:func:`snapshot`): each table pickled on its own, with a format number, as bytes with a digest; rebuilt
+  when this process's world changes or something a def reads does (:class:`Watch`).
+* **When.** Each generic function pickles with the snapshot (:func:`reduce_generic`), so does each kernel a
+  task holds as :class:`Shipped` (``od.map_blocks``), and so does the ``overdub`` module wherever cloudpickle
+  pickles it by reference -- which it does for each global ``od`` of a task function Dask or Ray ships by
+  value (one defined in ``__main__``, a notebook cell). A pickle holds the snapshot once (pickle's memo).
 * **Arrival.** The receiving process compares the snapshot's digest with the last one it adopted (one
-  string comparison: the per-task cost when nothing changed) and otherwise *adopts* it
-  (:func:`adopt`): for each generic function, the methods whose def differs from what it last adopted are
-  defined again, those the sender has not are deleted -- through the normal definition path, so only their
-  dependents recompile (or load from the disk cache). A restarted worker adopts on its next task.
+  string comparison: the per-task cost when nothing changed) and otherwise *adopts* it (:func:`adopt`): in
+  each table, the methods whose def differs from what it last adopted are defined again, those the sender has
+  not are deleted -- through the normal definition path, so only their dependents recompile (or load from
+  the disk cache). A restarted worker adopts on its next task. Nothing raises while a task is unpickled (Dask
+  hangs when it does): a table that cannot arrive is dropped with a warning naming it; a snapshot that cannot
+  be read at all (another overdub version's) makes every launch here say why.
 * **Identity.** A generic function is found by module and qualified name where that names it; else (one of
   ``__main__``, of a factory, of an exec'd namespace) by its origin -- the process that made it and its id
-  there -- so all tasks share one object on a worker, and its compiled kernels.
+  there -- so all tasks share one object on a worker, and its compiled kernels. Results coming back carry
+  the snapshot of the client itself, which a process never adopts.
 * **Kernels by value.** A kernel shipped by value (a task function of ``__main__`` closing over it, by
   cloudpickle) is a new function object in each task; :func:`interned` maps it to the first one with the
   same content -- code, defaults, closure and the globals it reads, transitively -- so a worker compiles a
-  definition once.
+  definition once, and each copy launches through the first one's launch function.
 
 Limits: a task function importable by name (module-level ``run`` pickled by reference) ships nothing, so a
 kernel it reaches through its module is the worker's import of that module; generic functions reached only
-that way are synced by the next task that carries the snapshot. Contexts pickle by reference (their
-overdubs are not shipped); ``@od.struct`` classes travel as pickle and cloudpickle ship classes.
+that way are synced by the next task that carries the snapshot. Contexts themselves pickle by reference;
+hooks do not travel.
 """
 
 from __future__ import annotations

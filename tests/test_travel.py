@@ -19,6 +19,7 @@ import pytest
 
 import overdub as od
 from overdub import travel
+from overdub.runtime import runtime
 
 SOURCE = """
 import numpy as np
@@ -323,3 +324,30 @@ def test_a_table_that_cannot_arrive_leaves_the_others_right_and_says_so(make_mod
     with pytest.warns(RuntimeWarning, match="a table only the sender can read .* could not be adopted"):
         travel.adopt("another process", digest + "-broken", broken)
     assert launch(m.kernel) == [1.0, 2.0, 3.0]  # g arrived, and nothing blocks the launch
+
+
+def test_a_def_adopted_by_value_never_loads_the_senders_disk_entry_for_its_module(tmp_path, monkeypatch):
+    """The client stores a kernel whose method reads its module's ``C``; a worker whose module still has the old
+    ``C`` adopts the client's new method by value (its own globals): the entry's facts name the module, so
+    they cannot vouch for the adopted def -- a miss, never the stale code (found by the 1,000-step Dask run)."""
+    import importlib
+
+    name = f"odtravel_cache_{os.getpid()}"
+    (tmp_path / f"{name}.py").write_text(
+        SOURCE.replace("return x + 1.0", "return x + C").replace(
+            "import overdub as od\n", "import overdub as od\nC = 1.0\n", 1
+        )
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    module = importlib.import_module(name)
+    try:
+        assert launch(module.kernel) == [1.0, 2.0, 3.0]  # stored on disk with C = 1.0
+        module.C = 5.0
+        sent = travel.snapshot()  # the client's method now reads C = 5.0
+        module.C = 1.0  # the worker's module, imported before the change
+        runtime.reset()  # as a worker process
+        travel.adopt("another process", *sent[1:])
+        assert launch(module.kernel) == [5.0, 6.0, 7.0]
+        assert od.stats()["disk_hits"] == 0
+    finally:
+        sys.modules.pop(name, None)
