@@ -352,6 +352,9 @@ class _PtrConstructor:
     def __repr__(self) -> str:
         return "Ptr"
 
+    def __reduce__(self) -> str:
+        return "Ptr"  # the one od.Ptr, by name: annotations shipped to another process (overdub.travel) mean it
+
 
 class _ArrayConstructor:
     """``Array[T]`` or ``Array[T, N]``: a pattern over numba array types."""
@@ -364,6 +367,9 @@ class _ArrayConstructor:
 
     def __repr__(self) -> str:
         return "Array"
+
+    def __reduce__(self) -> str:
+        return "Array"  # the one od.Array, by name
 
 
 Ptr = _PtrConstructor()

@@ -80,3 +80,9 @@ def test_a_spawned_worker_launches_kernels_and_its_method_error_reaches_the_pare
     assert "no method matching scale(complex128)" in str(caught.value)
     assert caught.value.call_site and "picklable.py" in caught.value.call_site
     assert od.which(picklable.scale, od.int64) in caught.value.candidates
+
+
+def test_the_array_and_pointer_patterns_pickle_as_themselves():
+    """Annotations shipped to another process (overdub.travel) keep meaning od.Array and od.Ptr."""
+    assert roundtrip(od.Array) is od.Array and roundtrip(od.Ptr) is od.Ptr
+    assert roundtrip(od.Array[od.Float, 2]) == od.Array[od.Float, 2]
