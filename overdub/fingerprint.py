@@ -59,6 +59,9 @@ __all__ = [
 ]
 
 
+SHIPPED = "__overdub_shipped__"  # the mark of the namespace of a def that arrived by value (overdub.travel)
+
+
 class Uncacheable(Exception):
     """Something a compile consulted has no name another process can find it by, or no content digest."""
 
@@ -641,11 +644,10 @@ class FunctionFact(Fact):
     def check(self, job, functions: dict) -> str | None:
         func = functions[self.function] = _find_function(self.function, job)
         bindings.read_function(func)
-        module = sys.modules.get(func.__module__)
-        if module is not None and vars(module) is not func.__globals__:
+        if func.__globals__.get(SHIPPED):
             # a def that arrived by value (another process's definition, overdub.travel): its globals are its
             # own, not the module's that the facts name -- the entry cannot be checked against it
-            return f"{func.__module__}.{func.__qualname__} here is not the def of its module"
+            return f"{func.__module__}.{func.__qualname__} here arrived by value, not from its module"
         if function_digest(func) == self.digest:
             return None
         return f"the code of {func.__module__}.{func.__qualname__} changed"

@@ -171,7 +171,7 @@ def _annotations(func: pytypes.FunctionType) -> dict[str, object]:
 
 
 def _function_skeleton(code: bytes, name: str, qualname: str, module: str, ncells: int) -> pytypes.FunctionType:
-    namespace = {"__builtins__": builtins, "__name__": module}
+    namespace = {"__builtins__": builtins, "__name__": module, fingerprint.SHIPPED: True}
     cells = tuple(pytypes.CellType() for _ in range(ncells))
     func = pytypes.FunctionType(marshal.loads(code), namespace, name, None, cells or None)
     func.__qualname__, func.__module__ = qualname, module
