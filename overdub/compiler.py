@@ -465,20 +465,8 @@ def _built_kernel(job: CompileJob) -> Kernel:
     target = job.target
     kernel = Kernel(job)
     started = time.perf_counter()
-    try:
-        with world.building(kernel):
-            if not _building(job, kernel):
-                kernel.valid = False
-            kernel.launcher = target.compile_kernel(rewrite(job.func, job.chain), job.argtypes)
-        compile_ms[kernel.describe()] = (time.perf_counter() - started) * 1e3
-    except Exception as exc:
-        world.retire([kernel])
-        message = None if isinstance(exc, MethodError) else bridge.compile_error_message(exc)
-        if message is None:
-            raise
-        raise _compile_error(
-            bridge.numba_error_class(exc), f"compiling kernel {job.call()} for {target.label}:\n{message}"
-        ) from None
+    kernel.launcher = _build(job, kernel, target.compile_kernel, f"compiling kernel {job.call()} for {target.label}")
+    compile_ms[kernel.describe()] = (time.perf_counter() - started) * 1e3
     runtime.count("compiles")
     diskcache.store(job, kernel)
     return kernel
@@ -487,6 +475,22 @@ def _built_kernel(job: CompileJob) -> Kernel:
 # a kernel's description -> how long its latest compile took, in ms (what od.invalidation_tree shows)
 compile_ms: dict[str, float] = {}
 runtime.register_cache(f"{__name__}.compile_ms", compile_ms)
+
+
+def _build(job: CompileJob, node: Guarded, compile_with, what: str):
+    """``compile_with(rewritten function, argument types)`` for ``job`` while building ``node`` (its edges);
+    a failure numba explains retires the node and is a CompileError headed ``what``."""
+    try:
+        with world.building(node):
+            if not _building(job, node):
+                node.valid = False
+            return compile_with(rewrite(job.func, job.chain), job.argtypes)
+    except Exception as exc:
+        world.retire([node])
+        message = None if isinstance(exc, MethodError) else bridge.compile_error_message(exc)
+        if message is None:
+            raise
+        raise _compile_error(bridge.numba_error_class(exc), f"{what}:\n{message}") from None
 
 
 def _reason(job: CompileJob, stale: Kernel | None) -> str:
@@ -526,20 +530,8 @@ def host_call(job: CompileJob) -> HostCall:
         return node
     with job.target.compile_lock, world.lock:
         node = HostCall(job)
-        try:
-            with world.building(node):
-                if not _building(job, node):
-                    node.valid = False
-                node.dispatcher = job.target.compile_host(rewrite(job.func, job.chain), job.argtypes)
-        except Exception as exc:
-            world.retire([node])
-            message = None if isinstance(exc, MethodError) else bridge.compile_error_message(exc)
-            if message is None:
-                raise
-            raise _compile_error(
-                bridge.numba_error_class(exc),
-                f"compiling {job.call()} for a host call in {chain_name(job.chain)}:\n{message}",
-            ) from None
+        what = f"compiling {job.call()} for a host call in {chain_name(job.chain)}"
+        node.dispatcher = _build(job, node, job.target.compile_host, what)
         _host_calls[job] = node
         runtime.count("compiles")
         return node
