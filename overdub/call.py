@@ -223,6 +223,7 @@ def launch_slow(
     A redefinition on another thread may invalidate the kernel between its compile and its launch; then the
     kernel is compiled again, as many times as that happens: a launch always runs a valid kernel."""
     runtime.collect()
+    travel.note_kernel(kernel)
     canonical = travel.interned(kernel) if type(kernel) is pytypes.FunctionType else kernel
     if canonical is not kernel:  # a def arrived by value (a task's copy): launch as the first of its content
         launched = args if state is None else (state, *args)

@@ -27,7 +27,7 @@ from typing import cast
 
 import numpy as np
 
-from . import compiler, reflect
+from . import compiler, reflect, travel
 from .bridge.signatures import array_fits, as_scalar_of, signature_argtypes, typeof_or_none
 from .call import KernelCall
 from .context import Context
@@ -119,6 +119,7 @@ class Kernel:
         self.__name__, self.__qualname__ = py_func.__name__, py_func.__qualname__
         self.__doc__, self.__module__ = py_func.__doc__, py_func.__module__
         self._configs: dict = {}
+        travel.note_kernel(py_func)
         self.signatures = [signature_argtypes(sig) for sig in signatures]
         for argtypes in self.signatures:
             self.compile(argtypes)

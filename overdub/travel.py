@@ -64,7 +64,7 @@ from .runtime import runtime
 __all__ = ["snapshot", "adopt", "interned", "reduce_generic", "Shipper", "Shipped", "dumps"]
 
 try:  # what Dask and Ray ship with: classes and functions of __main__ by value
-    import cloudpickle as _cloudpickle  # type: ignore[import-untyped]
+    import cloudpickle.cloudpickle as _cloudpickle  # type: ignore[import-untyped]  # the module, its internals
 
     _BasePickler: type[pickle.Pickler] = _cloudpickle.Pickler
 except ImportError:  # pragma: no cover - cloudpickle comes with dask; plain pickle otherwise
@@ -482,28 +482,128 @@ def _overdub_arriving(root: str, digest: str, blob: bytes) -> pytypes.ModuleType
     return sys.modules[__name__.rpartition(".")[0]]  # overdub: imported before this module, its child
 
 
-def _install_cloudpickle_hook(module: pytypes.ModuleType) -> None:
-    """Let cloudpickle ship the snapshot with the ``overdub`` module itself (a task function's global
-    ``od``), by wrapping its reducer of modules. (cloudpickle internals: its Pickler's ``_dispatch_table``.)"""
-    table: typing.Any = getattr(getattr(module, "Pickler", None), "_dispatch_table", None)
-    reduce_module: typing.Any = table.get(pytypes.ModuleType) if isinstance(table, dict) else None
-    if reduce_module is None or getattr(reduce_module, "__overdub__", False):
-        return
+def _install_cloudpickle_hooks(module: pytypes.ModuleType) -> None:
+    """Teach cloudpickle (what Dask and Ray ship a ``__main__`` task function with) three things, by wrapping
+    its internals -- each only where this cloudpickle has it, so another version ships as it did:
 
-    def reduce(obj: pytypes.ModuleType) -> tuple[object, ...]:
-        if obj.__name__ == "overdub" and not getattr(_local, "building", False):
-            return (_overdub_arriving, snapshot())
-        return cast("tuple[object, ...]", reduce_module(obj))
+    * the ``overdub`` module (a task function's global ``od``) carries the snapshot (its Pickler's
+      ``_dispatch_table`` entry for modules);
+    * a def launched here as a kernel ships as its cached bytes (:func:`_kernel_bytes`; its Pickler's
+      ``_dynamic_function_reduce``);
+    * which of ``overdub``'s submodules a def names is read from a list kept per ``sys.modules``, not found
+      by a walk over ``sys.modules`` for each def naming ``od`` (``_find_imported_submodules``: a Dask
+      scheduler pickles each task's function on its own, and the walk is ~0.3 ms)."""
+    pickler: typing.Any = getattr(module, "Pickler", None)
+    table: typing.Any = getattr(pickler, "_dispatch_table", None)
+    if isinstance(table, dict) and _unwrapped(table.get(pytypes.ModuleType)):
+        reduce_module = table[pytypes.ModuleType]
 
-    reduce.__overdub__ = True  # type: ignore[attr-defined]
-    table[pytypes.ModuleType] = reduce
+        def reduce(obj: pytypes.ModuleType) -> tuple[object, ...]:
+            if obj.__name__ == "overdub" and not getattr(_local, "building", False):
+                return (_overdub_arriving, snapshot())
+            return cast("tuple[object, ...]", reduce_module(obj))
+
+        table[pytypes.ModuleType] = _wrapper(reduce, reduce_module)
+    if _unwrapped(reduce_function := getattr(pickler, "_dynamic_function_reduce", None)):
+
+        def reduce_def(self: object, func: pytypes.FunctionType) -> tuple[object, ...]:
+            if func in _kernels and not getattr(_local, "building", False):
+                return (_def_arriving, (*snapshot(), *_kernel_bytes(func)))
+            return cast("tuple[object, ...]", reduce_function(self, func))
+
+        pickler._dynamic_function_reduce = _wrapper(reduce_def, reduce_function)
+    if _unwrapped(find := getattr(module, "_find_imported_submodules", None)):
+        package = sys.modules[__name__.rpartition(".")[0]]
+
+        def find_submodules(code: pytypes.CodeType, dependencies: typing.Iterable[object]) -> list[object]:
+            dependencies = list(dependencies)
+            if not any(value is package for value in dependencies):
+                return cast("list[object]", find(code, dependencies))
+            names = set(code.co_names)
+            found = find(code, [value for value in dependencies if value is not package])
+            return [*found, *(submodule for tokens, submodule in _submodules() if tokens <= names)]
+
+        module._find_imported_submodules = _wrapper(find_submodules, find)
+
+
+def _unwrapped(found: object) -> bool:
+    return found is not None and not getattr(found, "__overdub__", False)
+
+
+def _wrapper(function: typing.Callable, wrapped: typing.Callable) -> typing.Callable:
+    function.__overdub__, function.__wrapped__ = True, wrapped  # type: ignore[attr-defined]
+    return function
+
+
+_loaded: dict[str, object] = {}  # "key": sys.modules' size and last name, "list": overdub's loaded submodules
+runtime.register_cache(f"{__name__}._loaded", _loaded)
+
+
+def _submodules() -> list[tuple[frozenset[str], pytypes.ModuleType]]:
+    """``overdub``'s loaded submodules, each with the names a def's code must hold to reach it from ``od``
+    (``overdub.cuda.random``: ``cuda`` and ``random``), as cloudpickle finds them."""
+    modules = sys.modules
+    key = (len(modules), next(reversed(modules)))
+    if _loaded.get("key") != key:
+        _loaded["list"] = [
+            (frozenset(name.split(".")[1:]), module)
+            for name, module in list(modules.items())
+            if name.startswith("overdub.") and module is not None
+        ]
+        _loaded["key"] = key
+    return cast("list[tuple[frozenset[str], pytypes.ModuleType]]", _loaded["list"])
 
 
 if _cloudpickle is not None:
-    _install_cloudpickle_hook(_cloudpickle)
+    _install_cloudpickle_hooks(_cloudpickle)
 
 
 # --- kernels by value -------------------------------------------------------------------------------------
+
+# The defs this process launched (or was asked to) as kernels: cloudpickle ships one of them by value (a task
+# function of ``__main__`` naming it) as its cached bytes -- a scheduler pickles each task's function on its
+# own, and cloudpickle's by-value reduce of a def costs ~0.4 ms -- and the receiving process finds it by
+# their digest: one def, and one compiled kernel, per content.
+_kernels: weakref.WeakSet[pytypes.FunctionType] = weakref.WeakSet()
+_kernel_blobs: weakref.WeakKeyDictionary[pytypes.FunctionType, tuple[tuple[Watch, ...], str, bytes]] = (
+    weakref.WeakKeyDictionary()
+)
+runtime.register_cache(f"{__name__}._kernels", _kernels, kept="which defs are kernels: a fact of each")
+runtime.register_cache(f"{__name__}._kernel_blobs", _kernel_blobs)
+
+
+def note_kernel(kernel: object) -> None:
+    """``kernel`` is launched as a kernel here: where cloudpickle ships its def by value, it ships it as
+    :func:`_kernel_bytes`."""
+    if type(kernel) is pytypes.FunctionType:
+        _kernels.add(kernel)
+
+
+def _kernel_bytes(func: pytypes.FunctionType) -> tuple[str, bytes]:
+    """``func`` pickled by value without the snapshot (which travels beside it, as it changes on its own), and
+    the digest of those bytes; cached until something the pickle read changes (:class:`Watch`)."""
+    cached = _kernel_blobs.get(func)
+    if cached is None or not all(watch.unchanged() for watch in cached[0]):
+        read: list[Watch] = []
+        building, _local.building = getattr(_local, "building", False), True
+        try:
+            blob = dumps(func, read)
+        finally:
+            _local.building = building
+        digest = "shipped-" + hashlib.blake2b(blob, digest_size=16).hexdigest()
+        cached = _kernel_blobs[func] = (tuple(read), digest, blob)
+    return cached[1], cached[2]
+
+
+def _def_arriving(root: str, digest: str, blob: bytes, kernel_digest: str, kernel: bytes) -> pytypes.FunctionType:
+    """A kernel's def shipped as :func:`_kernel_bytes`: the first def that arrived with these bytes, else
+    these bytes unpickled (after the snapshot, whose generic functions the def names)."""
+    adopt(root, digest, blob)
+    found = _interned.get(kernel_digest)
+    if found is None:
+        found = _interned.setdefault(kernel_digest, interned(pickle.loads(kernel)))
+    return found
+
 
 _interned: dict[str, pytypes.FunctionType] = {}  # content digest -> the first def of that content
 # a def -> (the def it is interned to, its namespace's version tag then)
@@ -563,7 +663,7 @@ class Shipped:
     def __reduce__(self) -> tuple[object, ...]:
         func = bridge.python_function(self.kernel) or self.kernel
         if isinstance(func, pytypes.FunctionType) and not fingerprint.is_library_module(func.__module__):
-            return _kernel_arriving, (*snapshot(), dumps(func))
+            return _shipped_def_arriving, (*snapshot(), *_kernel_bytes(func))
         return _kernel_arriving, (*snapshot(), pickle.dumps(self.kernel))
 
     def __repr__(self) -> str:
@@ -572,5 +672,8 @@ class Shipped:
 
 def _kernel_arriving(root: str, digest: str, blob: bytes, kernel: bytes) -> Shipped:
     adopt(root, digest, blob)
-    value = pickle.loads(kernel)
-    return Shipped(interned(value) if isinstance(value, pytypes.FunctionType) else value)
+    return Shipped(pickle.loads(kernel))
+
+
+def _shipped_def_arriving(root: str, digest: str, blob: bytes, kernel_digest: str, kernel: bytes) -> Shipped:
+    return Shipped(_def_arriving(root, digest, blob, kernel_digest, kernel))

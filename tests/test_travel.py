@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from numba import cuda
 
 import overdub as od
 from overdub import travel
@@ -156,6 +157,50 @@ def test_cloudpickle_ships_the_snapshot_with_the_overdub_module():
         return od.stats()
 
     assert b"_overdub_arriving" in cloudpickle.dumps(task)
+
+
+def test_a_kernel_cloudpickle_ships_by_value_arrives_as_one_def_per_content():
+    """A def launched as a kernel ships as its cached bytes: every copy of the same content arrives as one
+    def (one compiled kernel); a changed cell makes new bytes, never the old def."""
+    cloudpickle = pytest.importorskip("cloudpickle")
+    scale = 3.0
+
+    def kernel(out, x):
+        i = cuda.grid(1)
+        if i < out.size:
+            out[i] = x[i] * scale
+
+    assert launch(kernel) == [0.0, 3.0, 6.0]  # launched here: a kernel from now on
+    sent = cloudpickle.dumps(kernel)
+    assert b"_def_arriving" in sent and cloudpickle.dumps(kernel) == sent
+    a, b = pickle.loads(sent), pickle.loads(sent)
+    assert a is b and a is not kernel and travel.arrived_by_value(a)
+    assert launch(a) == [0.0, 3.0, 6.0]
+    scale = 4.0
+    changed = pickle.loads(cloudpickle.dumps(kernel))
+    assert changed is not a and launch(changed) == [0.0, 4.0, 8.0] and launch(a) == [0.0, 3.0, 6.0]
+
+    def plain(x):  # never launched: cloudpickle's own by-value pickle
+        return x * scale
+
+    assert b"_def_arriving" not in cloudpickle.dumps(plain) and pickle.loads(cloudpickle.dumps(plain))(2.0) == 8.0
+
+
+def test_cloudpickle_finds_the_overdub_submodules_a_def_names_as_it_would_itself():
+    cloudpickle = pytest.importorskip("cloudpickle")
+    import overdub.cuda.random  # noqa: F401  (loaded: a def naming od.cuda.random needs it where it arrives)
+
+    find = cloudpickle.cloudpickle._find_imported_submodules
+    assert getattr(find, "__overdub__", False)
+
+    def task():
+        return od.cuda.random, od.travel, np.linalg
+
+    for dependencies in ([od, np], [np], [od]):
+        assert {m.__name__ for m in find(task.__code__, dependencies)} == {
+            m.__name__ for m in find.__wrapped__(task.__code__, dependencies)
+        }
+    assert {m.__name__ for m in find(task.__code__, [od])} >= {"overdub.cuda", "overdub.cuda.random", "overdub.travel"}
 
 
 # --- other processes ---------------------------------------------------------------------------------------
