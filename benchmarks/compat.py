@@ -1,6 +1,6 @@
 """numba-cuda's own kernel-language tests, run as shipped and with ``numba.cuda.jit`` replaced by ``overdub.jit``.
 
-    python benchmarks/compat.py [--quick] [--files test_math,test_sync] [--timeout 240] [--out DIR]
+    python benchmarks/compat.py [--quick] [--files test_math,test_sync] [--timeout 240] [--jobs N] [--out DIR]
 
 Each chosen test file of ``numba.cuda.tests.cudapy`` (found through importlib, wherever numba-cuda is installed)
 runs twice, each run in its own pytest subprocess (so a segfault or abort is attributed to its file): (1) as
@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import concurrent.futures
 import importlib.util
 import json
 import os
@@ -215,7 +216,7 @@ def count(tests: dict) -> dict:
     return {k: c.get(k, 0) for k in ("passed", "failed", "error", "skipped", "crash")}
 
 
-def measure(names: list[str], timeout: float, log=print) -> dict:
+def measure(names: list[str], timeout: float, log=print, jobs: int = 1) -> dict:
     try:
         available = {p.stem for p in tests_dir().glob("test_*.py")}
     except Exception as exc:  # numba-cuda's tests not importable at all
@@ -232,54 +233,64 @@ def measure(names: list[str], timeout: float, log=print) -> dict:
         workdir = Path(tmp)
         # namespace packages: numba-cuda ships numba/ without __init__.py, so pytest must not stop at numba/cuda
         (workdir / "pytest.ini").write_text("[pytest]\nconsider_namespace_packages = true\n")
-        for name in names:
-            if name not in available:
-                result["missing"].append(name)
-                log(f"{name}: not in this numba-cuda")
-                continue
-            runs = {}
-            for mode in ("numba", "overdub"):
-                runs[mode] = run_file(name, mode == "overdub", timeout, workdir)
-                runs[mode]["tests"] = outcomes(runs[mode])
-            nb, od = runs["numba"], runs["overdub"]
-            failures = []
-            for nodeid, t in nb["tests"].items():
-                if t["outcome"] != "passed":
-                    continue
-                o = od["tests"].get(nodeid)
-                if o is not None and o["outcome"] == "passed":
-                    continue
-                cls, etype, message = classify(o, od)
-                failures.append({"test": name + nodeid, "class": cls, "exc_type": etype, "message": message[:500]})
-            no_jit = sum(
-                1
-                for nodeid, o in od["tests"].items()
-                if o["outcome"] == "passed"
-                and o["od_calls"] == 0
-                and nb["tests"].get(nodeid, {}).get("outcome") == "passed"
-            )
-            result["files"][name] = {
-                mode: {
-                    "counts": count(r["tests"]),
-                    "returncode": r["returncode"],
-                    "timed_out": r["timed_out"],
-                    "died": r["died"],
-                    "seconds": round(r["seconds"], 1),
-                    "collect_errors": r["collect_errors"],
-                    "patch_failed": r["patch_failed"],
-                    "patched": any(ev["event"] == "patched" for ev in r["events"]),
-                    "tail": r["tail"] if r["died"] or r["collect_errors"] else "",
-                }
-                for mode, r in runs.items()
+        with concurrent.futures.ThreadPoolExecutor(max(1, jobs)) as pool:  # each run is its own subprocess
+            runs = {
+                (name, mode): pool.submit(run_file, name, mode == "overdub", timeout, workdir)
+                for name in names
+                if name in available
+                for mode in ("numba", "overdub")
             }
-            result["files"][name]["overdub_only_failures"] = failures
-            result["files"][name]["passed_without_od_jit"] = no_jit
-            c = collections.Counter(f["class"] for f in failures)
-            log(
-                f"{name}: numba-cuda {count(nb['tests'])['passed']} passed, overdub {count(od['tests'])['passed']}"
-                f" passed; overdub-only failures {dict(c)} ({nb['seconds']:.0f}s + {od['seconds']:.0f}s)"
-            )
+            for name in names:
+                if name not in available:
+                    result["missing"].append(name)
+                    log(f"{name}: not in this numba-cuda")
+                    continue
+                result["files"][name] = _compare(
+                    name, runs[name, "numba"].result(), runs[name, "overdub"].result(), log
+                )
     return result
+
+
+def _compare(name: str, nb: dict, od: dict, log) -> dict:
+    """One file's two runs: each run's counts, and every test numba-cuda passes that overdub does not."""
+    for run in (nb, od):
+        run["tests"] = outcomes(run)
+    failures = []
+    for nodeid, t in nb["tests"].items():
+        if t["outcome"] != "passed":
+            continue
+        o = od["tests"].get(nodeid)
+        if o is not None and o["outcome"] == "passed":
+            continue
+        cls, etype, message = classify(o, od)
+        failures.append({"test": name + nodeid, "class": cls, "exc_type": etype, "message": message[:500]})
+    no_jit = sum(
+        1
+        for nodeid, o in od["tests"].items()
+        if o["outcome"] == "passed" and o["od_calls"] == 0 and nb["tests"].get(nodeid, {}).get("outcome") == "passed"
+    )
+    entry: dict = {
+        mode: {
+            "counts": count(r["tests"]),
+            "returncode": r["returncode"],
+            "timed_out": r["timed_out"],
+            "died": r["died"],
+            "seconds": round(r["seconds"], 1),
+            "collect_errors": r["collect_errors"],
+            "patch_failed": r["patch_failed"],
+            "patched": any(ev["event"] == "patched" for ev in r["events"]),
+            "tail": r["tail"] if r["died"] or r["collect_errors"] else "",
+        }
+        for mode, r in (("numba", nb), ("overdub", od))
+    }
+    entry["overdub_only_failures"] = failures
+    entry["passed_without_od_jit"] = no_jit
+    c = collections.Counter(f["class"] for f in failures)
+    log(
+        f"{name}: numba-cuda {count(nb['tests'])['passed']} passed, overdub {count(od['tests'])['passed']}"
+        f" passed; overdub-only failures {dict(c)} ({nb['seconds']:.0f}s + {od['seconds']:.0f}s)"
+    )
+    return entry
 
 
 def totals(result: dict) -> dict:
@@ -387,13 +398,14 @@ def main(argv=None) -> int:
     ap.add_argument("--files", help="comma-separated test files (test_math,...; the test_ prefix optional)")
     ap.add_argument("--quick", action="store_true", help=f"only {', '.join(QUICK)}")
     ap.add_argument("--timeout", type=float, default=240.0, help="seconds per file and run (default 240)")
+    ap.add_argument("--jobs", type=int, default=1, help="files run at once (each run its own subprocess)")
     ap.add_argument("--out", default=str(HERE / "results"), help="directory for compat.json and compat.md")
     args = ap.parse_args(argv)
     names = QUICK if args.quick else FILES
     if args.files:
         names = [n if n.startswith("test_") else "test_" + n for n in args.files.split(",") if n.strip()]
         names = [n[:-3] if n.endswith(".py") else n for n in names]
-    result = measure(names, args.timeout, log=lambda s: print(s, file=sys.stderr, flush=True))
+    result = measure(names, args.timeout, log=lambda s: print(s, file=sys.stderr, flush=True), jobs=args.jobs)
     result["totals"] = totals(result)
     md = markdown(result)
     out = Path(args.out)
