@@ -61,6 +61,20 @@ def shift(x: od.Float):
     return x + 1.0
 
 
+def _diagnose(client) -> str:
+    """What a hung graph's tasks are doing: their states on the scheduler, the workers it knows, and the
+    stacks of the tasks running on them."""
+    try:
+        states = client.run_on_scheduler(
+            lambda dask_scheduler: dict(collections.Counter(ts.state for ts in dask_scheduler.tasks.values()))
+        )
+        workers = list(client.scheduler_info()["workers"])
+        stacks = client.call_stack()
+        return json.dumps({"task states": states, "workers": workers, "stacks": stacks}, default=str)[:6000]
+    except Exception as exc:
+        return f"(no diagnosis: {exc!r})"
+
+
 def main_kernel(out, x):
     i = cuda.grid(1)
     if i < out.size:
@@ -192,6 +206,7 @@ def main() -> None:
                 except TimeoutError:
                     hangs += 1
                     failures.append(f"step {step} ({action}): {run.__name__} timed out")
+                    print(f"HANG at step {step}: {_diagnose(client)}", file=sys.stderr, flush=True)
                     continue
                 except Exception as exc:  # a task failed: counted, and the run goes on
                     errors += 1
