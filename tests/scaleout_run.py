@@ -188,8 +188,9 @@ def main() -> None:
                 deadline = time.monotonic() + 120
                 while address in client.scheduler_info()["workers"] and time.monotonic() < deadline:
                     time.sleep(0.1)  # until the scheduler has seen the death (its nanny starts another)
-                try:
+                try:  # a worker that runs a task without overdub: the cluster is whole again
                     client.wait_for_workers(options.workers, timeout=60)
+                    client.submit(os.getpid, pure=False).result(timeout=60)
                 except Exception:  # distributed's nanny may not start another (it does so without overdub too)
                     new_clusters += 1
                     client.close()
