@@ -318,3 +318,25 @@ def test_a_kernel_run_on_the_cpu_target_first_still_compiles_for_cuda(make_modul
     od.cuda(m.kernel, out, blocks=1, threads=4, target="cpu")
     assert out.tolist() == [32, 33, 34, 35]
     assert ".visible .entry" in od.code_ptx(m.kernel, numba.int64[:])
+
+
+def test_round_compiles_for_cuda_in_overdub_and_in_numba_cuda_alike():
+    """overdub's CPU ``round`` (numba's builtin registry, shared with numba-cuda) leaves the CUDA target
+    numba-cuda's: NVVM refused the IR of numba's (numba-cuda's test_round_* failed under overdub and under a
+    plain ``cuda.jit`` once overdub was imported)."""
+    from numba import cuda
+
+    def rounded(out, x):
+        out[0] = round(x)
+
+    def rounded_to(out, x, digits):
+        out[0] = round(x, digits)
+
+    for float_type in (types.float32, types.float64):
+        assert "cvt.rni.s64" in od.code_ptx(rounded, types.int64[:], float_type)  # __nv_llrint, inlined
+        od.code_ptx(rounded_to, float_type[:], float_type, types.int32)
+        assert "cvt.rni.s64" in cuda.compile_ptx(rounded, (types.int64[:], float_type), cc=(9, 0))[0]
+    out = np.zeros(1, dtype=np.int64)
+    for x, expected in ((2.5, 2), (-1.5, -2), (3.7, 4)):
+        od.cuda(rounded, out, x, target="cpu")
+        assert out[0] == expected

@@ -111,7 +111,13 @@ def cuda_conversion(builder, value, fromty, toty):
 
 
 def _round(context, builder, sig, args):
-    """``round(x)`` of a float: numba's, its conversion to int64 the GPU's (numba converts with ``fptosi``)."""
+    """``round(x)`` of a float: numba's, its conversion to int64 the GPU's (numba converts with ``fptosi``).
+    Registered in numba's builtin registry, which numba-cuda lowers through too: a CUDA context gets
+    numba-cuda's own (``__nv_llrint``; NVVM refuses the ``llvm.rint`` of numba's)."""
+    if not isinstance(context, CPUContext):
+        from numba.cuda import cudaimpl  # (the CUDA target's: numba-cuda is imported when it compiles)
+
+        return cudaimpl.ptx_round(context, builder, sig, args)
     if not _in_kernel(context):
         return numba_builtins.round_impl_unary(context, builder, sig, args)
     fltty = sig.args[0]
