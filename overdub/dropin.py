@@ -225,6 +225,12 @@ class Overload:
         print(self._type_annotation, file=file or sys.stdout)
 
     @property
+    def _codelibrary(self):
+        """The kernel's code library on the CUDA target (numba-cuda's ``CUDACodeLibrary``: its PTX, the files
+        it links), as numba-cuda's overload has it; None on the CPU target."""
+        return getattr(self.kernel.launcher, "library", None)
+
+    @property
     def cooperative(self) -> bool:
         """Does the kernel synchronize its whole grid (``cuda.cg.this_grid().sync()``)? Its launches are then
         cooperative: every block resident at once."""

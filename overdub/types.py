@@ -179,14 +179,16 @@ Complex = AbstractType("Complex", Number, nt.Complex)
 Boolean = AbstractType("Boolean", Any, nt.Boolean)
 
 
-class PtrType(nt.Type):
-    """The concrete numba type of a typed pointer to ``dtype`` elements (what ``od.pointer`` returns)."""
+class PtrType(nt.CPointer):
+    """The concrete numba type of a typed pointer to ``dtype`` elements (what ``od.pointer`` returns). A kind
+    of numba's ``CPointer(dtype)`` (the same LLVM pointer), so what numba-cuda does with one -- ``carray``,
+    ``farray`` -- it does with this."""
 
     def __init__(self, dtype: nt.Type):
         if not is_concrete(dtype):
             raise TypeError(f"PtrType needs a concrete element type, not {dtype!r}")
-        self.dtype = dtype
-        super().__init__(name=f"Ptr[{dtype}]")
+        self.dtype, self.addrspace = dtype, None
+        nt.Type.__init__(self, name=f"Ptr[{dtype}]")
 
     @property
     def key(self) -> nt.Type:

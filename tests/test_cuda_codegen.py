@@ -340,3 +340,27 @@ def test_round_compiles_for_cuda_in_overdub_and_in_numba_cuda_alike():
     for x, expected in ((2.5, 2), (-1.5, -2), (3.7, 4)):
         od.cuda(rounded, out, x, target="cpu")
         assert out[0] == expected
+
+
+def test_carray_and_farray_view_a_pointer_on_both_targets():
+    """numba-cuda's carray/farray of the pointer a CPointer signature gives (numba-cuda's test_array
+    test_carray/test_farray failed: its inlined overload takes numba's pointer type only)."""
+    from numba.cuda.np.numpy_support import carray, farray
+
+    def views(ptr, out):
+        a = carray(ptr, (2, 3))
+        b = farray(ptr, (2, 3), dtype=np.float32)
+        c = carray(ptr, 6)
+        out[0], out[1], out[2] = a[1, 0], b[1, 0], c[5]
+        out[3] = a.strides[0] + 100 * b.strides[1]
+        a[0, 0] += 1.5
+
+    x, out = np.arange(6, dtype=np.float32), np.zeros(4, dtype=np.float32)
+    od.cuda(views, od.pointer(x), out, target="cpu")
+    assert out.tolist() == [3.0, 1.0, 5.0, 812.0] and x[0] == 1.5
+    kernel = od.jit(types.void(types.CPointer(types.float32), types.float32[:]), target="cpu")(views)
+    kernel[1, 1](x.ctypes.data, out)  # an address, as numba-cuda takes one for a CPointer
+    assert x[0] == 3.0
+    assert ".visible .entry" in od.code_ptx(views, od.Ptr[od.float32], types.float32[:])
+    with pytest.raises(Exception, match="carray"):
+        od.code_ptx(views, types.float32[:], types.float32[:])  # not a pointer: refused, naming the call

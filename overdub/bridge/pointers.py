@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import operator
 
-from numba.core import types
+from numba.core import cgutils, types
 from numba.core.extending import NativeValue, models, register_model, unbox
-from numba.core.imputils import lower_builtin
-from numba.core.typing.templates import AbstractTemplate, infer_global, signature
+from numba.core.imputils import impl_ret_borrowed, lower_builtin
+from numba.core.typing.templates import AbstractTemplate, CallableTemplate, infer_global, signature
 
 from ..types import PtrType
 
@@ -65,3 +65,102 @@ def _unbox_pointer(typ, obj, c):
     c.pyapi.decref(address_obj)
     ptr = c.builder.inttoptr(address, c.context.get_value_type(typ))
     return NativeValue(ptr, is_error=c.pyapi.c_api_error())
+
+
+# --- array views of a pointer: numba-cuda's carray and farray ---------------------------------------------
+
+
+def _view_type(layout: str, ptr, shape, dtype):
+    """The array type ``carray``/``farray`` (``layout`` "C"/"F") makes of these argument types, or None."""
+    if not isinstance(ptr, types.CPointer) and ptr != types.voidptr:
+        return None
+    if dtype is None or isinstance(dtype, (types.NoneType, types.Omitted)):
+        element = getattr(ptr, "dtype", None)
+    elif isinstance(dtype, types.DTypeSpec):
+        element = dtype.dtype
+    else:
+        return None
+    if element is None or (isinstance(ptr, types.CPointer) and element != ptr.dtype):
+        return None
+    if isinstance(shape, types.Integer):
+        ndim = 1
+    elif isinstance(shape, types.BaseTuple) and all(isinstance(t, types.Integer) for t in shape):
+        ndim = len(shape)
+    else:
+        return None
+    return types.Array(element, ndim, layout)
+
+
+def carray(ptr, shape, dtype=None):
+    """An array view in C order of the memory ``ptr`` points to (in kernels: numba-cuda's ``carray``)."""
+    raise TypeError("an array view of a pointer is made in kernels only")
+
+
+def farray(ptr, shape, dtype=None):
+    """An array view in Fortran order of the memory ``ptr`` points to (in kernels: numba-cuda's ``farray``)."""
+    raise TypeError("an array view of a pointer is made in kernels only")
+
+
+def _register_view(view, layout: str) -> None:
+    """The typing and lowering of ``view``, which the targets forward numba-cuda's ``carray``/``farray`` to:
+    numba-cuda types those with an ``@overload`` inlined in numba's IR, which a call typed through overdub's
+    dispatch never reaches (and a device function returning the array is what CUDA refuses). Lowered in the
+    calling code, as numba's own."""
+
+    class Template(CallableTemplate):
+        key = view
+
+        def generic(self):
+            def typer(ptr, shape, dtype=None):
+                return _view_type(layout, ptr, shape, dtype)
+
+            return typer
+
+    infer_global(view)(Template)
+    for arity in (2, 3):
+        lower_builtin(view, *[types.Any] * arity)(_lower_view)
+
+
+def _lower_view(context, builder, sig, args):
+    from numba.np.arrayobj import make_array, populate_array
+
+    aryty = sig.return_type
+    ptr, shape = args[0], args[1]
+    shapes = cgutils.unpack_tuple(builder, shape) if isinstance(sig.args[1], types.BaseTuple) else [shape]
+    shapes = [context.cast(builder, s, t, types.intp) for s, t in zip(shapes, _shape_types(sig.args[1]))]
+    itemsize = context.get_abi_sizeof(context.get_data_type(aryty.dtype))
+    strides = []
+    order = range(aryty.ndim) if aryty.layout == "F" else reversed(range(aryty.ndim))
+    stride = context.get_constant(types.intp, itemsize)
+    by_axis = {}
+    for axis in order:
+        by_axis[axis] = stride
+        stride = builder.mul(stride, shapes[axis])
+    strides = [by_axis[axis] for axis in range(aryty.ndim)]
+    array = make_array(aryty)(context, builder)
+    data = builder.bitcast(ptr, context.get_data_type(aryty.dtype).as_pointer())
+    populate_array(
+        array,
+        data=data,
+        shape=cgutils.pack_array(builder, shapes),
+        strides=cgutils.pack_array(builder, strides),
+        itemsize=context.get_constant(types.intp, itemsize),
+        meminfo=None,
+    )
+    return impl_ret_borrowed(context, builder, aryty, array._getvalue())
+
+
+def _shape_types(shape):
+    return list(shape) if isinstance(shape, types.BaseTuple) else [shape]
+
+
+_register_view(carray, "C")
+_register_view(farray, "F")
+
+
+def forward_views(root) -> None:
+    """Make a target's calls of numba-cuda's ``carray``/``farray`` the views above."""
+    from numba.cuda.np import numpy_support
+
+    root.forward(numpy_support.carray, carray)
+    root.forward(numpy_support.farray, farray)

@@ -49,6 +49,7 @@ from numba.cuda.typing.typeof import typeof as cuda_typeof
 
 from .. import arguments, bridge
 from ..bridge.hidden import HiddenArgumentCall
+from ..bridge.pointers import forward_views
 from ..context import CUDA, TargetRoot
 from ..intrinsics import cuprintln
 from ..runtime import runtime
@@ -525,6 +526,7 @@ class CUDATarget(Configurable):
         if root is None:
             self.root = TargetRoot(f"cuda-sm_{self.cc[0]}{self.cc[1]}", self)
             self.root.forward(print, cuprintln)
+            forward_views(self.root)
         else:
             self.root = root.configured_for(self)
 

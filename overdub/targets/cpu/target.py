@@ -45,6 +45,7 @@ from numba.cuda import libdevice as numba_libdevice
 
 from ... import arguments, bridge, settings, world
 from ...bridge.hidden import HiddenArgumentCall
+from ...bridge.pointers import forward_views
 from ...context import CPU, TargetRoot
 from ...intrinsics import LaunchNeed, cuprintln
 from ...runtime import runtime
@@ -367,6 +368,7 @@ class CPUTarget(Configurable):
 
 TARGET = CPUTarget()
 TARGET.root.forward(print, cuprintln)
+forward_views(TARGET.root)
 for _name in ("fmod", "remainder", "modf"):  # numba-cuda compiles them, numba's CPU target does not
     TARGET.root.forward(getattr(math, _name), getattr(cpu_libm, _name))
 for _name, _function in vars(LIBDEVICE).items():  # numba-cuda's libdevice placeholders mean nothing on the CPU
