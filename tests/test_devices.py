@@ -187,3 +187,30 @@ def test_a_launch_on_an_explicit_device(cupy, make_module):
     assert out.get().tolist() == (3.0 * np.arange(16) + 1.0).tolist()
     with pytest.raises(ValueError, match="devices 0"):
         od.cuda(m.kernel, out, x, 3.0, blocks=1, threads=16, target="cuda", device=99)
+
+
+@pytest.mark.gpu
+def test_a_stream_of_another_context_is_a_clear_error_or_runs_right(cupy, make_module, second_context):
+    """A stream made in one context, passed to a launch in another: the driver refuses it (a ValueError
+    naming both contexts, not a bare CUDA error), or it runs the kernel right -- never wrong results."""
+    m = make_module(SOURCE)
+    x, out = cupy.arange(64, dtype=np.float64), cupy.zeros(64)
+    od.cuda(m.kernel, out, x, 2.0, blocks=1, threads=64, target="cuda")  # loaded in the primary context
+    with second_context:
+        err, handle = second_context.driver.cuStreamCreate(0)
+        assert not err
+    stream = cupy.cuda.ExternalStream(int(handle))
+    try:
+        od.cuda(m.kernel, out, x, 5.0, blocks=1, threads=64, stream=stream, target="cuda")
+    except ValueError as error:
+        assert "stream belongs to device 0's context" in str(error) and "current on this thread" in str(error)
+    else:
+        with second_context:
+            second_context.driver.cuStreamSynchronize(handle)
+        assert out.get().tolist() == (5.0 * np.arange(64) + 1.0).tolist()
+    finally:
+        with second_context:
+            second_context.driver.cuStreamDestroy(handle)
+    od.cuda(m.kernel, out, x, 3.0, blocks=1, threads=64, target="cuda")  # the kernel still launches
+    od.synchronize("cuda")
+    assert out.get().tolist() == (3.0 * np.arange(64) + 1.0).tolist()

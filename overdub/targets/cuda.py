@@ -263,7 +263,7 @@ class CUDALauncher:
             "    if err and in_context_now(err):",
             f"        err, = {enqueue}",
             "    if err:",
-            "        launch_failed(err)",
+            "        launch_failed(err, hstream)",
             *(["    raise_error(hstream)"] if checked else []),
         ]
         namespace |= {
@@ -331,7 +331,14 @@ class CUDALauncher:
         message = exc_args[0] if exc_args else exc_class.__name__
         raise exc_class(f"{message}, in thread {thread} of block {block} of kernel {self.library.name}{where}")
 
-    def _failed(self, err):
+    def _failed(self, err, hstream=None):
+        stream_context = _stream_of_another_context(hstream)
+        if stream_context is not None:
+            raise ValueError(
+                f"launching {self.library.name}: the stream belongs to {stream_context}, the launch to the "
+                f"context current on this thread ({_context_label(None)}); launch with the stream's device "
+                f"current (cupy.cuda.Device(N).use(), or od.cuda(..., device=N)), or a stream of this one"
+            )
         raise RuntimeError(f"launching {self.library.name}: {err!r}")
 
 
@@ -381,6 +388,41 @@ def _check_same_device(value) -> None:
             f"device {int(ordinal)} current (cupy.cuda.Device({int(ordinal)}).use()) or launch with "
             f"od.cuda(..., device={int(ordinal)}), or copy the array to device {int(here)}"
         )
+
+
+def _stream_of_another_context(hstream) -> str | None:
+    """After a launch the driver refused: the context ``hstream`` belongs to, described, where it is not the
+    one current on this thread (None where it is, or where that cannot be told)."""
+    if hstream is None or not int(hstream):  # the null stream: the current context's
+        return None
+    drv = driver().driver
+    try:
+        err, context = drv.cuStreamGetCtx(drv.CUstream(int(hstream)))
+        err_here, here = drv.cuCtxGetCurrent()
+    except Exception:  # the bindings differ: the driver's own error rather than a guess
+        return None
+    if int(err) or int(err_here) or int(context) == int(here):
+        return None
+    return _context_label(context)
+
+
+def _context_label(context) -> str:
+    """``context`` (None: the current one) as "device N's context 0x..." for a message."""
+    drv = driver().driver
+    try:
+        if context is not None:
+            drv.cuCtxPushCurrent(context)
+        try:
+            err, device = drv.cuCtxGetDevice()
+            err_ctx, current = drv.cuCtxGetCurrent()
+        finally:
+            if context is not None:
+                drv.cuCtxPopCurrent()
+    except Exception:
+        return "another context"
+    if int(err) or int(err_ctx):
+        return "another context"
+    return f"device {int(device)}'s context {int(current):#x}"
 
 
 def _device_count() -> int:
