@@ -232,8 +232,8 @@ def launch_slow(
                 return
         kernel = canonical
     check_kernel(bridge.python_function(kernel) or kernel, args)
-    get_target(target).check_launchable()
     blocks, threads, shmem = launchfn.checked_config(blocks, threads, shmem, stream)
+    get_target(target).check_launchable(stream)
     launched = args if state is None else (state, *args)
     while True:
         call = KernelCall.of(kernel, args, target, context, state)  # describes (and checks) every argument

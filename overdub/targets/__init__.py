@@ -125,8 +125,9 @@ class Target(Protocol):
         """A context manager making ``device`` the current one on this thread for its block (a clear
         ValueError for a device this machine does not have)."""
 
-    def check_launchable(self) -> None:
-        """Raise a clear error where launching on this target is impossible here (no GPU, no driver)."""
+    def check_launchable(self, stream=None) -> None:
+        """Raise a clear error where launching on this target (on ``stream``) is impossible here (no GPU, no
+        driver, a stream of another device)."""
 
 
 gpu_usable = cuda.gpu_usable

@@ -332,13 +332,7 @@ class CUDALauncher:
         raise exc_class(f"{message}, in thread {thread} of block {block} of kernel {self.library.name}{where}")
 
     def _failed(self, err, hstream=None):
-        stream_context = _stream_of_another_context(hstream)
-        if stream_context is not None:
-            raise ValueError(
-                f"launching {self.library.name}: the stream belongs to {stream_context}, the launch to the "
-                f"context current on this thread ({_context_label(None)}); launch with the stream's device "
-                f"current (cupy.cuda.Device(N).use(), or od.cuda(..., device=N)), or a stream of this one"
-            )
+        check_stream(hstream, f"launching {self.library.name}")
         raise RuntimeError(f"launching {self.library.name}: {err!r}")
 
 
@@ -387,6 +381,18 @@ def _check_same_device(value) -> None:
             f"a {type(value).__name__} on device {int(ordinal)} passed to a launch on device {int(here)}: make "
             f"device {int(ordinal)} current (cupy.cuda.Device({int(ordinal)}).use()) or launch with "
             f"od.cuda(..., device={int(ordinal)}), or copy the array to device {int(here)}"
+        )
+
+
+def check_stream(hstream, what: str) -> None:
+    """A clear error where ``hstream`` (a CUstream) belongs to another context than the one current on this
+    thread: the driver refuses such a launch (CUDA_ERROR_INVALID_HANDLE)."""
+    stream_context = _stream_of_another_context(hstream)
+    if stream_context is not None:
+        raise ValueError(
+            f"{what}: the stream belongs to {stream_context}, the launch to the context current on this thread "
+            f"({_context_label(None)}); launch with the stream's device current (cupy.cuda.Device(N).use(), "
+            f"or od.cuda(..., device=N)), or with a stream of this one"
         )
 
 
@@ -721,11 +727,14 @@ class CUDATarget(Configurable):
         finally:
             drv.cuDevicePrimaryCtxRelease(device)
 
-    def check_launchable(self):
+    def check_launchable(self, stream=None):
         """A usable GPU, and the device's context current on this thread: the slow path of a launch may
-        compile, link and load here (asked of the driver, not a flag: the thread may have popped it)."""
+        compile, link and load here (asked of the driver, not a flag: the thread may have popped it); a stream
+        of that context."""
         if gpu_usable():
             make_current(verify=True)
+            if stream is not None:
+                check_stream(driver().stream(stream), "a launch")
         else:
             raise RuntimeError(
                 "target='cuda' needs a usable NVIDIA GPU and driver, and numba-cuda finds none here "

@@ -362,8 +362,8 @@ class CPUTarget(Configurable):
             raise ValueError(f"od.synchronize(device={device!r}): the CPU target has one device, 0")
         _libc.fflush(None)
 
-    def check_launchable(self):
-        """The CPU target runs anywhere."""
+    def check_launchable(self, stream=None):
+        """The CPU target runs anywhere (a stream's launches in order)."""
 
 
 TARGET = CPUTarget()
