@@ -14,7 +14,7 @@ from .extending import method
 from .host import overdub
 from .intrinsics import Pointer, cuprintln, pointer, state, unsafe_load, unsafe_store, vload, vstore
 from .launch import default_target, synchronize
-from .reflect import code_llvm, code_ptx, code_sass, code_typed, explain, invalidation_tree, stats
+from .reflect import code_llvm, code_native, code_ptx, code_sass, code_typed, explain, invalidation_tree, stats
 from .registry import AmbiguityError, GenericFunction, Method, MethodError, function, methods, which
 from .scaleout import map_blocks, map_overlap
 from .structs import struct, struct_array
@@ -33,6 +33,7 @@ if TYPE_CHECKING:  # the lattice's names as types, for annotations (overdub/anno
         Any,
         Array,
         Boolean,
+        Callee,
         Complex,
         Float,
         Integer,
@@ -58,6 +59,7 @@ else:
         Any,
         Array,
         Boolean,
+        Callee,
         Complex,
         Float,
         Integer,
@@ -101,6 +103,7 @@ __all__ = [
     "Ptr",
     "PtrType",
     "Array",
+    "Callee",
     "issubtype",
     "AbstractType",
     "struct",
@@ -150,6 +153,7 @@ __all__ = [
     "current_world",
     "code_ptx",
     "code_llvm",
+    "code_native",
     "code_sass",
     "code_typed",
     "CompileError",

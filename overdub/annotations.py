@@ -31,6 +31,7 @@ __all__ = [
     "Boolean",
     "Ptr",
     "Array",
+    "Callee",
     "int8",
     "int16",
     "int32",
@@ -78,3 +79,7 @@ class Ptr(Generic[_T]):
 
 class Array:
     """``Array[T, N]`` or ``Array[T]`` in an annotation: a NumPy array of ``T`` (overdub.mypy_plugin)."""
+
+
+class Callee(Generic[_T]):
+    """``Callee[f]`` or ``Callee`` in a hook of every call: the callee the hook observes (a function)."""

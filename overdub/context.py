@@ -30,7 +30,18 @@ from . import world
 from .registry import Method, MethodTable, methods_from, reference_to
 from .rewrite import is_overdubbable
 from .runtime import runtime
-from .types import Any, as_type, issubtype, type_name
+from .types import (
+    Any,
+    Callee,
+    CalleePattern,
+    CalleeType,
+    as_type,
+    callee_key,
+    callee_name,
+    issubtype,
+    subtype,
+    type_name,
+)
 
 __all__ = [
     "Context",
@@ -47,17 +58,22 @@ __all__ = [
 ]
 
 
-def callee_key(callee: object) -> object:
-    """How overdub tables name a callee: a function defined at a module's top level by its module namespace
-    and qualified name (so an overdub survives the function's redefinition, as a Julia overdub survives a
-    method's); a lambda, a closure or anything else by identity (two lambdas of a module are two callees)."""
-    if isinstance(callee, pytypes.FunctionType) and "<" not in callee.__qualname__:
-        return (id(callee.__globals__), callee.__qualname__)
-    return callee
+def _callee_parameter(func, kind: str) -> str | None:
+    """The parameter of a hook of every call that receives the callee: the first (a prehook's) or the second
+    (a posthook's, after the result), or None where the hook names no such parameter."""
+    code = func.__code__
+    position = 0 if kind == PREHOOK else 1
+    return code.co_varnames[position] if code.co_argcount > position else None
 
 
-def callee_name(callee) -> str:
-    return getattr(callee, "__qualname__", None) or getattr(callee, "__name__", None) or repr(callee)
+def _callee_pattern(label: str, func, kind: str):
+    """What the callee parameter of a catch-all hook of every call matches (``od.Any`` where unannotated)."""
+    name = _callee_parameter(func, kind)
+    annotation = func.__annotations__.get(name, Any) if name is not None else Any
+    pattern = as_type(annotation)
+    if pattern is not Any and not isinstance(pattern, (CalleePattern, CalleeType)):
+        raise TypeError(f"{label}: the callee parameter {name!r} takes od.Callee or od.Callee[f], not {annotation!r}")
+    return pattern
 
 
 class ContextShape(world.Node):
@@ -77,16 +93,18 @@ class ContextShape(world.Node):
 PREHOOK, POSTHOOK = "prehook", "posthook"
 
 
-def _is_catch_all(label: str, func) -> bool:
+def _is_catch_all(label: str, func, every: bool, kind: str) -> bool:
     """Is ``func`` a hook for calls of any arity: ``def hook(*args)`` (or ``(result, *args)`` after)? Such a
-    hook dispatches on nothing, so annotations on it would be silently ignored: they are refused."""
+    hook dispatches on nothing, so annotations on it would be silently ignored: they are refused -- but for
+    the callee of a hook of every call (``every``): ``def hook(f: od.Callee[g], *args)`` dispatches on it."""
     code = getattr(func, "__code__", None)
     if code is None or not code.co_flags & inspect.CO_VARARGS:
         return False
+    callee_parameter = _callee_parameter(func, kind) if every else None
     annotated = [
         name
         for name, annotation in getattr(func, "__annotations__", {}).items()
-        if name != "return" and annotation not in (Any, "od.Any", "Any")
+        if name not in ("return", callee_parameter) and annotation not in (Any, "od.Any", "Any")
     ]
     if annotated or func.__defaults__:
         raise TypeError(
@@ -122,8 +140,9 @@ class Context:
         self._state = None if state is None else as_type(state)
         self._tables: dict = {}
         self._hook_tables: dict = {}  # (PREHOOK or POSTHOOK, callee key) -> MethodTable
-        self._catch_all: dict = {}  # (PREHOOK or POSTHOOK, callee key) -> the Method of an *args hook
+        self._catch_all: dict = {}  # (PREHOOK or POSTHOOK, callee key, callee pattern) -> an *args hook's Method
         self._observes: set = set()  # the kinds of hooks ever defined here (others are not looked up)
+        self._hooks_off: dict = {}  # callee key (od.Any: every call) -> are its hooks off (disablehooks)?
         self._forwards: dict = {}
         self._replacements: dict = {}
         self._namespaces: dict = {}  # keeps the module namespaces named by callee keys alive
@@ -289,11 +308,13 @@ class Context:
         def define(func):
             if kind not in self._observes:  # from now on calls through this context look these hooks up
                 self._reshape(f"{label} defined: the first {kind} of {self!r}", lambda: self._observes.add(kind))
-            if _is_catch_all(label, func):  # its signature is "any arguments": a second one replaces it
+            every = callee is Any
+            if _is_catch_all(label, func, every, kind):  # "any arguments": a second one (same callees) replaces it
                 method = Method(label, func, (), (), origin=func)
+                pattern = _callee_pattern(label, func, kind) if every else Any
                 self._reshape(
                     f"{label} defined for any arguments at {method.location}",
-                    lambda: self._catch_all.__setitem__((kind, self._hook_key(callee)), method),
+                    lambda: self._catch_all.__setitem__((kind, self._hook_key(callee), pattern), method),
                 )
                 return func
             for method in methods_from(label, func):
@@ -321,22 +342,49 @@ class Context:
 
     def hooks(self, kind: str, callee, argtypes: tuple) -> list:
         """The hook methods of this context observing a call of ``callee`` with ``argtypes`` (for posthooks,
-        the result's type first): those for ``callee``, then those for every call (``od.Any``); catch-all
-        ``*args`` hooks before dispatched ones. Each lookup is an edge of the node being built; a context
-        that never had a hook of this kind answers at once."""
-        if kind not in self._observes:
+        the result's type first), each with whether it takes the callee: those for ``callee``, then those for
+        every call (``od.Any``), which receive the callee first (after the result, for a posthook) as a value
+        of ``od.Callee[callee]`` and dispatch on it too; catch-all ``*args`` hooks before dispatched ones.
+        Hooks turned off (:meth:`disablehooks`) are not asked. Each lookup is an edge of the node being
+        built; a context that never had a hook of this kind answers at once."""
+        if kind not in self._observes or self._hooks_off.get(Any) or self._hooks_off.get(self._key(callee)):
             return []
         found = []
         for key in (callee, Any):
-            catch_all = self._catch_all.get((kind, self._hook_key(key)))
-            if catch_all is not None:
-                found.append(catch_all)
-            match = self._hook_table(kind, key).dispatch(argtypes)
+            every = key is Any
+            typed = argtypes
+            if every:
+                split = 0 if kind == PREHOOK else 1
+                typed = (*argtypes[:split], Callee[callee], *argtypes[split:])
+            hook_key, callee_type = self._hook_key(key), typed[0 if kind == PREHOOK else 1] if every else None
+            for (hook_kind, each_key, pattern), method in list(self._catch_all.items()):
+                if hook_kind == kind and each_key == hook_key and (not every or subtype(callee_type, pattern)):
+                    found.append((method, every))
+            match = self._hook_table(kind, key).dispatch(typed)
             if match.ambiguous:
                 raise match.error()
             if match.method is not None:
-                found.append(match.method)
+                found.append((match.method, every))
         return found
+
+    def disablehooks(self, callee=Any) -> None:
+        """Turn this context's hooks off -- for every call (``od.Any``, the default) or for calls of
+        ``callee`` -- without redefining them: what was compiled through the context recompiles without them.
+        :meth:`enablehooks` turns them on again."""
+        self._switch_hooks(callee, True)
+
+    def enablehooks(self, callee=Any) -> None:
+        """Turn hooks that :meth:`disablehooks` turned off on again (for every call, or for ``callee``)."""
+        self._switch_hooks(callee, False)
+
+    def _switch_hooks(self, callee, off: bool) -> None:
+        key = Any if callee is Any else self._key(callee)
+        if bool(self._hooks_off.get(key)) != off:
+            label = "every call" if callee is Any else callee_name(callee)
+            self._reshape(
+                f"{self!r}: hooks {'off' if off else 'on'} for {label}",
+                lambda: self._hooks_off.__setitem__(key, off),
+            )
 
     # -- chains ----------------------------------------------------------------------------------------
     def chain(self, target, state=None) -> tuple[Context, ...]:
@@ -542,6 +590,16 @@ class EveryTarget:
         """Calls of ``callee`` mean calls of ``to`` on every target (where no overdub takes them)."""
         for ctx in self.contexts:
             ctx.forward(callee, to)
+
+    def disablehooks(self, callee=Any) -> None:
+        """Every target's context's hooks off (for every call, or for ``callee``): :meth:`Context.disablehooks`."""
+        for ctx in self.contexts:
+            ctx.disablehooks(callee)
+
+    def enablehooks(self, callee=Any) -> None:
+        """Every target's context's hooks on again: :meth:`Context.enablehooks`."""
+        for ctx in self.contexts:
+            ctx.enablehooks(callee)
 
     def __repr__(self) -> str:
         return f"od.ALL ({' and '.join(f'od.{ctx.name}' for ctx in self.contexts)})"

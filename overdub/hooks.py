@@ -12,7 +12,9 @@ callee::
         __post0(__result, __a0)         # each posthook, with (result, *args): Cassette's order
         return __result
 
-A call no hook observes is resolved as before: nothing is generated, the caller's code does not change.
+A hook of every call (``prehook(od.Any)``) gets the callee first (after the result, for a posthook), as the
+constant ``__f`` of the type ``od.Callee[callee]``, which it may dispatch on. A call no hook observes is
+resolved as before: nothing is generated, the caller's code does not change.
 
 Which hooks observe a call (:func:`observing`): the hooks of each context of the chain, in order, down to
 the first context whose overdub takes the call -- a context's overdub handles the call at its level, and
@@ -29,15 +31,30 @@ import linecache
 from collections.abc import Callable
 from typing import Any
 
+from . import bridge
 from .context import POSTHOOK, PREHOOK
 from .registry import Method
 from .rewrite import Direct, Overdubbed, Unobserved, interned
+from .types import Callee, CalleeType
 
 __all__ = ["observing", "hooked_call"]
 
 _generated = itertools.count()
 
-Hooks = tuple[tuple[Method, Any], ...]  # (method, the chain its body compiles in), in the order they run
+# (method, the chain its body compiles in, does it take the callee first), in the order they run
+Hooks = tuple[tuple[Method, Any, bool], ...]
+
+
+class CalleeValue:
+    """The callee a hook of every call receives first: in compiled code a constant of its ``Callee[f]``."""
+
+    __slots__ = ("type",)
+
+    def __init__(self, callee: object) -> None:
+        self.type = Callee[callee]
+
+
+bridge.register_opaque(CalleeValue, CalleeType, lambda value: value.type)
 
 
 def observing(
@@ -58,18 +75,31 @@ def observing(
         if ctx.table(site.callee).dispatch(argtypes).method is not None:
             break  # this context's overdub takes the call; deeper contexts observe what it calls
     hooktypes = argtypes + kwtypes
-    pre = [(method, below) for ctx, below in observers for method in ctx.hooks(PREHOOK, site.callee, hooktypes)]
+    pre = [
+        (method, below, every)
+        for ctx, below in observers
+        for method, every in ctx.hooks(PREHOOK, site.callee, hooktypes)
+    ]
     post = []
     if any(ctx.observes(POSTHOOK) for ctx, _ in observers):
         posttypes = (result_type(),) + hooktypes
-        post = [(method, below) for ctx, below in observers for method in ctx.hooks(POSTHOOK, site.callee, posttypes)]
+        post = [
+            (method, below, every)
+            for ctx, below in observers
+            for method, every in ctx.hooks(POSTHOOK, site.callee, posttypes)
+        ]
     return tuple(pre), tuple(reversed(post))
 
 
 def hooked_call(site: Overdubbed, pre: Hooks, post: Hooks, nargs: int, kwnames: tuple[str, ...]) -> Callable[..., Any]:
     """The hooked call of ``site`` for these hooks and this arity, generated once and kept by the site (which
     lives as long as compiled code refers to it)."""
-    key = (tuple((m.func, chain) for m, chain in pre), tuple((m.func, chain) for m, chain in post), nargs, kwnames)
+    key = (
+        tuple((m.func, chain, every) for m, chain, every in pre),
+        tuple((m.func, chain, every) for m, chain, every in post),
+        nargs,
+        kwnames,
+    )
     if site.hooked_calls is None:
         site.hooked_calls = {}
     func = site.hooked_calls.get(key)
@@ -86,15 +116,21 @@ def _generate(site: Overdubbed, pre: Hooks, post: Hooks, nargs: int, kwnames: tu
     passed = ", ".join(positional + [f"{name}={name}" for name in kwnames])
     observed = ", ".join(positional + list(kwnames))  # hooks take keyword arguments in call order
     name = getattr(site.callee, "__name__", "call")
-    namespace = {"__name__": __name__, "__callee": interned(Unobserved, site.chain, site.callee)}
+    namespace = {
+        "__name__": __name__,
+        "__callee": interned(Unobserved, site.chain, site.callee),
+        "__f": CalleeValue(site.callee),
+    }
     lines = [f"def hooked({', '.join(positional + list(kwnames))}):"]
-    for i, (method, chain) in enumerate(pre):
+    for i, (method, chain, every) in enumerate(pre):
         namespace[f"__pre{i}"] = interned(Direct, chain, method.func)
-        lines.append(f"    __pre{i}({observed})")
+        lines.append(f"    __pre{i}({', '.join((['__f'] if every else []) + ([observed] if observed else []))})")
     lines.append(f"    __result = __callee({passed})")
-    for i, (method, chain) in enumerate(post):
+    for i, (method, chain, every) in enumerate(post):
         namespace[f"__post{i}"] = interned(Direct, chain, method.func)
-        lines.append(f"    __post{i}(__result{', ' if observed else ''}{observed})")
+        lines.append(
+            f"    __post{i}({', '.join(['__result'] + (['__f'] if every else []) + ([observed] if observed else []))})"
+        )
     lines.append("    return __result")
     source = "\n".join(lines) + "\n"
     filename = f"<overdub hooked call of {name} {next(_generated)}>"

@@ -10,7 +10,7 @@ from . import compiler, world
 from .call import KernelCall
 from .context import Context
 from .registry import EmptyTable, GenericFunction, MethodMatch
-from .targets import CompileOptions
+from .targets import CompileOptions, get_target
 from .targets import cuda as cuda_target
 
 __all__ = [
@@ -212,11 +212,29 @@ def code_llvm(
     cc: Sequence[int] = (9, 0),
     context: Context | None = None,
     state: object = None,
+    target: str = "cuda",
     **options: object,
 ) -> str:
-    """The optimised NVVM IR of ``kernel`` on the CUDA target. Needs no GPU."""
+    """The optimised LLVM IR of ``kernel``: NVVM IR on the CUDA target (needs no GPU); with ``target="cpu"``,
+    the CPU target's code for the kernel's body (what runs for each thread). Arguments as ``od.cuda`` takes
+    them (host arrays too) or numba types."""
+    if target == "cpu":
+        return _cpu_code(kernel, args_or_types, context, state, options, "llvm")
     library, _ = _cuda_library(kernel, args_or_types, cc, context, state, options)
     return library.get_llvm_str()
+
+
+def code_native(
+    kernel: object, *args_or_types: object, context: Context | None = None, state: object = None, **options: object
+) -> str:
+    """The CPU target's machine code (assembly) for ``kernel``'s body; ``od.code_sass`` is the GPU's."""
+    return _cpu_code(kernel, args_or_types, context, state, options, "asm")
+
+
+def _cpu_code(kernel, args, context, state, options, kind: str) -> str:
+    target = get_target("cpu").configured(CompileOptions.of(**options))
+    compiled = KernelCall.of(kernel, args, target, context, state, typed=True).compiled()
+    return cast(str, target.code(compiled.launcher, kind))
 
 
 def code_sass(

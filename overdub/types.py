@@ -33,6 +33,7 @@ Python's ``int``, ``float``, ``bool`` and ``complex``) into a lattice type.
 from __future__ import annotations
 
 import inspect
+import types as pytypes
 import typing
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Literal, Protocol, Self, TypeAlias, TypeGuard
@@ -64,6 +65,8 @@ __all__ = [
     "Ptr",
     "PtrType",
     "Array",
+    "Callee",
+    "CalleeType",
     "issubtype",
     "as_type",
     "is_concrete",
@@ -96,7 +99,9 @@ bool_ = nt.boolean
 
 # What as_type makes of an annotation: a concrete numba type, a built-in abstract node (Any, Number, ...), a
 # user's abstract class, or a pattern (Ptr[T] of an abstract T, Array[T, N], a parametric struct, a NamedTuple).
-LatticeType: TypeAlias = "nt.Type | AbstractType | type | PtrPattern | ArrayPattern | StructPattern | NamedTuplePattern"
+LatticeType: TypeAlias = (
+    "nt.Type | AbstractType | type | PtrPattern | ArrayPattern | StructPattern | NamedTuplePattern | CalleePattern"
+)
 ConcreteType: TypeAlias = nt.Type  # a type some value has exactly: a numba type (see is_concrete)
 
 # A check that another value of the class it was made for has the type it was made for (see same_type_check);
@@ -344,6 +349,62 @@ def _struct_class(t: object) -> type | None:
     return None
 
 
+def callee_key(callee: object) -> object:
+    """How overdub tables name a callee: a function defined at a module's top level by its module namespace
+    and qualified name (so an overdub survives the function's redefinition, as a Julia overdub survives a
+    method's); a lambda, a closure or anything else by identity (two lambdas of a module are two callees)."""
+    if isinstance(callee, pytypes.FunctionType) and "<" not in callee.__qualname__:
+        return (id(callee.__globals__), callee.__qualname__)
+    return callee
+
+
+def callee_name(callee) -> str:
+    return getattr(callee, "__qualname__", None) or getattr(callee, "__name__", None) or repr(callee)
+
+
+class CalleeType(nt.Type):
+    """The type of one callee as a hook of every call (``prehook(od.Any)``) receives it first: ``Callee[f]``.
+    A function of a module's top level is known by its module and qualified name, so the type outlives the
+    function's redefinition (as a context's overdubs of it do)."""
+
+    def __init__(self, callee: object) -> None:
+        self._key = callee_key(callee)
+        # a key naming a module's namespace by its id: the namespace kept alive with it
+        self.namespace = getattr(callee, "__globals__", None)
+        super().__init__(name=f"Callee[{callee_name(callee)}]")
+
+    @property
+    def key(self) -> object:
+        return self._key
+
+
+class CalleePattern:
+    """``Callee``: the pattern of every :class:`CalleeType`."""
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, CalleePattern)
+
+    def __hash__(self) -> int:
+        return hash(CalleePattern)
+
+    def __repr__(self) -> str:
+        return "Callee"
+
+
+class _CalleeConstructor:
+    """``Callee[f]``: the type of the callee ``f`` where a hook of every call receives it; bare ``Callee``,
+    every callee."""
+
+    def __getitem__(self, callee: object) -> CalleeType:
+        return CalleeType(callee)
+
+    def __repr__(self) -> str:
+        return "Callee"
+
+    def __reduce__(self) -> str:
+        return "Callee"  # the one od.Callee, by name
+
+
 class _PtrConstructor:
     """``Ptr[T]``: the concrete :class:`PtrType` for a concrete ``T``, a pattern otherwise."""
 
@@ -376,6 +437,7 @@ class _ArrayConstructor:
 
 Ptr = _PtrConstructor()
 Array = _ArrayConstructor()
+Callee = _CalleeConstructor()
 
 _PYTHON_ANNOTATIONS = {int: Integer, float: Float, bool: Boolean, complex: Complex}
 
@@ -399,8 +461,10 @@ def as_type(annotation: object) -> LatticeType:
         return PtrPattern(Any)
     if annotation is Array:
         return ArrayPattern(Any, None)
+    if annotation is Callee:
+        return CalleePattern()
     if _is_node(annotation) or isinstance(
-        annotation, (PtrPattern, ArrayPattern, StructPattern, NamedTuplePattern, nt.Type)
+        annotation, (PtrPattern, ArrayPattern, StructPattern, NamedTuplePattern, CalleePattern, nt.Type)
     ):
         return annotation
     raise TypeError(
@@ -429,9 +493,11 @@ def subtype(a: LatticeType, b: LatticeType) -> bool:
     if _is_node(b):
         if _is_node(a):
             return any(node is b for node in a.ancestors())
-        if isinstance(a, (PtrPattern, ArrayPattern, StructPattern, NamedTuplePattern, type)):
+        if isinstance(a, (PtrPattern, ArrayPattern, StructPattern, NamedTuplePattern, CalleePattern, CalleeType, type)):
             return False
         return b.contains(a)
+    if isinstance(b, CalleePattern):
+        return isinstance(a, (CalleeType, CalleePattern))
     if isinstance(b, type):  # a user's abstract type: its subclasses are below it
         a_class = a if isinstance(a, type) else _struct_class(a)
         return a_class is not None and issubclass(a_class, b)

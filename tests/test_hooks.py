@@ -800,3 +800,80 @@ def test_gpu_a_scalar_state_is_launch_data(make_module, cupy):
         od.cuda(m.kernel, out, context=m.scaled, state=value, target="cuda")
         results.append(float(out.get()[0]))
     assert results == [3.0, -8.0, 0.5] and od.stats()["compiles"] == 1
+
+
+CALLEE = """
+import math
+import overdub as od
+from numba import cuda
+
+trace = od.Context("trace", state=od.Array[od.int64, 1])
+
+@od.function
+def gen(x: od.Float):
+    return plain(x) + 1.0
+
+def plain(x):
+    return math.sin(x)
+
+@od.function
+def slot(f: od.Callee[gen]):
+    return 0
+
+@od.function
+def slot(f: od.Callee[plain]):
+    return 1
+
+@od.function
+def slot(f: od.Callee):
+    return 2
+
+def kernel(out):
+    i = cuda.grid(1)
+    out[i] = gen(0.5)
+
+def only_plain(out):
+    out[0] = plain(0.5)
+"""
+
+
+def _count(m, kernel=None, threads=4):
+    s = np.zeros(3, dtype=np.int64)
+    od.cuda(kernel or m.kernel, np.zeros(threads), threads=threads, context=m.trace, state=s, target="cpu")
+    return s.tolist()
+
+
+def test_a_hook_of_every_call_receives_the_callee_and_passes_it_on(make_module):
+    m = make_module(CALLEE)
+    m.run("@trace.prehook(od.Any)\ndef _(f, *args):\n    cuda.atomic.add(od.state(), slot(f), 1)\n")
+    assert _count(m) == [4, 4, 8]  # gen, plain; cuda.grid and math.sin; the hook's own calls unobserved
+
+
+def test_a_hook_of_every_call_dispatches_on_the_callee_and_compiles_away_for_the_others(make_module):
+    m = make_module(CALLEE)
+    m.run(
+        "@trace.prehook(od.Any)\ndef _(f: od.Callee[gen], x):\n    cuda.atomic.add(od.state(), 0, 1001)\n\n"
+        "@trace.prehook(od.Any)\ndef _(f: od.Callee[plain], *args):\n    cuda.atomic.add(od.state(), 1, 2002)\n\n"
+        "@trace.posthook(od.Any)\ndef _(result, f: od.Callee[math.sin], x):\n    cuda.atomic.add(od.state(), 2, 3003)\n"
+    )
+    assert _count(m) == [4 * 1001, 4 * 2002, 4 * 3003]
+    types = (numba.float64[::1],)
+    hooked = od.code_llvm(m.kernel, *types, context=m.trace, state=numba.int64[::1], target="cpu")
+    assert all(f"i64 {n}" in hooked for n in (1001, 2002, 3003))
+    plain_only = od.code_llvm(m.only_plain, *types, context=m.trace, state=numba.int64[::1], target="cpu")
+    assert "i64 1001" not in plain_only and all(f"i64 {n}" in plain_only for n in (2002, 3003))
+    with pytest.raises(TypeError, match=r"takes od\.Callee or od\.Callee"):
+        m.run("@trace.prehook(od.Any)\ndef _(f: od.Integer, *args):\n    pass\n")
+
+
+def test_hooks_turned_off_and_on_without_redefining_them(make_module):
+    m = make_module(CALLEE)
+    m.run("@trace.prehook(od.Any)\ndef _(f, *args):\n    cuda.atomic.add(od.state(), slot(f), 1)\n")
+    assert _count(m) == [4, 4, 8]
+    m.trace.disablehooks()
+    assert _count(m) == [0, 0, 0]
+    m.trace.enablehooks()
+    m.trace.disablehooks(m.gen)  # gen's calls unobserved; what gen calls still observed
+    assert _count(m) == [0, 4, 8]
+    m.trace.enablehooks(m.gen)
+    assert _count(m) == [4, 4, 8]

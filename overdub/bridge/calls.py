@@ -29,10 +29,11 @@ def unliteral(t):
     return types.unliteral(t)
 
 
-def register_opaque(python_class: type, numba_type: type) -> None:
+def register_opaque(python_class: type, numba_type: type, type_of=None) -> None:
     """Let each value of ``python_class`` appear in compiled code as a compile-time constant of the numba type
-    ``numba_type(value)`` (its data is never read: dispatch and attribute typing use the type alone)."""
-    typeof_impl.register(python_class)(lambda value, c: numba_type(value))
+    ``numba_type(value)`` (or ``type_of(value)``, one of ``numba_type``; its data is never read: dispatch and
+    attribute typing use the type alone)."""
+    typeof_impl.register(python_class)(lambda value, c: (type_of or numba_type)(value))
     register_model(numba_type)(models.OpaqueModel)
     lower_constant(numba_type)(lambda context, builder, ty, pyval: context.get_dummy_value())
 

@@ -304,6 +304,21 @@ class CPUTarget(Configurable):
         calls = HiddenArgumentCall(cpu_target.target_context, sig, impl_key)
         return calls.sig, calls.impl_key, calls
 
+    def code(self, launcher, kind: str) -> str:
+        """A compiled kernel's code as this target made it: its LLVM IR ("llvm") or native assembly ("asm") --
+        the grid body's, the kernel's own code (the loop over threads around it is the same for every kernel).
+        (numba internals: a compile result's library.)"""
+        if isinstance(launcher, SerialLauncher):
+            cres = _compiled(launcher.grid_loop, launcher.argtypes)
+        else:
+            cres = _compiled(launcher.body, cpu_grid.BODY_TYPES)
+        if cres.library in _loaded_code:
+            raise ValueError(
+                "this kernel was loaded from the disk cache as machine code, which holds no IR: read it with "
+                "OVERDUB_CACHE=0 (docs/settings.md), or after od.reset()"
+            )
+        return cres.library.get_llvm_str() if kind == "llvm" else cres.library.get_asm_str()
+
     def compile_kernel(self, func, argtypes):
         argtypes, checked = tuple(argtypes), self.options.debug
         needs = world.being_built().needs
