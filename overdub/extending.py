@@ -20,9 +20,9 @@ from collections.abc import Callable
 from typing import Any
 
 from . import world
-from .context import callee_key, callee_name
 from .registry import GenericFunction, MethodTable, methods_from, reference_to
 from .rewrite import is_overdubbable
+from .types import callee_key, callee_name
 
 __all__ = ["method", "table", "user_methods", "UserMethods"]
 

@@ -504,7 +504,8 @@ def _install_cloudpickle_hooks(module: pytypes.ModuleType) -> None:
             return cast("tuple[object, ...]", reduce_module(obj))
 
         table[pytypes.ModuleType] = _wrapper(reduce, reduce_module)
-    if _unwrapped(reduce_function := getattr(pickler, "_dynamic_function_reduce", None)):
+    reduce_function: typing.Any = getattr(pickler, "_dynamic_function_reduce", None)
+    if _unwrapped(reduce_function):
 
         def reduce_def(self: object, func: pytypes.FunctionType) -> tuple[object, ...]:
             if func in _kernels and not getattr(_local, "building", False):
@@ -512,7 +513,8 @@ def _install_cloudpickle_hooks(module: pytypes.ModuleType) -> None:
             return cast("tuple[object, ...]", reduce_function(self, func))
 
         pickler._dynamic_function_reduce = _wrapper(reduce_def, reduce_function)
-    if _unwrapped(find := getattr(module, "_find_imported_submodules", None)):
+    find: typing.Any = getattr(module, "_find_imported_submodules", None)
+    if _unwrapped(find):
         package = sys.modules[__name__.rpartition(".")[0]]
 
         def find_submodules(code: pytypes.CodeType, dependencies: typing.Iterable[object]) -> list[object]:
@@ -523,14 +525,14 @@ def _install_cloudpickle_hooks(module: pytypes.ModuleType) -> None:
             found = find(code, [value for value in dependencies if value is not package])
             return [*found, *(submodule for tokens, submodule in _submodules() if tokens <= names)]
 
-        module._find_imported_submodules = _wrapper(find_submodules, find)
+        setattr(module, "_find_imported_submodules", _wrapper(find_submodules, find))  # noqa: B010
 
 
 def _unwrapped(found: object) -> bool:
     return found is not None and not getattr(found, "__overdub__", False)
 
 
-def _wrapper(function: typing.Callable, wrapped: typing.Callable) -> typing.Callable:
+def _wrapper(function: typing.Callable[..., typing.Any], wrapped: object) -> typing.Callable[..., typing.Any]:
     function.__overdub__, function.__wrapped__ = True, wrapped  # type: ignore[attr-defined]
     return function
 

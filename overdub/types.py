@@ -36,7 +36,7 @@ import inspect
 import types as pytypes
 import typing
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Literal, Protocol, Self, TypeAlias, TypeGuard
+from typing import TYPE_CHECKING, Literal, Protocol, Self, TypeAlias, TypeGuard, cast
 
 import numba
 import numba.np.numpy_support
@@ -197,7 +197,7 @@ class PtrType(nt.CPointer):
 
     @property
     def key(self) -> nt.Type:
-        return self.dtype
+        return cast(nt.Type, self.dtype)
 
 
 class PtrPattern:
@@ -358,7 +358,7 @@ def callee_key(callee: object) -> object:
     return callee
 
 
-def callee_name(callee) -> str:
+def callee_name(callee: object) -> str:
     return getattr(callee, "__qualname__", None) or getattr(callee, "__name__", None) or repr(callee)
 
 
@@ -525,7 +525,7 @@ def subtype(a: LatticeType, b: LatticeType) -> bool:
             return False
         return subtype(a_eltype, b.eltype) and (b.ndim is None or a_ndim == b.ndim)
     if isinstance(b, PtrType) and isinstance(a, PtrType):
-        return a.dtype == b.dtype
+        return bool(a.dtype == b.dtype)
     return False  # distinct concrete types, or an abstract type below a concrete one
 
 

@@ -5,6 +5,7 @@ argument is unboxed on the CPU as its address. :func:`load_element` and :func:`s
 
 from __future__ import annotations
 
+import importlib
 import operator
 
 from numba.core import cgutils, types
@@ -84,11 +85,11 @@ def _view_type(layout: str, ptr, shape, dtype):
         return None
     if isinstance(shape, types.Integer):
         ndim = 1
-    elif isinstance(shape, types.BaseTuple) and all(isinstance(t, types.Integer) for t in shape):
-        ndim = len(shape)
+    elif isinstance(shape, (types.UniTuple, types.Tuple)) and all(isinstance(t, types.Integer) for t in shape.types):
+        ndim = len(shape.types)
     else:
         return None
-    return types.Array(element, ndim, layout)
+    return types.Array(element, ndim, "C" if layout == "C" else "F")
 
 
 def carray(ptr, shape, dtype=None):
@@ -160,7 +161,7 @@ _register_view(farray, "F")
 
 def forward_views(root) -> None:
     """Make a target's calls of numba-cuda's ``carray``/``farray`` the views above."""
-    from numba.cuda.np import numpy_support
+    numpy_support = importlib.import_module("numba.cuda.np.numpy_support")
 
     root.forward(numpy_support.carray, carray)
     root.forward(numpy_support.farray, farray)
