@@ -604,6 +604,12 @@ def _def_arriving(root: str, digest: str, blob: bytes, kernel_digest: str, kerne
     found = _interned.get(kernel_digest)
     if found is None:
         found = _interned.setdefault(kernel_digest, interned(pickle.loads(kernel)))
+        # shipped on from here (a Dask scheduler pickles each task on its own) as the same bytes
+        _kernels.add(found)
+        values = {
+            name: found.__globals__[name] for name in rewrite.global_names(found.__code__) if name in found.__globals__
+        }
+        _kernel_blobs.setdefault(found, ((Watch(found, values),), kernel_digest, kernel))
     return found
 
 

@@ -175,6 +175,8 @@ def test_a_kernel_cloudpickle_ships_by_value_arrives_as_one_def_per_content():
     assert b"_def_arriving" in sent and cloudpickle.dumps(kernel) == sent
     a, b = pickle.loads(sent), pickle.loads(sent)
     assert a is b and a is not kernel and travel.arrived_by_value(a)
+    shipped_on = cloudpickle.dumps(a)  # a Dask scheduler pickles each task again: the same bytes, the same def
+    assert b"_def_arriving" in shipped_on and pickle.loads(shipped_on) is a
     assert launch(a) == [0.0, 3.0, 6.0]
     scale = 4.0
     changed = pickle.loads(cloudpickle.dumps(kernel))
