@@ -1,7 +1,8 @@
-"""The two libraries built on overdub as a user would build them (examples/forwarddiff.py, examples/checking.py):
-forward-mode differentiation of an unchanged function through Dual numbers, and a context that bounds-checks
-every array access and counts calls on the device. On the CPU target here; the CUDA side compiles to PTX, and
-runs in the ``gpu`` tests."""
+"""The libraries built on overdub as a user would build them (examples/forwarddiff.py, examples/checking.py,
+examples/tracing.py): forward-mode differentiation of an unchanged function through Dual numbers, a context
+that bounds-checks every array access and counts calls on the device, and a tracing context counting and
+timing calls per callee -- composed with differentiation in one launch (examples/traced_derivative.py). On the
+CPU target here; the CUDA side compiles to PTX, and runs in the ``gpu`` tests."""
 
 import math
 import re
@@ -18,8 +19,11 @@ import overdub as od
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
 
 import checking
+import tracing
 from checking import profile, run_checked
 from forwarddiff import Dual, derivative
+from traced_derivative import traced_derivative
+from tracing import trace, traced, traced_call
 
 
 def f(x):
@@ -152,6 +156,125 @@ def test_the_checked_context_compiles_to_ptx_that_checks():
     assert "atom.global.cas" not in plain and "atom.global.cas" in checked  # the first error's record
 
 
+# --- the tracing context -------------------------------------------------------------------------------
+
+
+@od.function
+def step(x: od.Float):
+    return math.exp(-x * x) + math.sin(x)
+
+
+def steps(out, xs):
+    i = cuda.grid(1)
+    if i < xs.size:
+        out[i] = step(xs[i]) + math.sin(1.0)
+
+
+def tripled(x):
+    return x * 3.0
+
+
+def triples(out, xs):
+    i = cuda.grid(1)
+    if i < xs.size:
+        out[i] = tripled(xs[i])
+
+
+def _counts(found):
+    return {name: c.calls for name, c in found.items()}
+
+
+def test_the_tracing_context_counts_and_times_each_traced_callee_in_a_kernel():
+    trace(step, math.exp, math.sin)
+    xs, out = np.linspace(0, 1, 100), np.zeros(100)
+    found = traced(steps, out, xs, blocks=2, threads=64, target="cpu")
+    assert _counts(found) == {"step": 100, "exp": 100, "sin": 200}  # threads 100-127 fail the guard
+    np.testing.assert_allclose(out, np.exp(-xs * xs) + np.sin(xs) + math.sin(1.0), rtol=1e-15)
+    # inclusive times: each call of step encloses its call of exp, and the monotonic clock never goes back;
+    # 100 calls take well under a second
+    assert 0 < found["exp"].seconds < found["step"].seconds < 1
+
+
+def test_a_host_function_is_traced_on_the_host():
+    def integrate(xs, out):
+        total = 0.0
+        for i in range(xs.size):
+            total += step(xs[i])
+        out[0] = total
+
+    trace(step, math.exp, math.sin, integrate)
+    xs, out = np.linspace(0, 1, 50), np.zeros(1)
+    found = traced_call(integrate, xs, out)
+    assert _counts(found) == {"integrate": 1, "step": 50, "exp": 50, "sin": 50}
+    assert out[0] == pytest.approx(float(np.sum(np.exp(-xs * xs) + np.sin(xs))), rel=1e-14)
+    assert 0 < found["step"].seconds < found["integrate"].seconds < 1
+
+
+def _ptx_instructions(ptx: str) -> list[str]:
+    lines = (line.strip() for line in ptx.splitlines() if line.startswith("\t"))
+    return sorted(line.split()[0] for line in lines if line and not line.startswith((".", "//")))
+
+
+def test_calls_not_traced_get_no_hook_code_in_the_tracing_context():
+    argtypes, state = (numba_types.float64[::1],) * 2, numba_types.int64[::1]
+    hookless = od.Context("hookless", state=od.Array[od.int64, 1])
+    cpu = od.code_llvm(triples, *argtypes, context=tracing.tracing, state=state, target="cpu")
+    assert "clock_gettime" not in cpu and "atomicrmw" not in cpu
+    bare_ptx = od.code_ptx(triples, *argtypes, context=hookless, state=state)
+    assert _ptx_instructions(od.code_ptx(triples, *argtypes, context=tracing.tracing, state=state)) == (
+        _ptx_instructions(bare_ptx)
+    )
+    trace(tripled)
+    cpu = od.code_llvm(triples, *argtypes, context=tracing.tracing, state=state, target="cpu")
+    assert cpu.count("clock_gettime") >= 2 and "atomicrmw add" in cpu
+    ptx = od.code_ptx(triples, *argtypes, context=tracing.tracing, state=state)
+    assert ptx.count("%globaltimer") == 2 and "atom.global.add" in ptx  # a clock read before the call, one after
+    assert _counts(traced(triples, np.zeros(4), np.ones(4), threads=4, target="cpu")) == {"tripled": 4}
+
+
+def test_the_tracing_hooks_turned_off_and_on_again():
+    trace(step)
+    xs, out = np.linspace(0, 1, 8), np.zeros(8)
+    tracing.tracing.disablehooks()
+    try:
+        assert traced(steps, out, xs, threads=8, target="cpu") == {}
+    finally:
+        tracing.tracing.enablehooks()
+    assert _counts(traced(steps, out, xs, threads=8, target="cpu"))["step"] == 8
+
+
+def test_a_context_stacked_with_tracing_overdubs_the_calls_tracing_observes_or_those_it_makes():
+    cheap = od.Context("cheap_exp")
+
+    @cheap.overdub(math.exp)
+    def _(x: od.Float):
+        return 1.0 + x + x * x / 2.0 + math.sin(0.0)  # a call of its own: one context down
+
+    trace(math.exp, math.sin)
+    xs = np.linspace(0, 0.1, 8)
+
+    def run(*contexts):
+        out, state = np.zeros(8), tracing.counters("cpu")
+        od.cuda(steps, out, xs, threads=8, target="cpu", context=contexts, state=state)
+        return out, _counts(tracing.report(state))
+
+    out, counts = run(tracing.tracing, cheap)  # tracing first: it observes the kernel's calls of exp
+    assert counts["exp"] == 8 and counts["sin"] == 16
+    np.testing.assert_allclose(out, 1 - xs * xs + xs**4 / 2 + np.sin(xs) + math.sin(1.0), rtol=1e-15)
+    out, counts = run(cheap, tracing.tracing)  # cheap first: tracing sees the calls its overdub makes instead
+    assert "exp" not in counts and counts["sin"] == 8 + 8 + 8
+
+
+def test_differentiation_and_tracing_in_one_launch():
+    xs = np.linspace(-2, 2, 300)
+    out, found = traced_derivative(xs, target="cpu", threads=128)
+    np.testing.assert_allclose(out, f_prime(xs), rtol=1e-12, atol=1e-12)
+    # math.sin twice an element: its Dual method, and the float sine inside it; math.cos from that method
+    n = xs.size
+    assert _counts(found) == {"derivative": n, "f": n, "sin": 2 * n, "cos": n, "exp": 2 * n}
+    assert 1 > found["derivative"].seconds > found["f"].seconds > found["cos"].seconds > 0
+
+
 # --- on the GPU -----------------------------------------------------------------------------------------
 
 
@@ -165,3 +288,15 @@ def test_both_libraries_on_the_gpu(cupy):
         run_checked(double, cupy.arange(10.0), cupy.zeros(16), blocks=2, threads=8, target="cuda")
     counts = profile(uses_both, cupy.zeros(8), cupy.arange(8.0), functions=[square, inc], threads=8, target="cuda")
     assert counts == {"square": 16, "inc": 8}
+
+
+@pytest.mark.gpu
+def test_tracing_and_traced_differentiation_on_the_gpu(cupy):
+    trace(step, math.exp, math.sin)
+    found = traced(steps, cupy.zeros(100), cupy.linspace(0, 1, 100), blocks=2, threads=64, target="cuda")
+    assert _counts(found) == {"step": 100, "exp": 100, "sin": 200}
+    assert found["step"].seconds >= found["exp"].seconds >= 0
+    xs = cupy.linspace(-2, 2, 1000)
+    out, found = traced_derivative(xs, target="cuda")
+    np.testing.assert_allclose(out.get(), f_prime(xs.get()), rtol=1e-12, atol=1e-12)
+    assert _counts(found) == {"derivative": 1000, "f": 1000, "sin": 2000, "cos": 1000, "exp": 2000}
