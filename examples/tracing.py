@@ -20,9 +20,8 @@ includes the hooks' own cost (their atomic adds and clock reads). The clock is `
 function, so :func:`_clock` is a numba ``@intrinsic`` that emits either. (A kernel calling a numba intrinsic of
 user code is compiled and not stored in overdub's disk cache, so traced launches compile in each process.)
 
-**On the host.** ``od.overdub(ctx, f, *args)`` refuses a context with state (it has no ``state=``), so
-:func:`traced_call` runs a host function as a one-thread launch on the CPU target: the same compiled code and
-hooks, on the host.
+**On the host.** :func:`traced_call` runs a host function with ``od.overdub(tracing, f, *args, state=...)``:
+compiled by the CPU target in the context, the same hooks as in kernels.
 """
 
 import time
@@ -168,14 +167,15 @@ def traced(kernel, *args, target: str | None = None, **launch) -> dict[str, Call
     return report(state)
 
 
-def traced_call(f, *args) -> dict[str, Calls]:
-    """Run ``f(*args)`` on the host, compiled by the CPU target in :data:`tracing`, and report its traced calls
-    (the call of ``f`` itself included). ``f`` returns nothing: it writes its results into arrays it is
-    passed."""
-    return traced(_caller(f, len(args)), *args, target="cpu")
+def traced_call(f, *args) -> tuple[object, dict[str, Calls]]:
+    """Call ``f(*args)`` on the host, compiled by the CPU target in :data:`tracing` (``od.overdub``): its value,
+    and its traced calls (the call of ``f`` itself included where ``f`` is traced)."""
+    state = counters("cpu")
+    value = od.overdub(tracing, _caller(f, len(args)), *args, state=state)
+    return value, report(state)
 
 
-_callers: dict = {}  # (f, arity) -> a kernel calling f
+_callers: dict = {}  # (f, arity) -> a def calling f (so that the call of f itself is a call hooks observe)
 
 
 def _caller(f, arity: int):
@@ -183,7 +183,7 @@ def _caller(f, arity: int):
     if caller is None:
         names = ", ".join(f"a{i}" for i in range(arity))
         namespace = {"f": f}
-        exec(f"def call({names}):\n    f({names})\n", namespace)
+        exec(f"def call({names}):\n    return f({names})\n", namespace)
         caller = _callers[(f, arity)] = namespace["call"]
     return caller
 
@@ -197,11 +197,11 @@ if __name__ == "__main__":
     def step(x: od.Float):
         return math.exp(-x * x) + math.sin(x)
 
-    def integrate(xs, out):  # on the host: a loop
+    def integrate(xs):  # on the host: a loop
         total = 0.0
         for i in range(xs.size):
             total += step(xs[i])
-        out[0] = total / xs.size
+        return total / xs.size
 
     def kernel(out, xs):  # in a kernel: a thread per element
         i = cuda.grid(1)
@@ -209,8 +209,8 @@ if __name__ == "__main__":
             out[i] = step(xs[i])
 
     trace(integrate, step, math.exp, math.sin, cuda.grid)
-    xs, out = np.linspace(0, 1, 1000), np.zeros(1)
-    print("on the host:", table(traced_call(integrate, xs, out)), sep="\n")
+    mean, found = traced_call(integrate, np.linspace(0, 1, 1000))
+    print(f"on the host (mean {mean:.6f}):", table(found), sep="\n")
 
     target = od.default_target()
     xp = np

@@ -23,29 +23,29 @@ from .targets import get_target
 __all__ = ["overdub"]
 
 
-def overdub(ctx: Context | tuple[Context, ...] | None, f: Callable[..., Any], *args: object) -> Any:
+def overdub(
+    ctx: Context | tuple[Context, ...] | None, f: Callable[..., Any], *args: object, state: object = None
+) -> Any:
     """Call ``f(*args)`` on the host in ``ctx`` (None: the CPU target's own context): compiled, with the
-    context's overdubs and hooks, and the value ``f`` returns."""
+    context's overdubs and hooks, and the value ``f`` returns. A context that declares state takes its value
+    as a launch does (``state=``): ``od.state()`` in its overdubs and hooks reads it."""
     target = get_target("cpu")
     context = resolve(ctx) or target.base
-    if context.state is not None:
-        raise TypeError(
-            f"od.overdub({context!r}, ...): {context!r} declares device state, which only a launch passes "
-            f"(od.cuda(..., context=ctx, state=value))"
-        )
     func = _as_def(f, len(args))
-    chain = context.chain(target, None)
-    argtypes = tuple(_typed(target, func, i, a) for i, a in enumerate(args))
+    hidden = () if state is None else (state,)  # the hidden first argument, as a launch passes it
+    argtypes = tuple(_typed(target, func, i - len(hidden), a) for i, a in enumerate(hidden + args))
+    chain = context.chain(target, context.launch_state_type(state, lambda value: argtypes[0]))
     node = compiler.host_call(compiler.CompileJob.of(func, argtypes, chain))
-    return node.dispatcher(*args)  # type: ignore[operator]  # the target's dispatcher
+    return node.dispatcher(*hidden, *args)  # type: ignore[operator]  # the target's dispatcher
 
 
 def _typed(target: Any, func: pytypes.FunctionType, index: int, value: object) -> object:
     try:
         return target.argument(value).type
     except (TypeError, ValueError) as exc:
+        where = "state" if index < 0 else f"argument {index}"
         raise TypeError(
-            f"od.overdub(ctx, {func.__qualname__}, ...): argument {index} ({type(value).__name__} {value!r:.40}) "
+            f"od.overdub(ctx, {func.__qualname__}, ...): {where} ({type(value).__name__} {value!r:.40}) "
             f"cannot be passed to compiled code ({exc}): pass numbers, numpy arrays, tuples of them or structs"
         ) from None
 

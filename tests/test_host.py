@@ -59,3 +59,30 @@ def test_an_argument_compiled_code_cannot_take_is_a_clear_error(make_module):
     m = make_module("def f(x):\n    return x\n")
     with pytest.raises(TypeError, match=r"od.overdub\(ctx, f, ...\): argument 0 \(object"):
         od.overdub(None, m.f, object())
+
+
+def test_a_host_call_in_a_context_with_state_passes_it_to_the_hooks(make_module):
+    m = make_module("""
+        import overdub as od
+
+        counting = od.Context("counting", state=od.Array[od.int64, 1])
+
+        @od.function
+        def g(x: od.Float):
+            return x + 1.0
+
+        @counting.prehook(g)
+        def _(x):
+            s = od.state()
+            s[0] += 1
+
+        def f(x):
+            return g(g(x))
+    """)
+    counts = np.zeros(1, dtype=np.int64)
+    assert od.overdub(m.counting, m.f, 1.0, state=counts) == 3.0 and counts[0] == 2
+    assert od.overdub(m.counting, m.f, 1.0, state=counts) == 3.0 and counts[0] == 4
+    with pytest.raises(TypeError, match="declares state of type"):
+        od.overdub(m.counting, m.f, 1.0)
+    with pytest.raises(TypeError, match="declares no state"):
+        od.overdub(None, m.f, 1.0, state=counts)
