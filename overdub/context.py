@@ -67,12 +67,24 @@ def _callee_parameter(func, kind: str) -> str | None:
 
 
 def _callee_pattern(label: str, func, kind: str):
-    """What the callee parameter of a catch-all hook of every call matches (``od.Any`` where unannotated)."""
+    """What the callee parameter of a hook of every call matches (``od.Any`` where unannotated): a clear error
+    where the hook has no such parameter, or annotates it with a type no callee has (a hook written for
+    the arguments alone would otherwise never run)."""
     name = _callee_parameter(func, kind)
-    annotation = func.__annotations__.get(name, Any) if name is not None else Any
+    if name is None:
+        if func.__code__.co_flags & inspect.CO_VARARGS:
+            return Any  # def hook(*args): the callee is args[0]
+        raise TypeError(
+            f"{label}: a hook of every call receives the callee {'first' if kind == PREHOOK else 'after the result'}"
+            f" (def _({'' if kind == PREHOOK else 'result, '}f, *args)); {func.__qualname__} takes no parameter for it"
+        )
+    annotation = func.__annotations__.get(name, Any)
     pattern = as_type(annotation)
     if pattern is not Any and not isinstance(pattern, (CalleePattern, CalleeType)):
-        raise TypeError(f"{label}: the callee parameter {name!r} takes od.Callee or od.Callee[f], not {annotation!r}")
+        raise TypeError(
+            f"{label}: a hook of every call receives the callee {'first' if kind == PREHOOK else 'after the result'}:"
+            f" its parameter {name!r} takes od.Callee or od.Callee[f], not {annotation!r}"
+        )
     return pattern
 
 
@@ -309,9 +321,9 @@ class Context:
             if kind not in self._observes:  # from now on calls through this context look these hooks up
                 self._reshape(f"{label} defined: the first {kind} of {self!r}", lambda: self._observes.add(kind))
             every = callee is Any
+            pattern = _callee_pattern(label, func, kind) if every else Any  # (checked for every such hook)
             if _is_catch_all(label, func, every, kind):  # "any arguments": a second one (same callees) replaces it
                 method = Method(label, func, (), (), origin=func)
-                pattern = _callee_pattern(label, func, kind) if every else Any
                 self._reshape(
                     f"{label} defined for any arguments at {method.location}",
                     lambda: self._catch_all.__setitem__((kind, self._hook_key(callee), pattern), method),

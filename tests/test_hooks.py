@@ -862,8 +862,12 @@ def test_a_hook_of_every_call_dispatches_on_the_callee_and_compiles_away_for_the
     assert all(f"i64 {n}" in hooked for n in (1001, 2002, 3003))
     plain_only = od.code_llvm(m.only_plain, *types, context=m.trace, state=numba.int64[::1], target="cpu")
     assert "i64 1001" not in plain_only and all(f"i64 {n}" in plain_only for n in (2002, 3003))
-    with pytest.raises(TypeError, match=r"takes od\.Callee or od\.Callee"):
+    with pytest.raises(TypeError, match=r"takes od\.Callee or od\.Callee\[f\], not Integer"):
         m.run("@trace.prehook(od.Any)\ndef _(f: od.Integer, *args):\n    pass\n")
+    with pytest.raises(TypeError, match=r"receives the callee first: its parameter 'x' takes od\.Callee"):
+        m.run("@trace.prehook(od.Any)\ndef _(x: od.Float):\n    pass\n")  # written for the argument alone
+    with pytest.raises(TypeError, match=r"receives the callee after the result \(def _\(result, f, \*args\)\)"):
+        m.run("@trace.posthook(od.Any)\ndef _(result):\n    pass\n")
 
 
 def test_hooks_turned_off_and_on_without_redefining_them(make_module):
