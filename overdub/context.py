@@ -61,9 +61,13 @@ __all__ = [
 def _callee_parameter(func, kind: str) -> str | None:
     """The parameter of a hook of every call that receives the callee: the first (a prehook's) or the second
     (a posthook's, after the result), or None where the hook names no such parameter."""
-    code = func.__code__
-    position = 0 if kind == PREHOOK else 1
+    code, position = func.__code__, _callee_position(kind)
     return code.co_varnames[position] if code.co_argcount > position else None
+
+
+def _callee_position(kind: str) -> int:
+    """Where a hook of every call receives the callee: first (a prehook), after the result (a posthook)."""
+    return 0 if kind == PREHOOK else 1
 
 
 def _callee_pattern(label: str, func, kind: str):
@@ -71,20 +75,18 @@ def _callee_pattern(label: str, func, kind: str):
     where the hook has no such parameter, or annotates it with a type no callee has (a hook written for
     the arguments alone would otherwise never run)."""
     name = _callee_parameter(func, kind)
+    where = f"{label}: a hook of every call receives the callee {'first' if kind == PREHOOK else 'after the result'}"
     if name is None:
         if func.__code__.co_flags & inspect.CO_VARARGS:
             return Any  # def hook(*args): the callee is args[0]
         raise TypeError(
-            f"{label}: a hook of every call receives the callee {'first' if kind == PREHOOK else 'after the result'}"
-            f" (def _({'' if kind == PREHOOK else 'result, '}f, *args)); {func.__qualname__} takes no parameter for it"
+            f"{where} (def _({'' if kind == PREHOOK else 'result, '}f, *args)); {func.__qualname__} takes no "
+            f"parameter for it"
         )
     annotation = func.__annotations__.get(name, Any)
     pattern = as_type(annotation)
     if pattern is not Any and not isinstance(pattern, (CalleePattern, CalleeType)):
-        raise TypeError(
-            f"{label}: a hook of every call receives the callee {'first' if kind == PREHOOK else 'after the result'}:"
-            f" its parameter {name!r} takes od.Callee or od.Callee[f], not {annotation!r}"
-        )
+        raise TypeError(f"{where}: its parameter {name!r} takes od.Callee or od.Callee[f], not {annotation!r}")
     return pattern
 
 
@@ -362,13 +364,11 @@ class Context:
         if kind not in self._observes or self._hooks_off.get(Any) or self._hooks_off.get(self._key(callee)):
             return []
         found = []
+        callee_type, at = Callee[callee], _callee_position(kind)
         for key in (callee, Any):
             every = key is Any
-            typed = argtypes
-            if every:
-                split = 0 if kind == PREHOOK else 1
-                typed = (*argtypes[:split], Callee[callee], *argtypes[split:])
-            hook_key, callee_type = self._hook_key(key), typed[0 if kind == PREHOOK else 1] if every else None
+            typed = (*argtypes[:at], callee_type, *argtypes[at:]) if every else argtypes
+            hook_key = self._hook_key(key)
             for (hook_kind, each_key, pattern), method in list(self._catch_all.items()):
                 if hook_kind == kind and each_key == hook_key and (not every or subtype(callee_type, pattern)):
                     found.append((method, every))

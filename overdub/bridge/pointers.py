@@ -8,9 +8,9 @@ from __future__ import annotations
 import importlib
 import operator
 
-from numba.core import cgutils, types
+from numba.core import types
 from numba.core.extending import NativeValue, models, register_model, unbox
-from numba.core.imputils import impl_ret_borrowed, lower_builtin
+from numba.core.imputils import lower_builtin
 from numba.core.typing.templates import AbstractTemplate, CallableTemplate, infer_global, signature
 
 from ..types import PtrType
@@ -123,36 +123,9 @@ def _register_view(view, layout: str) -> None:
 
 
 def _lower_view(context, builder, sig, args):
-    from numba.np.arrayobj import make_array, populate_array
+    from numba.np.arrayobj import np_cfarray  # numba's lowering of its own carray/farray: (ptr, shape, ...)
 
-    aryty = sig.return_type
-    ptr, shape = args[0], args[1]
-    shapes = cgutils.unpack_tuple(builder, shape) if isinstance(sig.args[1], types.BaseTuple) else [shape]
-    shapes = [context.cast(builder, s, t, types.intp) for s, t in zip(shapes, _shape_types(sig.args[1]))]
-    itemsize = context.get_abi_sizeof(context.get_data_type(aryty.dtype))
-    strides = []
-    order = range(aryty.ndim) if aryty.layout == "F" else reversed(range(aryty.ndim))
-    stride = context.get_constant(types.intp, itemsize)
-    by_axis = {}
-    for axis in order:
-        by_axis[axis] = stride
-        stride = builder.mul(stride, shapes[axis])
-    strides = [by_axis[axis] for axis in range(aryty.ndim)]
-    array = make_array(aryty)(context, builder)
-    data = builder.bitcast(ptr, context.get_data_type(aryty.dtype).as_pointer())
-    populate_array(
-        array,
-        data=data,
-        shape=cgutils.pack_array(builder, shapes),
-        strides=cgutils.pack_array(builder, strides),
-        itemsize=context.get_constant(types.intp, itemsize),
-        meminfo=None,
-    )
-    return impl_ret_borrowed(context, builder, aryty, array._getvalue())
-
-
-def _shape_types(shape):
-    return list(shape) if isinstance(shape, types.BaseTuple) else [shape]
+    return np_cfarray(context, builder, sig, args)
 
 
 _register_view(carray, "C")
