@@ -25,6 +25,9 @@ typedef int (*cu_launch_kernel_t)(void *f, unsigned gx, unsigned gy, unsigned gz
                                   unsigned bz, unsigned shmem, void *stream, void **params, void **extra);
 typedef int (*cu_ctx_get_current_t)(void **ctx);
 typedef int (*cu_kernel_get_function_t)(void **function, void *kernel);
+typedef int (*cu_stream_get_ctx_t)(void *stream, void **ctx);
+typedef int (*cu_ctx_push_current_t)(void *ctx);
+typedef int (*cu_ctx_pop_current_t)(void **ctx);
 
 /* The kernel's CUfunction in each CUDA context it was launched in (a CUkernel is context-independent, but
  * launching through it costs the driver a lookup per launch: 0.5-2 us on an H200, against ~20 ns here). */
@@ -40,6 +43,7 @@ typedef struct {
     char kind;          /* SCALAR, POINTER, ARRAY or VALUE */
     char code;          /* SCALAR: struct code q Q i I h H b B f d ? */
     char layout;        /* ARRAY: 'C', 'F' or 'A' */
+    char exact;         /* ARRAY: the dtype is this very object (a record dtype: == is blind to its struct) */
     int device;         /* POINTER: the pointer's device flag */
     long ndim;          /* ARRAY; VALUE: its slot count */
     long long itemsize; /* ARRAY */
@@ -63,6 +67,9 @@ typedef struct {
     cu_launch_kernel_t launch;
     cu_ctx_get_current_t ctx_get_current;
     cu_kernel_get_function_t kernel_get_function;
+    cu_stream_get_ctx_t stream_get_ctx;
+    cu_ctx_push_current_t ctx_push_current;
+    cu_ctx_pop_current_t ctx_pop_current;
     PyObject *stream_handle;   /* Python callable: stream object -> int handle */
 } Launcher;
 
@@ -187,8 +194,16 @@ static int array_layout_is(const ArgSpec *spec, PyObject *value) {
     return f >= 0 && f == (spec->layout == 'F');
 }
 
+static int dtype_is(const ArgSpec *spec, PyObject *value) {
+    if (!spec->exact) return attr_is(value, s_dtype, spec->dtype);
+    PyObject *dtype = PyObject_GetAttr(value, s_dtype);
+    if (dtype == NULL) { PyErr_Clear(); return 0; }
+    Py_DECREF(dtype);
+    return dtype == spec->dtype;
+}
+
 static int array_pack(const ArgSpec *spec, PyObject *value, uint64_t *slots) {
-    if (!attr_is(value, s_dtype, spec->dtype) || !array_layout_is(spec, value)) return 0;
+    if (!dtype_is(spec, value) || !array_layout_is(spec, value)) return 0;
     long ndim = spec->ndim;
     uint64_t *shape = slots + 5, *strides = slots + 5 + ndim;
     PyObject *tuple = PyObject_GetAttr(value, s_shape);
@@ -329,14 +344,20 @@ static int still_valid(Launcher *self) {
 }
 
 /* The kernel's function in the context current on this thread (found, or asked of the driver and kept), or
- * NULL where no context is current or the driver refuses (the slow path makes one current or says why). */
+ * NULL where no context is current or the driver refuses (the slow path makes one current or says why). The
+ * refusal for want of code for the device is kept too: a context of a device of another architecture than the
+ * kernel's code (one process driving an sm_80 and an sm_90 GPU) never has the function, and another launch
+ * function, made for that architecture, serves it. */
 static void *function_here(Launcher *self, void **context) {
     *context = NULL;
     if (self->ctx_get_current(context) != 0 || *context == NULL) return NULL;
     for (int i = 0; i < self->nloaded; i++)
         if (self->loaded[i].context == *context) return self->loaded[i].function;
     void *function = NULL;
-    if (self->kernel_get_function(&function, self->kernel_handle) != 0 || function == NULL) return NULL;
+    int err = self->kernel_get_function(&function, self->kernel_handle);
+    /* CUDA_ERROR_NO_BINARY_FOR_GPU, CUDA_ERROR_INVALID_PTX, CUDA_ERROR_UNSUPPORTED_PTX_VERSION */
+    if (err != 0 && err != 209 && err != 218 && err != 222) return NULL;
+    if (err != 0) function = NULL;
     int slot = self->nloaded < NCONTEXTS ? self->nloaded++ : (self->evict++ % NCONTEXTS);
     self->loaded[slot].context = *context;
     self->loaded[slot].function = function;
@@ -347,6 +368,8 @@ static void forget_context(Launcher *self, void *context) {
     for (int i = 0; i < self->nloaded; i++)
         if (self->loaded[i].context == context) self->loaded[i] = self->loaded[--self->nloaded];
 }
+
+#define NOT_HERE (-1) /* not a CUresult: the kernel has no function in the context */
 
 /* 1: launched, 0: a check failed (take the slow path), -1: error. */
 static int launcher_run(Launcher *self, PyObject *args, Py_ssize_t first, PyObject *blocks, PyObject *threads,
@@ -382,9 +405,27 @@ static int launcher_run(Launcher *self, PyObject *args, Py_ssize_t first, PyObje
     for (Py_ssize_t i = 0; i < n; i++) params[i] = &slots[i];
     void *context;
     void *function = function_here(self, &context);
-    if (function == NULL) return 0; /* no context current: the slow path makes the device's current */
-    int err = self->launch(function, grid[0], grid[1], grid[2], block[0], block[1], block[2], (unsigned)shmem,
-                           hstream, n ? params : NULL, NULL);
+    int err = function == NULL ? NOT_HERE
+                               : self->launch(function, grid[0], grid[1], grid[2], block[0], block[1], block[2],
+                                              (unsigned)shmem, hstream, n ? params : NULL, NULL);
+    if ((err == 400 || (err == NOT_HERE && context != NULL)) && hstream != NULL) {
+        /* CUDA_ERROR_INVALID_HANDLE with a stream, or a kernel not loadable here: the stream may be another
+         * context's -- then the launch runs in the stream's context, made current for it (kernel[blocks,
+         * threads, stream] launches on the stream's device) */
+        void *stream_context = NULL;
+        if (self->stream_get_ctx(hstream, &stream_context) == 0 && stream_context != NULL &&
+            stream_context != context && self->ctx_push_current(stream_context) == 0) {
+            void *there, *popped;
+            function = function_here(self, &there);
+            err = function == NULL ? NOT_HERE
+                                   : self->launch(function, grid[0], grid[1], grid[2], block[0], block[1], block[2],
+                                                  (unsigned)shmem, hstream, n ? params : NULL, NULL);
+            self->ctx_pop_current(&popped);
+        }
+    }
+    /* no context current, or the kernel not loadable in it (another architecture): the slow path makes the
+     * device's context current, or compiles for the device */
+    if (err == NOT_HERE) return 0;
     if (err == 400) { /* CUDA_ERROR_INVALID_HANDLE: a context destroyed, another made at its address */
         forget_context(self, context);
         return 0;
@@ -407,7 +448,7 @@ static PyObject *Launcher_call(Launcher *self, PyObject *call_args, PyObject *kw
 }
 
 static int parse_spec(PyObject *spec, ArgSpec *out) {
-    /* ('s', code) | ('p', dtype, device) | ('a', dtype, ndim, itemsize, layout) | ('v', definition, nslots) */
+    /* ('s', code) | ('p', dtype, device) | ('a', dtype, ndim, itemsize, layout, exact) | ('v', definition, nslots) */
     const char *kind = NULL;
     memset(out, 0, sizeof *out);
     if (!PyTuple_Check(spec) || PyTuple_Size(spec) < 2) goto bad;
@@ -431,12 +472,13 @@ static int parse_spec(PyObject *spec, ArgSpec *out) {
         out->ndim = PyLong_AsLong(PyTuple_GetItem(spec, 2));
         return PyErr_Occurred() ? -1 : 0;
     }
-    if (out->kind == ARRAY && PyTuple_Size(spec) == 5) {
+    if (out->kind == ARRAY && PyTuple_Size(spec) == 6) {
         out->ndim = PyLong_AsLong(PyTuple_GetItem(spec, 2));
         out->itemsize = PyLong_AsLongLong(PyTuple_GetItem(spec, 3));
         const char *layout = PyUnicode_AsUTF8AndSize(PyTuple_GetItem(spec, 4), NULL);
         if (layout == NULL || PyErr_Occurred()) return -1;
         out->layout = layout[0];
+        out->exact = (char)PyObject_IsTrue(PyTuple_GetItem(spec, 5));
         return 0;
     }
 bad:
@@ -446,9 +488,9 @@ bad:
 
 static int Launcher_init(Launcher *self, PyObject *args, PyObject *kwargs) {
     PyObject *kernel, *checks, *specs, *kernel_handle, *stream_handle;
-    unsigned long long launch, ctx_get_current, kernel_get_function;
-    if (!PyArg_ParseTuple(args, "OOOO(KKK)O", &kernel, &checks, &specs, &kernel_handle, &launch, &ctx_get_current,
-                          &kernel_get_function, &stream_handle))
+    unsigned long long launch, ctx_get_current, kernel_get_function, stream_get_ctx, ctx_push, ctx_pop;
+    if (!PyArg_ParseTuple(args, "OOOO(KKKKKK)O", &kernel, &checks, &specs, &kernel_handle, &launch, &ctx_get_current,
+                          &kernel_get_function, &stream_get_ctx, &ctx_push, &ctx_pop, &stream_handle))
         return -1;
     self->nchecks = PySequence_Size(checks);
     self->nargs = PySequence_Size(specs);
@@ -492,6 +534,9 @@ static int Launcher_init(Launcher *self, PyObject *args, PyObject *kwargs) {
     self->launch = (cu_launch_kernel_t)(uintptr_t)launch;
     self->ctx_get_current = (cu_ctx_get_current_t)(uintptr_t)ctx_get_current;
     self->kernel_get_function = (cu_kernel_get_function_t)(uintptr_t)kernel_get_function;
+    self->stream_get_ctx = (cu_stream_get_ctx_t)(uintptr_t)stream_get_ctx;
+    self->ctx_push_current = (cu_ctx_push_current_t)(uintptr_t)ctx_push;
+    self->ctx_pop_current = (cu_ctx_pop_current_t)(uintptr_t)ctx_pop;
     self->nloaded = self->evict = 0;
     if (PyErr_Occurred()) return -1;
     Py_INCREF(kernel);
@@ -533,7 +578,7 @@ static PyGetSetDef Launcher_getset[] = {
 };
 
 static PyType_Slot Launcher_slots[] = {
-    {Py_tp_doc, "Launcher(kernel, checks, specs, function, cuLaunchKernel address, stream_handle)"},
+    {Py_tp_doc, "Launcher(kernel, checks, specs, kernel_handle, driver entry addresses, stream_handle)"},
     {Py_tp_init, Launcher_init},
     {Py_tp_call, Launcher_call},
     {Py_tp_dealloc, Launcher_dealloc},

@@ -14,7 +14,8 @@ class Launcher:
         checks: object,
         specs: list[object],
         kernel_handle: int,
-        driver_entries: tuple[int, int, int],  # cuLaunchKernel, cuCtxGetCurrent, cuKernelGetFunction
+        # cuLaunchKernel, cuCtxGetCurrent, cuKernelGetFunction, cuStreamGetCtx, cuCtxPushCurrent, cuCtxPopCurrent
+        driver_entries: tuple[int, int, int, int, int, int],
         stream_handle: Callable[[object], int],
         /,
     ) -> None: ...

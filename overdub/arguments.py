@@ -390,9 +390,9 @@ class CupyArray(ArgumentKind):
 
     def native_spec(self, signature, slots):
         dtype, ndim, layout = signature
-        if dtype.fields is not None:
-            return None  # _fastlaunch.c compares dtypes with ==, blind to which struct: the Python path
-        return ("a", dtype, ndim, dtype.itemsize, layout)
+        # numpy's dtype equality is blind to which struct a record dtype is: an array of records passes the
+        # native guard with its very dtype object only (any other takes the Python guard, struct_of)
+        return ("a", dtype, ndim, dtype.itemsize, layout, dtype.fields is not None)
 
 
 class DeviceArray(ArgumentKind):

@@ -233,14 +233,32 @@ def launch_slow(
         kernel = canonical
     check_kernel(bridge.python_function(kernel) or kernel, args)
     blocks, threads, shmem = launchfn.checked_config(blocks, threads, shmem, stream)
-    get_target(target).check_launchable(stream)
+    with get_target(target).on_device(None, "a launch", stream):  # on a stream: in the stream's context
+        get_target(target).check_launchable(stream)
+        _launch_compiled(kernel, args, threads, blocks, shmem, stream, target, context, state)
+
+
+def _launch_compiled(
+    kernel: object,
+    args: tuple[object, ...],
+    threads: object,
+    blocks: object,
+    shmem: int,
+    stream: object,
+    target: str | Target | None,
+    context: Context | tuple[Context, ...] | None,
+    state: object,
+) -> None:
+    """The slow path's launch, in the launch's context: the compiled kernel for the device current here, a
+    launch function for these argument classes added to the launch table -- unless the table has one already
+    (a launch on a stream of another context, which the Python launch function leaves to this path)."""
     launched = args if state is None else (state, *args)
     while True:
         call = KernelCall.of(kernel, args, target, context, state)  # describes (and checks) every argument
         compiled = call.compiled()
         launch = call.launch_function(compiled)
         if launch(launched, blocks, threads, shmem, stream):
-            if launch.guarded and not call.interned:
+            if launch.guarded and not call.interned and not _served(call.key, compiled):
                 runtime.add_launch(call.key, launch)
             return
         if call.lifted is None and compiled.usable():  # (a captured value may have changed meanwhile)
@@ -248,6 +266,11 @@ def launch_slow(
                 f"overdub internal error: the launch function of {compiled.job.call()} rejected "
                 f"the arguments it was made for"
             )
+
+
+def _served(key: tuple[object, ...], compiled: compiler.Kernel) -> bool:
+    """Has the launch table a launch function of ``compiled`` under ``key``?"""
+    return any(launch.kernel is compiled for launch in runtime.launches.get(key, ()))
 
 
 def check_kernel(kernel: object, args: tuple[object, ...]) -> None:

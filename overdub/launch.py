@@ -55,10 +55,12 @@ def cuda(
     this launch, not a constant of the code. ``debug=True`` launches a checked kernel: out-of-range indices and
     errors raised in the kernel are raised here, naming the thread, the block and the kernel line
     (``OVERDUB_DEBUG=1`` makes that the default). ``device`` launches on that device (its primary context made
-    current for the launch); by default, the device current on this thread (cupy's, numba-cuda's, or one a
-    thread made current): a kernel is loaded once in each context it is launched in."""
+    current for the launch; a ``stream`` of another device is a ValueError naming both); by default, on the
+    device of ``stream``, else the device current on this thread (cupy's, numba-cuda's, or one a thread made
+    current). A kernel compiles for the launch's device's architecture and is loaded once in each context it
+    is launched in."""
     if device is not None:
-        with get_target(target).on_device(device):
+        with get_target(target).on_device(device, stream=stream):
             return cuda(kernel, *args, threads=threads, blocks=blocks, shmem=shmem, stream=stream, target=target,
                         context=context, state=state, debug=debug)  # fmt: skip
     if debug is not None:

@@ -166,12 +166,18 @@ def explain(
 def _cuda_compiled(
     kernel: object,
     args: tuple[object, ...],
-    cc: Sequence[int],
+    cc: Sequence[int] | None,
+    device: int | None,
     context: Context | None,
     state: object,
     options: dict[str, object],
 ) -> tuple[cuda_target.CUDALauncher, cuda_target.CUDATarget]:
-    """The launcher of the kernel compiled on the CUDA target -- if it is not yet -- to be read, not launched."""
+    """The launcher of the kernel compiled on the CUDA target -- if it is not yet -- to be read, not launched:
+    for compute capability ``cc``, else for ``device``'s, else for the current device's (sm_90 with no GPU)."""
+    if cc is not None and device is not None:
+        raise TypeError(f"give cc= ({tuple(cc)}) or device= ({device}), not both: a device has one architecture")
+    if cc is None:
+        cc = cuda_target.device_cc(device, "od.code_*")
     target = cuda_target.target_for(tuple(cc)).configured(CompileOptions.of(**options))
     with cuda_target.reflecting():
         compiled = KernelCall.of(kernel, args, target, context, state, typed=True).compiled()
@@ -181,19 +187,21 @@ def _cuda_compiled(
 def _cuda_library(
     kernel: object,
     args: tuple[object, ...],
-    cc: Sequence[int],
+    cc: Sequence[int] | None,
+    device: int | None,
     context: Context | None,
     state: object,
     options: dict[str, object],
 ) -> tuple[_Library, tuple[int, ...]]:
-    launcher, target = _cuda_compiled(kernel, args, cc, context, state, options)
+    launcher, target = _cuda_compiled(kernel, args, cc, device, context, state, options)
     return launcher.library, target.cc
 
 
 def code_ptx(
     kernel: object,
     *args_or_types: object,
-    cc: Sequence[int] = (9, 0),
+    cc: Sequence[int] | None = None,
+    device: int | None = None,
     context: Context | None = None,
     state: object = None,
     **options: object,
@@ -201,7 +209,7 @@ def code_ptx(
     """The PTX of ``kernel`` for these arguments or numba types, for compute capability ``cc``, compiled with
     these compile options (``fastmath=True``, ``max_registers=32``, ...: :class:`CompileOptions`). Needs no GPU.
     In a context with state, ``state`` is the state's value or numba type (the kernel's first parameter)."""
-    library, cc = _cuda_library(kernel, args_or_types, cc, context, state, options)
+    library, cc = _cuda_library(kernel, args_or_types, cc, device, context, state, options)
     with cuda_target.toolkit():
         return library.get_asm_str(cc=cc)
 
@@ -209,7 +217,8 @@ def code_ptx(
 def code_llvm(
     kernel: object,
     *args_or_types: object,
-    cc: Sequence[int] = (9, 0),
+    cc: Sequence[int] | None = None,
+    device: int | None = None,
     context: Context | None = None,
     state: object = None,
     target: str = "cuda",
@@ -220,7 +229,7 @@ def code_llvm(
     them (host arrays too) or numba types."""
     if target == "cpu":
         return _cpu_code(kernel, args_or_types, context, state, options, "llvm")
-    library, _ = _cuda_library(kernel, args_or_types, cc, context, state, options)
+    library, _ = _cuda_library(kernel, args_or_types, cc, device, context, state, options)
     return library.get_llvm_str()
 
 
@@ -241,12 +250,13 @@ def code_sass(
     kernel: object,
     *args_or_types: object,
     cc: Sequence[int] | None = None,
+    device: int | None = None,
     context: Context | None = None,
     state: object = None,
     **options: object,
 ) -> str:
     """The SASS of ``kernel`` (needs a GPU, or ptxas and nvdisasm; ``cc`` defaults to the device's)."""
-    library, cc = _cuda_library(kernel, args_or_types, cc or cuda_target.device_cc(), context, state, options)
+    library, cc = _cuda_library(kernel, args_or_types, cc, device, context, state, options)
     cuda_target.make_current_if_gpu()  # a kernel compiled on another thread: linking its cubin asks the driver
     with cuda_target.toolkit():
         return library.get_sass(cc=cc)
@@ -255,27 +265,29 @@ def code_sass(
 def code_typed(
     kernel: object,
     *args_or_types: object,
-    cc: Sequence[int] = (9, 0),
+    cc: Sequence[int] | None = None,
+    device: int | None = None,
     context: Context | None = None,
     state: object = None,
     **options: object,
 ) -> str:
     """The typed numba IR of ``kernel`` on the CUDA target, annotated on its source lines (numba's
     ``inspect_types``; Julia's ``@code_typed``): the type of every variable after dispatch. Needs no GPU."""
-    launcher, _ = _cuda_compiled(kernel, args_or_types, cc, context, state, options)
+    launcher, _ = _cuda_compiled(kernel, args_or_types, cc, device, context, state, options)
     return str(launcher.type_annotation)
 
 
 def code_lto_ptx(
     kernel: object,
     *args_or_types: object,
-    cc: Sequence[int] = (9, 0),
+    cc: Sequence[int] | None = None,
+    device: int | None = None,
     context: Context | None = None,
     state: object = None,
     **options: object,
 ) -> str:
     """The PTX of ``kernel`` compiled with ``lto=True`` after link-time optimisation with everything it links
     (numba-cuda's ``inspect_lto_ptx``; needs nvJitLink)."""
-    library, cc = _cuda_library(kernel, args_or_types, cc, context, state, dict(options, lto=True))
+    library, cc = _cuda_library(kernel, args_or_types, cc, device, context, state, dict(options, lto=True))
     with cuda_target.toolkit():
         return library.get_lto_ptx(cc=cc)

@@ -187,7 +187,7 @@ def test_a_cupy_array_is_typed_by_its_flags_and_passed_as_numbas_exploded_array(
     assert arguments.slot_format(slots) == "<" + "q" * 9
     values = arguments.slot_values(slots, "a", namespace := {})
     assert eval(f"({', '.join(values)},)", dict(namespace, a=c_array)) == (0, 0, 12, 4, 0x2000, 3, 4, 16, 4)
-    assert kind.native_spec(signature, slots) == ("a", np.dtype(np.float32), 2, 4, "C")
+    assert kind.native_spec(signature, slots) == ("a", np.dtype(np.float32), 2, 4, "C", False)
     conditions = kind.guards("a0", signature, consts := {})
     accepts = lambda value: all(eval(c, dict(consts, a0=value)) for c in conditions)  # noqa: E731
     assert accepts(FakeCupy((5, 2)))

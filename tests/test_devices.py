@@ -11,6 +11,8 @@ import numpy as np
 import pytest
 
 import overdub as od
+from overdub.targets import cuda as cuda_target
+from overdub.targets import get_target
 
 SOURCE = """
 from numba import cuda
@@ -24,9 +26,35 @@ def kernel(out, x, a):
 
 def test_each_architecture_gets_its_own_code(make_module):
     m = make_module(SOURCE)
-    sm80 = od.code_ptx(m.kernel, numba.float64[:], numba.float64[:], numba.float64, cc=(8, 0))
-    sm90 = od.code_ptx(m.kernel, numba.float64[:], numba.float64[:], numba.float64, cc=(9, 0))
-    assert ".target sm_80" in sm80 and ".target sm_90" in sm90
+    types = (numba.float64[:], numba.float64[:], numba.float64)
+    sm80 = od.code_ptx(m.kernel, *types, cc=(8, 0))
+    sm90 = od.code_ptx(m.kernel, *types, cc=(9, 0))
+    sm90a = od.code_ptx(m.kernel, *types, cc=(9, 0, "a"))
+    assert ".target sm_80" in sm80 and ".target sm_90\n" in sm90 and ".target sm_90a" in sm90a
+    assert od.stats()["compiles"] == 3  # sm_90a is an architecture of its own, not sm_90's code
+
+
+def test_the_device_names_the_architecture_of_reflections(make_module):
+    m = make_module(SOURCE)
+    types = (numba.float64[:], numba.float64[:], numba.float64)
+    with pytest.raises(TypeError, match=r"cc= .* or device= .*, not both"):
+        od.code_ptx(m.kernel, *types, cc=(8, 0), device=0)
+    with pytest.raises(ValueError, match=r"od.code_\*\(device=7\): this machine has"):
+        od.code_ptx(m.kernel, *types, device=7)
+    assert od.code_ptx(m.kernel, *types) == od.code_ptx(m.kernel, *types, cc=cuda_target.device_cc())
+
+
+@pytest.mark.gpu
+def test_a_launch_compiles_for_the_current_devices_architecture(cupy, make_module):
+    """The CUDA target a launch compiles for is the current device's (each device of a machine mixing
+    architectures gets code it can load): here the H200's, asked of the driver, as od.code_ptx(device=0)."""
+    m = make_module(SOURCE)
+    x, out = cupy.arange(16, dtype=np.float64), cupy.zeros(16)
+    od.cuda(m.kernel, out, x, 3.0, blocks=1, threads=16, target="cuda")
+    major, minor = cupy.cuda.Device(0).compute_capability
+    assert cuda_target.device_cc(0) == (int(major), int(minor)) == cuda_target.device_cc()
+    assert get_target("cuda").cc == cuda_target.device_cc(0)
+    assert f".target sm_{major}{minor}" in od.code_ptx(m.kernel, out, x, 3.0, device=0)
 
 
 def test_synchronize_on_the_cpu_target_takes_its_one_device():
@@ -190,27 +218,35 @@ def test_a_launch_on_an_explicit_device(cupy, make_module):
 
 
 @pytest.mark.gpu
-def test_a_stream_of_another_context_is_a_clear_error_or_runs_right(cupy, make_module, second_context):
-    """A stream made in one context, passed to a launch in another: the driver refuses it (a ValueError
-    naming both contexts, not a bare CUDA error), or it runs the kernel right -- never wrong results."""
+@pytest.mark.parametrize("debug", [False, True], ids=["native launch", "python launch"])
+def test_a_launch_on_a_stream_of_another_context_runs_in_that_context(cupy, make_module, second_context, debug):
+    """kernel[blocks, threads, stream] and od.cuda(..., stream=) run on the stream's device: the stream's
+    context is made current for the launch (the native launch function's fast path, or the slow path for the
+    Python one), and the thread's own context is current again afterwards; with device= naming another
+    device, a stream of another context is a ValueError naming both."""
     m = make_module(SOURCE)
     x, out = cupy.arange(64, dtype=np.float64), cupy.zeros(64)
     od.cuda(m.kernel, out, x, 2.0, blocks=1, threads=64, target="cuda")  # loaded in the primary context
     with second_context:
         err, handle = second_context.driver.cuStreamCreate(0)
         assert not err
+        x2, out2 = on_device(cupy, np.arange(64)), on_device(cupy, np.zeros(64))
     stream = cupy.cuda.ExternalStream(int(handle))
+    kernel = od.jit(m.kernel, debug=debug)
     try:
-        od.cuda(m.kernel, out, x, 5.0, blocks=1, threads=64, stream=stream, target="cuda")
-    except ValueError as error:
-        assert "stream belongs to device 0's context" in str(error) and "current on this thread" in str(error)
-    else:
+        for a in (5.0, 6.0):
+            od.cuda(m.kernel, out2, x2, a, blocks=1, threads=64, stream=stream, target="cuda", debug=debug)
+            kernel[1, 64, stream](out2, x2, a + 10.0)
+            assert int(second_context.driver.cuCtxGetCurrent()[1]) != int(second_context.context)
         with second_context:
             second_context.driver.cuStreamSynchronize(handle)
-        assert out.get().tolist() == (5.0 * np.arange(64) + 1.0).tolist()
+            assert out2.get().tolist() == (16.0 * np.arange(64) + 1.0).tolist()
+        with pytest.raises(ValueError, match=r"od.cuda\(device=0\): the stream belongs to device 0's context"):
+            od.cuda(m.kernel, out, x, 5.0, blocks=1, threads=64, stream=stream, target="cuda", device=0)
     finally:
         with second_context:
             second_context.driver.cuStreamDestroy(handle)
-    od.cuda(m.kernel, out, x, 3.0, blocks=1, threads=64, target="cuda")  # the kernel still launches
+    od.cuda(m.kernel, out, x, 3.0, blocks=1, threads=64, target="cuda")  # the primary context's launch
     od.synchronize("cuda")
     assert out.get().tolist() == (3.0 * np.arange(64) + 1.0).tolist()
+    assert od.stats()["compiles"] == (2 if debug else 1)  # one architecture: one compile per kernel variant

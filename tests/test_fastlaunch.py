@@ -21,19 +21,29 @@ LAUNCH = ctypes.CFUNCTYPE(
 
 CTX_GET_CURRENT = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(ctypes.c_void_p))
 KERNEL_GET_FUNCTION = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p)
+STREAM_GET_CTX = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p))
+CTX_PUSH = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p)
+CTX_POP = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(ctypes.c_void_p))
 
 
 class FakeDriver:
     """Records each launch: function, grid, block, shared memory, stream and the raw 8-byte slots. Its current
-    context is ``context`` (0: none); a kernel's function in context c is kernel + c (``loads`` counts them)."""
+    context is ``context`` (0: none; pushed and popped as the driver's stack); a kernel's function in context c
+    is kernel + c (``loads`` counts them), except in the contexts of ``foreign`` (a device of another
+    architecture: no binary). A stream of ``stream_contexts`` launched in another context is refused with
+    CUDA_ERROR_INVALID_HANDLE, as the driver refuses it."""
 
     def __init__(self, nslots, result=0):
         self.calls, self.nslots, self.result = [], nslots, result
-        self.context, self.loads = 0x10, []
+        self.context, self.loads, self.pushed = 0x10, [], []
+        self.foreign, self.stream_contexts = set(), {}
         self.callbacks = (
             LAUNCH(self._launch),
             CTX_GET_CURRENT(self._ctx_get_current),
             KERNEL_GET_FUNCTION(self._kernel_get_function),
+            STREAM_GET_CTX(self._stream_get_ctx),
+            CTX_PUSH(self._push),
+            CTX_POP(self._pop),
         )
         self.address = tuple(ctypes.cast(c, ctypes.c_void_p).value for c in self.callbacks)
 
@@ -43,10 +53,28 @@ class FakeDriver:
 
     def _kernel_get_function(self, out, kernel):
         self.loads.append(self.context)
+        if self.context in self.foreign:
+            return 209  # CUDA_ERROR_NO_BINARY_FOR_GPU
         out[0] = kernel + self.context
         return 0
 
+    def _stream_get_ctx(self, stream, out):
+        out[0] = self.stream_contexts.get(stream, self.context)
+        return 0
+
+    def _push(self, context):
+        self.pushed.append(self.context)
+        self.context = context
+        return 0
+
+    def _pop(self, out):
+        out[0] = self.context
+        self.context = self.pushed.pop()
+        return 0
+
     def _launch(self, function, gx, gy, gz, bx, by, bz, shmem, stream, params, extra):
+        if self.stream_contexts.get(stream, self.context) != self.context:
+            return 400
         slots = [ctypes.string_at(params[i], 8) for i in range(self.nslots)]
         self.calls.append((function, (gx, gy, gz), (bx, by, bz), shmem, stream, slots))
         return self.result
@@ -85,7 +113,7 @@ def q(value):
 def test_scalars_pointers_and_arrays_are_marshalled_into_numbas_parameter_slots():
     pointer = pytypes.SimpleNamespace(address=0xABC, dtype=np.dtype(np.int64), device=True)
     array = DeviceArray(np.float32, (3, 4), 0x1000)
-    specs = [("s", "f"), ("p", np.dtype(np.int64), True), ("a", np.dtype(np.float32), 2, 4, "C"), ("s", "i")]
+    specs = [("s", "f"), ("p", np.dtype(np.int64), True), ("a", np.dtype(np.float32), 2, 4, "C", False), ("s", "i")]
     launcher, driver = make(specs, 1 + 1 + 9 + 1)
     assert launcher((np.float32(1.5), pointer, array, -7), 2, (16, 4), 128, None) is True
     function, grid, block, shmem, stream, slots = driver.calls[0]
@@ -97,7 +125,7 @@ def test_scalars_pointers_and_arrays_are_marshalled_into_numbas_parameter_slots(
 
 
 def test_a_failed_guard_returns_false_without_launching():
-    specs = [("a", np.dtype(np.float32), 1, 4, "C")]
+    specs = [("a", np.dtype(np.float32), 1, 4, "C", False)]
     launcher, driver = make(specs, 7)
     assert launcher((DeviceArray(np.float64, (4,), 0),), 1, 1, 0, None) is False  # dtype
     assert launcher((DeviceArray(np.float32, (2, 2), 0),), 1, 1, 0, None) is False  # rank
@@ -154,7 +182,7 @@ def test_a_python_int_matches_the_int64_or_uint64_launcher_by_its_value():
 
 def test_a_launcher_with_more_slots_than_its_buffer_refuses_to_be_made():
     driver = FakeDriver(0)
-    specs = [("a", np.dtype(np.float32), 3, 4, "C")] * 94  # 11 slots each: 1034 > 1024
+    specs = [("a", np.dtype(np.float32), 3, 4, "C", False)] * 94  # 11 slots each: 1034 > 1024
     with pytest.raises(OverflowError, match="1034 parameter slots"):
         fastlaunch.Launcher(Node(), [], specs, 0xF00, driver.address, lambda s: s.handle)
     assert fastlaunch.Launcher(Node(), [], specs[:93], 0xF00, driver.address, lambda s: s.handle).nslots == 1023
@@ -180,8 +208,53 @@ def test_an_invalid_handle_forgets_the_contexts_function_and_takes_the_slow_path
     assert driver.loads == [0x10, 0x10]  # asked again: the context at that address is another one
 
 
+def test_an_array_of_records_passes_the_native_guard_with_its_very_dtype_only():
+    """numpy's dtype equality ignores metadata, so two structs with the same fields have equal dtypes: an
+    array of records launches natively with the dtype object the kernel was made for, and any other (an
+    equal one: perhaps another struct's) is left to the Python guard, which compares the structs."""
+    record = np.dtype([("x", np.float32), ("n", np.int32)], metadata={"struct": "A"})
+    other = np.dtype([("x", np.float32), ("n", np.int32)], metadata={"struct": "B"})
+    assert record == other
+    launcher, driver = make([("a", record, 1, 8, "C", True)], 7)
+    assert launcher((DeviceArray(other, (4,), 0x1000),), 1, 1, 0, None) is False
+    array = DeviceArray(np.float32, (4,), 0x1000)
+    array.dtype = record
+    assert launcher((array,), 1, 1, 0, None) is True
+    assert driver.calls[0][5][2:5] == [q(4), q(8), q(0x1000)]
+
+
+def test_a_stream_of_another_context_launches_in_that_context():
+    """kernel[blocks, threads, stream] runs on the stream's device: the driver refuses the stream in the
+    current context, and the launcher makes the stream's context current for the launch, then restores it."""
+    launcher, driver = make([("s", "q")], 1)
+    driver.stream_contexts[0x5000] = 0x20
+    stream = pytypes.SimpleNamespace(handle=0x5000)
+    assert launcher(((7,)), 1, 1, 0, stream) is True
+    assert launcher(((7,)), 1, 1, 0, stream) is True
+    assert [(call[0], call[4]) for call in driver.calls] == [(0xF00 + 0x20, 0x5000)] * 2
+    assert driver.context == 0x10 and driver.pushed == []  # the launching thread's context is current again
+    assert launcher(((7,)), 1, 1, 0, None) is True and driver.calls[-1][0] == 0xF00 + 0x10
+
+
+def test_a_context_without_the_kernels_code_is_left_to_the_slow_path_and_asked_once():
+    """A device of another architecture has no function for the kernel: the launcher says so (the slow path
+    compiles for that device), asking the driver once; where the stream is that device's, the same."""
+    launcher, driver = make([("s", "q")], 1)
+    driver.foreign.add(0x20)
+    driver.context = 0x20
+    assert launcher(((7,)), 1, 1, 0, None) is False
+    assert launcher(((7,)), 1, 1, 0, None) is False
+    assert driver.loads == [0x20] and driver.calls == []
+    driver.context, driver.stream_contexts[0x5000] = 0x10, 0x20
+    assert launcher(((7,)), 1, 1, 0, pytypes.SimpleNamespace(handle=0x5000)) is False
+    assert driver.calls == [] and driver.context == 0x10
+    driver.context, driver.stream_contexts[0x6000] = 0x20, 0x10  # current: no code; the stream's device: code
+    assert launcher(((7,)), 1, 1, 0, pytypes.SimpleNamespace(handle=0x6000)) is True
+    assert driver.calls[-1][0] == 0xF00 + 0x10 and driver.context == 0x20
+
+
 def test_an_f_ordered_array_passes_its_own_strides_and_a_c_ordered_one_strides_from_its_shape():
-    specs = [("a", np.dtype(np.float32), 2, 4, "F"), ("a", np.dtype(np.float32), 2, 4, "C")]
+    specs = [("a", np.dtype(np.float32), 2, 4, "F", False), ("a", np.dtype(np.float32), 2, 4, "C", False)]
     launcher, driver = make(specs, 18)
     f_array = DeviceArray(np.float32, (3, 4), 0x1000, c=False, f=True)
     f_array.strides = (4, 12)

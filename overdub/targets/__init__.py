@@ -121,13 +121,19 @@ class Target(Protocol):
     def compile_host(self, func: Callable[..., Any], argtypes: tuple[Any, ...]) -> Callable[..., Any]:
         """A Python-callable compile of ``func`` (rewritten in a chain) for these argument types (``od.overdub``)."""
 
-    def on_device(self, device: int, what: str = "od.cuda") -> AbstractContextManager[None]:
+    def on_device(self, device: int | None, what: str = "od.cuda", stream=None) -> AbstractContextManager[None]:
         """A context manager making ``device`` the current one on this thread for its block (a clear
-        ValueError for a device this machine does not have)."""
+        ValueError for a device this machine does not have, or a ``stream`` of another device); ``device``
+        None: the current device, or the device of ``stream`` where it is another's -- a launch on a stream
+        runs on the stream's device."""
+
+    def for_current_device(self) -> Target:
+        """This target as a launch from this thread compiles for it: itself, or (CUDA) the same options for the
+        architecture of the device current here -- a launch loads code for its device."""
 
     def check_launchable(self, stream=None) -> None:
         """Raise a clear error where launching on this target (on ``stream``) is impossible here (no GPU, no
-        driver, a stream of another device)."""
+        driver, a stream of another context than the current one)."""
 
 
 gpu_usable = cuda.gpu_usable
@@ -139,6 +145,8 @@ def default_target() -> str:
 
 
 _TARGETS = {"cpu": lambda: cpu.TARGET, "cuda": lambda: cuda.target_for(cuda.device_cc())}
+"""Each target by name; "cuda" is the target of the architecture of the device current on the calling thread
+(asked at each slow-path launch and reflection: one process may drive GPUs of several architectures)."""
 
 
 def get_target(name=None, debug: bool | None = None) -> Target:
@@ -146,14 +154,14 @@ def get_target(name=None, debug: bool | None = None) -> Target:
     was when first asked, so that launches and ``synchronize`` agree on it. ``debug`` configures it for checked
     kernels; by default ``OVERDUB_DEBUG`` decides, as it was when first asked."""
     if name is None:
-        target = _default()
-    elif isinstance(name, str):
+        name = _default()
+    if isinstance(name, str):
         try:
             target = _TARGETS[name]()
         except KeyError:
             raise ValueError(f"unknown target {name!r}: use 'cpu' or 'cuda'") from None
     elif isinstance(getattr(name, "options", None), CompileOptions):
-        target = name
+        target = name.for_current_device()
     else:
         raise TypeError(f"target= takes 'cpu' or 'cuda', not {name!r}")
     if debug is None:
@@ -162,8 +170,8 @@ def get_target(name=None, debug: bool | None = None) -> Target:
 
 
 @functools.cache
-def _default() -> Target:
-    return get_target(default_target(), debug=False)
+def _default() -> str:
+    return default_target()
 
 
 runtime.register_cache(f"{__name__}._default", _default, kept="fixed at first use: launches and synchronize agree")

@@ -112,10 +112,13 @@ class Driver:
         self.launch_kernel = driver.cuLaunchKernel
         self.launch_cooperative = driver.cuLaunchCooperativeKernel
         libcuda = ctypes.CDLL("libcuda.so.1")
-        # what the native launch function calls: cuLaunchKernel, cuCtxGetCurrent, cuKernelGetFunction
+        # what the native launch function calls (its launch follows a stream of another context into it)
         self.native_entries = tuple(
             int(ctypes.cast(getattr(libcuda, name), ctypes.c_void_p).value or 0)
-            for name in ("cuLaunchKernel", "cuCtxGetCurrent", "cuKernelGetFunction")
+            for name in (
+                *("cuLaunchKernel", "cuCtxGetCurrent", "cuKernelGetFunction"),
+                *("cuStreamGetCtx", "cuCtxPushCurrent_v2", "cuCtxPopCurrent_v2"),
+            )
         )
         self._streams: dict[int, object] = {}
 
@@ -156,10 +159,10 @@ class Driver:
 
     def function(self, kernel):
         """The ``CUfunction`` of a ``CUkernel`` in the current context (the driver loads it there the first
-        time); with no context current, the device's is made current first."""
+        time), or None where it cannot; with no context current, the device's is made current first."""
         make_current()
         err, function = self.driver.cuKernelGetFunction(kernel)
-        return function if not err else kernel
+        return None if err else function
 
     def current_context(self) -> int:
         err, context = self.driver.cuCtxGetCurrent()
@@ -209,14 +212,16 @@ class CUDALauncher:
         return self.handle
 
     def _function(self):
-        """The kernel's CUfunction in the context current on this thread (the native launch function keeps
-        its own per-context table, in C)."""
+        """The kernel's CUfunction in the context current on this thread, or None where the driver cannot load
+        it there (a device of another architecture than the code's). The native launch function keeps its own
+        per-context table, in C."""
         drv = driver()
         context = drv.current_context()
         function = self._functions.get(context) if context else None
         if function is None:
             function = drv.function(self._kernel())  # makes a context current where none is
-            self._functions[drv.current_context()] = function
+            if function is not None:
+                self._functions[drv.current_context()] = function
         return function
 
     def launch_function(self, kernel, described):
@@ -251,7 +256,12 @@ class CUDALauncher:
             if self.cooperative
             else "drv.launch_kernel(function, gx, gy, gz, tx, ty, tz, shmem, hstream, slot_addresses, 0)"
         )
-        body = ["hstream = drv.null_stream if stream is None else drv.stream(stream)", "function = function_here()"]
+        body = [
+            "hstream = drv.null_stream if stream is None else drv.stream(stream)",
+            "function = function_here()",
+            "if function is None:",  # not loadable in this context (another architecture): the slow path
+            "    return False",
+        ]
         if self.cooperative:
             body += ["check_co_resident(gx * gy * gz, tx * ty * tz, shmem)"]
         checked = self.call_helper is not None
@@ -263,7 +273,7 @@ class CUDALauncher:
             "    if err and in_context_now(err):",
             f"        err, = {enqueue}",
             "    if err:",
-            "        launch_failed(err, hstream)",
+            "        return launch_failed(err, hstream)",
             *(["    raise_error(hstream)"] if checked else []),
         ]
         namespace |= {
@@ -331,8 +341,11 @@ class CUDALauncher:
         message = exc_args[0] if exc_args else exc_class.__name__
         raise exc_class(f"{message}, in thread {thread} of block {block} of kernel {self.library.name}{where}")
 
-    def _failed(self, err, hstream=None):
-        check_stream(hstream, f"launching {self.library.name}")
+    def _failed(self, err, hstream=None) -> bool:
+        """After the driver refused a launch: False where the stream is another context's (the slow path
+        launches in the stream's context), else the driver's error."""
+        if _context_of_stream(hstream) is not None:
+            return False
         raise RuntimeError(f"launching {self.library.name}: {err!r}")
 
 
@@ -387,29 +400,40 @@ def _check_same_device(value) -> None:
 def check_stream(hstream, what: str) -> None:
     """A clear error where ``hstream`` (a CUstream) belongs to another context than the one current on this
     thread: the driver refuses such a launch (CUDA_ERROR_INVALID_HANDLE)."""
-    stream_context = _stream_of_another_context(hstream)
+    stream_context = _context_of_stream(hstream)
     if stream_context is not None:
         raise ValueError(
-            f"{what}: the stream belongs to {stream_context}, the launch to the context current on this thread "
-            f"({_context_label(None)}); launch with the stream's device current (cupy.cuda.Device(N).use(), "
-            f"or od.cuda(..., device=N)), or with a stream of this one"
+            f"{what}: the stream belongs to {_context_label(stream_context)}, the launch to the context current "
+            f"on this thread ({_context_label(None)}); launch with the stream's device current "
+            f"(cupy.cuda.Device(N).use()), or without device=, or with a stream of this one"
         )
 
 
-def _stream_of_another_context(hstream) -> str | None:
-    """After a launch the driver refused: the context ``hstream`` belongs to, described, where it is not the
-    one current on this thread (None where it is, or where that cannot be told)."""
+def _context_of_stream(hstream):
+    """The CUDA context ``hstream`` (a CUstream) belongs to, where it is not the one current on this thread
+    (None where it is, for the null stream, or where that cannot be told)."""
     if hstream is None or not int(hstream):  # the null stream: the current context's
         return None
     drv = driver().driver
     try:
-        err, context = drv.cuStreamGetCtx(drv.CUstream(int(hstream)))
+        err, context = drv.cuStreamGetCtx(hstream)
         err_here, here = drv.cuCtxGetCurrent()
     except Exception:  # the bindings differ: the driver's own error rather than a guess
         return None
     if int(err) or int(err_here) or int(context) == int(here):
         return None
-    return _context_label(context)
+    return context
+
+
+@contextlib.contextmanager
+def _pushed(context):
+    """``context`` current on this thread for the block (pushed, then popped)."""
+    drv = driver().driver
+    _checked("cuCtxPushCurrent", *drv.cuCtxPushCurrent(context))
+    try:
+        yield
+    finally:
+        drv.cuCtxPopCurrent()
 
 
 def _context_label(context) -> str:
@@ -568,11 +592,12 @@ class CUDATarget(Configurable):
     base = CUDA
     compile_lock = global_compiler_lock
 
-    def __init__(self, cc: tuple[int, int], options: CompileOptions = CompileOptions(), root: TargetRoot | None = None):
+    def __init__(self, cc: tuple, options: CompileOptions = CompileOptions(), root: TargetRoot | None = None):
         self.cc, self.options = tuple(cc), options
-        self.label = self._label(f"cuda (sm_{self.cc[0]}{self.cc[1]})")
+        arch = "sm_" + "".join(map(str, self.cc))  # sm_90; sm_90a for (9, 0, "a"): an architecture of its own
+        self.label = self._label(f"cuda ({arch})")
         if root is None:
-            self.root = TargetRoot(f"cuda-sm_{self.cc[0]}{self.cc[1]}", self)
+            self.root = TargetRoot(f"cuda-{arch}", self)
             self.root.forward(print, cuprintln)
             forward_views(self.root)
         else:
@@ -692,6 +717,14 @@ class CUDATarget(Configurable):
         library = CUDACodeLibrary._rebuild(**dict(payload["library"], codegen=codegen))
         return CUDALauncher(library, argtypes, None, payload["type_annotation"])
 
+    def for_current_device(self):
+        """The same options for the current device's architecture, where this is a launch's target (a
+        reflection compiles for the architecture it names)."""
+        if _reflecting.get():
+            return self
+        cc = device_cc()
+        return self if cc == self.cc else target_for(cc).configured(self.options)
+
     def _launches_load_cubins(self) -> bool:
         """Is this compile one that a launch here loads (not a reflection, and a usable GPU of this
         target's compute capability)?"""
@@ -710,31 +743,31 @@ class CUDATarget(Configurable):
                 _checked("cuCtxSynchronize", *drv.cuCtxSynchronize())
 
     @contextlib.contextmanager
-    def on_device(self, device, what: str = "od.cuda"):
-        """Device ``device``'s primary context current on this thread for the block (pushed, then popped)."""
-        count = _device_count()
-        if isinstance(device, bool) or not isinstance(device, int) or not 0 <= device < count:
-            raise ValueError(f"{what}(device={device!r}): this machine has devices 0..{count - 1}")
+    def on_device(self, device, what: str = "od.cuda", stream=None):
+        """Device ``device``'s primary context current on this thread for the block (pushed, then popped), a
+        ``stream`` passed being one of that context; ``device`` None: the context current, or the stream's
+        context where it is another one (pushed likewise)."""
+        if device is None:
+            context = _context_of_stream(driver().stream(stream)) if stream is not None and gpu_usable() else None
+            with contextlib.nullcontext() if context is None else _pushed(context):
+                yield
+            return
         drv = driver().driver
-        err, context = drv.cuDevicePrimaryCtxRetain(device)
+        err, context = drv.cuDevicePrimaryCtxRetain(_checked_ordinal(device, what))
         _checked("cuDevicePrimaryCtxRetain", err)
         try:
-            _checked("cuCtxPushCurrent", *drv.cuCtxPushCurrent(context))
-            try:
+            with _pushed(context):
+                if stream is not None:
+                    check_stream(driver().stream(stream), f"{what}(device={device})")
                 yield
-            finally:
-                drv.cuCtxPopCurrent()
         finally:
             drv.cuDevicePrimaryCtxRelease(device)
 
     def check_launchable(self, stream=None):
         """A usable GPU, and the device's context current on this thread: the slow path of a launch may
-        compile, link and load here (asked of the driver, not a flag: the thread may have popped it); a stream
-        of that context."""
+        compile, link and load here (asked of the driver, not a flag: the thread may have popped it)."""
         if gpu_usable():
             make_current(verify=True)
-            if stream is not None:
-                check_stream(driver().stream(stream), "a launch")
         else:
             raise RuntimeError(
                 "target='cuda' needs a usable NVIDIA GPU and driver, and numba-cuda finds none here "
@@ -745,8 +778,9 @@ class CUDATarget(Configurable):
 
 
 @functools.cache
-def target_for(cc: tuple[int, int]) -> CUDATarget:
-    """The CUDA target for one compute capability (each keeps its own kernels)."""
+def target_for(cc: tuple) -> CUDATarget:
+    """The CUDA target for one compute capability -- (9, 0), or (9, 0, "a") for the arch-specific sm_90a --
+    each keeping its own kernels."""
     return CUDATarget(cc)
 
 
@@ -765,15 +799,38 @@ def gpu_usable() -> bool:
 runtime.register_cache(f"{__name__}.gpu_usable", gpu_usable, kept="a fact of the machine, asked once")
 
 
+def device_cc(device: int | None = None, what: str = "od.cuda") -> tuple[int, ...]:
+    """The compute capability a kernel launched on ``device`` (an ordinal) compiles for; ``None``: the device
+    of the context current on this thread (none current: device 0, whose context a launch makes current).
+    sm_90 where there is no usable GPU (compiling needs none)."""
+    if device is not None:
+        return _compute_capability(_checked_ordinal(device, what))
+    if not gpu_usable():
+        return DEFAULT_CC
+    err, current = driver().driver.cuCtxGetDevice()
+    return _compute_capability(0 if err else int(current))
+
+
+def _checked_ordinal(device, what: str) -> int:
+    """``device``, refused with a clear ValueError unless it is one of this machine's devices."""
+    count = _device_count() if gpu_usable() else 0
+    if isinstance(device, bool) or not isinstance(device, int) or not 0 <= device < count:
+        have = f"devices 0..{count - 1}" if count else "no usable GPU (give cc= to compile for an architecture)"
+        raise ValueError(f"{what}(device={device!r}): this machine has {have}")
+    return device
+
+
 @functools.cache
-def device_cc() -> tuple[int, int]:
-    """The current device's compute capability, or sm_90 where there is no usable GPU (compiling needs none)."""
-    try:
-        if numba_cuda.is_available():
-            return tuple(numba_cuda.get_current_device().compute_capability)
-    except Exception:  # a broken driver install: compile for the default
-        pass
-    return DEFAULT_CC
+def _compute_capability(device: int) -> tuple[int, ...]:
+    drv = driver().driver
+    attribute = drv.CUdevice_attribute
+    err, major = drv.cuDeviceGetAttribute(attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device)
+    err_minor, minor = drv.cuDeviceGetAttribute(attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device)
+    if err or err_minor:  # a broken driver install: compile for the default
+        return DEFAULT_CC
+    return (int(major), int(minor))
 
 
-runtime.register_cache(f"{__name__}.device_cc", device_cc, kept="a fact of the machine, asked once")
+runtime.register_cache(
+    f"{__name__}._compute_capability", _compute_capability, kept="a fact of the machine, asked once per device"
+)

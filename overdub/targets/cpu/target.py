@@ -364,9 +364,9 @@ class CPUTarget(Configurable):
         )
 
     @contextlib.contextmanager
-    def on_device(self, device, what: str = "od.cuda"):
-        """The CPU target has one device, 0."""
-        if device != 0 or isinstance(device, bool):
+    def on_device(self, device, what: str = "od.cuda", stream=None):
+        """The CPU target has one device, 0 (None: the current one), where every stream is."""
+        if device is not None and (device != 0 or isinstance(device, bool)):
             raise ValueError(f"{what}(device={device!r}): the CPU target has one device, 0")
         yield
 
@@ -376,6 +376,9 @@ class CPUTarget(Configurable):
         if device not in (None, 0, "all"):
             raise ValueError(f"od.synchronize(device={device!r}): the CPU target has one device, 0")
         _libc.fflush(None)
+
+    def for_current_device(self):
+        return self
 
     def check_launchable(self, stream=None):
         """The CPU target runs anywhere (a stream's launches in order)."""
