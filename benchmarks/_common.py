@@ -18,7 +18,10 @@ def fresh_module(prefix: str, source: str, **extra) -> pytypes.ModuleType:
     """Exec ``source`` into a brand-new module with a unique name.
 
     overdub names generic functions by (module, qualname), so every generated module gets a name of its own:
-    two modules never share a generic function by accident.
+    two modules never share a generic function by accident. The source is compiled without this file's
+    ``from __future__ import annotations``: its annotations are evaluated when its statements run, as a module's
+    are (an ``@od.struct`` class reads its field types then, and the generated module is in no ``sys.modules``
+    to look them up in later).
     """
     import numba
     from numba import cuda
@@ -29,7 +32,7 @@ def fresh_module(prefix: str, source: str, **extra) -> pytypes.ModuleType:
     mod = pytypes.ModuleType(name)
     mod.__dict__.update(od=od, cuda=cuda, numba=numba, math=math, np=np)
     mod.__dict__.update(extra)
-    exec(compile(source, f"<{name}>", "exec"), mod.__dict__)
+    exec(compile(source, f"<{name}>", "exec", dont_inherit=True), mod.__dict__)
     return mod
 
 

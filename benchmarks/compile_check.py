@@ -1,5 +1,6 @@
 """--compile-only: compile every GPU-part kernel to PTX without a GPU (overdub via od.code_ptx, numba-cuda via
-cuda.compile_ptx, the CUDA C sources via NVRTC) and check part 4's recompile selectivity on PTX compiles.
+cuda.compile_ptx, the CUDA C sources via NVRTC), build part 1's C floor with the system's C compiler, and check
+part 4's recompile selectivity on PTX compiles.
 
 This is what can be verified on a machine with no GPU; it also records how many ``call`` instructions each
 overdub kernel's PTX keeps (a generic method that was not inlined would show up there).
@@ -8,9 +9,12 @@ overdub kernel's PTX keeps (a generic method that was not inlined would show up 
 from __future__ import annotations
 
 import re
+import tempfile
 import time
+from pathlib import Path
 
 import kernels as K
+import launch_floor
 from _common import Part, fresh_module
 
 CC = (9, 0)
@@ -45,6 +49,7 @@ def _nvrtc(source: str, name: str, arch: str = "sm_90") -> None:
 
 
 def run(part: Part, quick: bool, check_only: bool = False) -> None:
+    import numba
     from numba import cuda
     from numba.core import types
 
@@ -78,13 +83,20 @@ def run(part: Part, quick: bool, check_only: bool = False) -> None:
     # part 1
     with part.guard("part 1 kernels"):
         pymod = fresh_module("cc_launch", K.launch_py_source())
-        for name in K.LAUNCH_ARRAYS:
-            sig = (arr1,) * K.LAUNCH_ARRAYS[name] + (f32,) * K.LAUNCH_SCALARS[name]
-            od_ptx(f"1 {name}", getattr(pymod, name), *sig)
-            nb_ptx(f"1 {name}", getattr(pymod, name), sig)
+        particle = pymod.Particle
+        # overdub takes a Particle value and an array of them; numba-cuda a numpy record and an array of those
+        od_types = {"array": arr1, "scalar": f32, "struct": particle.__overdub_type__}
+        od_types["records"] = types.Array(particle.__overdub_type__, 1, "C")
+        nb_types = {**od_types, "struct": numba.from_dtype(particle.dtype)}
+        nb_types["records"] = types.Array(nb_types["struct"], 1, "C")
+        for name, kinds in K.LAUNCH_KERNELS.items():
+            od_ptx(f"1 {name}", getattr(pymod, name), *(od_types[kind] for kind in kinds))
+            nb_ptx(f"1 {name}", getattr(pymod, name), tuple(nb_types[kind] for kind in kinds))
         _nvrtc(K.launch_c_source(), "launch")
         _nvrtc(K.SPIN_C, "spin")
         part.checks.append({"name": "part 1/3 CUDA C sources compile with NVRTC", "ok": True})
+    with part.guard("part 1 C floor"):
+        _build_floor(part)
 
     # part 2
     with part.guard("part 2 kernels"):
@@ -140,6 +152,16 @@ def run(part: Part, quick: bool, check_only: bool = False) -> None:
                 "numba-cuda cannot compile part 4's kernel (it calls cuda.jit(device=True) "
                 "functions) to PTX without a GPU: skipped here."
             )
+
+
+def _build_floor(part: Part) -> None:
+    """Part 1's C floor builds with the system's C compiler and loads (its launch needs a GPU: not called)."""
+    if launch_floor.compiler() is None:
+        part.notes.append("no C compiler ($CC or cc): part 1's C floor (benchmarks/launch_floor.c) not built.")
+        return
+    with tempfile.TemporaryDirectory(prefix="odbench_floor_") as tmp:
+        launch_floor.load(launch_floor.build(Path(tmp)))
+    part.checks.append({"name": f"part 1 C floor builds with {launch_floor.compiler()} and loads", "ok": True})
 
 
 def _differs(a: str, b: str) -> None:

@@ -8,27 +8,44 @@ from __future__ import annotations
 
 # --- part 1: empty kernels ------------------------------------------------------------------------------
 
-LAUNCH_ARRAYS = {"k0": 0, "k1": 1, "k8": 8}  # kernel -> float32 array parameters
-LAUNCH_SCALARS = {"k0": 0, "k1": 1, "k8": 4}  # kernel -> float32 scalar parameters
+LAUNCH_KERNELS = {  # kernel -> the kinds of its parameters, in order
+    "k0": (),
+    "k1": ("array", "scalar"),
+    "k8": ("array",) * 8 + ("scalar",) * 4,
+    "kstruct": ("struct",),
+    "krecords": ("records",),
+}
+"""array: a float32 array; scalar: a float32; struct: a ``Particle`` value; records: an array of them."""
 
+PARTICLE = """
+@od.struct
+class Particle:
+    x: od.float32
+    y: od.float32
+    z: od.float32
+    id: od.int32
+"""
+"""The struct of cases 1d and 1e (16 bytes; ``Particle.dtype`` lays it out as ``PARTICLE_C`` does)."""
 
-def _params(name: str) -> list[str]:
-    return [f"a{i}" for i in range(LAUNCH_ARRAYS[name])] + [f"x{i}" for i in range(LAUNCH_SCALARS[name])]
+PARTICLE_C = "struct Particle { float x, y, z; int id; };"
+_C_TYPES = {"array": "float*", "scalar": "float", "struct": "Particle", "records": "Particle*"}
 
 
 def launch_py_source() -> str:
-    """Empty Python kernels (used both by od.cuda and, through cuda.jit, by numba-cuda)."""
-    return "\n".join(f"def {name}({', '.join(_params(name))}):\n    pass\n" for name in LAUNCH_ARRAYS)
+    """``Particle`` and the empty Python kernels (used both by od.cuda and, through cuda.jit, by numba-cuda)."""
+    kernels = [
+        f"def {name}({', '.join(f'p{i}' for i in range(len(kinds)))}):\n    pass\n"
+        for name, kinds in LAUNCH_KERNELS.items()
+    ]
+    return PARTICLE + "\n\n" + "\n".join(kernels)
 
 
 def launch_c_source() -> str:
-    """The same empty kernels in CUDA C (for cupy.RawKernel and cuda.core)."""
-    out = []
-    for name in LAUNCH_ARRAYS:
-        params = [f"float* a{i}" for i in range(LAUNCH_ARRAYS[name])] + [
-            f"float x{i}" for i in range(LAUNCH_SCALARS[name])
-        ]
-        out.append(f'extern "C" __global__ void {name}({", ".join(params)}) {{}}')
+    """The same empty kernels in CUDA C (for cupy.RawKernel, cuda.core and the C floor)."""
+    out = [PARTICLE_C]
+    for name, kinds in LAUNCH_KERNELS.items():
+        params = ", ".join(f"{_C_TYPES[kind]} p{i}" for i, kind in enumerate(kinds))
+        out.append(f'extern "C" __global__ void {name}({params}) {{}}')
     return "\n".join(out) + "\n"
 
 

@@ -112,15 +112,22 @@ def plots(results: dict, out: Path) -> list[str]:
     if p:
         rows = [m for m in p["measurements"] if m["unit"] == "us/launch"]
         cases = sorted({m["case"] for m in rows})
-        impls = ["overdub", "cuda.core", "cupy RawKernel", "numba-cuda"]
+        impls = ["C floor", "overdub", "overdub od.jit", "cuda.core", "cupy RawKernel", "numba-cuda"]
         if rows:
-            fig, ax = plt.subplots(figsize=(8, 4.5))
+            fig, ax = plt.subplots(figsize=(11, 4.5))
             width = 0.8 / len(impls)
             for j, impl in enumerate(impls):
-                vals = [next((m["value"] for m in rows if m["case"] == c and m["impl"] == impl), 0) for c in cases]
-                bars = ax.bar([i + j * width for i in range(len(cases))], vals, width, label=impl)
-                ax.bar_label(bars, fmt="%.1f", fontsize=7)
-            labels = {"a": "(a) no args", "b": "(b) 1 array + 1 scalar", "c": "(c) 8 arrays + 4 scalars"}
+                at = {m["case"]: m["value"] for m in rows if m["impl"] == impl}  # a launcher may miss a case
+                xs = [i + j * width for i, c in enumerate(cases) if c in at]
+                bars = ax.bar(xs, [at[c] for c in cases if c in at], width, label=impl)
+                ax.bar_label(bars, fmt="%.1f", fontsize=6)
+            labels = {
+                "a": "(a) no args",
+                "b": "(b) 1 array + 1 scalar",
+                "c": "(c) 8 arrays + 4 scalars",
+                "d": "(d) a struct",
+                "e": "(e) a record array",
+            }
             ax.set_xticks([i + 0.4 - width / 2 for i in range(len(cases))], [labels.get(c, c) for c in cases])
             ax.set_ylabel("host µs per launch (log)")
             ax.set_yscale("log")

@@ -2,7 +2,8 @@
 
     python benchmarks/run.py [--quick] [--out DIR] [--parts 1,2,3,4,5,6,7,8] [--check] [--compile-only]
 
-Parts 1-4 need a usable GPU (numba.cuda.is_available()) with cupy and cuda.core; part 5 (CPU target vs
+Parts 1-4 need a usable GPU (numba.cuda.is_available()) with cupy and cuda.core (and part 1's C floor a C
+compiler, $CC or cc); part 5 (CPU target vs
 numba.njit), part 6 (memory kept per re-run of a notebook cell) and part 7 (disk cache cold/warm/edited
 against numba's cache=True, host calls against plum; its CUDA half only with a GPU) and part 8 (Dask: per-task
 cost, shipping definitions; cupy chunks with a GPU) run anywhere. Writes DIR/results.json, DIR/results.md and DIR/*.png (when matplotlib is
