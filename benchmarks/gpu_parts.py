@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+import graph_part
 import kernels as K
 import launch_floor
 from _common import CheckFailed, Part, check_close, fresh_module, median, ratio
@@ -875,4 +876,5 @@ PARTS = {
     "2": ("Validity-check scaling", part2),
     "3": ("Generated-code quality", part3),
     "4": ("Recompile selectivity and cost", part4),
+    "9": ("CUDA graphs", graph_part.part9),
 }

@@ -1,6 +1,6 @@
 """overdub benchmark suite: one command runs every part the machine can run.
 
-    python benchmarks/run.py [--quick] [--out DIR] [--parts 1,2,3,4,5,6,7,8] [--check] [--compile-only]
+    python benchmarks/run.py [--quick] [--out DIR] [--parts 1,2,3,4,5,6,7,8,9] [--check] [--compile-only]
 
 Parts 1-4 need a usable GPU (numba.cuda.is_available()) with cupy and cuda.core (and part 1's C floor a C
 compiler, $CC or cc); part 5 (CPU target vs
@@ -35,7 +35,7 @@ from _common import Part, error_text  # noqa: E402
 # Part 7 measures the cache itself and turns it on, with directories of its own, in the processes it starts.
 os.environ["OVERDUB_CACHE"] = "0"
 
-ALL_PARTS = ["1", "2", "3", "4", "5", "6", "7", "8"]
+ALL_PARTS = ["1", "2", "3", "4", "5", "6", "7", "8", "9"]
 TITLES = {
     "1": "Launch overhead",
     "2": "Validity-check scaling",
@@ -45,6 +45,7 @@ TITLES = {
     "6": "Memory kept per re-run of a notebook cell",
     "7": "Starting fast: the disk cache and host calls",
     "8": "Scaling out with Dask: per-task cost, shipping definitions",
+    "9": "CUDA graphs: replay per kernel, staying valid",
     "ptx": "PTX compile check (no GPU needed)",
 }
 

@@ -11,6 +11,7 @@ from .compiler import CompileError
 from .context import ALL, CPU, CUDA, Context, when_imported
 from .dropin import jit
 from .extending import method
+from .graphs import Graph, graph
 from .host import overdub
 from .intrinsics import Pointer, cuprintln, pointer, state, unsafe_load, unsafe_store, vload, vstore
 from .launch import default_target, synchronize
@@ -135,6 +136,8 @@ __all__ = [
     "jit",
     "synchronize",
     "default_target",
+    "graph",
+    "Graph",
     "pointer",
     "Pointer",
     "unsafe_load",

@@ -661,7 +661,13 @@ static PyObject *launched_args(PyObject *args, PyObject *state) {
     return launched;
 }
 
+/* The host thread capturing launches into a graph (od.graph), 0 where none is: its od.cuda calls go to the
+ * Python definition, which records them. */
+static unsigned long capturing_thread = 0;
+
 static PyObject *cuda(PyObject *module, PyObject *args, PyObject *kwargs) {
+    if (capturing_thread != 0 && PyThread_get_thread_ident() == capturing_thread)
+        return PyObject_Call(python_launch, args, kwargs);
     PyObject *threads = py_one, *blocks = py_one, *shmem = py_zero, *stream = Py_None, *target = Py_None,
              *context = Py_None, *state = Py_None;
     Py_ssize_t n = PyTuple_Size(args);
@@ -763,12 +769,47 @@ static PyObject *install(PyObject *module, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+static PyObject *set_capturing(PyObject *module, PyObject *args) {
+    unsigned long thread;
+    if (!PyArg_ParseTuple(args, "k", &thread)) return NULL;
+    capturing_thread = thread;
+    Py_RETURN_NONE;
+}
+
+/* A graph's replay: every native launch function's validity check (as a launch checks it), then cuGraphLaunch.
+ * True: launched; False: a kernel is no longer valid (the graph is updated first). */
+typedef int (*cu_graph_launch_t)(void *exec, void *stream);
+
+static PyObject *graph_launch(PyObject *module, PyObject *args) {
+    PyObject *checked;
+    unsigned long long exec, stream, address;
+    if (!PyArg_ParseTuple(args, "O!KKK", &PyTuple_Type, &checked, &exec, &stream, &address)) return NULL;
+    for (Py_ssize_t i = 0; i < PyTuple_Size(checked); i++) {
+        PyObject *launcher = PyTuple_GetItem(checked, i);
+        if (Py_TYPE(launcher) != (PyTypeObject *)LauncherType) {
+            PyErr_SetString(PyExc_TypeError, "graph_launch checks native launch functions");
+            return NULL;
+        }
+        int valid = still_valid((Launcher *)launcher);
+        if (valid < 0) return NULL;
+        if (valid == 0) Py_RETURN_FALSE;
+    }
+    int err = ((cu_graph_launch_t)(uintptr_t)address)((void *)(uintptr_t)exec, (void *)(uintptr_t)stream);
+    if (err != 0) return PyErr_Format(PyExc_RuntimeError, "cuGraphLaunch failed with CUresult %d", err);
+    Py_RETURN_TRUE;
+}
+
 static PyObject *launch_count(PyObject *module, PyObject *unused) {
     return PyLong_FromUnsignedLongLong(launches);
 }
 
 static PyMethodDef module_methods[] = {
     {"launch_count", launch_count, METH_NOARGS, "launches made by native launchers so far"},
+    {"set_capturing", set_capturing, METH_VARARGS,
+     "set_capturing(thread_ident): the thread whose od.cuda calls a graph records (0: none)"},
+    {"graph_launch", graph_launch, METH_VARARGS,
+     "graph_launch(launch_functions, exec, stream, cuGraphLaunch address): launch a graph if every launch "
+     "function's kernel is still valid (True), else False"},
     {"install", install, METH_VARARGS,
      "install(table, slow_path, python_launch, state_mark): where cuda() looks launches up, who takes other "
      "keywords, and what marks a state's class in a key"},

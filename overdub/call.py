@@ -43,7 +43,7 @@ from .types import is_concrete
 if TYPE_CHECKING:
     from .targets import Launcher, Target
 
-__all__ = ["KernelCall", "launch_slow", "check_kernel"]
+__all__ = ["KernelCall", "launch_slow", "launch_compiled", "check_kernel"]
 
 
 @dataclass(frozen=True, eq=False, slots=True)
@@ -235,10 +235,10 @@ def launch_slow(
     blocks, threads, shmem = launchfn.checked_config(blocks, threads, shmem, stream)
     with get_target(target).on_device(None, "a launch", stream):  # on a stream: in the stream's context
         get_target(target).check_launchable(stream)
-        _launch_compiled(kernel, args, threads, blocks, shmem, stream, target, context, state)
+        launch_compiled(kernel, args, threads, blocks, shmem, stream, target, context, state)
 
 
-def _launch_compiled(
+def launch_compiled(
     kernel: object,
     args: tuple[object, ...],
     threads: object,
@@ -248,19 +248,22 @@ def _launch_compiled(
     target: str | Target | None,
     context: Context | tuple[Context, ...] | None,
     state: object,
-) -> None:
-    """The slow path's launch, in the launch's context: the compiled kernel for the device current here, a
-    launch function for these argument classes added to the launch table -- unless the table has one already
-    (a launch on a stream of another context, which the Python launch function leaves to this path)."""
+    add: bool = True,
+) -> tuple[KernelCall, compiler.Kernel, Launch]:
+    """The slow path's launch, in the launch's context: the compiled kernel for the device current here and a
+    launch function for these argument classes, which launches; ``add``: the launch function is added to the
+    launch table -- unless the table has one already (a launch on a stream of another context, which the
+    Python launch function leaves to this path). Returns the call, its compiled kernel and the launch
+    function (a graph's capture keeps them)."""
     launched = args if state is None else (state, *args)
     while True:
         call = KernelCall.of(kernel, args, target, context, state)  # describes (and checks) every argument
         compiled = call.compiled()
         launch = call.launch_function(compiled)
         if launch(launched, blocks, threads, shmem, stream):
-            if launch.guarded and not call.interned and not _served(call.key, compiled):
+            if add and launch.guarded and not call.interned and not _served(call.key, compiled):
                 runtime.add_launch(call.key, launch)
-            return
+            return call, compiled, launch
         if call.lifted is None and compiled.usable():  # (a captured value may have changed meanwhile)
             raise RuntimeError(
                 f"overdub internal error: the launch function of {compiled.job.call()} rejected "

@@ -15,6 +15,7 @@ from collections.abc import Callable
 
 from .call import launch_slow
 from .context import Context
+from .graphs import capturing
 from .runtime import STATE_MARK, launch_key, runtime
 from .targets import Target, default_target, get_target
 
@@ -59,6 +60,9 @@ def cuda(
     device of ``stream``, else the device current on this thread (cupy's, numba-cuda's, or one a thread made
     current). A kernel compiles for the launch's device's architecture and is loaded once in each context it
     is launched in."""
+    graph = capturing()
+    if graph is not None:  # od.graph's block: captured, not launched
+        return graph.record(kernel, args, threads, blocks, shmem, stream, target, context, state, debug, device)
     if device is not None:
         with get_target(target).on_device(device, stream=stream):
             return cuda(kernel, *args, threads=threads, blocks=blocks, shmem=shmem, stream=stream, target=target,

@@ -241,16 +241,40 @@ class CUDALauncher:
             return None
         return _fastlaunch.Launcher(kernel, checks, specs, int(self._kernel()), driver().native_entries, stream_handle)
 
-    def _generated(self, kernel, described, slots):
-        """The Python launch function: one ``struct.pack_into`` writes every slot of one parameter buffer
-        (per launcher, under its lock: the driver copies it during the call)."""
-        namespace, values = {}, []
+    @staticmethod
+    def _packing(slots) -> tuple[dict, list[str], struct.Struct]:
+        """How the parameter slots are written: the helpers' namespace, one Python expression per slot (of the
+        argument variables a0, a1, ...), and the buffer's layout."""
+        namespace: dict = {}
+        values: list[str] = []
         for name, arg_slots in zip(launchfn.argument_names(len(slots)), slots):
             values += arguments.slot_values(arg_slots, name, namespace)
-        layout = struct.Struct(arguments.slot_format([slot for arg_slots in slots for slot in arg_slots]))
+        return namespace, values, struct.Struct(arguments.slot_format([slot for each in slots for slot in each]))
+
+    @staticmethod
+    def _buffer(layout: struct.Struct) -> tuple[ctypes.Array, ctypes.Array]:
+        """A parameter buffer of ``layout`` and the array of pointers to its 8-byte slots the driver takes."""
         buffer = ctypes.create_string_buffer(max(layout.size, 8))
         base = ctypes.addressof(buffer)
         addresses = (ctypes.c_void_p * max(layout.size // 8, 1))(*[base + 8 * i for i in range(layout.size // 8)])
+        return buffer, addresses
+
+    def parameters(self, described) -> tuple[ctypes.Array, ctypes.Array]:
+        """The kernel's parameters for the ``described`` arguments' values, as a launch passes them: the buffer
+        and the array of pointers to its slots (a graph's kernel node takes them: ``od.graph``'s update)."""
+        slots = [_slots(argument) for argument in described]
+        namespace, values, layout = self._packing(slots)
+        names = launchfn.argument_names(len(slots))
+        pack = eval(f"lambda {', '.join(names)}: ({', '.join(values)}{',' if values else ''})", namespace)
+        buffer, addresses = self._buffer(layout)
+        layout.pack_into(buffer, 0, *pack(*(argument.value for argument in described)))
+        return buffer, addresses
+
+    def _generated(self, kernel, described, slots):
+        """The Python launch function: one ``struct.pack_into`` writes every slot of one parameter buffer
+        (per launcher, under its lock: the driver copies it during the call)."""
+        namespace, values, layout = self._packing(slots)
+        buffer, addresses = self._buffer(layout)
         enqueue = (
             "drv.launch_cooperative(function, gx, gy, gz, tx, ty, tz, shmem, hstream, slot_addresses)"
             if self.cooperative

@@ -1,0 +1,277 @@
+"""``od.graph()``: a sequence of kernel launches captured once and replayed, never with stale code.
+
+::
+
+    with od.graph() as g:            # the launches in the block are captured, not run
+        od.cuda(step, u, v, blocks=n // 256, threads=256)
+        kernel[blocks, threads](v, u)
+    g.launch()                       # the whole sequence, one driver call (a CUDA graph)
+
+On the CUDA target the block's launches (``od.cuda``, ``kernel[b, t]``, cupy's work on the capturing thread)
+are captured by the driver (:mod:`overdub.targets.cudagraph`). The graph records the compiled kernel of
+each launch: a replay first checks that every one is still valid, as a launch does. After a redefinition
+that invalidates one, the replay recompiles it and puts its new code in the executable graph's nodes in place,
+then launches: never stale code, and no new capture. ``g.update(i, *args)`` gives the ``i``-th launch new
+argument values (same classes and types) the same way.
+
+On the CPU target the same block records the launches and ``g.launch()`` runs them in order, each an
+``od.cuda`` call (so recompiled as any launch is).
+
+A graph belongs to the thread that captured it while capturing; one graph captures at a time in a process.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+from . import bridge
+from . import call as call_module
+from .targets import Target, get_target, launchfn
+
+try:
+    from . import _fastlaunch
+except ImportError:  # built without a C compiler: od.cuda is the Python function, which asks capturing()
+    _fastlaunch = None  # type: ignore[assignment]
+
+__all__ = ["Graph", "graph", "capturing"]
+
+_capturing: Graph | None = None  # the graph capturing now (on its thread), if any
+_capture_lock = threading.Lock()
+
+
+def capturing() -> Graph | None:
+    """The graph capturing launches on this thread, or None (asked by ``od.cuda`` before it launches)."""
+    graph = _capturing
+    return graph if graph is not None and graph._thread == threading.get_ident() else None
+
+
+def graph(target: str | Target | None = None) -> Graph:
+    """A graph of the launches made in its ``with`` block (on ``target``: by default, the launches' default),
+    replayed by ``launch()``."""
+    return Graph(get_target(target))
+
+
+@dataclass(eq=False)
+class Captured:
+    """One launch of a graph: the call as made, and on the CUDA target what it launched."""
+
+    kernel: Any  # as od.cuda took them
+    args: tuple[object, ...]
+    threads: Any
+    blocks: Any
+    shmem: int
+    target: Any
+    context: Any
+    state: object
+    compiled: Any = None  # CUDA: the compiled kernel (overdub.compiler.Kernel) the node launches
+    function: int = 0  # CUDA: its CUfunction, which finds its nodes
+    kept: tuple[object, ...] = field(
+        default=()
+    )  # CUDA: parameters set by update(), alive while the graph may read them
+
+    def call(self, args: tuple[object, ...] | None = None) -> call_module.KernelCall:
+        return call_module.KernelCall.of(
+            self.kernel, self.args if args is None else args, self.target, self.context, self.state
+        )
+
+
+class Graph:
+    """Launches captured once (``with od.graph() as g:``) and replayed (``g.launch()``)."""
+
+    def __init__(self, target: Target):
+        self.target = target
+        self.launches: list[Captured] = []
+        self._thread = 0
+        self._capture: Any = None  # CUDA: overdub.targets.cudagraph.Capture
+        self._checked: tuple[Any, ...] = ()  # CUDA: a native launch function per compiled kernel
+        self._fast: tuple[Any, ...] = ()  # _checked where it covers every kernel: graph_launch checks them
+        self._closed = False
+        self._captured = False  # a graph captures once
+
+    # -- capture ------------------------------------------------------------------------------------------
+    def __enter__(self) -> Graph:
+        global _capturing
+        if self._thread or self._captured:
+            raise RuntimeError("od.graph: this graph was captured already; make a new one with od.graph()")
+        with _capture_lock:
+            if _capturing is not None:
+                raise RuntimeError("od.graph: another graph is capturing (one at a time in a process)")
+            _capturing = self
+        self._thread, self._captured = threading.get_ident(), True
+        if self.target.name == "cuda":
+            from .targets.cudagraph import Capture
+
+            self._capture = Capture()
+            self._capture.begin()
+        if _fastlaunch is not None:
+            _fastlaunch.set_capturing(self._thread)
+        return self
+
+    def __exit__(self, kind: object, error: object, traceback: object) -> None:
+        global _capturing
+        try:
+            if self._capture is not None:
+                self._capture.end(failed=kind is not None)
+                if kind is None:
+                    self._index_nodes()
+        finally:
+            if _fastlaunch is not None:
+                _fastlaunch.set_capturing(0)
+            self._thread = 0
+            with _capture_lock:
+                _capturing = None
+
+    def record(
+        self,
+        kernel: object,
+        args: tuple[object, ...],
+        threads: object,
+        blocks: object,
+        shmem: int,
+        stream: object,
+        target: str | Target | None,
+        context: Any,
+        state: object,
+        debug: bool | None,
+        device: int | None,
+    ) -> None:
+        """``od.cuda``'s call while this graph captures: checked as a launch is, then captured (CUDA) or kept
+        (CPU)."""
+        where = f"od.graph: the launch of {getattr(kernel, '__qualname__', kernel)!r}"
+        if stream is not None or device is not None or debug:
+            raise ValueError(
+                f"{where} passes stream=, device= or debug=: a graph's launches run on its replay's stream and "
+                f"device, unchecked (launch checked kernels outside the graph)"
+            )
+        if get_target(target).name != self.target.name:
+            raise ValueError(f"{where} is on another target than the graph's ({self.target.label})")
+        call_module.check_kernel(bridge.python_function(kernel) or kernel, args)
+        blocks, threads, shmem = launchfn.checked_config(blocks, threads, shmem, None)
+        captured = Captured(kernel, tuple(args), threads, blocks, shmem, target, context, state)
+        if self._capture is not None:
+            self.target.check_launchable(None)
+            _, compiled, launch = call_module.launch_compiled(
+                kernel, args, threads, blocks, shmem, _Stream(self._capture.handle), target, context, state, add=False
+            )
+            captured.compiled, captured.function = compiled, int(cast(Any, compiled.launcher)._function())
+        self.launches.append(captured)
+        if self._capture is not None:
+            self._keep_checked(launch)
+
+    def _keep_checked(self, launch: object) -> None:
+        native = _fastlaunch is not None and type(launch) is _fastlaunch.Launcher
+        if native and all(other.kernel is not cast(Any, launch).kernel for other in self._checked):
+            self._checked += (launch,)
+        every = len(self._checked) == len({id(captured.compiled) for captured in self.launches})
+        self._fast = self._checked if every else ()
+
+    def _index_nodes(self) -> None:
+        """Each launch's node: the n-th node of its function is the function's n-th launch (capture order)."""
+        seen: dict[int, int] = {}
+        for captured in self.launches:
+            nodes = self._capture.nodes.get(captured.function, [])
+            seen[captured.function] = seen.get(captured.function, 0) + 1
+            if len(nodes) < seen[captured.function]:
+                raise RuntimeError(f"od.graph: the captured graph lacks the launch of {captured.compiled.describe()}")
+
+    # -- replay -------------------------------------------------------------------------------------------
+    def launch(self, stream: object = None) -> None:
+        """Run the captured launches, in order, on ``stream`` (default: the null stream). A kernel invalidated
+        since the capture (or the last replay) is recompiled and replaced in the graph first."""
+        if self._thread:
+            raise RuntimeError("od.graph: launch() inside its own with block; launch after it")
+        if self._fast and self._capture.launch(self._fast, stream):  # every kernel still valid: one call
+            return
+        if self._capture is None:
+            for captured in self.launches:
+                self._run(captured)
+            return
+        self._check_open()
+        self._refresh()
+        self._capture.launch_unchecked(stream)
+
+    def _run(self, captured: Captured) -> None:
+        from .launch import cuda
+
+        cuda(captured.kernel, *captured.args, threads=captured.threads, blocks=captured.blocks,
+             shmem=captured.shmem, target=captured.target, context=captured.context, state=captured.state)  # fmt: skip
+
+    def _refresh(self) -> None:
+        """Recompile each captured kernel no longer valid and put the new code in its nodes."""
+        done: dict[int, tuple[Any, int]] = {}
+        for captured in self.launches:
+            old = captured.compiled
+            if id(old) in done:
+                captured.compiled, captured.function = done[id(old)]
+                continue
+            if old.usable():
+                continue
+            called = captured.call()
+            compiled = called.compiled()
+            if compiled.job.argtypes != old.job.argtypes:
+                raise RuntimeError(
+                    f"od.graph: {old.describe()} now compiles for other argument types "
+                    f"({', '.join(map(str, compiled.job.argtypes))}): capture the graph again"
+                )
+            function = int(cast(Any, compiled.launcher)._function())
+            self._capture.replace_function(captured.function, function)
+            launch = called.launch_function(compiled)
+            self._checked = tuple(c for c in self._checked if c.kernel is not old)
+            done[id(old)] = (compiled, function)
+            captured.compiled, captured.function = compiled, function
+            self._keep_checked(launch)
+
+    def update(self, index: int, *args: object) -> None:
+        """The ``index``-th captured launch takes ``args`` from the next replay on (of the classes and types it
+        was captured with; no new capture)."""
+        captured = self.launches[index]
+        if self._capture is None:
+            call_module.check_kernel(bridge.python_function(captured.kernel) or captured.kernel, args)
+            captured.args = tuple(args)
+            return
+        self._check_open()
+        self._refresh()
+        called = captured.call(tuple(args))
+        if called.job != captured.compiled.job:
+            raise TypeError(
+                f"od.graph update of launch {index}: {captured.compiled.describe()} was captured for "
+                f"({', '.join(map(str, captured.compiled.job.argtypes))}), these arguments are "
+                f"({', '.join(str(a.type) for a in called.arguments)}): capture a new graph"
+            )
+        kept = captured.compiled.launcher.parameters(called.arguments)
+        occurrence = sum(1 for c in self.launches[:index] if c.function == captured.function)
+        self._capture.replace_arguments(captured.function, occurrence, kept[1])
+        captured.args, captured.kept = tuple(args), kept
+
+    def _check_open(self) -> None:
+        if self._closed or self._capture.exec is None:
+            raise RuntimeError("od.graph: this graph was closed (or its capture failed)")
+
+    def close(self) -> None:
+        """Free the graph's driver objects (also done when it is collected)."""
+        if self._capture is not None and not self._closed:
+            self._closed, self._fast = True, ()
+            self._capture.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # interpreter shutdown: the driver may be gone
+            pass
+
+    def __repr__(self) -> str:
+        return f"<od.graph of {len(self.launches)} launches on {self.target.label}>"
+
+
+class _Stream:
+    """The capture stream, as launch functions take a stream (``__cuda_stream__``)."""
+
+    __slots__ = ("handle",)
+
+    def __init__(self, handle: int):
+        self.handle = handle
+
+    def __cuda_stream__(self) -> tuple[int, int]:
+        return (0, self.handle)
