@@ -58,7 +58,7 @@ def part9(part, gpu, cfg, check_only: bool) -> None:
     code = gpu.core_code(C_SOURCE)
     functions = [drv.cuKernelGetFunction(code.get_kernel(f"k{i}")._handle)[1] for i in range(N_KERNELS)]
     raw = cp.zeros(32, dtype=np.float32)
-    params = ((int(raw.data.ptr), 32, 1.0), (None, ctypes.c_int, ctypes.c_float))
+    params = ((int(raw.data.ptr), 32, 1.0), (ctypes.c_void_p, ctypes.c_int, ctypes.c_float))
     _, capture_stream = drv.cuStreamCreate(1)
     drv.cuStreamBeginCapture(capture_stream, drv.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_RELAXED)
     for function in functions:

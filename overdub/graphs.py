@@ -153,7 +153,7 @@ class Graph:
         if self._capture is not None:
             self.target.check_launchable(None)
             _, compiled, launch = call_module.launch_compiled(
-                kernel, args, threads, blocks, shmem, _Stream(self._capture.handle), target, context, state, add=False
+                kernel, args, threads, blocks, shmem, self._capture.user_stream, target, context, state, add=False
             )
             captured.compiled, captured.function = compiled, int(cast(Any, compiled.launcher)._function())
         self.launches.append(captured)
@@ -263,15 +263,3 @@ class Graph:
 
     def __repr__(self) -> str:
         return f"<od.graph of {len(self.launches)} launches on {self.target.label}>"
-
-
-class _Stream:
-    """The capture stream, as launch functions take a stream (``__cuda_stream__``)."""
-
-    __slots__ = ("handle",)
-
-    def __init__(self, handle: int):
-        self.handle = handle
-
-    def __cuda_stream__(self) -> tuple[int, int]:
-        return (0, self.handle)

@@ -34,6 +34,7 @@ class Capture:
         err, self.stream = drv.cuStreamCreate(CU_STREAM_NON_BLOCKING)
         _checked("cuStreamCreate", err)
         self.handle = int(self.stream)
+        self.user_stream = StreamHandle(self.handle)  # as launch functions take a stream
         self.context = driver().current_context()
         self.graph: Any = None
         self.exec: Any = None
@@ -46,7 +47,10 @@ class Capture:
         _checked("cuStreamBeginCapture", *drv.cuStreamBeginCapture(self.stream, mode))
         cupy = _cupy()
         if cupy is not None:  # cupy's work on the capturing thread goes to the capture too
-            self._cupy_stream = cupy.cuda.ExternalStream(self.handle)
+            from_external = getattr(cupy.cuda.Stream, "from_external", None)  # cupy 14; ExternalStream before
+            self._cupy_stream = (
+                from_external(self.user_stream) if from_external else cupy.cuda.ExternalStream(self.handle)
+            )
             self._cupy_stream.__enter__()
 
     def end(self, failed: bool) -> None:
@@ -128,3 +132,15 @@ def _graph_launch_entry() -> int:
 def _cupy() -> Any:
     """cupy, where the program imported it (its work then joins the capture)."""
     return sys.modules.get("cupy")
+
+
+class StreamHandle:
+    """A stream of the driver's, as launch functions and cupy take one (``__cuda_stream__``)."""
+
+    __slots__ = ("handle",)
+
+    def __init__(self, handle: int):
+        self.handle = handle
+
+    def __cuda_stream__(self) -> tuple[int, int]:
+        return (0, self.handle)
