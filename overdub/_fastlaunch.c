@@ -372,17 +372,17 @@ static void forget_context(Launcher *self, void *context) {
 #define NOT_HERE (-1) /* not a CUresult: the kernel has no function in the context */
 
 /* 1: launched, 0: a check failed (take the slow path), -1: error. */
-static int launcher_run(Launcher *self, PyObject *args, Py_ssize_t first, PyObject *blocks, PyObject *threads,
-                        PyObject *shmem_obj, PyObject *stream) {
+static int launcher_run(Launcher *self, PyObject *const *args, Py_ssize_t nargs, PyObject *blocks,
+                        PyObject *threads, PyObject *shmem_obj, PyObject *stream) {
     int valid = still_valid(self);
     if (valid <= 0) return valid;
-    if (PyTuple_Size(args) - first != self->nargs) return 0;
+    if (nargs != self->nargs) return 0;
     uint64_t slots[MAX_SLOTS];
     void *params[MAX_SLOTS];
     Py_ssize_t n = 0;
     for (Py_ssize_t i = 0; i < self->nargs; i++) {
         const ArgSpec *spec = &self->specs[i];
-        int packed = spec->ops->pack(spec, PyTuple_GetItem(args, first + i), slots + n);
+        int packed = spec->ops->pack(spec, args[i], slots + n);
         if (packed <= 0) return packed;
         n += spec->ops->slots(spec);
     }
@@ -439,10 +439,24 @@ static int launcher_run(Launcher *self, PyObject *args, Py_ssize_t first, PyObje
     return 1;
 }
 
+/* The items of a tuple, borrowed, into ``out`` (room for ``room``), else into memory the caller frees. */
+static PyObject **tuple_items(PyObject *tuple, PyObject **out, Py_ssize_t room, Py_ssize_t *n) {
+    *n = PyTuple_Size(tuple);
+    PyObject **items = *n <= room ? out : PyMem_Malloc(sizeof(PyObject *) * (size_t)(*n ? *n : 1));
+    if (items == NULL) { PyErr_NoMemory(); return NULL; }
+    for (Py_ssize_t i = 0; i < *n; i++) items[i] = PyTuple_GetItem(tuple, i);
+    return items;
+}
+
 static PyObject *Launcher_call(Launcher *self, PyObject *call_args, PyObject *kwargs) {
-    PyObject *args, *blocks, *threads, *shmem_obj, *stream;
-    if (!PyArg_ParseTuple(call_args, "OOOOO", &args, &blocks, &threads, &shmem_obj, &stream)) return NULL;
-    int launched = launcher_run(self, args, 0, blocks, threads, shmem_obj, stream);
+    PyObject *args, *blocks, *threads, *shmem_obj, *stream, *local[32];
+    if (!PyArg_ParseTuple(call_args, "O!OOOO", &PyTuple_Type, &args, &blocks, &threads, &shmem_obj, &stream))
+        return NULL;
+    Py_ssize_t n;
+    PyObject **items = tuple_items(args, local, 32, &n);
+    if (items == NULL) return NULL;
+    int launched = launcher_run(self, items, n, blocks, threads, shmem_obj, stream);
+    if (items != local) PyMem_Free(items);
     if (launched < 0) return NULL;
     return PyBool_FromLong(launched);
 }
@@ -599,10 +613,11 @@ static PyObject *s_threads, *s_blocks, *s_shmem, *s_stream, *s_target, *s_contex
 
 /* Assign each keyword argument to its option; 0 on success, 1 when there is another keyword (the Python
  * launch path takes the rarer options, and says what it does not know). */
-static int parse_options(PyObject *kwargs, PyObject *names[NOPTIONS], PyObject **slots[NOPTIONS]) {
-    Py_ssize_t position = 0;
-    PyObject *key, *value;
-    while (PyDict_Next(kwargs, &position, &key, &value)) {
+static int parse_options(PyObject *kwnames, PyObject *const *values, PyObject *names[NOPTIONS],
+                         PyObject **slots[NOPTIONS]) {
+    Py_ssize_t nkw = PyTuple_Size(kwnames);
+    for (Py_ssize_t k = 0; k < nkw; k++) {
+        PyObject *key = PyTuple_GetItem(kwnames, k);
         int i = 0;
         while (i < NOPTIONS && key != names[i]) i++;          /* keywords are interned: compare pointers */
         if (i == NOPTIONS) {
@@ -610,17 +625,17 @@ static int parse_options(PyObject *kwargs, PyObject *names[NOPTIONS], PyObject *
             while (i < NOPTIONS && PyUnicode_Compare(key, names[i]) != 0) i++;
         }
         if (i == NOPTIONS) return 1;
-        *slots[i] = value;
+        *slots[i] = values[k];
     }
     return 0;
 }
 
 /* The launch table's key, as runtime.launch_key builds it: (kernel, context, target, argument classes), and
  * for a launch passing state, (kernel, context, target, state_mark, class of the state, argument classes). */
-static PyObject *launch_key(PyObject *args, PyObject *context, PyObject *target, PyObject *state) {
-    Py_ssize_t n = PyTuple_Size(args), extra = state == Py_None ? 0 : 2;
-    PyObject *kernel = PyTuple_GetItem(args, 0);
-    PyObject *key = PyTuple_New(n + 2 + extra);
+static PyObject *launch_key(PyObject *kernel, PyObject *const *args, Py_ssize_t n, PyObject *context,
+                            PyObject *target, PyObject *state) {
+    Py_ssize_t extra = state == Py_None ? 0 : 2;
+    PyObject *key = PyTuple_New(n + 3 + extra);
     if (key == NULL) return NULL;
     /* the key holds the kernel by its canonical weak reference, as runtime.launch_key does */
     PyObject *kernel_ref = PyWeakref_NewRef(kernel, NULL);
@@ -637,85 +652,178 @@ static PyObject *launch_key(PyObject *args, PyObject *context, PyObject *target,
         Py_INCREF(state_mark); PyTuple_SetItem(key, 3, state_mark);
         Py_INCREF((PyObject *)Py_TYPE(state)); PyTuple_SetItem(key, 4, (PyObject *)Py_TYPE(state));
     }
-    for (Py_ssize_t i = 1; i < n; i++) {
-        PyObject *cls = (PyObject *)Py_TYPE(PyTuple_GetItem(args, i));
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *cls = (PyObject *)Py_TYPE(args[i]);
         Py_INCREF(cls);
-        PyTuple_SetItem(key, i + 2 + extra, cls);
+        PyTuple_SetItem(key, i + 3 + extra, cls);
     }
     return key;
 }
 
-/* What launch functions receive: the arguments after the kernel, the state first where one is passed. */
-static PyObject *launched_args(PyObject *args, PyObject *state) {
-    Py_ssize_t n = PyTuple_Size(args);
-    if (state == Py_None) return PyTuple_GetSlice(args, 1, n);
-    PyObject *launched = PyTuple_New(n);
-    if (launched == NULL) return NULL;
-    Py_INCREF(state);
-    PyTuple_SetItem(launched, 0, state);
-    for (Py_ssize_t i = 1; i < n; i++) {
-        PyObject *item = PyTuple_GetItem(args, i);
-        Py_INCREF(item);
-        PyTuple_SetItem(launched, i, item);
+/* A tuple of the vector's items, the state first where one is passed (what Python launch functions take). */
+static PyObject *as_tuple(PyObject *first, PyObject *const *items, Py_ssize_t n) {
+    Py_ssize_t extra = first == NULL ? 0 : 1;
+    PyObject *tuple = PyTuple_New(n + extra);
+    if (tuple == NULL) return NULL;
+    if (extra) { Py_INCREF(first); PyTuple_SetItem(tuple, 0, first); }
+    for (Py_ssize_t i = 0; i < n; i++) { Py_INCREF(items[i]); PyTuple_SetItem(tuple, i + extra, items[i]); }
+    return tuple;
+}
+
+/* The lookup's cache: per kernel (a slot by its address), the launch table's list for the last call's key,
+ * valid while the table is unchanged -- its dict's version tag (PEP 509), which every insertion and removal
+ * bumps -- and the call names the same kernel (through its weak reference: a dead kernel's address may be
+ * reused), context, target, class of the state and argument classes (held: their addresses are not reused).
+ * A hit skips building, hashing and comparing the key's tuple. */
+#define NCACHE 64
+#define CACHE_ARGS 16
+typedef struct {
+    PyObject *kernel_ref;             /* the kernel's weak reference (or the kernel, where it has none) */
+    PyObject *context, *target, *state_class;
+    Py_ssize_t nargs;
+    PyObject *classes[CACHE_ARGS];
+    PyObject *candidates;             /* the table's list, or NULL: an empty slot */
+    uint64_t version;
+} Cached;
+static Cached cache[NCACHE];
+static const uint64_t *table_version = NULL; /* the launch table's version tag, where the interpreter has one */
+
+static void cache_clear(Cached *slot) {
+    Py_CLEAR(slot->kernel_ref); Py_CLEAR(slot->context); Py_CLEAR(slot->target); Py_CLEAR(slot->state_class);
+    for (Py_ssize_t i = 0; i < slot->nargs && i < CACHE_ARGS; i++) Py_CLEAR(slot->classes[i]);
+    Py_CLEAR(slot->candidates);
+    slot->nargs = 0;
+}
+
+static Cached *cache_slot(PyObject *kernel) { return &cache[((uintptr_t)kernel >> 4) % NCACHE]; }
+
+static int cache_hit(const Cached *slot, PyObject *kernel, PyObject *const *args, Py_ssize_t n, PyObject *context,
+                     PyObject *target, PyObject *state_class) {
+    if (slot->candidates == NULL || table_version == NULL || slot->version != *table_version) return 0;
+    PyObject *referent = PyWeakref_Check(slot->kernel_ref) ? PyWeakref_GetObject(slot->kernel_ref) : slot->kernel_ref;
+    if (referent != kernel || slot->context != context || slot->target != target || slot->nargs != n ||
+        slot->state_class != state_class)
+        return 0;
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (slot->classes[i] != (PyObject *)Py_TYPE(args[i])) return 0;
+    return 1;
+}
+
+static void cache_store(Cached *slot, PyObject *key, PyObject *kernel, PyObject *const *args, Py_ssize_t n,
+                        PyObject *context, PyObject *target, PyObject *state_class, PyObject *candidates) {
+    if (table_version == NULL || n > CACHE_ARGS) return;
+    Cached old = *slot; /* released once the slot is whole again: a destructor may run another launch */
+    slot->kernel_ref = PyTuple_GetItem(key, 0);
+    Py_INCREF(slot->kernel_ref);
+    Py_INCREF(context); slot->context = context;
+    Py_INCREF(target); slot->target = target;
+    Py_INCREF(state_class); slot->state_class = state_class;
+    for (Py_ssize_t i = 0; i < n; i++) { slot->classes[i] = (PyObject *)Py_TYPE(args[i]); Py_INCREF(slot->classes[i]); }
+    slot->nargs = n;
+    Py_INCREF(candidates); slot->candidates = candidates;
+    slot->version = *table_version;
+    cache_clear(&old);
+}
+
+/* The table's list of launch functions for the call (a new reference), None where it has none, NULL on error. */
+static PyObject *candidates_for(PyObject *kernel, PyObject *const *args, Py_ssize_t n, PyObject *context,
+                                PyObject *target, PyObject *state) {
+    PyObject *state_class = state == Py_None ? Py_None : (PyObject *)Py_TYPE(state);
+    Cached *slot = cache_slot(kernel);
+    if (cache_hit(slot, kernel, args, n, context, target, state_class)) {
+        Py_INCREF(slot->candidates);
+        return slot->candidates;
     }
-    return launched;
+    PyObject *key = launch_key(kernel, args, n, context, target, state);
+    if (key == NULL) return NULL;
+    PyObject *candidates = PyDict_GetItemWithError(launch_table, key);      /* borrowed */
+    if (candidates == NULL) {
+        Py_DECREF(key);
+        if (PyErr_Occurred()) return NULL;
+        Py_RETURN_NONE;
+    }
+    cache_store(slot, key, kernel, args, n, context, target, state_class, candidates);
+    Py_DECREF(key);
+    Py_INCREF(candidates);  /* a launch may replace the table's list */
+    return candidates;
 }
 
 /* The host thread capturing launches into a graph (od.graph), 0 where none is: its od.cuda calls go to the
  * Python definition, which records them. */
 static unsigned long capturing_thread = 0;
 
-static PyObject *cuda(PyObject *module, PyObject *args, PyObject *kwargs) {
+/* The Python definition's call, with the arguments as given (other keywords, a capture). */
+static PyObject *call_python(PyObject *const *argv, Py_ssize_t nargs, PyObject *kwnames) {
+    PyObject *args = as_tuple(NULL, argv, nargs), *kwargs = NULL;
+    if (args == NULL) return NULL;
+    Py_ssize_t nkw = kwnames == NULL ? 0 : PyTuple_Size(kwnames);
+    if (nkw) {
+        kwargs = PyDict_New();
+        for (Py_ssize_t i = 0; kwargs != NULL && i < nkw; i++)
+            if (PyDict_SetItem(kwargs, PyTuple_GetItem(kwnames, i), argv[nargs + i]) < 0) Py_CLEAR(kwargs);
+        if (kwargs == NULL) { Py_DECREF(args); return NULL; }
+    }
+    PyObject *result = PyObject_Call(python_launch, args, kwargs);
+    Py_DECREF(args);
+    Py_XDECREF(kwargs);
+    return result;
+}
+
+static PyObject *cuda(PyObject *module, PyObject *const *argv, Py_ssize_t nargs, PyObject *kwnames) {
     if (capturing_thread != 0 && PyThread_get_thread_ident() == capturing_thread)
-        return PyObject_Call(python_launch, args, kwargs);
+        return call_python(argv, nargs, kwnames);
     PyObject *threads = py_one, *blocks = py_one, *shmem = py_zero, *stream = Py_None, *target = Py_None,
              *context = Py_None, *state = Py_None;
-    Py_ssize_t n = PyTuple_Size(args);
-    if (n < 1) {
+    if (nargs < 1) {
         PyErr_SetString(PyExc_TypeError, "cuda() needs the kernel to launch");
         return NULL;
     }
-    if (kwargs != NULL) {
+    if (kwnames != NULL) {
         PyObject *names[NOPTIONS] = {s_threads, s_blocks, s_shmem, s_stream, s_target, s_context, s_state};
         PyObject **slots[NOPTIONS] = {&threads, &blocks, &shmem, &stream, &target, &context, &state};
-        if (parse_options(kwargs, names, slots)) return PyObject_Call(python_launch, args, kwargs);
+        if (parse_options(kwnames, argv + nargs, names, slots)) return call_python(argv, nargs, kwnames);
     }
-    PyObject *kernel = PyTuple_GetItem(args, 0);
-    PyObject *key = launch_key(args, context, target, state);
-    if (key == NULL) return NULL;
-    PyObject *candidates = PyDict_GetItemWithError(launch_table, key);      /* borrowed */
-    Py_DECREF(key);
-    if (candidates == NULL && PyErr_Occurred()) return NULL;
-    Py_INCREF(candidates ? candidates : Py_None);       /* a launch may replace the table's list */
-    Py_ssize_t count = candidates ? PyList_Size(candidates) : 0;
-    PyObject *kernel_args = NULL;
-    /* without state, native launchers read the arguments in place, after the kernel */
-    PyObject *native_args = state == Py_None ? args : NULL;
-    Py_ssize_t native_first = state == Py_None ? 1 : 0;
+    PyObject *kernel = argv[0];
+    PyObject *const *args = argv + 1;
+    Py_ssize_t n = nargs - 1;
+    PyObject *candidates = candidates_for(kernel, args, n, context, target, state);
+    if (candidates == NULL) return NULL;
+    Py_ssize_t count = candidates == Py_None ? 0 : PyList_Size(candidates);
+    PyObject *kernel_args = NULL, *local[32], **with_state = NULL;
+    /* native launchers read the arguments in place (after the state where one is passed) */
+    PyObject *const *native_args = args;
+    Py_ssize_t native_n = n;
+    if (state != Py_None && count) {
+        with_state = n + 1 <= 32 ? local : PyMem_Malloc(sizeof(PyObject *) * (size_t)(n + 1));
+        if (with_state == NULL) { Py_DECREF(candidates); return PyErr_NoMemory(); }
+        with_state[0] = state;
+        for (Py_ssize_t i = 0; i < n; i++) with_state[i + 1] = args[i];
+        native_args = with_state;
+        native_n = n + 1;
+    }
     int launched = 0;
     for (Py_ssize_t i = 0; i < count && !launched; i++) {
         PyObject *launch = PyList_GetItem(candidates, i);
-        int native = Py_TYPE(launch) == (PyTypeObject *)LauncherType;
-        if (kernel_args == NULL && (!native || native_args == NULL)) {
-            if ((kernel_args = launched_args(args, state)) == NULL) { launched = -1; break; }
-            if (native_args == NULL) native_args = kernel_args;
+        if (Py_TYPE(launch) == (PyTypeObject *)LauncherType) {
+            launched = launcher_run((Launcher *)launch, native_args, native_n, blocks, threads, shmem, stream);
+            continue;
         }
-        if (native) {
-            launched = launcher_run((Launcher *)launch, native_args, native_first, blocks, threads, shmem, stream);
-        } else {
-            PyObject *result = PyObject_CallFunctionObjArgs(launch, kernel_args, blocks, threads, shmem, stream,
-                                                            NULL);
-            launched = result == NULL ? -1 : PyObject_IsTrue(result);
-            Py_XDECREF(result);
+        if (kernel_args == NULL && (kernel_args = as_tuple(state == Py_None ? NULL : state, args, n)) == NULL) {
+            launched = -1;
+            break;
         }
+        PyObject *result = PyObject_CallFunctionObjArgs(launch, kernel_args, blocks, threads, shmem, stream, NULL);
+        launched = result == NULL ? -1 : PyObject_IsTrue(result);
+        Py_XDECREF(result);
     }
-    Py_DECREF(candidates ? candidates : Py_None);
+    Py_DECREF(candidates);
+    if (with_state != NULL && with_state != local) PyMem_Free(with_state);
     PyObject *result = NULL;
     if (launched > 0) {
         result = Py_None;
         Py_INCREF(result);
     } else if (launched == 0) {
-        PyObject *user_args = PyTuple_GetSlice(args, 1, n);
+        PyObject *user_args = as_tuple(NULL, args, n);
         if (user_args != NULL) {
             result = PyObject_CallFunctionObjArgs(slow_path, kernel, user_args, threads, blocks, shmem, stream,
                                                   target, context, state, NULL);
@@ -729,31 +837,28 @@ static PyObject *cuda(PyObject *module, PyObject *args, PyObject *kwargs) {
 /* runtime.launch_key, where the extension is built: the one definition of the key's format that od.cuda's
  * lookup above and the slow path's add_launch both use. */
 static PyObject *py_launch_key(PyObject *module, PyObject *args) {
-    PyObject *kernel, *user_args, *context, *target, *state;
+    PyObject *kernel, *user_args, *context, *target, *state, *local[32];
     if (!PyArg_ParseTuple(args, "OO!OOO", &kernel, &PyTuple_Type, &user_args, &context, &target, &state))
         return NULL;
     if (state != Py_None && state_mark == NULL) {
         PyErr_SetString(PyExc_RuntimeError, "launch_key: install() has not run");
         return NULL;
     }
-    Py_ssize_t n = PyTuple_Size(user_args);
-    PyObject *full = PyTuple_New(n + 1);
-    if (full == NULL) return NULL;
-    Py_INCREF(kernel);
-    PyTuple_SetItem(full, 0, kernel);
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *item = PyTuple_GetItem(user_args, i);
-        Py_INCREF(item);
-        PyTuple_SetItem(full, i + 1, item);
-    }
-    PyObject *key = launch_key(full, context, target, state);
-    Py_DECREF(full);
+    Py_ssize_t n;
+    PyObject **items = tuple_items(user_args, local, 32, &n);
+    if (items == NULL) return NULL;
+    PyObject *key = launch_key(kernel, items, n, context, target, state);
+    if (items != local) PyMem_Free(items);
     return key;
 }
 
 static PyObject *install(PyObject *module, PyObject *args) {
     PyObject *table, *slow, *python, *mark;
-    if (!PyArg_ParseTuple(args, "OOOO", &table, &slow, &python, &mark)) return NULL;
+    unsigned long long version_address;
+    if (!PyArg_ParseTuple(args, "O!OOOK", &PyDict_Type, &table, &slow, &python, &mark, &version_address))
+        return NULL;
+    for (int i = 0; i < NCACHE; i++) cache_clear(&cache[i]);
+    table_version = (const uint64_t *)(uintptr_t)version_address;
     Py_XDECREF(launch_table);
     Py_XDECREF(slow_path);
     Py_XDECREF(python_launch);
@@ -811,11 +916,12 @@ static PyMethodDef module_methods[] = {
      "graph_launch(launch_functions, exec, stream, cuGraphLaunch address): launch a graph if every launch "
      "function's kernel is still valid (True), else False"},
     {"install", install, METH_VARARGS,
-     "install(table, slow_path, python_launch, state_mark): where cuda() looks launches up, who takes other "
-     "keywords, and what marks a state's class in a key"},
+     "install(table, slow_path, python_launch, state_mark, version_address): where cuda() looks launches up, "
+     "who takes other keywords, what marks a state's class in a key, and the address of the table's version "
+     "tag (0: none; the lookup is not cached)"},
     {"launch_key", py_launch_key, METH_VARARGS,
      "launch_key(kernel, args, context, target, state): the launch table's key of a call (runtime.launch_key)"},
-    {"cuda", (PyCFunction)(void (*)(void))cuda, METH_VARARGS | METH_KEYWORDS,
+    {"cuda", (PyCFunction)(void (*)(void))cuda, METH_FASTCALL | METH_KEYWORDS,
      "cuda(kernel, /, *args, threads=1, blocks=1, shmem=0, stream=None, target=None, context=None, state=None,\n"
      "     debug=None)\n"
      "--\n\n"

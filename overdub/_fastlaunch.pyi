@@ -47,6 +47,7 @@ def install(
     slow_path: Callable[..., None],
     python_launch: Callable[..., None],
     state_mark: object,
+    version_address: int,  # the table's version tag (bindings.version_tag_address); 0: no lookup cache
     /,
 ) -> None: ...
 def launch_key(

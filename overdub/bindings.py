@@ -49,6 +49,12 @@ _HAS_VERSION_TAG = sys.version_info < (3, 14)
 _UNSEEN = 2**64 - 1  # a word value no pointer or version tag takes
 
 
+def version_tag_address(namespace: dict) -> int:
+    """The address of ``namespace``'s version tag (PEP 509: every insertion and removal changes it), or 0 where
+    the interpreter has none."""
+    return id(namespace) + _VERSION_OFFSET if _HAS_VERSION_TAG else 0
+
+
 def _probe(obj, value) -> int | None:
     """The offset of the word in ``obj``'s memory that points to ``value`` (searched past the header)."""
     for offset in range(2 * _WORD, 24 * _WORD, _WORD):

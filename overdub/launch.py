@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from .bindings import version_tag_address
 from .call import launch_slow
 from .context import Context
 from .graphs import capturing
@@ -80,7 +81,8 @@ def cuda(
 _python_cuda = cuda  # what the native od.cuda calls for the keywords it leaves to Python (debug=)
 
 if _fastlaunch is not None:  # the same lookup in C; static tools and the API page read the definition above
-    _fastlaunch.install(runtime.launches, launch_slow, _python_cuda, STATE_MARK)
+    # the lookup caches each kernel's last key while the launch table is unchanged (its version tag)
+    _fastlaunch.install(runtime.launches, launch_slow, _python_cuda, STATE_MARK, version_tag_address(runtime.launches))
     globals()["cuda"] = _fastlaunch.cuda
 
 

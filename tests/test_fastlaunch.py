@@ -305,3 +305,38 @@ def test_the_native_launch_key_is_the_python_definitions_key():
             native = fastlaunch.launch_key(kernel, args, context, target, state)
             assert native == od_runtime._launch_key(kernel, context, target, args, state)
             assert od_runtime.launch_key(kernel, context, target, args, state) == native
+
+
+def test_the_lookup_serves_the_launch_tables_current_list_for_each_call():
+    """od.cuda's lookup caches each kernel's last key while the table is unchanged: a changed table (a launch
+    function added or dropped), other argument classes, another kernel or state each find the table's own list
+    for their call."""
+    import overdub as od
+    from overdub.runtime import runtime
+
+    def kernel(x):
+        pass
+
+    launched = []
+
+    def launch_function(tag):
+        def launch(args, blocks, threads, shmem, stream):
+            launched.append((tag, args))
+            return True
+
+        return launch
+
+    key_int = fastlaunch.launch_key(kernel, (1,), None, "cpu", None)
+    key_float = fastlaunch.launch_key(kernel, (1.0,), None, "cpu", None)
+    try:
+        runtime.launches[key_int] = [launch_function("a")]
+        runtime.launches[key_float] = [launch_function("f")]
+        od.cuda(kernel, 1, target="cpu")
+        od.cuda(kernel, 1, target="cpu")
+        od.cuda(kernel, 2.5, target="cpu")
+        runtime.launches[key_int] = [launch_function("b")]  # the table changed: the new list
+        od.cuda(kernel, 3, target="cpu")
+        assert launched == [("a", (1,)), ("a", (1,)), ("f", (2.5,)), ("b", (3,))]
+    finally:
+        runtime.launches.pop(key_int, None)
+        runtime.launches.pop(key_float, None)
