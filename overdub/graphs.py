@@ -28,23 +28,15 @@ from typing import Any, cast
 
 from . import bridge
 from . import call as call_module
+from .launch import capture_into, cuda
 from .targets import Target, get_target, launchfn
 
 try:
     from . import _fastlaunch
-except ImportError:  # built without a C compiler: od.cuda is the Python function, which asks capturing()
+except ImportError:  # built without a C compiler: no native launch functions to check in C
     _fastlaunch = None  # type: ignore[assignment]
 
-__all__ = ["Graph", "graph", "capturing"]
-
-_capturing: Graph | None = None  # the graph capturing now (on its thread), if any
-_capture_lock = threading.Lock()
-
-
-def capturing() -> Graph | None:
-    """The graph capturing launches on this thread, or None (asked by ``od.cuda`` before it launches)."""
-    graph = _capturing
-    return graph if graph is not None and graph._thread == threading.get_ident() else None
+__all__ = ["Graph", "graph"]
 
 
 def graph(target: str | Target | None = None) -> Graph:
@@ -83,7 +75,7 @@ class Graph:
     def __init__(self, target: Target):
         self.target = target
         self.launches: list[Captured] = []
-        self._thread = 0
+        self.thread = 0  # the thread capturing into this graph, while it does
         self._capture: Any = None  # CUDA: overdub.targets.cudagraph.Capture
         self._checked: tuple[Any, ...] = ()  # CUDA: a native launch function per compiled kernel
         self._fast: tuple[Any, ...] = ()  # _checked where it covers every kernel: graph_launch checks them
@@ -92,36 +84,36 @@ class Graph:
 
     # -- capture ------------------------------------------------------------------------------------------
     def __enter__(self) -> Graph:
-        global _capturing
-        if self._thread or self._captured:
+        if self.thread or self._captured:
             raise RuntimeError("od.graph: this graph was captured already; make a new one with od.graph()")
-        with _capture_lock:
-            if _capturing is not None:
-                raise RuntimeError("od.graph: another graph is capturing (one at a time in a process)")
-            _capturing = self
-        self._thread, self._captured = threading.get_ident(), True
-        if self.target.name == "cuda":
-            from .targets.cudagraph import Capture
+        self.thread = threading.get_ident()
+        try:
+            capture_into(self)
+        except RuntimeError:
+            self.thread = 0
+            raise
+        self._captured = True
+        try:
+            if self.target.name == "cuda":
+                from .targets.cudagraph import Capture
 
-            self._capture = Capture()
-            self._capture.begin()
-        if _fastlaunch is not None:
-            _fastlaunch.set_capturing(self._thread)
+                self._capture = Capture()
+                self._capture.begin()
+        except BaseException:
+            self.thread = 0
+            capture_into(None)
+            raise
         return self
 
     def __exit__(self, kind: object, error: object, traceback: object) -> None:
-        global _capturing
         try:
             if self._capture is not None:
                 self._capture.end(failed=kind is not None)
                 if kind is None:
                     self._index_nodes()
         finally:
-            if _fastlaunch is not None:
-                _fastlaunch.set_capturing(0)
-            self._thread = 0
-            with _capture_lock:
-                _capturing = None
+            self.thread = 0
+            capture_into(None)
 
     def record(
         self,
@@ -180,7 +172,7 @@ class Graph:
     def launch(self, stream: object = None) -> None:
         """Run the captured launches, in order, on ``stream`` (default: the null stream). A kernel invalidated
         since the capture (or the last replay) is recompiled and replaced in the graph first."""
-        if self._thread:
+        if self.thread:
             raise RuntimeError("od.graph: launch() inside its own with block; launch after it")
         if self._fast and self._capture.launch(self._fast, stream):  # every kernel still valid: one call
             return
@@ -193,8 +185,6 @@ class Graph:
         self._capture.launch_unchecked(stream)
 
     def _run(self, captured: Captured) -> None:
-        from .launch import cuda
-
         cuda(captured.kernel, *captured.args, threads=captured.threads, blocks=captured.blocks,
              shmem=captured.shmem, target=captured.target, context=captured.context, state=captured.state)  # fmt: skip
 

@@ -11,12 +11,13 @@ classes, caches it when it guards every argument, and launches.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
+from typing import Any
 
 from .bindings import version_tag_address
 from .call import launch_slow
 from .context import Context
-from .graphs import capturing
 from .runtime import STATE_MARK, launch_key, runtime
 from .targets import Target, default_target, get_target
 
@@ -61,9 +62,10 @@ def cuda(
     device of ``stream``, else the device current on this thread (cupy's, numba-cuda's, or one a thread made
     current). A kernel compiles for the launch's device's architecture and is loaded once in each context it
     is launched in."""
-    graph = capturing()
-    if graph is not None:  # od.graph's block: captured, not launched
-        return graph.record(kernel, args, threads, blocks, shmem, stream, target, context, state, debug, device)
+    graph = _capturing
+    if graph is not None and graph.thread == threading.get_ident():  # od.graph's block: captured, not launched
+        graph.record(kernel, args, threads, blocks, shmem, stream, target, context, state, debug, device)
+        return None
     if device is not None:
         with get_target(target).on_device(device, stream=stream):
             return cuda(kernel, *args, threads=threads, blocks=blocks, shmem=shmem, stream=stream, target=target,
@@ -76,6 +78,22 @@ def cuda(
         if launch(launched, blocks, threads, shmem, stream):
             return
     launch_slow(kernel, args, threads, blocks, shmem, stream, target, context, state)
+
+
+_capturing: Any = None  # the graph (overdub.graphs) capturing this process's launches on its thread
+_capture_lock = threading.Lock()
+
+
+def capture_into(graph: Any) -> None:
+    """Make od.cuda on ``graph.thread`` record its launches with ``graph.record`` (one graph at a time in a
+    process: a RuntimeError while another captures); None: launch again."""
+    global _capturing
+    with _capture_lock:
+        if graph is not None and _capturing is not None:
+            raise RuntimeError("od.graph: another graph is capturing (one at a time in a process)")
+        _capturing = graph
+    if _fastlaunch is not None:  # the native od.cuda hands that thread's calls to the definition above
+        _fastlaunch.set_capturing(0 if graph is None else graph.thread)
 
 
 _python_cuda = cuda  # what the native od.cuda calls for the keywords it leaves to Python (debug=)
