@@ -120,6 +120,7 @@ class Driver:
                 *("cuStreamGetCtx", "cuCtxPushCurrent_v2", "cuCtxPopCurrent_v2"),
             )
         )
+        self.graph_launch = int(ctypes.cast(libcuda.cuGraphLaunch, ctypes.c_void_p).value or 0)  # od.graph's replay
         self._streams: dict[int, object] = {}
 
     def stream(self, stream):

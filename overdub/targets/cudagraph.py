@@ -11,7 +11,6 @@ instantiation), and a launch's arguments can be replaced the same way.
 from __future__ import annotations
 
 import ctypes
-import functools
 import sys
 from typing import Any
 
@@ -86,7 +85,7 @@ class Capture:
         """Launch the executable graph on ``stream`` (None: the null stream) if every native launch function's
         kernel is still valid (True), else False."""
         handle = 0 if stream is None else int(driver().stream(stream))  # type: ignore[no-untyped-call]
-        return _graph_launch(launch_functions, self.exec_handle, handle, _graph_launch_entry())
+        return _graph_launch(launch_functions, self.exec_handle, handle, driver().graph_launch)
 
     def launch_unchecked(self, stream: object) -> None:
         handle = driver().null_stream if stream is None else driver().stream(stream)  # type: ignore[no-untyped-call]
@@ -122,11 +121,6 @@ class Capture:
             drv.cuGraphDestroy(self.graph)
         drv.cuStreamDestroy(self.stream)
         self.exec = self.graph = None
-
-
-@functools.cache
-def _graph_launch_entry() -> int:
-    return int(ctypes.cast(ctypes.CDLL("libcuda.so.1").cuGraphLaunch, ctypes.c_void_p).value or 0)
 
 
 def _cupy() -> Any:
