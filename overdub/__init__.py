@@ -14,6 +14,7 @@ from .extending import method
 from .host import overdub
 from .intrinsics import Pointer, cuprintln, pointer, state, unsafe_load, unsafe_store, vload, vstore
 from .launch import default_target, synchronize
+from .precompiling import precompile
 from .reflect import code_llvm, code_native, code_ptx, code_sass, code_typed, explain, invalidation_tree, stats
 from .registry import AmbiguityError, GenericFunction, Method, MethodError, function, methods, which
 from .scaleout import map_blocks, map_overlap
@@ -135,6 +136,7 @@ __all__ = [
     "jit",
     "synchronize",
     "default_target",
+    "precompile",
     "pointer",
     "Pointer",
     "unsafe_load",
