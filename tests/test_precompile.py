@@ -59,19 +59,29 @@ def with_state(out, x):
         out[i] = x[i] + od.state()
 """
 
-LAUNCH = """
-import json, sys
-import numpy as np
+PROGRAM = """
+import json, os, sys
 import overdub as od
-kernels, target = __import__(sys.argv[1]), sys.argv[2]
-xp = np if target == "cpu" else __import__("cupy")
+kernels, target, precompiled = __import__(sys.argv[1]), sys.argv[2], sys.argv[3:]
+xp = __import__("numpy" if target == "cpu" else "cupy")
 x = xp.arange(8.0)
+result = {"pid": os.getpid()}
+if precompiled:
+    calls = [(getattr(kernels, name), (xp.zeros(8), x)) for name in precompiled]
+    try:
+        report = od.precompile(calls, target=target, workers=2)
+    except od.CompileError as error:
+        result["error"] = str(error)
+    else:
+        result.update(report=[[call.how, call.process, call.call] for call in report], spawned=report.spawned)
+result["precompile_stats"] = od.stats()
 outs = []
 for name in ("k0", "k1"):
     out = xp.zeros(8)
     od.cuda(getattr(kernels, name), out, x, threads=8, target=target)
     outs.append(out.tolist())
-print(json.dumps({"outs": outs, "stats": od.stats()}))
+result.update(outs=outs, stats=od.stats())
+print(json.dumps(result))
 """
 
 MAIN_KERNEL = """
@@ -96,49 +106,52 @@ def kernels(tmp_path, monkeypatch):
     sys.modules.pop(name, None)
 
 
-def _launched(kernel, target="cpu") -> list[float]:
+def _launched(kernel) -> list[float]:
     out = np.zeros(8)
-    od.cuda(kernel, out, X, threads=8, target=target)
+    od.cuda(kernel, out, X, threads=8, target="cpu")
     return out.tolist()
 
 
-def _fresh_process(kernels, target: str = "cpu") -> dict:
-    """``kernels.k0`` and ``k1`` launched in a new Python with this test's disk cache: results and stats."""
+def _fresh_process(kernels, target: str, *precompiled: str) -> dict:
+    """A new Python with this test's disk cache (and none of the definitions earlier tests left in this one):
+    ``od.precompile`` of the ``precompiled`` kernels with two processes, then ``kernels.k0`` and ``k1``
+    launched. What the precompile did (or its error), the stats after it and after the launches, the results."""
     path = pathlib.Path(kernels.__file__).parent
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(WORKTREE), str(path), os.environ.get("PYTHONPATH", "")]))
     done = subprocess.run(
-        [sys.executable, "-c", LAUNCH, kernels.__name__, target], capture_output=True, text=True, env=env, timeout=300
+        [sys.executable, "-c", PROGRAM, kernels.__name__, target, *precompiled],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
     )
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout.splitlines()[-1])
 
 
-def test_kernels_precompiled_in_parallel_launch_without_compiling_here_and_in_a_fresh_process(kernels):
-    report = od.precompile([(kernels.k0, (np.zeros(8), X)), (kernels.k1, (np.zeros(8), X))], target="cpu", workers=2)
-    assert [call.how for call in report] == ["compiled here", "compiled in a worker"]
-    assert report.spawned == 1 and report[1].process != os.getpid()
-    assert report[1].call == "k1(array(float64, 1d, C), array(float64, 1d, C))"
-    before = od.stats()
-    assert (before["compiles"], before["disk_hits"]) == (1, 1)  # k0 compiled here, k1 loaded from its worker's entry
-    assert _launched(kernels.k0) == (2 * X).tolist()
-    assert _launched(kernels.k1) == (2 * X + 1).tolist()
-    after = od.stats()
-    assert [after[k] - before[k] for k in ("compiles", "disk_hits", "disk_misses")] == [0, 0, 0]
-    fresh = _fresh_process(kernels)
-    assert fresh["outs"] == [(2 * X).tolist(), (2 * X + 1).tolist()]
+def _counts(stats: dict) -> tuple[int, int, int]:
+    return stats["compiles"], stats["disk_hits"], stats["disk_misses"]
+
+
+def test_kernels_precompiled_in_parallel_launch_without_compiling_there_and_in_a_fresh_process(kernels):
+    first = _fresh_process(kernels, "cpu", "k0", "k1")
+    assert [how for how, _, _ in first["report"]] == ["compiled here", "compiled in a worker"]
+    assert first["spawned"] == 1 and first["report"][1][1] != first["pid"]  # k1 compiled in another process
+    assert first["report"][1][2] == "k1(array(float64, 1d, C), array(float64, 1d, C))"
+    assert first["precompile_stats"]["compiles"] == first["precompile_stats"]["disk_hits"] == 1  # k1: the worker's
+    assert _counts(first["stats"]) == _counts(first["precompile_stats"])  # the launches compiled and loaded nothing
+    assert first["outs"] == [(2 * X).tolist(), (2 * X + 1).tolist()]
+    fresh = _fresh_process(kernels, "cpu")
+    assert fresh["outs"] == first["outs"]
     assert (fresh["stats"]["compiles"], fresh["stats"]["disk_hits"]) == (0, 2)
 
 
 def test_a_call_failing_in_a_worker_is_named_in_the_compile_error_after_the_others_are_cached(kernels):
-    with pytest.raises(od.CompileError) as caught:
-        od.precompile([(kernels.k0, (np.zeros(8), X)), (kernels.broken, (np.zeros(8), X))], target="cpu", workers=2)
-    message = str(caught.value)
-    assert "1 of 2 kernel calls failed" in message
-    assert "broken(array(float64, 1d, C), array(float64, 1d, C))" in message
-    assert "twice" in message  # the compile's own error, from this process
-    compiles = od.stats()["compiles"]
-    assert _launched(kernels.k0) == (2 * X).tolist()
-    assert od.stats()["compiles"] == compiles
+    run = _fresh_process(kernels, "cpu", "k0", "broken")  # k0 compiles here, broken in the worker
+    assert "1 of 2 kernel calls failed" in run["error"]
+    assert "broken(array(float64, 1d, C), array(float64, 1d, C))" in run["error"]
+    assert "twice" in run["error"]  # the compile's own error, compiled again in this process
+    assert run["stats"]["compiles"] - run["precompile_stats"]["compiles"] == 1  # k1 at its launch; k0 was ready
 
 
 def test_a_warm_precompile_loads_from_the_disk_cache_and_starts_no_process(kernels):
@@ -214,14 +227,9 @@ def test_precompiled_cuda_kernels_are_what_code_ptx_reads(kernels):
 
 @pytest.mark.gpu
 def test_a_fresh_process_launches_cuda_kernels_precompiled_in_parallel_from_their_cubins(kernels, cupy):
-    x = cupy.arange(8.0)
-    report = od.precompile(
-        [(kernels.k0, (cupy.zeros(8), x)), (kernels.k1, (cupy.zeros(8), x))], target="cuda", workers=2
-    )
-    assert [call.how for call in report] == ["compiled here", "compiled in a worker"]
-    out = cupy.zeros(8)
-    od.cuda(kernels.k1, out, x, threads=8, target="cuda")
-    assert out.get().tolist() == (2 * X + 1).tolist() and od.stats()["compiles"] == 1
+    first = _fresh_process(kernels, "cuda", "k0", "k1")
+    assert [how for how, _, _ in first["report"]] == ["compiled here", "compiled in a worker"]
+    assert _counts(first["stats"]) == _counts(first["precompile_stats"])
     fresh = _fresh_process(kernels, "cuda")
-    assert fresh["outs"] == [(2 * X).tolist(), (2 * X + 1).tolist()]
+    assert fresh["outs"] == first["outs"] == [(2 * X).tolist(), (2 * X + 1).tolist()]
     assert (fresh["stats"]["compiles"], fresh["stats"]["disk_hits"]) == (0, 2)
