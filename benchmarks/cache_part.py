@@ -5,6 +5,9 @@ each; ``app.py``: kernel ``k{j}`` calls ``dev1.d{j}`` and ``dev2.e{j}``) is gene
 directory and run in fresh processes, each launching all 20 kernels once:
 
 * **cold**: empty cache directory; **warm**: the cache the cold run filled;
+* **cold, precompiled**: another empty cache directory, the program calling ``od.precompile`` on its 20 launches
+  with ``WORKERS`` processes (one per CPU, at most 20; this one included) before launching; then **warm after
+  the precompile**: the plain program on that cache, which must compile nothing;
 * **edited**: after ``dev1.d0``'s body changed in its file -- only ``k0`` depends on it.
 
 Each run reports the seconds from importing the program (overdub, numba and numpy are imported before) to the
@@ -17,7 +20,7 @@ file, so after the edit ``k0`` still runs the old ``d0`` -- its result is stale 
 The host-call half times a call of a generic function with an already-seen combination of argument classes
 against plum and multipledispatch (where importable) and a plain Python function.
 
-    python benchmarks/cache_part.py --variant od-cpu --dir DIR      # one run, prints one JSON line
+    python benchmarks/cache_part.py --variant od-cpu --dir DIR [--precompile WORKERS]   # one run, one JSON line
 """
 
 from __future__ import annotations
@@ -38,6 +41,8 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 KERNELS = 20
 N = 256
+WORKERS = min(KERNELS, os.cpu_count() or 1)  # the processes od.precompile compiles in, this one included
+PRECOMPILED = f"cold, od.precompile(workers={WORKERS})"
 
 
 def _device_module(prefix: str, name: str, offset: int, decorator: str, header: str) -> str:
@@ -90,7 +95,9 @@ EDIT = ("return v * 1.0 + 1.0", "return v * 1.0 + 2.0")  # dev1.d0's body: k0 ad
 # --- one run (in its own process) ------------------------------------------------------------------------
 
 
-def _launch_all(variant: str):
+def _launch_all(variant: str, workers: int):
+    """Every kernel launched once (after ``od.precompile`` with ``workers`` processes, where given): the
+    results, the kernels compiled in this process, and those its launches compiled."""
     import app as kernels
 
     x = np.arange(N, dtype=np.float64)
@@ -98,28 +105,34 @@ def _launch_all(variant: str):
     if variant == "od-cpu":
         import overdub as od
 
-        for j in range(KERNELS):
-            out = np.zeros(N)
-            od.cuda(getattr(kernels, f"k{j}"), out, x, blocks=(N + 127) // 128, threads=128, target="cpu")
-            outs.append(out)
-        return outs, od.stats()["compiles"]
+        launches = [(getattr(kernels, f"k{j}"), (np.zeros(N), x)) for j in range(KERNELS)]
+        if workers:
+            od.precompile(launches, target="cpu", workers=workers)
+        precompiled = od.stats()["compiles"]
+        for kernel, args in launches:
+            od.cuda(kernel, *args, blocks=(N + 127) // 128, threads=128, target="cpu")
+            outs.append(args[0])
+        return outs, od.stats()["compiles"], od.stats()["compiles"] - precompiled
     if variant == "numba-cpu":
         for j in range(KERNELS):
             out = np.zeros(N)
             getattr(kernels, f"k{j}")(out, x)
             outs.append(out)
-        return outs, None
+        return outs, None, None
     if variant == "od-cuda":
         import cupy
 
         import overdub as od
 
         dx = cupy.asarray(x)
-        for j in range(KERNELS):
-            out = cupy.zeros(N)
-            od.cuda(getattr(kernels, f"k{j}"), out, dx, blocks=(N + 127) // 128, threads=128, target="cuda")
-            outs.append(out)
-        return [o.get() for o in outs], od.stats()["compiles"]
+        launches = [(getattr(kernels, f"k{j}"), (cupy.zeros(N), dx)) for j in range(KERNELS)]
+        if workers:
+            od.precompile(launches, target="cuda", workers=workers)
+        precompiled = od.stats()["compiles"]
+        for kernel, args in launches:
+            od.cuda(kernel, *args, blocks=(N + 127) // 128, threads=128, target="cuda")
+            outs.append(args[0])
+        return [o.get() for o in outs], od.stats()["compiles"], od.stats()["compiles"] - precompiled
     from numba import cuda
 
     dx = cuda.to_device(x)
@@ -127,31 +140,32 @@ def _launch_all(variant: str):
         out = cuda.device_array(N)
         getattr(kernels, f"k{j}")[(N + 127) // 128, 128](out, dx)
         outs.append(out)
-    return [o.copy_to_host() for o in outs], None
+    return [o.copy_to_host() for o in outs], None, None
 
 
-def one_run(variant: str, edited: bool) -> dict:
-    """Launch every kernel once: the seconds from importing the program (its libraries are imported
-    before) to the last result, the kernels compiled, the kernels whose result is not numpy's."""
+def one_run(variant: str, edited: bool, workers: int = 0) -> dict:
+    """Launch every kernel once (after ``od.precompile`` with ``workers`` processes, where given): the seconds
+    from importing the program (its libraries are imported before) to the last result, the kernels compiled
+    in this process and by its launches, the kernels whose result is not numpy's."""
     import numba  # noqa: F401 -- the libraries' own import time is not the program's start
 
     if variant.startswith("od"):
         import overdub  # noqa: F401
     t0 = time.perf_counter()
-    outs, compiles = _launch_all(variant)
+    outs, compiles, launch_compiles = _launch_all(variant, workers)
     seconds = time.perf_counter() - t0
     stale = [j for j, out in enumerate(outs) if not np.allclose(out, expected(j, edited))]
-    return {"seconds": seconds, "compiles": compiles, "wrong": stale}
+    return {"seconds": seconds, "compiles": compiles, "launch_compiles": launch_compiles, "wrong": stale}
 
 
 # --- the part ---------------------------------------------------------------------------------------------
 
 
-def _run_variant(variant: str, directory: Path, edited: bool) -> dict:
+def _run_variant(variant: str, directory: Path, edited: bool, workers: int = 0, cache: str = "od-cache") -> dict:
     env = dict(
         os.environ,
         PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), str(directory), os.environ.get("PYTHONPATH")])),
-        OVERDUB_CACHE_DIR=str(directory / "od-cache"),
+        OVERDUB_CACHE_DIR=str(directory / cache),
         NUMBA_CACHE_DIR=str(directory / "numba-cache"),
         PYTHONDONTWRITEBYTECODE="1",
     )
@@ -159,7 +173,8 @@ def _run_variant(variant: str, directory: Path, edited: bool) -> dict:
     t0 = time.perf_counter()
     done = subprocess.run(
         [sys.executable, str(Path(__file__).resolve()), "--variant", variant, "--dir", str(directory)]
-        + (["--edited"] if edited else []),
+        + (["--edited"] if edited else [])
+        + (["--precompile", str(workers)] if workers else []),
         capture_output=True,
         text=True,
         env=env,
@@ -178,6 +193,9 @@ def _program_runs(part, variant: str) -> None:
         for name, source in program(variant).items():
             (directory / f"{name}.py").write_text(source)
         runs = {"cold": _run_variant(variant, directory, False), "warm": _run_variant(variant, directory, False)}
+        if variant.startswith("od"):
+            runs[PRECOMPILED] = _run_variant(variant, directory, False, WORKERS, "od-cache-precompiled")
+            runs["warm after the precompile"] = _run_variant(variant, directory, False, cache="od-cache-precompiled")
         dev1 = directory / "dev1.py"
         dev1.write_text(dev1.read_text().replace(*EDIT))
         runs["edited"] = _run_variant(variant, directory, True)
@@ -188,15 +206,27 @@ def _program_runs(part, variant: str) -> None:
             "ms",
             process_ms=round(run["process_seconds"] * 1e3, 1),
             compiles=run["compiles"],
+            launch_compiles=run["launch_compiles"],
             wrong=run["wrong"],
         )
     part.measure(f"{variant} cold/warm", runs["cold"]["seconds"] / runs["warm"]["seconds"], "x")
     if variant.startswith("od"):
         part.target(
-            f"{variant} warm start at least 5x faster than cold",
+            f"{variant} warm start at least 10x faster than cold",
             runs["cold"]["seconds"] / runs["warm"]["seconds"],
             ">=",
-            5.0,
+            10.0,
+        )
+        precompiled = runs[PRECOMPILED]
+        part.measure(f"{variant} cold/cold with od.precompile", runs["cold"]["seconds"] / precompiled["seconds"], "x")
+        part.target(
+            f"{variant} after od.precompile its launches compile nothing", precompiled["launch_compiles"], "==", 0
+        )
+        part.target(
+            f"{variant} a warm start after od.precompile compiles nothing",
+            runs["warm after the precompile"]["compiles"],
+            "==",
+            0,
         )
         part.target(f"{variant} after the edit only k0 recompiles", runs["edited"]["compiles"], "==", 1)
         part.target(f"{variant} results after the edit are fresh", len(runs["edited"]["wrong"]), "==", 0)
@@ -260,7 +290,7 @@ def host_calls(part, quick: bool) -> None:
 
 
 def run(part, quick: bool, gpu: bool, check_only: bool = False) -> None:
-    part.config = {"kernels": KERNELS, "device_methods": 2 * KERNELS, "n": N}
+    part.config = {"kernels": KERNELS, "device_methods": 2 * KERNELS, "n": N, "precompile_workers": WORKERS}
     variants = ["od-cpu", "numba-cpu"] + (["od-cuda", "numba-cuda"] if gpu else [])
     if not gpu:
         part.notes.append(
@@ -279,9 +309,10 @@ if __name__ == "__main__":
     ap.add_argument("--variant", required=True)
     ap.add_argument("--dir", required=True)
     ap.add_argument("--edited", action="store_true")
+    ap.add_argument("--precompile", type=int, default=0, metavar="WORKERS")
     args = ap.parse_args()
     sys.path.insert(0, args.dir)
     import warnings
 
     warnings.filterwarnings("ignore", module="numba")
-    print(json.dumps(one_run(args.variant, args.edited)))
+    print(json.dumps(one_run(args.variant, args.edited, args.precompile)))

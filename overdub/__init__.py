@@ -15,6 +15,7 @@ from .graphs import Graph, graph
 from .host import overdub
 from .intrinsics import Pointer, cuprintln, pointer, state, unsafe_load, unsafe_store, vload, vstore
 from .launch import default_target, synchronize
+from .precompiling import precompile
 from .reflect import code_llvm, code_native, code_ptx, code_sass, code_typed, explain, invalidation_tree, stats
 from .registry import AmbiguityError, GenericFunction, Method, MethodError, function, methods, which
 from .scaleout import map_blocks, map_overlap
@@ -138,6 +139,7 @@ __all__ = [
     "default_target",
     "graph",
     "Graph",
+    "precompile",
     "pointer",
     "Pointer",
     "unsafe_load",

@@ -22,6 +22,7 @@ import time
 import types as pytypes
 import weakref
 from dataclasses import dataclass
+from typing import cast
 
 from numba.core import types as nt
 
@@ -42,6 +43,7 @@ __all__ = [
     "Kernel",
     "resolve_call",
     "cached_kernel",
+    "loaded_kernel",
     "explain",
     "stats",
 ]
@@ -421,6 +423,17 @@ class Kernel(Guarded):
 
 def cached_kernel(job: CompileJob) -> Kernel:
     """The compiled kernel of ``job`` (the tiers after the launch table, :mod:`overdub.call`)."""
+    return cast(Kernel, _kernel_of(job, compile=True))
+
+
+def loaded_kernel(job: CompileJob) -> Kernel | None:
+    """``job``'s kernel from the tiers before a compile -- this process's, else the disk cache's -- or None
+    where neither has it; nothing is compiled (``od.precompile`` asks this before it compiles elsewhere)."""
+    return _kernel_of(job, compile=False)
+
+
+def _kernel_of(job: CompileJob, compile: bool) -> Kernel | None:
+    """The lookup's tiers after the launch table; on a miss of both, a compile where ``compile``, else None."""
     # somewhat fast path: compiled in this process and still valid
     kernel = runtime.kernels.get(job)
     if kernel is not None and kernel.usable():
@@ -434,6 +447,8 @@ def cached_kernel(job: CompileJob) -> Kernel:
             return current  # another thread compiled it meanwhile
         reason = _reason(job, kernel)
         loaded = _loaded_kernel(job)
+        if loaded is None and not compile:
+            return None
         built = loaded or _built_kernel(job)
         runtime.kernels.put(job, built)
         verb = "loaded from the disk cache" if loaded is not None else "compiled"

@@ -631,6 +631,11 @@ class CUDATarget(Configurable):
     def _with_options(self, options):
         return CUDATarget(self.cc, options, self.root)
 
+    def __reduce__(self):
+        """Pickled as what makes it in another process (``od.precompile``'s workers): the CUDA target of this
+        compute capability configured with these options."""
+        return _configured, (self.cc, self.options)
+
     def _compile(self, func, return_type, argtypes):
         """numba-cuda's compile of ``func`` for this compute capability and these options (no GPU needed)."""
         options = self.options
@@ -810,6 +815,10 @@ def target_for(cc: tuple) -> CUDATarget:
 
 
 runtime.register_cache(f"{__name__}.target_for", target_for, kept="a target is a definition: kernels are keyed by it")
+
+
+def _configured(cc: tuple, options: CompileOptions) -> CUDATarget:
+    return target_for(cc).configured(options)
 
 
 @functools.cache

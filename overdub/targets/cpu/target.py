@@ -266,6 +266,11 @@ class CPUTarget(Configurable):
     def _with_options(self, options):
         return CPUTarget(options, self.root)
 
+    def __reduce__(self):
+        """Pickled as what makes it in another process (``od.precompile``'s workers): the CPU target configured
+        with these options."""
+        return _configured, (self.options,)
+
     @property
     def cache_tag(self) -> str:
         """What the machine code depends on besides the kernel: the host's triple, CPU and its features, the
@@ -382,6 +387,10 @@ class CPUTarget(Configurable):
 
     def check_launchable(self, stream=None):
         """The CPU target runs anywhere (a stream's launches in order)."""
+
+
+def _configured(options: CompileOptions) -> CPUTarget:
+    return TARGET.configured(options)
 
 
 TARGET = CPUTarget()

@@ -1,0 +1,336 @@
+"""``od.precompile``: a program's kernels compiled before their first launch, in parallel, into the disk cache.
+
+A program's first launches compile its kernels one after another, and threads cannot overlap them: numba's
+compiler holds a global lock. ``od.precompile`` takes the calls -- each kernel with its arguments' values or
+numba types, as ``od.code_ptx`` does -- and shares them, round robin, among processes: this one and spawned
+*worker processes* (each a ``concurrent.futures.ProcessPoolExecutor`` of one process, so each share runs in
+a process of its own). A worker compiles its share into the disk cache, whose entries are written whole and
+renamed into place (:mod:`overdub.diskcache`: concurrent writers are safe); this process compiles its own
+share meanwhile, then loads each worker's entry, its facts re-checked here as any load's are. The first
+launch of each call finds its kernel in memory; a later process finds it on disk (a warm start).
+
+Each call takes the first tier that has it:
+
+* **in memory** -- compiled or loaded in this process already;
+* **on disk** -- loaded from the disk cache (:func:`overdub.compiler.loaded_kernel`): a warm start's
+  ``od.precompile`` starts no process;
+* **in a worker** -- the worker adopts this process's definitions (the snapshot of :mod:`overdub.travel`: a
+  method redefined or added at run time), imports the kernel by its module and qualified name, compiles it
+  for the call's argument types, target, context and state type, and stores it; this process loads the entry;
+* **here** -- compiled in this process: its share; every call with ``workers=1`` or where the disk cache is
+  off; a call whose kernel a worker cannot import by name (a def of ``__main__``, which a worker imports anew;
+  a closure; a def made by ``exec``); and a call whose worker left no entry usable here (it could not be
+  stored; the compile or the worker failed; the worker's import of the kernel differs from this process's).
+
+A worker compiles its own import of the kernel, never a copy of this process's def sent by value: an entry
+written for a def that arrived by value is not loaded for the module's own def (``FunctionFact`` of
+:mod:`overdub.fingerprint`), and ``__main__`` is another module in a worker. Whatever a worker made, this
+process's load decides.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import multiprocessing
+import os
+import pickle
+from collections.abc import Iterable, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from . import bridge, compiler, diskcache, dropin, travel
+from .call import KernelCall, check_kernel
+from .context import Context
+from .registry import reference_to, resolve_reference
+from .runtime import runtime
+
+if TYPE_CHECKING:
+    from .targets import Target
+
+log = logging.getLogger("overdub")
+
+__all__ = ["precompile", "Precompiled", "PrecompiledCall"]
+
+IN_MEMORY = "in memory"
+LOADED = "loaded from the disk cache"
+IN_WORKER = "compiled in a worker"
+HERE = "compiled here"
+
+
+@dataclass(frozen=True)
+class PrecompiledCall:
+    """What ``od.precompile`` did for one call: ``call`` names the kernel and its argument types;
+    ``how`` is ``"in memory"``, ``"loaded from the disk cache"``, ``"compiled in a worker"`` or ``"compiled
+    here"``; ``process`` is the id of the process that compiled or loaded it; ``note`` says why a call was
+    compiled here rather than in a worker."""
+
+    call: str
+    how: str
+    process: int
+    note: str = ""
+
+    def __str__(self) -> str:
+        where = f" (process {self.process})" if self.how == IN_WORKER else ""
+        return f"{self.call}: {self.how}{where}" + (f" -- {self.note}" if self.note else "")
+
+
+class Precompiled(list[PrecompiledCall]):
+    """The calls ``od.precompile`` made ready, one :class:`PrecompiledCall` each, in the order given;
+    ``spawned`` is the number of worker processes it started (0: none)."""
+
+    def __init__(self, calls: Iterable[PrecompiledCall], spawned: int) -> None:
+        super().__init__(calls)
+        self.spawned = spawned
+
+    def __str__(self) -> str:
+        counts: dict[str, int] = {}
+        for each in self:
+            counts[each.how] = counts.get(each.how, 0) + 1
+        summary = ", ".join(f"{n} {how}" for how, n in counts.items()) or "nothing to do"
+        head = f"od.precompile: {len(self)} kernel calls, {self.spawned} worker processes started: {summary}"
+        return "\n".join([head, *(f"  {each}" for each in self)])
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:  # IPython's text display
+        printer.text(str(self))
+
+
+@dataclass(frozen=True)
+class _ByName:
+    """A call as a worker process makes it again: the kernel by its module and qualified name, the rest by
+    value (numba types, a target and a context pickle as what makes them in another process)."""
+
+    module: str
+    qualname: str
+    argtypes: tuple[object, ...]
+    target: Target
+    context: Context | tuple[Context, ...] | None
+    state: object  # the numba type of the launch's state, or None
+
+    def call(self) -> KernelCall:
+        kernel = resolve_reference(self.module, self.qualname)
+        return KernelCall.of(kernel, self.argtypes, self.target, self.context, self.state, typed=True)
+
+
+@dataclass(frozen=True)
+class _Answer:
+    """A worker's answer for one call: ``how`` (:data:`IN_WORKER`, :data:`LOADED`, or None where it left no
+    usable entry, then ``note`` says why) and its process id."""
+
+    how: str | None
+    note: str
+    process: int
+
+
+def precompile(
+    calls: Iterable[tuple[object, Sequence[object]]],
+    *,
+    target: str | Target | None = None,
+    context: Context | tuple[Context, ...] | None = None,
+    state: object = None,
+    workers: int | None = None,
+) -> Precompiled:
+    """Compile the kernel ``calls`` -- ``(kernel, args)`` pairs, ``args`` the values a launch passes or their
+    numba types (``od.float32[::1]``) -- in parallel processes into the disk cache, and load them into this
+    process: their first launches compile nothing, nor do a later process's (a warm start).
+
+    ``target``, ``context`` and ``state`` (a value or a numba type) are ``od.cuda``'s; an ``od.jit`` kernel is
+    compiled as its launches compile it (its target, context and compile options). ``workers``: how many
+    processes compile, this one included (default: one per call to compile, at most one per CPU);
+    ``workers=1`` compiles here, one call after another. Worker processes import each kernel by its module
+    and qualified name; kernels they cannot import (defs of ``__main__``, closures) are compiled here. They
+    are spawned: a script calls ``od.precompile`` under ``if __name__ == "__main__":``.
+
+    Each call is checked as a launch checks it before anything compiles (a TypeError naming the kernel). A
+    call that fails to compile raises a :class:`CompileError` naming every failed call, after the others
+    are compiled and cached. Returns what happened to each call (:class:`Precompiled`)."""
+    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
+        raise ValueError(f"od.precompile(workers={workers!r}): give a positive number of processes, or None")
+    pending: dict[compiler.CompileJob, KernelCall] = {}
+    for kernel, args in _pairs(calls):
+        call = _call_of(kernel, args, target, context, state)
+        pending.setdefault(call.job, call)
+    done = {job: _found(call) for job, call in pending.items()}
+    to_compile = [call for job, call in pending.items() if done[job] is None]
+    here, shares, notes = _assigned(to_compile, min(len(to_compile), workers or os.cpu_count() or 1))
+    failures: dict[compiler.CompileJob, str] = {}
+    with contextlib.ExitStack() as stack:
+        futures = _started(stack, [[by_name for _, by_name in share] for share in shares])
+        for call in here:  # while the workers start
+            done[call.job] = _compiled_here(call, notes.get(call.job, ""), failures)
+        for share, future in zip(shares, futures):
+            for (call, _), answer in zip(share, _answers(future, len(share))):
+                done[call.job], notes[call.job] = _loaded(call, answer)
+    for call in to_compile:
+        if done[call.job] is None and call.job not in failures:  # a worker left no entry usable here
+            done[call.job] = _compiled_here(call, notes[call.job], failures)
+    if failures:
+        raise compiler.CompileError(
+            f"od.precompile: {len(failures)} of {len(pending)} kernel calls failed to compile (the others are "
+            f"compiled and cached):\n\n" + "\n\n".join(failures.values())
+        )
+    report = Precompiled([each for each in done.values() if each is not None], len(shares))
+    log.info("%s", report)
+    return report
+
+
+def _pairs(calls: Iterable[tuple[object, Sequence[object]]]) -> list[tuple[object, tuple[object, ...]]]:
+    pairs = []
+    for item in calls:
+        if not (isinstance(item, tuple) and len(item) == 2 and isinstance(item[1], (tuple, list))):
+            raise TypeError(
+                f"od.precompile takes (kernel, args) pairs, args a tuple of values or numba types, not {item!r:.80}"
+            )
+        pairs.append((item[0], tuple(item[1])))
+    return pairs
+
+
+def _call_of(
+    kernel: object,
+    args: tuple[object, ...],
+    target: str | Target | None,
+    context: Context | tuple[Context, ...] | None,
+    state: object,
+) -> KernelCall:
+    """The call, checked and described as a launch's would be (an ``od.jit`` kernel's on its own target and
+    context)."""
+    check_kernel(bridge.python_function(kernel) or kernel, args)
+    if isinstance(kernel, dropin.Kernel):
+        target, context = kernel.target, kernel.context
+    return KernelCall.of(kernel, args, target, context, state, typed=True)
+
+
+def _found(call: KernelCall) -> PrecompiledCall | None:
+    """The call's kernel from memory or the disk cache, or None: it needs compiling."""
+    before = runtime.kernels.get(call.job)
+    kernel = compiler.loaded_kernel(call.job)
+    if kernel is None:
+        return None
+    return PrecompiledCall(call.job.call(), IN_MEMORY if kernel is before else LOADED, os.getpid())
+
+
+_Share = list[tuple[KernelCall, _ByName]]
+
+
+def _assigned(
+    calls: list[KernelCall], processes: int
+) -> tuple[list[KernelCall], list[_Share], dict[compiler.CompileJob, str]]:
+    """Which process compiles each call: the calls this process compiles, a share for each worker process (of
+    ``processes`` in all, this one included: every ``processes``-th call a worker can compile, round
+    robin), and why a call is not a worker's."""
+    if processes <= 1:
+        return calls, [], {}
+    if diskcache.directory() is None:
+        why = "the disk cache is off (OVERDUB_CACHE=0, or its directory refused): workers could not hand code back"
+        return calls, [], {call.job: why for call in calls}
+    shippable: _Share = []
+    here: list[KernelCall] = []
+    notes: dict[compiler.CompileJob, str] = {}
+    for call in calls:
+        by_name, why = _by_name(call)
+        if by_name is None:
+            here.append(call)
+            notes[call.job] = why
+        else:
+            shippable.append((call, by_name))
+    here += [call for call, _ in shippable[::processes]]
+    shares = [shippable[i::processes] for i in range(1, processes)]
+    return here, [share for share in shares if share], notes
+
+
+def _by_name(call: KernelCall) -> tuple[_ByName | None, str]:
+    """``call`` as a worker makes it again, or why it cannot: the kernel must be what its module's name names
+    there (not a def of ``__main__``, nor one made inside a function), and the call must pickle."""
+    kernel = call.kernel
+    module, qualname = getattr(kernel, "__module__", None), getattr(kernel, "__qualname__", "")
+    if module == "__main__":
+        return None, f"a worker cannot import {qualname}: it is defined in __main__, which a worker imports anew"
+    if "<locals>" in qualname or call.lifted is not None:
+        return None, f"a worker cannot import {qualname}: it is defined inside a function"
+    try:
+        reference_to(kernel, module, qualname)
+    except pickle.PicklingError:
+        return None, f"a worker cannot import {qualname}: {module}.{qualname} does not name it"
+    hidden = 0 if call.state is None else 1
+    types = tuple(argument.type for argument in call.arguments)
+    by_name = _ByName(
+        str(module),
+        qualname,
+        types[hidden : hidden + len(call.args)],
+        call.target,
+        call.context,
+        types[0] if hidden else None,
+    )
+    try:
+        pickle.dumps(by_name)
+    except Exception as exc:  # whatever pickling an argument type or a context raises
+        return None, f"its call does not pickle for a worker ({type(exc).__name__}: {exc})"
+    return by_name, ""
+
+
+def _started(stack: contextlib.ExitStack, shares: list[list[_ByName]]) -> list[Future[list[_Answer]]]:
+    """A spawned process for each share (no fork of a process holding numba's and the driver's state), each
+    with a pool of its own -- so each share runs in its own process -- compiling the share, then exiting;
+    shut down on leaving ``stack``, not waiting for the processes' exit (a second: numba's objects torn
+    down). Each process first adopts this process's definitions."""
+    if not shares:
+        return []
+    snapshot = travel.snapshot()
+    spawn = multiprocessing.get_context("spawn")
+    futures = []
+    for share in shares:
+        pool = ProcessPoolExecutor(1, mp_context=spawn)
+        stack.callback(pool.shutdown, wait=False, cancel_futures=True)
+        futures.append(pool.submit(_compile_share, snapshot, share))
+    return futures
+
+
+def _answers(future: Future[list[_Answer]], size: int) -> list[_Answer]:
+    """A worker's answers for its share; where the process failed or died, that answer for each call."""
+    try:
+        return future.result()
+    except Exception as exc:  # the process died (BrokenProcessPool), or its share did not pickle
+        return [_Answer(None, f"its worker failed ({type(exc).__name__}: {exc})", 0)] * size
+
+
+def _compile_share(snapshot: tuple[str, str, bytes], share: list[_ByName]) -> list[_Answer]:
+    """In a worker process: adopt the sender's definitions, then compile (or load) each call of the share."""
+    travel.adopt(*snapshot)
+    return [_compile_in_worker(by_name) for by_name in share]
+
+
+def _compile_in_worker(by_name: _ByName) -> _Answer:
+    before = runtime.stats()
+    try:
+        by_name.call().compiled()
+    except Exception as exc:  # a compile error, or the kernel's module not importable here: compiled in the sender
+        return _Answer(None, f"its compile in a worker failed ({_message(exc)})", os.getpid())
+    after = runtime.stats()
+    if after["disk_uncacheable"] > before["disk_uncacheable"]:
+        return _Answer(None, "its compile consulted something the disk cache cannot store", os.getpid())
+    return _Answer(IN_WORKER if after["compiles"] > before["compiles"] else LOADED, "", os.getpid())
+
+
+def _loaded(call: KernelCall, answer: _Answer) -> tuple[PrecompiledCall | None, str]:
+    """The call's kernel loaded here from the entry a worker made; else None and why (then it compiles here)."""
+    if answer.how is None:
+        return None, answer.note
+    if compiler.loaded_kernel(call.job) is None:
+        return None, "the entry its worker stored is not usable here (see the disk cache's debug log)"
+    process = answer.process if answer.how == IN_WORKER else os.getpid()
+    return PrecompiledCall(call.job.call(), answer.how, process), ""
+
+
+def _compiled_here(call: KernelCall, note: str, failures: dict[compiler.CompileJob, str]) -> PrecompiledCall | None:
+    """The call compiled in this process; None where it fails, the failure (naming the call) in ``failures``."""
+    try:
+        call.compiled()
+    except Exception as exc:  # each failed call is named in the CompileError od.precompile raises at the end
+        failures[call.job] = f"{call.job.call()}: {_message(exc)}"
+        return None
+    return PrecompiledCall(call.job.call(), HERE, os.getpid(), note)
+
+
+def _message(exc: Exception) -> str:
+    return str(exc) if isinstance(exc, compiler.CompileError) else f"{type(exc).__name__}: {exc}"

@@ -1,0 +1,235 @@
+"""od.precompile: kernels compiled ahead, their calls shared between this process and spawned workers, into
+the disk cache; this process and a fresh one then launch them without compiling.
+
+A spawned worker costs a process start (numba's import): the tests that start one are few and small.
+"""
+
+import importlib
+import json
+import os
+import pathlib
+import pickle
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import overdub as od
+from helpers import unique_name
+from overdub import precompiling
+from overdub.call import KernelCall
+from overdub.runtime import runtime
+
+WORKTREE = pathlib.Path(od.__file__).resolve().parent.parent
+
+KERNELS = """
+import overdub as od
+from numba import cuda
+
+counting = od.Context("counting", state=od.Float)
+
+
+@od.function
+def twice(x: od.Float):
+    return 2.0 * x
+
+
+def k0(out, x):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = twice(x[i])
+
+
+def k1(out, x):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = twice(x[i]) + 1.0
+
+
+def broken(out, x):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = twice(x)  # no method of twice takes an array
+
+
+def with_state(out, x):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = x[i] + od.state()
+"""
+
+PROGRAM = """
+import json, os, sys
+import overdub as od
+kernels, target, precompiled = __import__(sys.argv[1]), sys.argv[2], sys.argv[3:]
+xp = __import__("numpy" if target == "cpu" else "cupy")
+x = xp.arange(8.0)
+result = {"pid": os.getpid()}
+if precompiled:
+    calls = [(getattr(kernels, name), (xp.zeros(8), x)) for name in precompiled]
+    try:
+        report = od.precompile(calls, target=target, workers=2)
+    except od.CompileError as error:
+        result["error"] = str(error)
+    else:
+        result.update(report=[[call.how, call.process, call.call] for call in report], spawned=report.spawned)
+result["precompile_stats"] = od.stats()
+outs = []
+for name in ("k0", "k1"):
+    out = xp.zeros(8)
+    od.cuda(getattr(kernels, name), out, x, threads=8, target=target)
+    outs.append(out.tolist())
+result.update(outs=outs, stats=od.stats())
+print(json.dumps(result))
+"""
+
+MAIN_KERNEL = """
+from numba import cuda
+
+def doubled(out, x):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = 2.0 * x[i]
+"""
+
+X = np.arange(8.0)
+
+
+@pytest.fixture
+def kernels(tmp_path, monkeypatch):
+    """The kernels above as an importable module of a unique name (a worker imports it by name)."""
+    name = unique_name("odprecompile")
+    (tmp_path / f"{name}.py").write_text(KERNELS)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    yield importlib.import_module(name)
+    sys.modules.pop(name, None)
+
+
+def _launched(kernel) -> list[float]:
+    out = np.zeros(8)
+    od.cuda(kernel, out, X, threads=8, target="cpu")
+    return out.tolist()
+
+
+def _fresh_process(kernels, target: str, *precompiled: str) -> dict:
+    """A new Python with this test's disk cache (and none of the definitions earlier tests left in this one):
+    ``od.precompile`` of the ``precompiled`` kernels with two processes, then ``kernels.k0`` and ``k1``
+    launched. What the precompile did (or its error), the stats after it and after the launches, the results."""
+    path = pathlib.Path(kernels.__file__).parent
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(WORKTREE), str(path), os.environ.get("PYTHONPATH", "")]))
+    done = subprocess.run(
+        [sys.executable, "-c", PROGRAM, kernels.__name__, target, *precompiled],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def _counts(stats: dict) -> tuple[int, int, int]:
+    return stats["compiles"], stats["disk_hits"], stats["disk_misses"]
+
+
+def test_kernels_precompiled_in_parallel_launch_without_compiling_there_and_in_a_fresh_process(kernels):
+    first = _fresh_process(kernels, "cpu", "k0", "k1")
+    assert [how for how, _, _ in first["report"]] == ["compiled here", "compiled in a worker"]
+    assert first["spawned"] == 1 and first["report"][1][1] != first["pid"]  # k1 compiled in another process
+    assert first["report"][1][2] == "k1(array(float64, 1d, C), array(float64, 1d, C))"
+    assert first["precompile_stats"]["compiles"] == first["precompile_stats"]["disk_hits"] == 1  # k1: the worker's
+    assert _counts(first["stats"]) == _counts(first["precompile_stats"])  # the launches compiled and loaded nothing
+    assert first["outs"] == [(2 * X).tolist(), (2 * X + 1).tolist()]
+    fresh = _fresh_process(kernels, "cpu")
+    assert fresh["outs"] == first["outs"]
+    assert (fresh["stats"]["compiles"], fresh["stats"]["disk_hits"]) == (0, 2)
+
+
+def test_a_call_failing_in_a_worker_is_named_in_the_compile_error_after_the_others_are_cached(kernels):
+    run = _fresh_process(kernels, "cpu", "k0", "broken")  # k0 compiles here, broken in the worker
+    assert "1 of 2 kernel calls failed" in run["error"]
+    assert "broken(array(float64, 1d, C), array(float64, 1d, C))" in run["error"]
+    assert "twice" in run["error"]  # the compile's own error, compiled again in this process
+    assert run["stats"]["compiles"] - run["precompile_stats"]["compiles"] == 1  # k1 at its launch; k0 was ready
+
+
+def test_a_warm_precompile_loads_from_the_disk_cache_and_starts_no_process(kernels):
+    calls = [(kernels.k0, (od.float64[::1], od.float64[::1])), (kernels.k1, (np.zeros(8), X))]
+    assert [call.how for call in od.precompile(calls, target="cpu", workers=1)] == ["compiled here"] * 2
+    assert [call.how for call in od.precompile(calls, target="cpu")] == ["in memory"] * 2
+    runtime.reset()  # as a new process
+    report = od.precompile(calls, target="cpu")
+    assert [call.how for call in report] == ["loaded from the disk cache"] * 2
+    assert report.spawned == 0 and od.stats()["compiles"] == 0
+    assert _launched(kernels.k1) == (2 * X + 1).tolist()
+    assert od.stats()["compiles"] == 0
+
+
+def test_kernels_a_worker_cannot_import_are_compiled_here_with_the_reason(kernels):
+    in_main: dict = {"__name__": "__main__"}
+    exec(MAIN_KERNEL, in_main)
+    offset = 3.0
+
+    def closure(out, x):
+        i = kernels.cuda.grid(1)
+        if i < out.size:
+            out[i] = x[i] + offset
+
+    report = od.precompile(
+        [(in_main["doubled"], (np.zeros(8), X)), (closure, (np.zeros(8), X))], target="cpu", workers=2
+    )
+    assert [call.how for call in report] == ["compiled here"] * 2
+    assert "defined in __main__" in report[0].note and "defined inside a function" in report[1].note
+    assert report.spawned == 0
+    assert _launched(closure) == (X + 3).tolist()
+
+
+def test_calls_are_checked_before_anything_compiles(kernels):
+    with pytest.raises(TypeError, match=r"k0.*cannot take the 1 argument"):
+        od.precompile([(kernels.k0, (X,))], target="cpu")
+    with pytest.raises(TypeError, match=r"\(kernel, args\) pairs"):
+        od.precompile([kernels.k0], target="cpu")
+    with pytest.raises(ValueError, match="workers=0"):
+        od.precompile([(kernels.k0, (X, X))], target="cpu", workers=0)
+    assert od.stats()["compiles"] == 0
+
+
+def test_an_od_jit_kernel_is_precompiled_as_its_launches_compile_it(kernels):
+    jitted = od.jit(target="cpu", fastmath=True)(kernels.k1)
+    assert [call.how for call in od.precompile([(jitted, (np.zeros(8), X))])] == ["compiled here"]
+    out = np.zeros(8)
+    jitted[1, 8](out, X)
+    assert out.tolist() == (2 * X + 1).tolist() and od.stats()["compiles"] == 1
+
+
+@pytest.mark.parametrize("target", ["cpu", "cuda"])
+def test_a_worker_makes_the_same_compile_job_from_the_call_it_receives(kernels, target):
+    calls = [
+        KernelCall.of(kernels.k1, (od.float64[::1], od.float64[::1]), target, typed=True),
+        KernelCall.of(
+            kernels.with_state, (od.float64[::1], od.float64[::1]), target, kernels.counting, 1.5, typed=True
+        ),
+    ]
+    for call in calls:
+        by_name, why = precompiling._by_name(call)
+        assert why == ""
+        assert pickle.loads(pickle.dumps(by_name)).call().job == call.job
+
+
+def test_precompiled_cuda_kernels_are_what_code_ptx_reads(kernels):
+    types = (od.float64[::1], od.float64[::1])
+    od.precompile([(kernels.k0, types)], target="cuda")
+    runtime.reset()  # as a new process
+    assert ".entry" in od.code_ptx(kernels.k0, *types)
+    assert (od.stats()["compiles"], od.stats()["disk_hits"]) == (0, 1)
+
+
+@pytest.mark.gpu
+def test_a_fresh_process_launches_cuda_kernels_precompiled_in_parallel_from_their_cubins(kernels, cupy):
+    first = _fresh_process(kernels, "cuda", "k0", "k1")
+    assert [how for how, _, _ in first["report"]] == ["compiled here", "compiled in a worker"]
+    assert _counts(first["stats"]) == _counts(first["precompile_stats"])
+    fresh = _fresh_process(kernels, "cuda")
+    assert fresh["outs"] == first["outs"] == [(2 * X).tolist(), (2 * X + 1).tolist()]
+    assert (fresh["stats"]["compiles"], fresh["stats"]["disk_hits"]) == (0, 2)
