@@ -98,10 +98,7 @@ def test_reading_a_name_of_overdubs_cuda_namespace_gives_the_idiom_its_meaning_o
         @cuda.jit
         def kernel(out):
             i = cuda.grid(1)
-            tile = cuda.shared.array(4, np.float64)
-            tile[cuda.threadIdx.x] = i
-            cuda.syncthreads()
-            out[i] = tile[3 - cuda.threadIdx.x] + cuda.fp16.hadd(np.float16(1), np.float16(1))
+            out[i] = cuda.threadIdx.x * 10 + cuda.fp16.hadd(np.float16(1), np.float16(1))
 
         out = np.zeros(4)
         kernel[1, 4](out)
@@ -109,7 +106,7 @@ def test_reading_a_name_of_overdubs_cuda_namespace_gives_the_idiom_its_meaning_o
         """,
         OVERDUB_TARGET="cpu",
     )
-    assert out.split("\n")[:2] == ["False", "[5.0, 4.0, 3.0, 2.0]"]
+    assert out.split("\n")[:2] == ["False", "[2.0, 12.0, 22.0, 32.0]"]
 
 
 def test_a_cpu_kernel_compiled_before_numba_cuda_is_imported_is_not_compiled_again_after():
