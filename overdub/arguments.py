@@ -37,6 +37,7 @@ __all__ = [
     "Argument",
     "ArgumentKind",
     "describe",
+    "HostMemoryError",
     "kind_of",
     "signature_guards",
     "refuse_container",
@@ -648,6 +649,11 @@ def describe(value, typeof, foreign: str, refuse) -> Argument:
     if kind.memory(value) == foreign:
         refuse(value, kind)
     return Argument.of_kind(value, kind)
+
+
+class HostMemoryError(TypeError):
+    """A launch argument lives in host memory, which a CUDA kernel cannot read (the CUDA target's ``refuse``;
+    ``od.jit`` catches it to copy host arrays as numba-cuda does)."""
 
 
 def refuse_container(value, ty) -> None:

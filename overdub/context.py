@@ -24,9 +24,7 @@ import types as pytypes
 import weakref
 from collections.abc import Callable
 
-import wrapt
-
-from . import world
+from . import postimport, world
 from .registry import Method, MethodTable, methods_from, reference_to
 from .rewrite import is_overdubbable
 from .runtime import runtime
@@ -450,11 +448,24 @@ class TargetRoot(Context):
                 root = self._with_state.setdefault(state_type, StateRoot(self, state_type))
         return root
 
+    def add_imported(self, forwards=(), replacements=()) -> None:
+        """Add forwards -- ``(callee, to)`` pairs -- and replacements -- ``(obj, replacement)`` pairs -- of the
+        objects of a module being imported, from its post-import hook (:func:`when_imported`), without
+        reshaping the root. Until the module is imported no code can name its objects, so nothing compiled
+        so far depends on what they mean here, and nothing recompiles: a reshape would recompile every kernel
+        of the target. (The CPU target's meaning of numba-cuda's kernel idiom, added once a program imports
+        numba-cuda: a program that never names it does not wait for its import.)"""
+        for callee, to in forwards:
+            self._forwards[self._key(callee)] = to
+        for obj, replacement in replacements:
+            self._replacements[id(obj)] = (obj, replacement)
+
     def configured_for(self, target) -> TargetRoot:
-        """The root of ``target``, a configuration of this root's target: the same meaning of names."""
+        """The root of ``target``, a configuration of this root's target: the same meaning of names -- the
+        very tables, so that what this root adds later (:meth:`add_imported`) every configuration means too."""
         root = TargetRoot(f"{self.name}[{target.options.describe()}]", target)
-        root._forwards, root._replacements = dict(self._forwards), dict(self._replacements)
-        root._namespaces, root._hidden = dict(self._namespaces), dict(self._hidden)
+        root._forwards, root._replacements = self._forwards, self._replacements
+        root._namespaces, root._hidden = self._namespaces, self._hidden
         return root
 
     def overdub(self, callee):
@@ -623,11 +634,12 @@ ALL = EveryTarget(CPU, CUDA)
 def when_imported(module_name: str):
     """Decorator: run ``hook(module)`` once ``module_name`` is imported (now, if it already is).
 
-    Lets a library register its overdubs for another library lazily, without importing it.
+    Lets a library register its overdubs for another library lazily, without importing it
+    (:mod:`overdub.postimport`).
     """
 
     def register(hook):
-        wrapt.register_post_import_hook(hook, module_name)
+        postimport.when_imported(module_name, hook)
         return hook
 
     return register

@@ -28,6 +28,7 @@ from typing import cast
 import numpy as np
 
 from . import compiler, reflect, travel
+from .arguments import HostMemoryError
 from .bridge.signatures import array_fits, as_scalar_of, signature_argtypes, typeof_or_none
 from .call import KernelCall
 from .context import Context
@@ -36,7 +37,6 @@ from .launch import cuda
 from .registry import function
 from .runtime import runtime
 from .targets import CompileOptions, get_target
-from .targets import cuda as cuda_target
 from .types import PtrType, dtype_of
 
 __all__ = ["jit", "Kernel", "Overload"]
@@ -243,6 +243,8 @@ class Overload:
         launcher = self.kernel.launcher
         co_resident = getattr(launcher, "co_resident_blocks", None)
         if co_resident is None:  # the CUDA target's launcher: the driver's occupancy of the kernel's function
+            from .targets import cuda as cuda_target
+
             return cuda_target.driver().co_resident_blocks(launcher._function(), threads, dynsmem)
         return int(co_resident(threads, dynsmem))
 
@@ -301,9 +303,11 @@ class _Configured:
     def _launch(self, args):
         try:
             cuda(self.function, *args, **self.options)
-        except cuda_target.HostMemoryError:
+        except HostMemoryError:
             # as numba-cuda does for its kernels (od.cuda refuses: the copies are not free): host arrays are
             # copied to the device for the launch and back after it
+            from .targets import cuda as cuda_target
+
             stream = self.options["stream"]
             moved, pairs = cuda_target.copied_to_device(args, stream)
             cuda(self.function, *moved, **self.options)

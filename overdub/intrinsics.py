@@ -15,7 +15,6 @@ import numpy as np
 from llvmlite import ir
 from numba.core import cgutils, types
 from numba.core.extending import intrinsic, typeof_impl
-from numba.cuda import nvvmutils
 
 from . import world
 from .bridge.pointers import load_element, store_element
@@ -297,6 +296,8 @@ def _format_item(context, builder, ty, value):
 
 def _emit_printf(context, builder, fmt: str, values: list) -> None:
     if _is_cuda(context):
+        from numba.cuda import nvvmutils  # lowering for CUDA: numba-cuda is imported
+
         vprintf = nvvmutils.declare_vprint(builder.module)
         if values:
             packed = cgutils.make_anonymous_struct(builder, values)

@@ -3,11 +3,12 @@
 
 numba types and lowers operators itself -- binop, unary, getitem and setitem nodes of its IR -- so neither a
 context's overdub of ``operator.getitem`` nor a method added to ``operator.add`` would ever see them. This
-pass, registered before type inference with numba's and numba-cuda's rewrite registries, turns each operator
-node of a function overdub compiled (the rewrite marks its clones: :data:`~overdub.rewrite.CHAIN_MARK` in
-their globals) into a call of an :class:`OperatorSite`: an Overdubbed callee, so numba's typing of the call
-is :func:`overdub.compiler.resolve_call` -- the chain's overdubs, then methods added with ``od.method``, then
-dunders, then numba's own typing of the operator, done as numba types that node (:func:`numba_signature`).
+pass, registered before type inference with numba's and numba-cuda's rewrite registries (numba-cuda's once a
+program imports it), turns each operator node of a function overdub compiled (the rewrite marks its clones:
+:data:`~overdub.rewrite.CHAIN_MARK` in their globals) into a call of an :class:`OperatorSite`: an Overdubbed
+callee, so numba's typing of the call is :func:`overdub.compiler.resolve_call` -- the chain's overdubs, then
+methods added with ``od.method``, then dunders, then numba's own typing of the operator, done as numba types
+that node (:func:`numba_signature`).
 
 Two things keep the code numba generates for built-in types exactly what it was:
 
@@ -28,16 +29,15 @@ numba's string-literal getitem rewrite -- and the typing context's ``resolve_sta
 from __future__ import annotations
 
 import operator
+from typing import NamedTuple
 
 import numba.core.errors
 import numba.core.ir
 import numba.core.rewrites
-import numba.cuda.core.errors
-import numba.cuda.core.ir
-import numba.cuda.core.rewrites
 from numba.core.typing.templates import signature
 
 from . import bridge, settings
+from .context import when_imported
 from .rewrite import CHAIN_MARK, Overdubbed
 from .tables import asked
 
@@ -113,22 +113,25 @@ def numba_signature(site: OperatorSite, context, args: tuple):
 
 # --- the rewrite before type inference --------------------------------------------------------------------
 
-# isinstance checks take the node classes of both IR modules (numba-cuda's tuples of them)
-_SETITEM, _STATIC_SETITEM = numba.cuda.core.ir.setitem_types, numba.cuda.core.ir.staticsetitem_types
-_ASSIGN, _EXPR, _GLOBAL = (
-    numba.cuda.core.ir.assign_types,
-    numba.cuda.core.ir.expr_types,
-    numba.cuda.core.ir.global_types,
-)
+
+class _Nodes(NamedTuple):
+    """The IR node classes a pipeline's rewrites meet, as isinstance checks take them: numba's own in numba's
+    pipeline; in numba-cuda's, its own and numba's (its ``*_types`` tuples)."""
+
+    setitem: tuple[type, ...]
+    static_setitem: tuple[type, ...]
+    assign: tuple[type, ...]
+    expr: tuple[type, ...]
+    global_: tuple[type, ...]
 
 
-def _operator_of(stmt):
+def _operator_of(stmt, nodes: _Nodes):
     """(kind, operator, operands, constants) of an operator statement, or None."""
-    if isinstance(stmt, _SETITEM):
+    if isinstance(stmt, nodes.setitem):
         return "setitem", operator.setitem, [stmt.target, stmt.index, stmt.value], {}
-    if isinstance(stmt, _STATIC_SETITEM):
+    if isinstance(stmt, nodes.static_setitem):
         return "static_setitem", operator.setitem, [stmt.target, stmt.index_var, stmt.value], {"index": stmt.index}
-    if not isinstance(stmt, _ASSIGN) or not isinstance(stmt.value, _EXPR):
+    if not isinstance(stmt, nodes.assign) or not isinstance(stmt.value, nodes.expr):
         return None
     expr = stmt.value
     if expr.op == "binop" and expr.fn not in _NEVER_REROUTED:
@@ -144,7 +147,7 @@ def _operator_of(stmt):
     return None
 
 
-def _make_reroute(registry_module, ir, errors):
+def _make_reroute(registry_module, ir, errors, nodes: _Nodes):
     class RerouteOperators(registry_module.Rewrite):
         """Operator nodes of a function overdub compiled become calls of OperatorSites (see the module)."""
 
@@ -163,7 +166,7 @@ def _make_reroute(registry_module, ir, errors):
             self.found = {
                 id(stmt): found
                 for stmt in block.body
-                if (found := _operator_of(stmt)) is not None and self._reroutes(*found)
+                if (found := _operator_of(stmt, nodes)) is not None and self._reroutes(*found)
             }
             return bool(self.found)
 
@@ -198,7 +201,7 @@ def _make_reroute(registry_module, ir, errors):
                 function = scope.redefine("$overdub_operator", loc)
                 site = OperatorSite(self.chain, op, kind, constants)
                 new_block.append(ir.Assign(ir.Global(f"operator.{op.__name__}", site, loc), function, loc))
-                target = stmt.target if isinstance(stmt, _ASSIGN) else scope.redefine("$overdub_setitem", loc)
+                target = stmt.target if isinstance(stmt, nodes.assign) else scope.redefine("$overdub_setitem", loc)
                 new_block.append(ir.Assign(ir.Expr.call(function, operands, (), loc), target, loc))
             return new_block
 
@@ -229,7 +232,7 @@ def _restored(site: OperatorSite, call, ir):
     return ir.StaticSetItem(args[0], c["index"], args[1], args[2], loc)
 
 
-def _make_restore(registry_module, ir):
+def _make_restore(registry_module, ir, nodes: _Nodes):
     class RestoreOperators(registry_module.Rewrite):
         """Calls of OperatorSites that numba's own typing resolved become the nodes they came from again."""
 
@@ -243,7 +246,7 @@ def _make_restore(registry_module, ir):
             return bool(self.sites)
 
         def _site(self, stmt, typemap):
-            if not isinstance(stmt, _ASSIGN) or not isinstance(stmt.value, _EXPR) or stmt.value.op != "call":
+            if not isinstance(stmt, nodes.assign) or not isinstance(stmt.value, nodes.expr) or stmt.value.op != "call":
                 return None
             site = getattr(typemap.get(stmt.value.func.name), "site", None)
             sig = self.calltypes.get(stmt.value)
@@ -256,7 +259,11 @@ def _make_restore(registry_module, ir):
             new_block = self.block.copy()
             new_block.clear()
             for stmt in self.block.body:
-                if isinstance(stmt, _ASSIGN) and isinstance(stmt.value, _GLOBAL) and id(stmt.value.value) in restored:
+                if (
+                    isinstance(stmt, nodes.assign)
+                    and isinstance(stmt.value, nodes.global_)
+                    and id(stmt.value.value) in restored
+                ):
                     continue  # the site's global: nothing reads it any more
                 site = self.sites.get(id(stmt))
                 if site is None:
@@ -264,20 +271,34 @@ def _make_restore(registry_module, ir):
                     continue
                 node = _restored(site, stmt.value, ir)
                 self.calltypes[node] = self.calltypes.pop(stmt.value)
-                new_block.append(ir.Assign(node, stmt.target, stmt.loc) if isinstance(node, _EXPR) else node)
+                new_block.append(ir.Assign(node, stmt.target, stmt.loc) if isinstance(node, nodes.expr) else node)
             return new_block
 
     RestoreOperators.__qualname__ = f"RestoreOperators[{registry_module.__name__}]"
     return RestoreOperators
 
 
-def _register(registry_module, ir, errors) -> None:
-    registry_module.register_rewrite("before-inference")(_make_reroute(registry_module, ir, errors))
-    restore = _make_restore(registry_module, ir)
+def _register(registry_module, ir, errors, nodes: _Nodes) -> None:
+    registry_module.register_rewrite("before-inference")(_make_reroute(registry_module, ir, errors, nodes))
+    restore = _make_restore(registry_module, ir, nodes)
     registry_module.register_rewrite("after-inference")(restore)
     after = registry_module.rewrite_registry.rewrites["after-inference"]
     after.insert(0, after.pop(after.index(restore)))  # ahead of numba's own after-inference rewrites
 
 
-_register(numba.core.rewrites, numba.core.ir, numba.core.errors)
-_register(numba.cuda.core.rewrites, numba.cuda.core.ir, numba.cuda.core.errors)
+@when_imported("numba.cuda")
+def _register_with_numba_cuda(numba_cuda) -> None:
+    """numba-cuda's pipeline has its own IR modules and rewrite registry: the passes join it once numba-cuda
+    is imported, before it compiles anything."""
+    from numba.cuda.core import errors, ir, rewrites
+
+    nodes = _Nodes(ir.setitem_types, ir.staticsetitem_types, ir.assign_types, ir.expr_types, ir.global_types)
+    _register(rewrites, ir, errors, nodes)
+
+
+_register(
+    numba.core.rewrites,
+    numba.core.ir,
+    numba.core.errors,
+    _Nodes(*((getattr(numba.core.ir, name),) for name in ("SetItem", "StaticSetItem", "Assign", "Expr", "Global"))),
+)

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import html
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from . import compiler, world
 from .call import KernelCall
 from .context import Context
 from .registry import EmptyTable, GenericFunction, MethodMatch
 from .targets import CompileOptions, get_target
-from .targets import cuda as cuda_target
+
+if TYPE_CHECKING:
+    from .targets import cuda as cuda_target
 
 __all__ = [
     "explain",
@@ -174,6 +176,8 @@ def _cuda_compiled(
 ) -> tuple[cuda_target.CUDALauncher, cuda_target.CUDATarget]:
     """The launcher of the kernel compiled on the CUDA target -- if it is not yet -- to be read, not launched:
     for compute capability ``cc``, else for ``device``'s, else for the current device's (sm_90 with no GPU)."""
+    from .targets import cuda as cuda_target  # (numba-cuda: imported on the first reflection of CUDA code)
+
     if cc is not None and device is not None:
         raise TypeError(f"give cc= ({tuple(cc)}) or device= ({device}), not both: a device has one architecture")
     if cc is None:
@@ -209,6 +213,8 @@ def code_ptx(
     """The PTX of ``kernel`` for these arguments or numba types, for compute capability ``cc``, compiled with
     these compile options (``fastmath=True``, ``max_registers=32``, ...: :class:`CompileOptions`). Needs no GPU.
     In a context with state, ``state`` is the state's value or numba type (the kernel's first parameter)."""
+    from .targets import cuda as cuda_target
+
     library, cc = _cuda_library(kernel, args_or_types, cc, device, context, state, options)
     with cuda_target.toolkit():
         return library.get_asm_str(cc=cc)
@@ -256,6 +262,8 @@ def code_sass(
     **options: object,
 ) -> str:
     """The SASS of ``kernel`` (needs a GPU, or ptxas and nvdisasm; ``cc`` defaults to the device's)."""
+    from .targets import cuda as cuda_target
+
     library, cc = _cuda_library(kernel, args_or_types, cc, device, context, state, options)
     cuda_target.make_current_if_gpu()  # a kernel compiled on another thread: linking its cubin asks the driver
     with cuda_target.toolkit():
@@ -288,6 +296,8 @@ def code_lto_ptx(
 ) -> str:
     """The PTX of ``kernel`` compiled with ``lto=True`` after link-time optimisation with everything it links
     (numba-cuda's ``inspect_lto_ptx``; needs nvJitLink)."""
+    from .targets import cuda as cuda_target
+
     library, cc = _cuda_library(kernel, args_or_types, cc, device, context, state, dict(options, lto=True))
     with cuda_target.toolkit():
         return library.get_lto_ptx(cc=cc)

@@ -132,9 +132,8 @@ _register_view(carray, "C")
 _register_view(farray, "F")
 
 
-def forward_views(root) -> None:
-    """Make a target's calls of numba-cuda's ``carray``/``farray`` the views above."""
+def forwarded_views() -> list[tuple[object, object]]:
+    """numba-cuda's ``carray`` and ``farray``, each with the view above that a target's root forwards it to
+    (asked once numba-cuda is imported)."""
     numpy_support = importlib.import_module("numba.cuda.np.numpy_support")
-
-    root.forward(numpy_support.carray, carray)
-    root.forward(numpy_support.farray, farray)
+    return [(numpy_support.carray, carray), (numpy_support.farray, farray)]

@@ -19,9 +19,8 @@ from numba.core import cgutils, errors, types
 from numba.core.extending import NativeValue, models, register_model, typeof_impl, unbox
 from numba.core.imputils import lower_builtin, lower_constant, lower_getattr_generic, lower_setattr_generic
 from numba.core.typing.templates import AttributeTemplate, infer_getattr, signature
-from numba.cuda.typing.typeof import typeof_impl as cuda_typeof_impl
 
-from .. import world
+from .. import postimport, world
 from ..types import LatticeMeta, StructType
 
 __all__ = ["StructClassType"]
@@ -124,10 +123,17 @@ def _typeof_struct_class(cls, c):
     return StructClassType(cls)
 
 
-# numba internals: numba-cuda types values with its own typeof, whose registration for ``type`` answers for
-# every class (so a class never reaches its fallback to numba's core typeof): register with both
+def _register_with_numba_cuda(numba_cuda) -> None:
+    """numba internals: numba-cuda types values with its own typeof, whose registration for ``type`` answers
+    for every class (so a class never reaches its fallback to numba's core typeof): struct classes register
+    with it too, once numba-cuda is imported."""
+    from numba.cuda.typing.typeof import typeof_impl as cuda_typeof_impl
+
+    cuda_typeof_impl.register(LatticeMeta)(_typeof_struct_class)
+
+
 typeof_impl.register(LatticeMeta)(_typeof_struct_class)
-cuda_typeof_impl.register(LatticeMeta)(_typeof_struct_class)
+postimport.when_imported("numba.cuda", _register_with_numba_cuda)
 
 
 register_model(StructClassType)(models.OpaqueModel)

@@ -48,7 +48,7 @@ _NUMBA_CUDA = "numba.cuda"
 
 
 def _numba_cuda() -> pytypes.ModuleType:
-    import numba.cuda  # imported by overdub's targets already; here for the day they import it lazily
+    import numba.cuda  # on the first name read, not with overdub (the targets' hooks run as it is imported)
 
     return numba.cuda
 

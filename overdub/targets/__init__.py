@@ -7,7 +7,9 @@ and ``compile_kernel`` for a kernel; the launch path (:mod:`overdub.launch`) ask
 launch function and caches it.
 
 A target's ``name`` is what users pass (``od.cuda(..., target="cuda")``); ``label`` is how messages name it
-(``"cuda (sm_90)"``).
+(``"cuda (sm_90)"``). The CUDA target's module imports numba-cuda, which takes longer to import than numba
+itself: it is imported when the CUDA target is first asked for, and whether a GPU is usable is answered
+without it where no NVIDIA driver is (:mod:`.gpu`).
 
 Both targets compile with numba-cuda's typing and stubs (``cuda.grid``, ``cuda.atomic``...), which numba's CUDA
 simulator (``NUMBA_ENABLE_CUDASIM=1``) replaces with Python that runs kernels itself: under it importing the
@@ -32,7 +34,8 @@ if numba_config.ENABLE_CUDASIM:
 
 from .. import settings
 from ..runtime import runtime
-from . import cpu, cuda
+from . import cpu
+from .gpu import gpu_usable
 from .options import CompileOptions, debug_default
 
 if TYPE_CHECKING:
@@ -136,17 +139,21 @@ class Target(Protocol):
         driver, a stream of another context than the current one)."""
 
 
-gpu_usable = cuda.gpu_usable
-
-
 def default_target() -> str:
     """``$OVERDUB_TARGET`` if set, else "cuda" when a GPU is usable, else "cpu"."""
     return settings.TARGET.value() or ("cuda" if gpu_usable() else "cpu")
 
 
-_TARGETS = {"cpu": lambda: cpu.TARGET, "cuda": lambda: cuda.target_for(cuda.device_cc())}
-"""Each target by name; "cuda" is the target of the architecture of the device current on the calling thread
-(asked at each slow-path launch and reflection: one process may drive GPUs of several architectures)."""
+def _cuda_target() -> Target:
+    """The CUDA target of the architecture of the device current on the calling thread (asked at each slow-path
+    launch and reflection: one process may drive GPUs of several architectures); the module, and numba-cuda
+    with it, imported on first use."""
+    from . import cuda
+
+    return cuda.target_for(cuda.device_cc())
+
+
+_TARGETS = {"cpu": lambda: cpu.TARGET, "cuda": _cuda_target}
 
 
 def get_target(name=None, debug: bool | None = None) -> Target:

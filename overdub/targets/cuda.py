@@ -48,21 +48,20 @@ from numba.cuda.typing.typeof import Purpose
 from numba.cuda.typing.typeof import typeof as cuda_typeof
 
 from .. import arguments, bridge
+from ..arguments import HostMemoryError
 from ..bridge.hidden import HiddenArgumentCall
-from ..bridge.pointers import forward_views
+from ..bridge.pointers import forwarded_views
 from ..context import CUDA, TargetRoot
 from ..intrinsics import cuprintln
 from ..runtime import runtime
 from . import launchfn
+from .gpu import DEFAULT_CC, gpu_usable
 from .options import CompileOptions, Configurable
 
 try:
     from .. import _fastlaunch
 except ImportError:  # built without a C compiler: the generated Python launch path serves
     _fastlaunch = None
-
-DEFAULT_CC = (9, 0)
-
 
 # --- streams --------------------------------------------------------------------------------------------
 
@@ -503,10 +502,6 @@ def _in_context_now(err) -> bool:
 # --- the target -----------------------------------------------------------------------------------------
 
 
-class HostMemoryError(TypeError):
-    """A launch argument lives in host memory, which a CUDA kernel cannot read."""
-
-
 def copied_to_device(args: tuple, stream=None) -> tuple:
     """numba-cuda's treatment of host arrays, for its drop-in (``od.jit``): each numpy array copied to the
     device; returns the new arguments and the (host, device) pairs to copy back after the launch."""
@@ -624,7 +619,8 @@ class CUDATarget(Configurable):
         if root is None:
             self.root = TargetRoot(f"cuda-{arch}", self)
             self.root.forward(print, cuprintln)
-            forward_views(self.root)
+            for callee, view in forwarded_views():
+                self.root.forward(callee, view)
         else:
             self.root = root.configured_for(self)
 
@@ -819,18 +815,6 @@ runtime.register_cache(f"{__name__}.target_for", target_for, kept="a target is a
 
 def _configured(cc: tuple, options: CompileOptions) -> CUDATarget:
     return target_for(cc).configured(options)
-
-
-@functools.cache
-def gpu_usable() -> bool:
-    """Whether numba-cuda finds a usable GPU (asked once)."""
-    try:
-        return numba_cuda.is_available()
-    except Exception:  # a broken driver install means no GPU, not a failed import
-        return False
-
-
-runtime.register_cache(f"{__name__}.gpu_usable", gpu_usable, kept="a fact of the machine, asked once")
 
 
 def device_cc(device: int | None = None, what: str = "od.cuda") -> tuple[int, ...]:

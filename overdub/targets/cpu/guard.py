@@ -64,9 +64,10 @@ from __future__ import annotations
 import itertools
 import math
 import operator
+import sys
 import types as pytypes
+from typing import NamedTuple
 
-from numba import cuda as numba_cuda
 from numba import typeof
 from numba.core import ir
 from numba.core import types as nt
@@ -83,10 +84,7 @@ _COMPARISONS = {operator.lt: "<", operator.le: "<=", operator.gt: ">", operator.
 _FLIPPED = {"<": ">", "<=": ">=", ">": "<", ">=": "<="}  # a op b is b _FLIPPED[op] a
 _NEGATED = {"<": ">=", "<=": ">", ">": "<=", ">=": "<"}
 _ARITHMETIC = {operator.add: "+", operator.sub: "-", operator.mul: "*", operator.floordiv: "//"}
-_GRID = (numba_cuda.grid, numba_cuda.gridsize)
 _BUILTINS = (bool, len, min, max, abs)  # the calls besides cuda.grid a walk may pass, where numba's own
-_IDIOM = (numba_cuda.grid, numba_cuda.gridsize, numba_cuda.threadIdx, numba_cuda.blockIdx, numba_cuda.blockDim)
-_THREAD_INDICES = (numba_cuda.threadIdx, numba_cuda.blockIdx, numba_cuda.blockDim, numba_cuda.gridDim)
 _NEVER_REROUTED = (operator.is_, operator.is_not)  # as operators.py: numba's always
 
 # What a value computed by numba's operations on numbers may be: every number and boolean type (not complex:
@@ -96,22 +94,56 @@ _MOST_TYPE_TUPLES = 4096  # an operation whose operands may have more type combi
 _LONGEST_SOURCE = 2000  # a bound's source (x = x + x, repeated, doubles it)
 
 
+class _Idiom(NamedTuple):
+    """numba-cuda's kernel idiom, as the walk reads the thread's global x index off it."""
+
+    grid: object
+    gridsize: object
+    threadIdx: object
+    blockIdx: object
+    blockDim: object
+    gridDim: object
+
+    @property
+    def grids(self) -> tuple:
+        return (self.grid, self.gridsize)
+
+    @property
+    def thread_indices(self) -> tuple:
+        return (self.threadIdx, self.blockIdx, self.blockDim, self.gridDim)
+
+    @property
+    def read(self) -> tuple:
+        """What the walk relies on meaning numba-cuda's own."""
+        return (self.grid, self.gridsize, self.threadIdx, self.blockIdx, self.blockDim)
+
+
+def _numba_cuda_idiom() -> _Idiom:
+    from numba import cuda
+
+    return _Idiom(cuda.grid, cuda.gridsize, cuda.threadIdx, cuda.blockIdx, cuda.blockDim, cuda.gridDim)
+
+
 def x_bounds(func, argtypes: tuple) -> tuple[tuple[str, str], ...]:
     """The bounds a thread's global x index must satisfy for ``func`` (a kernel as rewritten in its chain,
     compiled for the numba types ``argtypes``, one for each parameter the launch passes) to do anything, as
     ``(op, source)`` pairs -- ``x op source``, ``source`` an expression of the kernel's parameters, named
-    ``a0, a1, ...`` -- or ``()`` where none is known."""
+    ``a0, a1, ...`` -- or ``()`` where none is known. A kernel reads its index through numba-cuda's idiom:
+    none does before numba-cuda is imported."""
     chain = func.__globals__.get(CHAIN_MARK)
-    if chain is None or not _idiom_is_plain(chain):
+    if chain is None or "numba.cuda" not in sys.modules:
+        return ()
+    idiom = _numba_cuda_idiom()
+    if not _idiom_is_plain(chain, idiom):
         return ()
     try:
         function_ir = run_frontend(func)
     except Exception:  # numba's compile of the kernel says what is wrong with it
         return ()
-    return tuple(_Walk(function_ir, chain, func, tuple(nt.unliteral(t) for t in argtypes)).bounds())
+    return tuple(_Walk(function_ir, chain, func, tuple(nt.unliteral(t) for t in argtypes), idiom).bounds())
 
 
-def _idiom_is_plain(chain: tuple) -> bool:
+def _idiom_is_plain(chain: tuple, idiom: _Idiom) -> bool:
     """Do ``cuda.grid`` and the thread indices mean what numba's do, and does no hook observe calls? (Each
     lookup is an edge of the kernel being built: an overdub or hook defined later recompiles it.)"""
     if any(ctx.observes(PREHOOK) or ctx.observes(POSTHOOK) for ctx in chain):
@@ -119,9 +151,9 @@ def _idiom_is_plain(chain: tuple) -> bool:
     for ctx in chain:
         if isinstance(ctx, TargetRoot):
             continue
-        if any(ctx.forwarded(f) is not None for f in _IDIOM) or any(ctx.replacement(f) is not None for f in _IDIOM):
+        if any(ctx.forwarded(f) is not None or ctx.replacement(f) is not None for f in idiom.read):
             return False
-    return all(each.table.is_empty() for f in _GRID for each in asked(chain, f))
+    return all(each.table.is_empty() for f in idiom.grids for each in asked(chain, f))
 
 
 def _is_plain_type(t) -> bool:
@@ -154,8 +186,8 @@ class _Walk:
     ("getitem", e, e), ("call", e, (e, ...)), ("binop", op, e, e), ("unary", op, e), ("tuple", (e, ...)) --
     or _UNKNOWN."""
 
-    def __init__(self, function_ir, chain: tuple, func, argtypes: tuple):
-        self.chain, self.func, self.argtypes = chain, func, argtypes
+    def __init__(self, function_ir, chain: tuple, func, argtypes: tuple, idiom: _Idiom):
+        self.chain, self.func, self.argtypes, self.idiom = chain, func, argtypes, idiom
         self.blocks = function_ir.blocks
         self.entry = min(function_ir.blocks)
         self.env: dict = {}
@@ -221,7 +253,7 @@ class _Walk:
             return self._numba_s((operator.getitem,), [var(expr.value), var(index)])
         if op == "call" and not expr.kws and expr.vararg is None and expr.varkwarg is None:
             callee = self._value_of(expr.func)
-            if _one_of(callee, _GRID):
+            if _one_of(callee, self.idiom.grids):
                 return True  # _idiom_is_plain: numba's own
             if _one_of(callee, _BUILTINS):
                 return self._numba_s((callee,), [var(arg) for arg in expr.args])
@@ -293,7 +325,12 @@ class _Walk:
             return self._item_kind(node)
         if tag == "call":
             callee, args = self._callee(node[1]), node[2]
-            if _one_of(callee, _GRID) and len(args) == 1 and args[0][0] == "value" and args[0][1] in (1, 2, 3):
+            if (
+                _one_of(callee, self.idiom.grids)
+                and len(args) == 1
+                and args[0][0] == "value"
+                and args[0][1] in (1, 2, 3)
+            ):
                 return (nt.int64,) if args[0][1] == 1 else (nt.UniTuple(nt.int64, args[0][1]),)
             if callee is len:
                 return _NUMBERS
@@ -443,15 +480,15 @@ class _Walk:
         """Is ``node`` the thread's global x index?"""
         if node[0] == "call":
             grid, args = self._module_attribute(node[1]), node[2]
-            return grid is numba_cuda.grid and args == (("value", 1),)
+            return grid is self.idiom.grid and args == (("value", 1),)
         if node[0] == "getitem" and node[2] == ("value", 0) and node[1][0] == "call":
             grid, args = self._module_attribute(node[1][1]), node[1][2]
-            return grid is numba_cuda.grid and args in ((("value", 2),), (("value", 3),))
+            return grid is self.idiom.grid and args in ((("value", 2),), (("value", 3),))
         if node[0] == "binop" and node[1] is operator.add:
             for thread, block in ((node[2], node[3]), (node[3], node[2])):
-                if self._index(thread) is numba_cuda.threadIdx and block[0] == "binop" and block[1] is operator.mul:
+                if self._index(thread) is self.idiom.threadIdx and block[0] == "binop" and block[1] is operator.mul:
                     factors = {self._index(block[2]), self._index(block[3])}
-                    if factors == {numba_cuda.blockIdx, numba_cuda.blockDim}:
+                    if factors == {self.idiom.blockIdx, self.idiom.blockDim}:
                         return True
         return False
 
@@ -460,7 +497,7 @@ class _Walk:
         None for anything else."""
         if node[0] == "getattr" and node[2] in axes:
             owner = self._module_attribute(node[1])
-            if any(owner is index for index in _THREAD_INDICES):
+            if any(owner is index for index in self.idiom.thread_indices):
                 return owner
         return None
 

@@ -21,7 +21,6 @@ import re
 import types as pytypes
 
 from numba.core import types
-from numba.cuda import libdevicefuncs  # numba-cuda's table of libdevice's functions and their types
 
 from . import devicemath as dm
 
@@ -149,15 +148,22 @@ def why_not(name: str) -> str:
 # --- the intrinsics ---------------------------------------------------------------------------------------
 
 
-def _libdevice_function(name: str, retty, args):
-    sig = libdevicefuncs.create_signature(retty, args)
+def _libdevice_function(name: str, sig):
     label = f"cuda.libdevice.{name}"
     codegen = implementation(name)
     typed = dm.typed_as(label, sig, codegen) if codegen is not None else dm.refused(label, why_not(name))
     return dm.fixed_arity_intrinsic(__name__, f"LIBDEVICE.{name}", len(sig.args), typed)
 
 
-LIBDEVICE = pytypes.SimpleNamespace(
-    **{n[5:]: _libdevice_function(n[5:], retty, args) for n, (retty, args) in libdevicefuncs.functions.items()},
-)
-"""``numba.cuda.libdevice`` inside a CPU-target kernel (target.py forwards each function to its namesake)."""
+LIBDEVICE = pytypes.SimpleNamespace()
+"""``numba.cuda.libdevice`` inside a CPU-target kernel (target.py forwards each function to its namesake), one
+function for each of numba-cuda's once numba-cuda is imported (:func:`define`)."""
+
+
+def define() -> None:
+    """Fill :data:`LIBDEVICE` from numba-cuda's table of libdevice's functions and their types (as numba-cuda
+    is imported: a kernel names libdevice's functions only after)."""
+    from numba.cuda import libdevicefuncs
+
+    for name, (retty, args) in libdevicefuncs.functions.items():
+        setattr(LIBDEVICE, name[5:], _libdevice_function(name[5:], libdevicefuncs.create_signature(retty, args)))

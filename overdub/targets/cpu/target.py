@@ -34,19 +34,16 @@ import types as pytypes
 import weakref
 
 import numba
-from numba import cuda as numba_cuda
 from numba.core import bytecode, config
 from numba.core.compiler import CompileResult
 from numba.core.compiler_lock import global_compiler_lock
 from numba.core.environment import Environment
 from numba.core.registry import cpu_target
-from numba.cuda import fp16 as numba_fp16
-from numba.cuda import libdevice as numba_libdevice
 
 from ... import arguments, bridge, settings, world
 from ...bridge.hidden import HiddenArgumentCall
-from ...bridge.pointers import forward_views
-from ...context import CPU, TargetRoot
+from ...bridge.pointers import forwarded_views
+from ...context import CPU, TargetRoot, when_imported
 from ...intrinsics import LaunchNeed, cuprintln
 from ...runtime import runtime
 from ...types import typeof
@@ -54,14 +51,13 @@ from .. import launchfn
 from ..options import CompileOptions, Configurable
 from . import checks as cpu_checks
 from . import conversions as cpu_conversions  # noqa: F401  (registers the GPU's float to integer conversions)
-from . import devicemath, half, runner
+from . import devicemath, half, libdevice, runner
 from . import grid as cpu_grid
 from . import libm as cpu_libm
 from . import state as cpu_state
 from . import sync as cpu_sync
 from .atomics import ATOMIC
 from .globalarrays import global_array
-from .libdevice import LIBDEVICE
 from .runner import UnsupportedOnCPU
 from .sync import SYNC_NAMES, namespace
 
@@ -395,37 +391,48 @@ def _configured(options: CompileOptions) -> CPUTarget:
 
 TARGET = CPUTarget()
 TARGET.root.forward(print, cuprintln)
-forward_views(TARGET.root)
 for _name in ("fmod", "remainder", "modf"):  # numba-cuda compiles them, numba's CPU target does not
     TARGET.root.forward(getattr(math, _name), getattr(cpu_libm, _name))
-for _name, _function in vars(LIBDEVICE).items():  # numba-cuda's libdevice placeholders mean nothing on the CPU
-    TARGET.root.forward(getattr(numba_libdevice, _name), _function)
-# numba.cuda.fp16 is imported here, not once a program does: numba-cuda's CUDA typing imports it anyway, and a
-# forward added then would invalidate every kernel compiled so far
-for _name in numba_fp16.__all__:
-    _function = getattr(numba_fp16, _name)
-    if isinstance(_function, pytypes.FunctionType):
-        TARGET.root.forward(_function, half.cpu_function(_name, _function))
-# The kernel idiom: calls are forwarded (so a context's overdub of cuda.grid still applies on the CPU),
-# objects read for their attributes are replaced.
-for _name in ("grid", "gridsize") + SYNC_NAMES + devicemath.STUB_NAMES:
-    _stub = getattr(numba_cuda, _name)  # numba-cuda's stubs are classes: replaced, not forwarded
-    (TARGET.root.replace if isinstance(_stub, type) else TARGET.root.forward)(_stub, getattr(CUDA_IDIOM, _name))
-for _name in ("threadIdx", "blockIdx", "blockDim", "gridDim", "laneid", "shared", "local", "atomic", "const", "cg"):
-    TARGET.root.replace(getattr(numba_cuda, _name), getattr(CUDA_IDIOM, _name))
-    for _member, _value in vars(getattr(CUDA_IDIOM, _name)).items():  # cuda.atomic.add held in a variable too
-        if callable(_value) and hasattr(getattr(numba_cuda, _name), _member):
-            TARGET.root.replace(getattr(getattr(numba_cuda, _name), _member), _value)
-TARGET.root.replace(numba_cuda.warpsize, 32)
 cpu_checks.install(cpu_state.read_slot)
-# on CUDA these are attributes of numba-cuda's stub classes (or stub classes themselves), not functions: calls
-# no hook observes there
-for _name in ("shared", "local", "atomic", "const", "cg"):
-    TARGET.root.hide(*(value for value in vars(getattr(CUDA_IDIOM, _name)).values() if callable(value)))
-TARGET.root.hide(
-    *(
-        getattr(CUDA_IDIOM, name)
-        for name in SYNC_NAMES + devicemath.STUB_NAMES
-        if isinstance(getattr(numba_cuda, name), type)
+
+
+@when_imported("numba.cuda")
+def _define_numba_cuda(numba_cuda) -> None:
+    """What numba-cuda's names mean on the CPU target, added once numba-cuda is imported -- only then can a
+    kernel name them, so nothing compiled before recompiles (:meth:`~overdub.context.TargetRoot.add_imported`).
+    The kernel idiom: calls are forwarded (so a context's overdub of ``cuda.grid`` still applies on the CPU),
+    objects read for their attributes are replaced; numba-cuda's libdevice and fp16 placeholders, which mean
+    nothing on the CPU, are forwarded to functions that compute there."""
+    from numba.cuda import fp16
+    from numba.cuda import libdevice as numba_libdevice
+
+    libdevice.define()
+    forwards = forwarded_views()
+    forwards += [(getattr(numba_libdevice, name), function) for name, function in vars(libdevice.LIBDEVICE).items()]
+    forwards += [
+        (function, half.cpu_function(name, function))
+        for name in fp16.__all__
+        if isinstance(function := getattr(fp16, name), pytypes.FunctionType)
+    ]
+    replacements: list[tuple[object, object]] = []
+    for name in ("grid", "gridsize") + SYNC_NAMES + devicemath.STUB_NAMES:
+        stub = getattr(numba_cuda, name)  # numba-cuda's stubs are classes: replaced, not forwarded
+        (replacements if isinstance(stub, type) else forwards).append((stub, getattr(CUDA_IDIOM, name)))
+    for name in ("threadIdx", "blockIdx", "blockDim", "gridDim", "laneid", "shared", "local", "atomic", "const", "cg"):
+        replacements.append((getattr(numba_cuda, name), getattr(CUDA_IDIOM, name)))
+        for member, value in vars(getattr(CUDA_IDIOM, name)).items():  # cuda.atomic.add held in a variable too
+            if callable(value) and hasattr(getattr(numba_cuda, name), member):
+                replacements.append((getattr(getattr(numba_cuda, name), member), value))
+    replacements.append((numba_cuda.warpsize, 32))
+    TARGET.root.add_imported(forwards, replacements)
+    # on CUDA these are attributes of numba-cuda's stub classes (or stub classes themselves), not functions:
+    # calls no hook observes there
+    for name in ("shared", "local", "atomic", "const", "cg"):
+        TARGET.root.hide(*(value for value in vars(getattr(CUDA_IDIOM, name)).values() if callable(value)))
+    TARGET.root.hide(
+        *(
+            getattr(CUDA_IDIOM, name)
+            for name in SYNC_NAMES + devicemath.STUB_NAMES
+            if isinstance(getattr(numba_cuda, name), type)
+        )
     )
-)
