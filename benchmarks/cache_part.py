@@ -147,7 +147,8 @@ def one_run(variant: str, edited: bool, workers: int = 0) -> dict:
     """Launch every kernel once (after ``od.precompile`` with ``workers`` processes, where given): the seconds
     from importing the program (its libraries are imported before) to the last result, the kernels compiled
     in this process and by its launches, the kernels whose result is not numpy's."""
-    import numba  # noqa: F401 -- the libraries' own import time is not the program's start
+    # the libraries' own import time is not the program's start (its kernels name numba-cuda's intrinsics)
+    import numba.cuda  # noqa: F401
 
     if variant.startswith("od"):
         import overdub  # noqa: F401
