@@ -54,6 +54,7 @@ typedef struct {
 typedef struct {
     PyObject_HEAD
     PyObject *kernel;          /* the compiler's Kernel node: its `valid` flag */
+    PyObject **valid_word;     /* where a world.Node keeps that flag (its slot), or NULL: read the attribute */
     Py_ssize_t nchecks;
     uint64_t **versions;       /* the watched words: module dicts' version tags, cells' and functions' pointers */
     uint64_t **expected;       /* for each, the word holding the value the guard last saw */
@@ -76,6 +77,8 @@ typedef struct {
 static PyObject *s_valid, *s_usable, *s_dtype, *s_ndim, *s_c_contiguous, *s_f_contiguous, *s_size, *s_data, *s_ptr,
     *s_shape, *s_strides, *s_address, *s_device, *s_overdub_slots;
 static unsigned long long launches = 0;
+static PyObject *node_type = NULL; /* world.Node, whose instances keep `valid` at valid_offset (install()) */
+static Py_ssize_t valid_offset = 0;
 
 static int attr_is(PyObject *obj, PyObject *name, PyObject *expected) {
     PyObject *value = PyObject_GetAttr(obj, name);
@@ -329,7 +332,7 @@ static int check_limits(const unsigned grid[3], const unsigned block[3], PyObjec
  * slow check (Kernel.usable) compares what it read and records the new words. 1: valid, 0: not (take the
  * slow path), -1: error. */
 static int still_valid(Launcher *self) {
-    int valid = attr_truth(self->kernel, s_valid);
+    int valid = self->valid_word != NULL ? *self->valid_word == Py_True : attr_truth(self->kernel, s_valid);
     if (valid != 1) return valid < 0 ? -1 : 0;
     for (Py_ssize_t i = 0; i < self->nchecks; i++) {
         if (*self->versions[i] != *self->expected[i]) {
@@ -555,6 +558,10 @@ static int Launcher_init(Launcher *self, PyObject *args, PyObject *kwargs) {
     if (PyErr_Occurred()) return -1;
     Py_INCREF(kernel);
     self->kernel = kernel;
+    /* a world.Node's `valid` slot, read in place (install() said where; anything else: its attribute) */
+    self->valid_word = node_type != NULL && PyObject_TypeCheck(kernel, (PyTypeObject *)node_type)
+                           ? (PyObject **)((char *)kernel + valid_offset)
+                           : NULL;
     Py_INCREF(stream_handle);
     self->stream_handle = stream_handle;
     return 0;
@@ -853,10 +860,16 @@ static PyObject *py_launch_key(PyObject *module, PyObject *args) {
 }
 
 static PyObject *install(PyObject *module, PyObject *args) {
-    PyObject *table, *slow, *python, *mark;
+    PyObject *table, *slow, *python, *mark, *node;
     unsigned long long version_address;
-    if (!PyArg_ParseTuple(args, "O!OOOK", &PyDict_Type, &table, &slow, &python, &mark, &version_address))
+    Py_ssize_t offset;
+    if (!PyArg_ParseTuple(args, "O!OOOKOn", &PyDict_Type, &table, &slow, &python, &mark, &version_address, &node,
+                          &offset))
         return NULL;
+    Py_XDECREF(node_type);
+    node_type = node == Py_None || offset <= 0 ? NULL : node;
+    Py_XINCREF(node_type);
+    valid_offset = offset;
     for (int i = 0; i < NCACHE; i++) cache_clear(&cache[i]);
     table_version = (const uint64_t *)(uintptr_t)version_address;
     Py_XDECREF(launch_table);
@@ -916,9 +929,10 @@ static PyMethodDef module_methods[] = {
      "graph_launch(launch_functions, exec, stream, cuGraphLaunch address): launch a graph if every launch "
      "function's kernel is still valid (True), else False"},
     {"install", install, METH_VARARGS,
-     "install(table, slow_path, python_launch, state_mark, version_address): where cuda() looks launches up, "
-     "who takes other keywords, what marks a state's class in a key, and the address of the table's version "
-     "tag (0: none; the lookup is not cached)"},
+     "install(table, slow_path, python_launch, state_mark, version_address, node_type, valid_offset): where "
+     "cuda() looks launches up, who takes other keywords, what marks a state's class in a key, the address of "
+     "the table's version tag (0: none; the lookup is not cached), and where a node keeps its valid flag "
+     "(None, 0: read the attribute)"},
     {"launch_key", py_launch_key, METH_VARARGS,
      "launch_key(kernel, args, context, target, state): the launch table's key of a call (runtime.launch_key)"},
     {"cuda", (PyCFunction)(void (*)(void))cuda, METH_FASTCALL | METH_KEYWORDS,

@@ -48,6 +48,8 @@ def install(
     python_launch: Callable[..., None],
     state_mark: object,
     version_address: int,  # the table's version tag (bindings.version_tag_address); 0: no lookup cache
+    node_type: type,  # world.Node, whose instances keep their valid flag at valid_offset (0: unknown)
+    valid_offset: int,
     /,
 ) -> None: ...
 def launch_key(

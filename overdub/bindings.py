@@ -55,6 +55,18 @@ def version_tag_address(namespace: dict) -> int:
     return id(namespace) + _VERSION_OFFSET if _HAS_VERSION_TAG else 0
 
 
+def valid_slot_offset() -> int:
+    """Where a :class:`world.Node` keeps its ``valid`` flag (the slot's offset in the object, for native launch
+    functions to read it in place), or 0 where it cannot be found."""
+    node = world.Node()
+    first, second = object(), object()
+    node.valid = first
+    offset = _probe(node, first)
+    node.valid = second
+    found = offset is not None and ctypes.c_size_t.from_address(id(node) + offset).value == id(second)
+    return offset if found and offset is not None else 0
+
+
 def _probe(obj, value) -> int | None:
     """The offset of the word in ``obj``'s memory that points to ``value`` (searched past the header)."""
     for offset in range(2 * _WORD, 24 * _WORD, _WORD):

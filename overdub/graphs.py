@@ -79,6 +79,7 @@ class Graph:
         self._capture: Any = None  # CUDA: overdub.targets.cudagraph.Capture
         self._checked: tuple[Any, ...] = ()  # CUDA: a native launch function per compiled kernel
         self._fast: tuple[Any, ...] = ()  # _checked where it covers every kernel: graph_launch checks them
+        self._replay: tuple[int, int, int] = (0, 0, 0)  # CUDA: graph_launch's executable graph, null stream, entry
         self._closed = False
         self._captured = False  # a graph captures once
 
@@ -111,6 +112,7 @@ class Graph:
                 self._capture.end(failed=kind is not None)
                 if kind is None:
                     self._index_nodes()
+                    self._replay = (self._capture.exec_handle, 0, self._capture.launch_entry)
         finally:
             self.thread = 0
             capture_into(None)
@@ -174,8 +176,11 @@ class Graph:
         since the capture (or the last replay) is recompiled and replaced in the graph first."""
         if self.thread:
             raise RuntimeError("od.graph: launch() inside its own with block; launch after it")
-        if self._fast and self._capture.launch(self._fast, stream):  # every kernel still valid: one call
-            return
+        if self._fast:  # every kernel still valid: the graph in one call, checked and launched in C
+            if stream is None and _fastlaunch.graph_launch(self._fast, *self._replay):
+                return
+            if stream is not None and self._capture.launch(self._fast, stream):
+                return
         if self._capture is None:
             for captured in self.launches:
                 self._run(captured)

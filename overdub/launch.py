@@ -15,7 +15,8 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from .bindings import version_tag_address
+from . import world
+from .bindings import valid_slot_offset, version_tag_address
 from .call import launch_slow
 from .context import Context
 from .runtime import STATE_MARK, launch_key, runtime
@@ -98,9 +99,24 @@ def capture_into(graph: Any) -> None:
 
 _python_cuda = cuda  # what the native od.cuda calls for the keywords it leaves to Python (debug=)
 
+def install_lookup(slow_path: Callable[..., None] = launch_slow) -> None:
+    """Give the native od.cuda its launch table and its slow path (a test may wrap it). The lookup caches each
+    kernel's last key while the table is unchanged (its version tag), and reads each kernel's valid flag in
+    its slot."""
+    assert _fastlaunch is not None
+    _fastlaunch.install(
+        runtime.launches,
+        slow_path,
+        _python_cuda,
+        STATE_MARK,
+        version_tag_address(runtime.launches),
+        world.Node,
+        valid_slot_offset(),
+    )
+
+
 if _fastlaunch is not None:  # the same lookup in C; static tools and the API page read the definition above
-    # the lookup caches each kernel's last key while the launch table is unchanged (its version tag)
-    _fastlaunch.install(runtime.launches, launch_slow, _python_cuda, STATE_MARK, version_tag_address(runtime.launches))
+    install_lookup()
     globals()["cuda"] = _fastlaunch.cuda
 
 

@@ -163,14 +163,12 @@ def test_a_launch_with_state_is_cached_under_the_key_the_native_lookup_builds(ma
     key = launch_key(m.kernel, m.prof, "cpu", (out, x), counts)
     assert key[3] is STATE_MARK and len(runtime.launches[key]) == 1
     slow = []
-    fastlaunch = pytest.importorskip("overdub._fastlaunch")
-    fastlaunch.install(
-        runtime.launches, lambda *a: slow.append(a) or od_launch.launch_slow(*a), od_launch._python_cuda, STATE_MARK
-    )
+    pytest.importorskip("overdub._fastlaunch")
+    od_launch.install_lookup(lambda *a: slow.append(a) or od_launch.launch_slow(*a))
     try:
         od.cuda(m.kernel, out, x, threads=8, context=m.prof, state=counts, target="cpu")  # found by the native lookup
     finally:
-        fastlaunch.install(runtime.launches, od_launch.launch_slow, od_launch._python_cuda, STATE_MARK)
+        od_launch.install_lookup()
     assert not slow and counts.tolist() == [16, 32]
 
 

@@ -68,6 +68,7 @@ class Capture:
         err, self.exec = drv.cuGraphInstantiate(graph, 0)
         _checked("cuGraphInstantiate", err)
         self.exec_handle = int(self.exec)
+        self.launch_entry = driver().graph_launch  # cuGraphLaunch, which a replay calls from C
         err, nodes, count = drv.cuGraphGetNodes(graph)
         _checked("cuGraphGetNodes", err)
         if count:
