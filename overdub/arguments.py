@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import operator
 import struct
+import sys
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -333,7 +334,9 @@ class NumpyArray(ArgumentKind):
         return "host"
 
     def accepts(self, value) -> bool:
-        return isinstance(value, np.ndarray) and not isinstance(value, np.ma.MaskedArray)
+        # a masked array is none (its mask would be lost); numpy.ma unimported, there is none to ask about
+        masked = sys.modules.get("numpy.ma")
+        return isinstance(value, np.ndarray) and not (masked is not None and isinstance(value, masked.MaskedArray))
 
     def signature(self, value):
         flags = value.flags

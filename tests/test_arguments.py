@@ -275,3 +275,10 @@ def test_tuple_arguments_launch_and_a_new_element_type_compiles_anew(make_module
     assert out[0] == 15.25 and compiles() - before == 1
     od.cuda(m.area, out, (3, 5), (1,), target="cpu")
     assert out[0] == 16 and compiles() - before == 2
+
+
+def test_a_masked_array_has_no_argument_kind_and_a_plain_array_keeps_its_own():
+    """A masked array is no numpy array to a kernel (its mask would be lost); asking does not import numpy.ma
+    for the plain arrays of a program that never uses it."""
+    assert arguments.kind_of(np.ma.masked_array(np.arange(3.0), mask=[0, 1, 0])) is None
+    assert arguments.kind_of(np.arange(3.0)).name == "numpy_array"
