@@ -99,6 +99,7 @@ def capture_into(graph: Any) -> None:
 
 _python_cuda = cuda  # what the native od.cuda calls for the keywords it leaves to Python (debug=)
 
+
 def install_lookup(slow_path: Callable[..., None] = launch_slow) -> None:
     """Give the native od.cuda its launch table and its slow path (a test may wrap it). The lookup caches each
     kernel's last key while the table is unchanged (its version tag), and reads each kernel's valid flag in
