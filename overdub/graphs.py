@@ -23,7 +23,7 @@ A graph belongs to the thread that captured it while capturing; one graph captur
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, cast
 
 from . import bridge
@@ -59,9 +59,7 @@ class Captured:
     state: object
     compiled: Any = None  # CUDA: the compiled kernel (overdub.compiler.Kernel) the node launches
     function: int = 0  # CUDA: its CUfunction, which finds its nodes
-    kept: tuple[object, ...] = field(
-        default=()
-    )  # CUDA: parameters set by update(), alive while the graph may read them
+    kept: tuple[object, ...] = ()  # CUDA: parameters set by update(), alive while the graph may read them
 
     def call(self, args: tuple[object, ...] | None = None) -> call_module.KernelCall:
         return call_module.KernelCall.of(
@@ -144,6 +142,7 @@ class Graph:
         call_module.check_kernel(bridge.python_function(kernel) or kernel, args)
         blocks, threads, shmem = launchfn.checked_config(blocks, threads, shmem, None)
         captured = Captured(kernel, tuple(args), threads, blocks, shmem, target, context, state)
+        launch = None
         if self._capture is not None:
             self.target.check_launchable(None)
             _, compiled, launch = call_module.launch_compiled(
@@ -151,7 +150,7 @@ class Graph:
             )
             captured.compiled, captured.function = compiled, int(cast(Any, compiled.launcher)._function())
         self.launches.append(captured)
-        if self._capture is not None:
+        if launch is not None:
             self._keep_checked(launch)
 
     def _keep_checked(self, launch: object) -> None:

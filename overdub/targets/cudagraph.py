@@ -34,7 +34,6 @@ class Capture:
         _checked("cuStreamCreate", err)
         self.handle = int(self.stream)
         self.user_stream = StreamHandle(self.handle)  # as launch functions take a stream
-        self.context = driver().current_context()
         self.graph: Any = None
         self.exec: Any = None
         self.nodes: dict[int, list[Any]] = {}  # CUfunction -> the kernel nodes launching it
