@@ -386,6 +386,21 @@ def test_numba_cudas_documentation_example_passes_with_only_its_import_switched(
 
     if runner.SYMBOLS is None and cpu.in_use():  # barriers, shared memory, grid sync: the native runner's
         pytest.skip("overdub._cpugrid is not built: the CPU target runs blocks serially, without barriers")
+    check_example(name)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", doc_examples.EXAMPLES)
+def test_numba_cudas_documentation_example_passes_on_the_gpu_with_only_its_import_switched(name):
+    """The same on the CUDA target, every example (test_ffi's CUDA C too, where cffi is installed): what a GPU
+    run of ``pytest -m gpu`` checks."""
+    assert not cpu.in_use(), "a usable GPU: launches default to the CUDA target"
+    check_example(name)
+
+
+def check_example(name: str) -> None:
+    """Run numba-cuda's example ``name`` with its import switched: every check passes but the ones that assert
+    what overdub changes by design."""
     result = doc_examples.run(name, stream=io.StringIO())
     failed = {test.id().split(".", 1)[1]: text for test, text in result.failures + result.errors}
     differing = {test for example, test in DIFFERS_BY_DESIGN if example == name}
