@@ -43,7 +43,7 @@ from .types import is_concrete
 if TYPE_CHECKING:
     from .targets import Launcher, Target
 
-__all__ = ["KernelCall", "launch_slow", "launch_compiled", "check_kernel"]
+__all__ = ["KernelCall", "launch_slow", "launch_compiled", "checked_launch", "check_kernel"]
 
 
 @dataclass(frozen=True, eq=False, slots=True)
@@ -231,11 +231,20 @@ def launch_slow(
             if launch(launched, blocks, threads, shmem, stream):
                 return
         kernel = canonical
-    check_kernel(bridge.python_function(kernel) or kernel, args)
-    blocks, threads, shmem = launchfn.checked_config(blocks, threads, shmem, stream)
-    with get_target(target).on_device(None, "a launch", stream):  # on a stream: in the stream's context
-        get_target(target).check_launchable(stream)
+    blocks, threads, shmem = checked_launch(kernel, args, blocks, threads, shmem, stream)
+    tgt = get_target(target)
+    with tgt.on_device(None, "a launch", stream):  # on a stream: in the stream's context
+        tgt.check_launchable(stream)
         launch_compiled(kernel, args, threads, blocks, shmem, stream, target, context, state)
+
+
+def checked_launch(
+    kernel: object, args: tuple[object, ...], blocks: object, threads: object, shmem: object, stream: object
+) -> tuple[tuple[int, int, int], tuple[int, int, int], int]:
+    """A launch's checks before anything compiles (the kernel and its arguments' binding, the grid, the block,
+    the dynamic shared memory, the stream's kind): the grid, block and shared memory normalised."""
+    check_kernel(bridge.python_function(kernel) or kernel, args)
+    return launchfn.checked_config(blocks, threads, shmem, stream)
 
 
 def launch_compiled(

@@ -26,10 +26,9 @@ import threading
 from dataclasses import dataclass
 from typing import Any, cast
 
-from . import bridge
 from . import call as call_module
 from .launch import capture_into, cuda
-from .targets import Target, get_target, launchfn
+from .targets import Target, get_target
 
 try:
     from . import _fastlaunch
@@ -139,8 +138,7 @@ class Graph:
             )
         if get_target(target).name != self.target.name:
             raise ValueError(f"{where} is on another target than the graph's ({self.target.label})")
-        call_module.check_kernel(bridge.python_function(kernel) or kernel, args)
-        blocks, threads, shmem = launchfn.checked_config(blocks, threads, shmem, None)
+        blocks, threads, shmem = call_module.checked_launch(kernel, args, blocks, threads, shmem, None)
         captured = Captured(kernel, tuple(args), threads, blocks, shmem, target, context, state)
         launch = None
         if self._capture is not None:
@@ -222,7 +220,7 @@ class Graph:
         was captured with; no new capture)."""
         captured = self.launches[index]
         if self._capture is None:
-            call_module.check_kernel(bridge.python_function(captured.kernel) or captured.kernel, args)
+            call_module.checked_launch(captured.kernel, args, captured.blocks, captured.threads, captured.shmem, None)
             captured.args = tuple(args)
             return
         self._check_open()
