@@ -10,8 +10,9 @@ directory and run in fresh processes, each launching all 20 kernels once:
   the precompile**: the plain program on that cache, which must compile nothing;
 * **edited**: after ``dev1.d0``'s body changed in its file -- only ``k0`` depends on it.
 
-Each run reports the seconds from importing the program (overdub, numba and numpy are imported before) to the
-last result, how many kernels it compiled and whether every result matches numpy's; and the whole process's
+Each run reports the seconds from importing the program to the last result (overdub, numba, numpy and, for
+the CUDA variants, cupy are imported and the GPU's context is made before: those costs are the same in every
+run, whatever the cache holds), how many kernels it compiled and whether every result matches numpy's; and the whole process's
 wall time. The same program written for numba with ``cache=True``
 (``numba.njit`` device functions and loop kernels on the CPU; ``cuda.jit(device=True, cache=True)`` and
 ``cuda.jit(cache=True)`` where a GPU is usable) runs the same way: numba keys its cache by each function's own
@@ -147,11 +148,18 @@ def one_run(variant: str, edited: bool, workers: int = 0) -> dict:
     """Launch every kernel once (after ``od.precompile`` with ``workers`` processes, where given): the seconds
     from importing the program (its libraries are imported before) to the last result, the kernels compiled
     in this process and by its launches, the kernels whose result is not numpy's."""
-    # the libraries' own import time is not the program's start (its kernels name numba-cuda's intrinsics)
-    import numba.cuda  # noqa: F401
+    # the libraries' own import time is not the program's start (its kernels name numba-cuda's intrinsics), nor
+    # is the making of the GPU's context: both are the same in every run, whatever a cache holds
+    import numba.cuda
 
     if variant.startswith("od"):
         import overdub  # noqa: F401
+    if variant == "od-cuda":
+        import cupy
+
+        cupy.zeros(1)
+    elif variant == "numba-cuda":
+        numba.cuda.current_context()
     t0 = time.perf_counter()
     outs, compiles, launch_compiles = _launch_all(variant, workers)
     seconds = time.perf_counter() - t0
