@@ -330,6 +330,31 @@ def test_random_states_are_numba_cudas_and_its_generators_run_in_cpu_kernels():
     assert ((out >= 0) & (out < 1)).all() and len(set(out.tolist())) == 64
 
 
+def test_the_namespaces_stub_classes_compile_for_the_cuda_target_as_numba_cudas_own(make_module):
+    """numba-cuda types ``cuda.threadIdx``, ``cuda.shared``, ... by its own module: read through overdub's
+    namespace they compile to PTX as they do through ``from numba import cuda`` (no GPU needed)."""
+    source = """
+        from overdub import cuda
+        from overdub.cuda import float32
+
+        @cuda.jit
+        def kernel(out):
+            tile = cuda.shared.array(shape=(4, 8), dtype=float32)
+            scratch = cuda.local.array(2, float32)
+            i = cuda.threadIdx.x + cuda.blockIdx.x * cuda.blockDim.x
+            tile[0, cuda.laneid % 8] = i
+            scratch[0] = cuda.warpsize
+            scratch[1] = cuda.gridDim.x
+            cuda.syncthreads()
+            cuda.atomic.add(out, 0, tile[0, 0] + scratch[0] + scratch[1])
+    """
+    m = make_module(source)
+    ptx = od.code_ptx(m.kernel, od.types.float32[::1], cc=(9, 0))
+    for register in ("%tid.x", "%ctaid.x", "%ntid.x", "%nctaid.x", "%laneid"):
+        assert register in ptx, register
+    assert ".shared" in ptx and "bar.sync" in ptx and "atom.global.add.f32" in ptx
+
+
 # --- a namespace read lazily is still a global of compiled code ------------------------------------------
 
 

@@ -5,6 +5,8 @@ that what the chain replaces -- a callable come back Overdubbed, a submodule's p
 
 from __future__ import annotations
 
+import sys
+
 from numba.core import cgutils, types
 from numba.core.imputils import lower_getattr_generic
 from numba.core.typing.templates import AttributeTemplate, infer_getattr
@@ -30,14 +32,20 @@ register_opaque(ModuleProxy, ModuleProxyType)
 
 
 def _seen_attribute(proxy: ModuleProxy, attr: str):
-    """(the attribute as the chain sees it, whether that is the module's own value -- not Overdubbed, not a
-    proxy, not a target's replacement)."""
+    """(the attribute as the chain sees it, the module whose own attribute it is as numba types it -- None where
+    the chain changed it: Overdubbed, a proxy, a target's replacement). That module is the proxy's, or the one
+    it re-exports the name from (``__overdub_reexports__``: ``overdub.cuda`` re-exports numba-cuda's names,
+    whose typing numba-cuda keys on its own module, as ``cuda.threadIdx`` and ``cuda.shared``)."""
     try:
         value = proxy.attribute(attr)
     except AttributeError as exc:
         sites = call_sites()
         raise AttributeError(f"{exc}{' (at ' + sites[0] + ')' if sites else ''}") from None
-    return value, value is getattr(proxy.module, attr, None)
+    module = proxy.module
+    if value is not getattr(module, attr, None):
+        return value, None
+    origin = sys.modules.get(getattr(module, "__overdub_reexports__", ""))
+    return value, origin if origin is not None and getattr(origin, attr, None) is value else module
 
 
 @infer_getattr
@@ -45,18 +53,18 @@ class _ModuleProxyAttributes(AttributeTemplate):
     key = ModuleProxyType
 
     def generic_resolve(self, typ, attr):
-        value, own = _seen_attribute(typ.proxy, attr)
-        if own:
-            return self.context.resolve_getattr(types.Module(typ.proxy.module), attr)
+        value, module = _seen_attribute(typ.proxy, attr)
+        if module is not None:
+            return self.context.resolve_getattr(types.Module(module), attr)
         return typeof(value)
 
 
 @lower_getattr_generic(ModuleProxyType)
 def _lower_module_proxy_getattr(context, builder, typ, value, attr):
-    seen, own = _seen_attribute(typ.proxy, attr)
-    if not own:  # Overdubbed, a proxy, or a target's replacement: a constant
+    seen, module = _seen_attribute(typ.proxy, attr)
+    if module is None:  # Overdubbed, a proxy, or a target's replacement: a constant
         return context.get_constant_generic(builder, typeof(seen), seen)
-    module_type = types.Module(typ.proxy.module)
+    module_type = types.Module(module)
     impl = context.get_getattr(module_type, attr)
     if impl is not None:  # the target's own lowering: module constants, special registers
         return impl(context, builder, module_type, context.get_dummy_value(), attr)

@@ -45,6 +45,7 @@ jit = dropin.jit
 
 _OWN_SUBMODULES = ("random", "cpu")  # overdub.cuda.X that are modules of overdub, not numba-cuda's
 _NUMBA_CUDA = "numba.cuda"
+__overdub_reexports__ = _NUMBA_CUDA  # compiled code types the names read through here as numba-cuda's own
 
 
 def _numba_cuda() -> pytypes.ModuleType:
