@@ -2,6 +2,9 @@
 validity and guards, marshals every parameter into its slot, and enqueues with the right grid."""
 
 import ctypes
+import dataclasses
+import struct
+import sys
 import types as pytypes
 
 import numpy as np
@@ -340,3 +343,117 @@ def test_the_lookup_serves_the_launch_tables_current_list_for_each_call():
     finally:
         runtime.launches.pop(key_int, None)
         runtime.launches.pop(key_float, None)
+
+
+# --- cupy arrays read in place (overdub/targets/arraylayout.py) ----------------------------------------------
+# Stand-ins with cupy's kind of layout: a bytes subclass keeps its contents in the object itself, so its fields
+# -- dtype, shape and strides vectors (begin, end), contiguity flags (C ints), data pointer's object -- lie at
+# known offsets past the bytes header, as a Cython class's fields do.
+
+BYTES_HEADER = sys.getsizeof(b"") - 1  # where a bytes object's contents start (its terminating NUL excluded)
+LAYOUT = {"dtype": 0, "shape": 8, "strides": 24, "c_contiguous": 40, "f_contiguous": 44, "data": 48, "ptr": 0}
+
+
+class InPlaceArray(bytes):
+    pass
+
+
+class InPlacePointer(bytes):
+    pass
+
+
+def in_place_array(dtype, shape, strides, ptr, c, f, keep: list):
+    """An InPlaceArray holding the fields, what it points to kept alive in ``keep``."""
+    dtype = np.dtype(dtype)
+    shape_v, strides_v = (
+        (ctypes.c_int64 * max(len(shape), 1))(*shape),
+        (ctypes.c_int64 * max(len(strides), 1))(*strides),
+    )
+    pointer = InPlacePointer(struct.pack("<Q", ptr))
+    begin, end = ctypes.addressof(shape_v), ctypes.addressof(shape_v) + 8 * len(shape)
+    s_begin, s_end = ctypes.addressof(strides_v), ctypes.addressof(strides_v) + 8 * len(strides)
+    array = InPlaceArray(
+        struct.pack("<QQQQQii", id(dtype), begin, end, s_begin, s_end, c, f) + struct.pack("<Q", id(pointer))
+    )
+    keep += [dtype, shape_v, strides_v, pointer]
+    return array, shape_v
+
+
+@pytest.fixture
+def in_place():
+    from overdub.targets import arraylayout
+
+    assert ctypes.string_at(id(b"xyz") + BYTES_HEADER, 3) == b"xyz", "bytes keep their contents in the object"
+    fastlaunch.set_array_layout(
+        InPlaceArray, InPlacePointer, tuple(BYTES_HEADER + LAYOUT[f] for f in arraylayout.FIELDS)
+    )
+    yield
+    fastlaunch.set_array_layout(None, None, (0,) * 7)
+    arraylayout._outcome.clear()  # a GPU machine's real cupy layout is found again at the next launch function
+
+
+def test_an_array_of_the_layouts_class_is_read_in_place_and_its_guard_holds_there(in_place):
+    keep: list = []
+    specs = [("a", np.dtype(np.float32), 2, 4, "C", False), ("a", np.dtype(np.float32), 2, 4, "F", False)]
+    launcher, driver = make(specs, 18)
+    c_array, c_shape = in_place_array(np.float32, (3, 4), (16, 4), 0x1000, 1, 0, keep)
+    f_array, _ = in_place_array(np.float32, (3, 4), (4, 12), 0x2000, 0, 1, keep)
+    assert launcher((c_array, f_array), 1, 1, 0, None) is True
+    slots = driver.calls[-1][5]
+    assert slots[:9] == [q(0), q(0), q(12), q(4), q(0x1000), q(3), q(4), q(16), q(4)]
+    assert slots[9:] == [q(0), q(0), q(12), q(4), q(0x2000), q(3), q(4), q(4), q(12)]
+    c_shape[0], c_shape[1] = 4, 3  # cupy's `a.shape = ...` rewrites the vector in place: read afresh
+    assert launcher((c_array, f_array), 1, 1, 0, None) is True
+    assert driver.calls[-1][5][5:9] == [q(4), q(3), q(12), q(4)]
+    # the guard, read in place: another dtype, rank or layout takes the slow path
+    for wrong in (
+        in_place_array(np.float64, (3, 4), (32, 8), 0x1000, 1, 0, keep)[0],
+        in_place_array(np.float32, (12,), (4,), 0x1000, 1, 1, keep)[0],
+        in_place_array(np.float32, (3, 4), (4, 12), 0x1000, 0, 1, keep)[0],
+    ):
+        assert launcher((wrong, f_array), 1, 1, 0, None) is False
+    assert launcher((c_array, c_array), 1, 1, 0, None) is False  # C-only where F is required
+    assert len(driver.calls) == 2
+
+
+def test_an_array_of_another_class_or_pointer_class_reads_its_attributes(in_place):
+    keep: list = []
+    specs = [("a", np.dtype(np.float32), 1, 4, "C", False)]
+    launcher, driver = make(specs, 7)
+    assert launcher((DeviceArray(np.float32, (5,), 0x3000),), 1, 1, 0, None) is True
+    assert driver.calls[-1][5][4] == q(0x3000)
+    odd, _ = in_place_array(np.float32, (5,), (4,), 0x4000, 1, 1, keep)
+    odd = InPlaceArray(odd[:48] + struct.pack("<Q", id(keep[0])))  # its data is no InPlacePointer: not in place
+    # ...so its attributes are read, and a bytes object has none: the guard fails (read in place, it would hold)
+    assert launcher((odd,), 1, 1, 0, None) is False
+    assert len(driver.calls) == 1
+
+
+def test_the_layout_is_found_where_every_probe_holds_each_field_at_one_offset_only():
+    from overdub.targets import arraylayout
+
+    keep: list = []
+    shapes = [
+        ((2, 3), (12, 4), 1, 0),
+        ((3, 2), (4, 12), 0, 1),
+        ((2, 2), (12, 8), 0, 0),
+        ((5,), (8,), 1, 1),
+        ((2,), (16,), 0, 0),
+        ((2, 3, 4), (24, 8, 2), 1, 0),
+        ((3, 2, 4), (8, 24, 2), 0, 0),
+    ]
+    dtypes = [np.float32, np.float32, np.float32, np.float64, np.float64, np.int16, np.int16]
+    probes = []
+    for i, ((shape, strides, c, f), dtype) in enumerate(zip(shapes, dtypes)):
+        array, _ = in_place_array(dtype, shape, strides, 0x10000 + 0x100 * i, c, f, keep)
+        keep.append(array)
+        pointer, dtype_object = keep[-2], keep[-5]
+        probes.append(
+            arraylayout.Probe(id(array), id(pointer), id(dtype_object), 0x10000 + 0x100 * i, shape, strides, c, f)
+        )
+    size, pointer_size = BYTES_HEADER + 56, BYTES_HEADER + 8
+    found = arraylayout.find(probes, size, pointer_size)
+    assert found == {field: BYTES_HEADER + offset for field, offset in LAYOUT.items()}
+    # probes that cannot tell two fields apart (every array both C- and F-contiguous): no layout
+    both = [dataclasses.replace(p, c=1, f=1) for p in probes]
+    assert arraylayout.find(both, size, pointer_size) is None

@@ -884,3 +884,41 @@ def test_numpy_integer_shmem_launches_through_the_launch_table(cupy, make_module
     for shmem in (0, np.int64(256), np.uint32(0), 256, np.int32(49152)):
         od.cuda(m.kernel1, out, threads=64, shmem=shmem, target="cuda")
     assert out.get().tolist() == list(range(64))
+
+
+def test_cupy_arrays_are_read_in_place_by_the_native_launch_and_every_layout_is_right(cupy, make_module):
+    """The native launch functions read a cupy array's fields where this cupy keeps them (found once per
+    process: overdub/targets/arraylayout.py): C, F and non-contiguous arrays, views, an array reshaped in place
+    and an empty one all give the kernel their own shape, strides and data."""
+    from overdub import _fastlaunch
+    from overdub.targets import arraylayout
+
+    m = make_module(
+        """
+        from numba import cuda
+
+        def total(out, a):
+            if cuda.grid(1) == 0:
+                s = 0.0
+                for i in range(a.shape[0]):
+                    for j in range(a.shape[1]):
+                        s += a[i, j] * (i + 1) * (j + 10)
+                out[0] = s
+        """
+    )
+    out = cupy.zeros(1)
+    base = cupy.arange(48, dtype=cupy.float64).reshape(6, 8)
+    arrays = [base, cupy.asfortranarray(base), base[::2, 1::3], base.T, base[:0], base.reshape(8, 6)]
+    before = _fastlaunch.launch_count()
+    for a in arrays * 2:  # the second round: from the launch table, natively
+        od.cuda(m.total, out, a)
+        host = cupy.asnumpy(a)
+        weights = np.outer(np.arange(1, host.shape[0] + 1), np.arange(10, host.shape[1] + 10))
+        assert out.get()[0] == (host * weights).sum(), a.shape
+    assert arraylayout.install(_fastlaunch), "this cupy's layout is found"
+    assert _fastlaunch.launch_count() - before >= len(arrays)
+    reshaped = base.copy()
+    reshaped.shape = (8, 6)  # in place: the same object, new shape and strides
+    od.cuda(m.total, out, reshaped)
+    weights = np.outer(np.arange(1, 9), np.arange(10, 16))
+    assert out.get()[0] == (cupy.asnumpy(reshaped) * weights).sum()

@@ -54,7 +54,7 @@ from ..bridge.pointers import forwarded_views
 from ..context import CUDA, TargetRoot
 from ..intrinsics import cuprintln
 from ..runtime import runtime
-from . import launchfn
+from . import arraylayout, launchfn
 from .gpu import DEFAULT_CC, gpu_usable
 from .options import CompileOptions, Configurable
 
@@ -239,6 +239,8 @@ class CUDALauncher:
         checks = kernel.guard.native_checks()
         if None in specs or checks is None:
             return None
+        if any(spec[0] == "a" for spec in specs):
+            arraylayout.install(_fastlaunch)
         return _fastlaunch.Launcher(kernel, checks, specs, int(self._kernel()), driver().native_entries, stream_handle)
 
     @staticmethod
