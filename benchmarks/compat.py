@@ -1,13 +1,21 @@
-"""numba-cuda's own kernel-language tests, run as shipped and with ``numba.cuda.jit`` replaced by ``overdub.jit``.
+"""numba-cuda's own kernel-language tests, run as shipped and switched to overdub.
 
-    python benchmarks/compat.py [--quick] [--files test_math,test_sync] [--timeout 240] [--jobs N] [--out DIR]
+    python benchmarks/compat.py [--switch jit|import] [--quick] [--files test_math,test_sync] [--timeout 240]
+                                [--jobs N] [--out DIR]
 
 Each chosen test file of ``numba.cuda.tests.cudapy`` (found through importlib, wherever numba-cuda is installed)
 runs twice, each run in its own pytest subprocess (so a segfault or abort is attributed to its file): (1) as
-shipped; (2) with the plugin ``benchmarks/compat/overdub_compat_plugin.py`` replacing ``numba.cuda.jit`` (and
-the ``jit`` bound in ``numba.cuda.decorators`` / ``numba.cuda.device_init``) by ``overdub.jit`` before the test
-modules import it -- they use ``from numba import cuda`` then ``@cuda.jit``. numba-cuda's library code keeps
-numba's jit. The plugin records each test's outcome, exception type and message as JSON lines.
+shipped; (2) switched to overdub by the plugin ``benchmarks/compat/overdub_compat_plugin.py``, in one of two ways
+(``--switch``; ``OVERDUB_COMPAT_PATCH`` tells the plugin):
+  jit    -- (the default) ``numba.cuda.jit`` (and the ``jit`` bound in ``numba.cuda.decorators`` /
+            ``numba.cuda.device_init``) replaced by ``overdub.jit`` before the test modules import it -- they use
+            ``from numba import cuda`` then ``@cuda.jit``. numba-cuda's library code keeps numba's jit;
+  import -- the one-import switch a user makes: each test module (``numba.cuda.tests.cudapy.test_*``) is loaded
+            by an import hook from its source with its imports switched (``from overdub import cuda``, ``from
+            overdub.cuda[.X] import ...``; overdub.switch), under its own file name; numba-cuda's harness
+            (``numba.cuda.testing``, ``numba.cuda.tests.*``) and library are as shipped, nothing is patched. The
+            tests' whole ``cuda`` namespace is then overdub's: host API as well as jit.
+The plugin records each test's outcome, exception type and message as JSON lines.
 
 Every test that passes as shipped but not with overdub is classified:
   api    -- API surface overdub does not provide: AttributeError (``.specialize``, ``.overloads``, ...),
@@ -32,7 +40,9 @@ option's plumbing, not the kernel language; TestLibdeviceCompilation (in test_li
 generated ``compile_ptx`` tests that never call jit and would pass identically in both runs, inflating the ratio.
 Every listed file exists in numba-cuda 0.30.4; a file missing from the installed version is reported as missing.
 --quick runs test_localmem, test_constmem, test_random (small, fast). The per-test count of od.jit calls is
-recorded; tests that pass in both runs without calling od.jit are reported (they measure nothing).
+recorded (with either switch, the tests' calls of overdub's jit); tests that pass in both runs without calling
+od.jit are reported (they measure nothing). compat.json and compat.md name the switch; with ``--switch import``
+each file's entry lists the modules the hook switched (the file's own, and any test module it imports).
 
 Without a GPU the shipped tests fail with CudaSupportError (or skip); NUMBA_ENABLE_CUDASIM=1 exercises the
 harness only.
@@ -78,6 +88,11 @@ FILES = [
 QUICK = ["test_localmem", "test_constmem", "test_random"]
 DESELECT = {"test_libdevice": "not TestLibdeviceCompilation"}
 CLASSES = ("api", "wrong", "crash", "other")
+SWITCHES = {
+    "jit": "numba.cuda.jit replaced by od.jit",
+    "import": "the one-import switch: the test modules' imports switched to `from overdub import cuda`",
+}
+"""How the second run switches the tests to overdub (the plugin's ``OVERDUB_COMPAT_PATCH``)."""
 
 _API_TYPEERROR = re.compile(
     r"lives in host memory|has no attribute|unexpected (keyword|option)|got an unexpected|not subscriptable|"
@@ -92,11 +107,12 @@ def tests_dir() -> Path:
     return Path(next(iter(spec.submodule_search_locations)))
 
 
-def run_file(name: str, patch: bool, timeout: float, workdir: Path) -> dict:
-    """One pytest subprocess over numba.cuda.tests.cudapy.<name>: its events, return code, time."""
-    record = workdir / f"{name}.{'overdub' if patch else 'numba'}.jsonl"
+def run_file(name: str, switch: str | None, timeout: float, workdir: Path) -> dict:
+    """One pytest subprocess over numba.cuda.tests.cudapy.<name>, switched to overdub by ``switch`` (one of
+    :data:`SWITCHES`; None: as shipped): its events, return code, time."""
+    record = workdir / f"{name}.{'overdub' if switch else 'numba'}.jsonl"
     record.unlink(missing_ok=True)
-    env = dict(os.environ, OVERDUB_COMPAT_RECORD=str(record), OVERDUB_COMPAT_PATCH="1" if patch else "0")
+    env = dict(os.environ, OVERDUB_COMPAT_RECORD=str(record), OVERDUB_COMPAT_PATCH=switch or "0")
     paths = [str(PLUGIN_DIR), str(ROOT)]
     if importlib.util.find_spec("filecheck") is None:
         paths.append(str(PLUGIN_DIR / "stubs"))  # numba.cuda.testing imports it at module level
@@ -216,13 +232,13 @@ def count(tests: dict) -> dict:
     return {k: c.get(k, 0) for k in ("passed", "failed", "error", "skipped", "crash")}
 
 
-def measure(names: list[str], timeout: float, log=print, jobs: int = 1) -> dict:
+def measure(names: list[str], timeout: float, log=print, jobs: int = 1, switch: str = "jit") -> dict:
     try:
         available = {p.stem for p in tests_dir().glob("test_*.py")}
     except Exception as exc:  # numba-cuda's tests not importable at all
         available = set()
         log(f"cannot find numba.cuda.tests.cudapy: {exc!r}")
-    result = {"python": sys.version.split()[0], "timeout_s": timeout, "files": {}, "missing": []}
+    result = {"python": sys.version.split()[0], "timeout_s": timeout, "switch": switch, "files": {}, "missing": []}
     try:
         from importlib.metadata import version
 
@@ -235,7 +251,7 @@ def measure(names: list[str], timeout: float, log=print, jobs: int = 1) -> dict:
         (workdir / "pytest.ini").write_text("[pytest]\nconsider_namespace_packages = true\n")
         with concurrent.futures.ThreadPoolExecutor(max(1, jobs)) as pool:  # each run is its own subprocess
             runs = {
-                (name, mode): pool.submit(run_file, name, mode == "overdub", timeout, workdir)
+                (name, mode): pool.submit(run_file, name, switch if mode == "overdub" else None, timeout, workdir)
                 for name in names
                 if name in available
                 for mode in ("numba", "overdub")
@@ -279,6 +295,7 @@ def _compare(name: str, nb: dict, od: dict, log) -> dict:
             "collect_errors": r["collect_errors"],
             "patch_failed": r["patch_failed"],
             "patched": any(ev["event"] == "patched" for ev in r["events"]),
+            "switched": sorted({ev["module"] for ev in r["events"] if ev["event"] == "switched"}),
             "tail": r["tail"] if r["died"] or r["collect_errors"] else "",
         }
         for mode, r in (("numba", nb), ("overdub", od))
@@ -326,11 +343,13 @@ def markdown(result: dict) -> str:
             + (f" ({c['crash']} crash)" if c["crash"] else "")
         )
 
+    switch = result.get("switch", "jit")
     lines = [
         "# overdub vs numba-cuda's kernel-language tests",
         "",
         f"numba-cuda {result['numba_cuda']}, Python {result['python']}, per-file timeout "
-        f"{result['timeout_s']:.0f} s. Counts are passed/failed/errored. Overdub-only failures: tests "
+        f"{result['timeout_s']:.0f} s. Overdub run: `--switch {switch}`, {SWITCHES[switch]}. "
+        f"Counts are passed/failed/errored. Overdub-only failures: tests "
         f"numba-cuda passes and overdub does not -- api (API surface overdub does not provide), wrong "
         f"(wrong result), crash, other (by exception type).",
         "",
@@ -356,7 +375,9 @@ def markdown(result: dict) -> str:
             ev = f["overdub"]["patch_failed"]
             notes.append(f"overdub did not load: {ev['exc_type']}: {ev['message'][:80]}")
         elif f["overdub"].get("patched") is False:
-            notes.append("jit NOT patched")
+            notes.append("jit NOT patched" if switch == "jit" else "import hook NOT installed")
+        elif switch == "import" and f"numba.cuda.tests.cudapy.{name}" not in f["overdub"].get("switched", []):
+            notes.append("imports NOT switched")
         label = name + (" (" + "; ".join(notes) + ")" if notes else "")
         lines.append(
             f"| {label} | {pfe(f['numba']['counts'])} | {pfe(f['overdub']['counts'])} | {c['api']} | "
@@ -400,12 +421,20 @@ def main(argv=None) -> int:
     ap.add_argument("--timeout", type=float, default=240.0, help="seconds per file and run (default 240)")
     ap.add_argument("--jobs", type=int, default=1, help="files run at once (each run its own subprocess)")
     ap.add_argument("--out", default=str(HERE / "results"), help="directory for compat.json and compat.md")
+    ap.add_argument(
+        "--switch",
+        choices=sorted(SWITCHES),
+        default="jit",
+        help="how the overdub run switches: jit (numba.cuda.jit replaced, the default) or import (the one-import "
+        "switch, the test modules' imports rewritten)",
+    )
     args = ap.parse_args(argv)
     names = QUICK if args.quick else FILES
     if args.files:
         names = [n if n.startswith("test_") else "test_" + n for n in args.files.split(",") if n.strip()]
         names = [n[:-3] if n.endswith(".py") else n for n in names]
-    result = measure(names, args.timeout, log=lambda s: print(s, file=sys.stderr, flush=True), jobs=args.jobs)
+    log = lambda s: print(s, file=sys.stderr, flush=True)  # noqa: E731
+    result = measure(names, args.timeout, log=log, jobs=args.jobs, switch=args.switch)
     result["totals"] = totals(result)
     md = markdown(result)
     out = Path(args.out)

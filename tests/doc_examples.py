@@ -5,8 +5,9 @@
 The examples ship with numba-cuda (``numba/cuda/tests/doc_examples/test_*.py``, found through importlib
 wherever it is installed): each is a unittest module whose test methods hold the example's code and its checks.
 Each is loaded from its source with the example's imports rewritten -- ``from numba import cuda`` to ``from
-overdub import cuda``, ``from numba.cuda[.X] import ...`` to ``from overdub.cuda[.X] import ...`` -- and nothing
-else of the example changed. Around the examples is numba-cuda's test harness: ``numba.cuda.tests.support``
+overdub import cuda``, ``from numba.cuda[.X] import ...`` to ``from overdub.cuda[.X] import ...``
+(:func:`overdub.switch.switched_source`, which benchmarks/compat.py's ``--switch import`` uses too) -- and
+nothing else of the example changed. Around the examples is numba-cuda's test harness: ``numba.cuda.tests.support``
 (``captured_stdout``, ``skip_unless_cffi``) is kept; ``numba.cuda.testing`` (``CUDATestCase`` and the
 ``skip_*`` decorators) is the one thing replaced (:data:`HARNESS`) -- its conditions ask numba-cuda's driver about
 the GPU when the module is imported, and it needs ``filecheck`` to import at all -- by the same names asking
@@ -26,6 +27,8 @@ import types
 import unittest
 from pathlib import Path
 
+from overdub.switch import switched_source
+
 __all__ = ["EXAMPLES", "NEED_A_GPU", "HARNESS", "directory", "rewritten", "load", "suite", "run"]
 
 NEED_A_GPU = {"test_ffi": "CUDA C linked with cuda.declare_device(..., link='functions.cu') (and cffi)"}
@@ -43,20 +46,14 @@ EXAMPLES = sorted(path.stem for path in directory().glob("test_*.py"))
 """The examples' module names (test_vecadd, test_matmul, ...)."""
 
 _HARNESS_MODULE = "overdub_doc_examples_harness"
-_REWRITES = [
-    # numba-cuda's test harness (not example code): its stand-in, answering for the device overdub.cuda uses
-    (re.compile(r"^(\s*)from numba\.cuda\.testing import", re.M), rf"\1from {_HARNESS_MODULE} import"),
-    # the example's own imports: the one switch a user makes
-    (re.compile(r"^(\s*)from numba import cuda$", re.M), r"\1from overdub import cuda"),
-    (re.compile(r"^(\s*)from numba\.cuda((?:\.(?!tests\b)\w+)*) import", re.M), r"\1from overdub.cuda\2 import"),
-]
+# numba-cuda's test harness (not example code): its stand-in, answering for the device overdub.cuda uses
+_HARNESS_IMPORT = re.compile(r"^(\s*)from numba\.cuda\.testing import", re.M)
 
 
 def rewritten(source: str) -> str:
-    """The example's source with its imports switched to overdub (and the harness to :data:`HARNESS`)."""
-    for pattern, replacement in _REWRITES:
-        source = pattern.sub(replacement, source)
-    return source
+    """The example's source with its imports switched to overdub -- the one switch a user makes
+    (:func:`overdub.switch.switched_source`) -- and the harness to :data:`HARNESS`."""
+    return switched_source(_HARNESS_IMPORT.sub(rf"\1from {_HARNESS_MODULE} import", source))
 
 
 def _harness() -> types.ModuleType:

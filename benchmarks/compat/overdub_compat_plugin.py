@@ -3,15 +3,31 @@
 It records every test's outcome (with the exception type and message of a failure) as JSON lines in the file
 named by ``OVERDUB_COMPAT_RECORD``, flushing each line, so a run that crashes still says which test it was in.
 
-With ``OVERDUB_COMPAT_PATCH=1`` it also replaces ``numba.cuda.jit`` (and the ``jit`` names already bound in
-``numba.cuda.decorators`` and ``numba.cuda.device_init``) by ``overdub.jit`` before any test module is
-imported. Calls from numba-cuda's own library code (``numba.*`` outside ``numba.cuda.tests``: device-array
-assignment kernels, reductions, vectorize, the random module...) keep numba's jit, so only the kernels the tests
-write themselves go through overdub -- what a user who swapped ``@cuda.jit`` for ``@od.jit`` would get.
+``OVERDUB_COMPAT_PATCH`` says how the tests are switched to overdub, before any test module is imported:
+
+- ``0`` (or unset): not at all, numba-cuda's tests as shipped;
+- ``jit`` (or ``1``): ``numba.cuda.jit`` (and the ``jit`` names already bound in ``numba.cuda.decorators`` and
+  ``numba.cuda.device_init``) is replaced by ``overdub.jit``. Calls from numba-cuda's own library code
+  (``numba.*`` outside ``numba.cuda.tests``: device-array assignment kernels, reductions, vectorize, the random
+  module...) keep numba's jit, so only the kernels the tests write themselves go through overdub -- what a user
+  who swapped ``@cuda.jit`` for ``@od.jit`` would get;
+- ``import``: the one-import switch. An import hook (:class:`SwitchedTests`, first on ``sys.meta_path``) loads
+  each test module (``numba.cuda.tests.cudapy.test_*``) from its source with its imports switched as a user
+  switches a program (:func:`overdub.switch.switched_source`: ``from overdub import cuda``, ``from
+  overdub.cuda[.X] import ...``), compiled under its own file name, line for line. numba-cuda's harness
+  (``numba.cuda.testing``, ``numba.cuda.tests.*`` helpers) and library are loaded as shipped; nothing of numba
+  is patched. The test modules' ``cuda`` is ``overdub.cuda``: their kernels, their ``cuda.to_device`` and the
+  rest are overdub's namespace. (pytest's assertion rewriting, a hook behind this one, does not reach them:
+  a bare ``assert`` fails with a plain message.)
+
+Either way each call of overdub's jit from a test is counted (``od_calls`` of each report).
 """
 
 from __future__ import annotations
 
+import importlib.abc
+import importlib.machinery
+import importlib.util
 import json
 import os
 import sys
@@ -20,6 +36,10 @@ _RECORD = os.environ.get("OVERDUB_COMPAT_RECORD")
 _out = open(_RECORD, "a", buffering=1) if _RECORD else None  # noqa: SIM115 -- open for the whole run
 _calls = [0]  # od.jit calls since the current test started (module level: before any test)
 _current = {"nodeid": None}
+SWITCHES = {"0": None, "": None, "1": "jit", "jit": "jit", "import": "import"}
+"""``OVERDUB_COMPAT_PATCH``'s values: the switch each means (None: the tests as shipped)."""
+TEST_MODULES = "numba.cuda.tests.cudapy.test_"
+"""The modules the import switch rewrites: numba-cuda's test modules, by name prefix."""
 
 
 def _write(**event):
@@ -31,7 +51,29 @@ def _write(**event):
 _CALL = "__od_compat_r = __od_compat_jit(*__od_compat_a, **__od_compat_k)"
 
 
-def _install():
+def counting(od_jit, numba_jit=None):
+    """``od_jit``, each call counted; with ``numba_jit``, a call from numba-cuda's library code (``numba.*``
+    outside ``numba.cuda.tests``) goes there instead, uncounted."""
+
+    def jit(*args, **kwargs):
+        caller = sys._getframe(1)
+        module = caller.f_globals.get("__name__", "")
+        if numba_jit is not None and module.startswith("numba.") and not module.startswith("numba.cuda.tests"):
+            return numba_jit(*args, **kwargs)
+        _calls[0] += 1
+        # od.jit reads the scope its caller's def runs in (sys._getframe(1).f_locals): run the call in a frame
+        # whose locals are a copy of the caller's, so device functions see the names the test defined.
+        ns = dict(caller.f_locals)
+        ns.update(__od_compat_jit=od_jit, __od_compat_a=args, __od_compat_k=kwargs)
+        exec(_CALL, caller.f_globals, ns)
+        return ns["__od_compat_r"]
+
+    jit.__doc__ = od_jit.__doc__
+    jit.__wrapped__ = od_jit
+    return jit
+
+
+def _install_jit():
     import numba.cuda
     import numba.cuda.decorators as decorators
 
@@ -44,23 +86,7 @@ def _install():
         except Exception:
             pass
     numba_jit = decorators.jit
-    od_jit = overdub.jit
-
-    def jit(*args, **kwargs):
-        caller = sys._getframe(1)
-        module = caller.f_globals.get("__name__", "")
-        if module.startswith("numba.") and not module.startswith("numba.cuda.tests"):
-            return numba_jit(*args, **kwargs)
-        _calls[0] += 1
-        # od.jit reads the scope its caller's def runs in (sys._getframe(1).f_locals): run the call in a frame
-        # whose locals are a copy of the caller's, so device functions see the names the test defined.
-        ns = dict(caller.f_locals)
-        ns.update(__od_compat_jit=od_jit, __od_compat_a=args, __od_compat_k=kwargs)
-        exec(_CALL, caller.f_globals, ns)
-        return ns["__od_compat_r"]
-
-    jit.__doc__ = od_jit.__doc__
-    jit.__wrapped__ = od_jit
+    jit = counting(overdub.jit, numba_jit)
     numba.cuda.jit = jit
     decorators.jit = jit
     dev = sys.modules.get("numba.cuda.device_init")
@@ -69,12 +95,55 @@ def _install():
     sim = sys.modules.get("numba.cuda.simulator_init")
     if sim is not None and hasattr(sim, "jit"):
         sim.jit = jit
-    _write(event="patched", overdub=getattr(overdub, "__file__", "?"))
+    _write(event="patched", switch="jit", overdub=getattr(overdub, "__file__", "?"))
 
 
-if os.environ.get("OVERDUB_COMPAT_PATCH") == "1":
+class SwitchedTests(importlib.abc.MetaPathFinder):
+    """Finds the modules named ``prefix...`` where the path finders do, and loads each through
+    :class:`SwitchedLoader`: its imports switched to overdub."""
+
+    def __init__(self, prefix: str = TEST_MODULES):
+        self.prefix = prefix
+
+    def find_spec(self, fullname, path, target=None):
+        if not fullname.startswith(self.prefix):
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(fullname, path)
+        if spec is None or type(spec.loader) is not importlib.machinery.SourceFileLoader:
+            return None
+        spec.loader = SwitchedLoader(fullname, spec.origin)
+        return spec
+
+
+class SwitchedLoader(importlib.machinery.SourceFileLoader):
+    """A source file's module, compiled from its source with its imports switched (never from, nor into, the
+    bytecode cache), under the file's own name: ``__file__``, tracebacks and line numbers are the file's."""
+
+    def get_code(self, fullname):
+        from overdub.switch import switched_source
+
+        path = self.get_filename(fullname)
+        source = importlib.util.decode_source(self.get_data(path))
+        switched = switched_source(source)
+        lines = sum(a != b for a, b in zip(source.splitlines(), switched.splitlines()))
+        _write(event="switched", module=fullname, lines=lines)
+        return compile(switched, path, "exec", dont_inherit=True)
+
+
+def _install_import():
+    import overdub.cuda
+
+    overdub.cuda.jit = counting(overdub.cuda.jit)  # `cuda.jit` and `from overdub.cuda import jit` alike
+    sys.meta_path.insert(0, SwitchedTests())
+    _write(event="patched", switch="import", overdub=getattr(overdub.cuda, "__file__", "?"))
+
+
+SWITCH = SWITCHES.get(os.environ.get("OVERDUB_COMPAT_PATCH", "0"), "?")
+if SWITCH is not None:
     try:
-        _install()
+        if SWITCH not in ("jit", "import"):
+            raise ValueError(f"OVERDUB_COMPAT_PATCH={os.environ['OVERDUB_COMPAT_PATCH']!r}: 0, jit or import")
+        (_install_jit if SWITCH == "jit" else _install_import)()
     except Exception as exc:  # recorded; the harness reports a run that could not patch
         _write(event="patch_failed", exc_type=type(exc).__name__, message=str(exc)[:500])
         raise
