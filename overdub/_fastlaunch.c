@@ -833,23 +833,15 @@ static PyObject *call_python(PyObject *const *argv, Py_ssize_t nargs, PyObject *
     return result;
 }
 
-static PyObject *cuda(PyObject *module, PyObject *const *argv, Py_ssize_t nargs, PyObject *kwnames) {
-    if (capturing_thread != 0 && PyThread_get_thread_ident() == capturing_thread)
-        return call_python(argv, nargs, kwnames);
-    PyObject *threads = py_one, *blocks = py_one, *shmem = py_zero, *stream = Py_None, *target = Py_None,
-             *context = Py_None, *state = Py_None;
-    if (nargs < 1) {
-        PyErr_SetString(PyExc_TypeError, "cuda() needs the kernel to launch");
-        return NULL;
-    }
-    if (kwnames != NULL) {
-        PyObject *names[NOPTIONS] = {s_threads, s_blocks, s_shmem, s_stream, s_target, s_context, s_state};
-        PyObject **slots[NOPTIONS] = {&threads, &blocks, &shmem, &stream, &target, &context, &state};
-        if (parse_options(kwnames, argv + nargs, names, slots)) return call_python(argv, nargs, kwnames);
-    }
-    PyObject *kernel = argv[0];
-    PyObject *const *args = argv + 1;
-    Py_ssize_t n = nargs - 1;
+static int capturing_here(void) {
+    return capturing_thread != 0 && PyThread_get_thread_ident() == capturing_thread;
+}
+
+/* A launch of ``kernel`` with ``args`` and its options: the table's launch functions, native ones called in
+ * place; where none launches, ``otherwise`` (called with the arguments), or the slow path. */
+static PyObject *launch_call(PyObject *kernel, PyObject *const *args, Py_ssize_t n, PyObject *threads,
+                             PyObject *blocks, PyObject *shmem, PyObject *stream, PyObject *target, PyObject *context,
+                             PyObject *state, PyObject *otherwise) {
     PyObject *candidates = candidates_for(kernel, args, n, context, target, state);
     if (candidates == NULL) return NULL;
     Py_ssize_t count = candidates == Py_None ? 0 : PyList_Size(candidates);
@@ -889,14 +881,107 @@ static PyObject *cuda(PyObject *module, PyObject *const *argv, Py_ssize_t nargs,
     } else if (launched == 0) {
         PyObject *user_args = as_tuple(NULL, args, n);
         if (user_args != NULL) {
-            result = PyObject_CallFunctionObjArgs(slow_path, kernel, user_args, threads, blocks, shmem, stream,
-                                                  target, context, state, NULL);
+            result = otherwise != NULL ? PyObject_Call(otherwise, user_args, NULL)
+                                       : PyObject_CallFunctionObjArgs(slow_path, kernel, user_args, threads, blocks,
+                                                                      shmem, stream, target, context, state, NULL);
             Py_DECREF(user_args);
         }
     }
     Py_XDECREF(kernel_args);
     return result;
 }
+
+static PyObject *cuda(PyObject *module, PyObject *const *argv, Py_ssize_t nargs, PyObject *kwnames) {
+    if (capturing_here()) return call_python(argv, nargs, kwnames);
+    PyObject *threads = py_one, *blocks = py_one, *shmem = py_zero, *stream = Py_None, *target = Py_None,
+             *context = Py_None, *state = Py_None;
+    if (nargs < 1) {
+        PyErr_SetString(PyExc_TypeError, "cuda() needs the kernel to launch");
+        return NULL;
+    }
+    if (kwnames != NULL) {
+        PyObject *names[NOPTIONS] = {s_threads, s_blocks, s_shmem, s_stream, s_target, s_context, s_state};
+        PyObject **slots[NOPTIONS] = {&threads, &blocks, &shmem, &stream, &target, &context, &state};
+        if (parse_options(kwnames, argv + nargs, names, slots)) return call_python(argv, nargs, kwnames);
+    }
+    return launch_call(argv[0], argv + 1, nargs - 1, threads, blocks, shmem, stream, target, context, state, NULL);
+}
+
+/* numba-cuda's ``kernel[blocks, threads(, stream(, shmem))]`` (overdub/dropin.py's _Configured, which it
+ * fronts): calling it is od.cuda's launch with the configuration's options, without parsing them per call;
+ * where no launch function launches -- a first launch, host arrays to copy, a capture on this thread --
+ * the Python definition it fronts takes the call. */
+typedef struct {
+    PyObject_HEAD
+    PyObject *configured; /* the Python _Configured: what a launch that is not native calls */
+    PyObject *function, *blocks, *threads, *shmem, *stream, *context, *target;
+} Configured;
+
+static PyObject *Configured_call(Configured *self, PyObject *args, PyObject *kwargs) {
+    if ((kwargs != NULL && PyDict_Size(kwargs)) || capturing_here())
+        return PyObject_Call(self->configured, args, kwargs);
+    Py_ssize_t n;
+    PyObject *local[32];
+    PyObject **items = tuple_items(args, local, 32, &n);
+    if (items == NULL) return NULL;
+    PyObject *result = launch_call(self->function, items, n, self->threads, self->blocks, self->shmem, self->stream,
+                                   self->target, self->context, Py_None, self->configured);
+    if (items != local) PyMem_Free(items);
+    return result;
+}
+
+static int Configured_init(Configured *self, PyObject *args, PyObject *kwargs) {
+    PyObject *configured, *function, *blocks, *threads, *shmem, *stream, *context, *target;
+    if (!PyArg_ParseTuple(args, "OOOOOOOO", &configured, &function, &blocks, &threads, &shmem, &stream, &context,
+                          &target))
+        return -1;
+    PyObject *values[8] = {configured, function, blocks, threads, shmem, stream, context, target};
+    PyObject **fields[8] = {&self->configured, &self->function, &self->blocks, &self->threads, &self->shmem,
+                            &self->stream, &self->context, &self->target};
+    for (int i = 0; i < 8; i++) {
+        PyObject *old = *fields[i];
+        Py_INCREF(values[i]);
+        *fields[i] = values[i];
+        Py_XDECREF(old);
+    }
+    return 0;
+}
+
+static void Configured_dealloc(Configured *self) {
+    Py_XDECREF(self->configured); Py_XDECREF(self->function); Py_XDECREF(self->blocks); Py_XDECREF(self->threads);
+    Py_XDECREF(self->shmem); Py_XDECREF(self->stream); Py_XDECREF(self->context); Py_XDECREF(self->target);
+    PyTypeObject *type = Py_TYPE((PyObject *)self);
+    freefunc tp_free = (freefunc)PyType_GetSlot(type, Py_tp_free);
+    tp_free(self);
+    Py_DECREF(type);
+}
+
+static PyObject *Configured_get_configured(Configured *self, void *closure) {
+    Py_INCREF(self->configured);
+    return self->configured;
+}
+
+static PyObject *Configured_repr(Configured *self) { return PyObject_Repr(self->configured); }
+
+static PyGetSetDef Configured_getset[] = {
+    {"configured", (getter)Configured_get_configured, NULL, "the Python launch configuration it fronts", NULL},
+    {NULL},
+};
+
+static PyType_Slot Configured_slots[] = {
+    {Py_tp_doc, "Configured(configured, function, blocks, threads, shmem, stream, context, target)"},
+    {Py_tp_init, Configured_init},
+    {Py_tp_call, Configured_call},
+    {Py_tp_dealloc, Configured_dealloc},
+    {Py_tp_getset, Configured_getset},
+    {Py_tp_repr, Configured_repr},
+    {Py_tp_new, PyType_GenericNew},
+    {0, NULL},
+};
+
+static PyType_Spec Configured_spec = {
+    "overdub._fastlaunch.Configured", sizeof(Configured), 0, Py_TPFLAGS_DEFAULT, Configured_slots,
+};
 
 /* runtime.launch_key, where the extension is built: the one definition of the key's format that od.cuda's
  * lookup above and the slow path's add_launch both use. */
@@ -1056,6 +1141,12 @@ PyMODINIT_FUNC PyInit__fastlaunch(void) {
     Py_INCREF(type);
     if (PyModule_AddObject(module, "Launcher", type) < 0) {
         Py_DECREF(type);
+        Py_DECREF(module);
+        return NULL;
+    }
+    PyObject *configured = PyType_FromSpec(&Configured_spec);
+    if (configured == NULL || PyModule_AddObject(module, "Configured", configured) < 0) {
+        Py_XDECREF(configured);
         Py_DECREF(module);
         return NULL;
     }

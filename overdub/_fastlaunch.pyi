@@ -29,6 +29,25 @@ class Launcher:
         self, args: tuple[object, ...], blocks: object, threads: object, shmem: int, stream: object, /
     ) -> bool: ...
 
+class Configured:
+    """``kernel[blocks, threads]``'s launch with its options held: the native lookup, else ``configured(*args)``."""
+
+    def __init__(
+        self,
+        configured: Callable[..., None],
+        function: Callable[..., None],
+        blocks: object,
+        threads: object,
+        shmem: object,
+        stream: object,
+        context: object,
+        target: object,
+        /,
+    ) -> None: ...
+    @property
+    def configured(self) -> Callable[..., None]: ...
+    def __call__(self, *args: object) -> None: ...
+
 def cuda(
     kernel: Callable[..., None],
     /,
@@ -58,3 +77,9 @@ def launch_key(
 def launch_count() -> int: ...
 def set_capturing(thread: int, /) -> None: ...
 def graph_launch(launch_functions: tuple[Launcher, ...], exec: int, stream: int, address: int, /) -> bool: ...
+def set_array_layout(
+    array_class: type | None,
+    pointer_class: type | None,
+    offsets: tuple[int, int, int, int, int, int, int],  # dtype, c_contiguous, f_contiguous, shape, strides, data, ptr
+    /,
+) -> None: ...

@@ -23,11 +23,12 @@ import dataclasses
 import math
 import sys
 import warnings
+from collections.abc import Callable
 from typing import cast
 
 import numpy as np
 
-from . import compiler, reflect, travel
+from . import compiler, launch, reflect, travel
 from .arguments import HostMemoryError
 from .bridge.signatures import array_fits, as_scalar_of, signature_argtypes, typeof_or_none
 from .call import KernelCall
@@ -138,10 +139,15 @@ class Kernel:
         target = get_target(self.target_name)
         return target.configured(self.options.replaced(debug=self.options.debug or target.options.debug))
 
-    def __getitem__(self, config) -> _Configured:
+    def __getitem__(self, config) -> Callable[..., None]:
         configured = self._configs.get(config)
         if configured is None:
-            configured = self._configs[config] = _Configured(self, *_launch_config(config))
+            plain = _Configured(self, *_launch_config(config))
+            # nothing converts the arguments first (signatures, numba-cuda's extensions): the native front
+            fast = not (plain.signatures or plain.extensions)
+            configured = self._configs[config] = (
+                launch.configured(plain, plain.function, plain.options) if fast else plain
+            )
         return configured
 
     def __call__(self, *args, **kwargs):

@@ -121,6 +121,18 @@ if _fastlaunch is not None:  # the same lookup in C; static tools and the API pa
     globals()["cuda"] = _fastlaunch.cuda
 
 
+def configured(
+    launch: Callable[..., None], kernel: Callable[..., None], options: dict[str, object]
+) -> Callable[..., None]:
+    """``launch`` -- a call of ``cuda(kernel, *args, **options)`` with the options fixed (numba-cuda's
+    ``kernel[blocks, threads]``) -- fronted where the extension is built by its own: the same lookup with the
+    options held, not parsed per call, and ``launch(*args)`` where no launch function launches."""
+    if _fastlaunch is None:
+        return launch
+    names = ("blocks", "threads", "shmem", "stream", "context", "target")
+    return _fastlaunch.Configured(launch, kernel, *(options[name] for name in names))
+
+
 def synchronize(target: str | None = None, device: int | str | None = None) -> None:
     """Wait for launched work to finish and flush device printf output: the current device's (its context
     current on this thread), ``device``'s (an ordinal), or every device's (``device="all"``)."""

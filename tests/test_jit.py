@@ -1,5 +1,7 @@
 """od.jit: numba-cuda's decorator forms and launch syntax, every launch an overdub launch."""
 
+import sys
+
 import numba
 import numpy as np
 import pytest
@@ -30,6 +32,34 @@ def test_a_kernel_launches_with_numba_cudas_grid_syntax_and_sees_redefinitions(m
     m.run(method_f("2 * x"))
     m.kernel[np.int64(3), 4, 0, 0](out)
     assert out.tolist() == [2 * i for i in range(10)]
+
+
+def test_a_configured_kernel_launches_through_the_native_lookup_and_its_definition_serves_the_rest():
+    """``kernel[b, t]`` is the extension's front where it is built: a launch the table holds runs without a
+    Python frame of the configuration; a first launch and a keyword go to the Python definition it fronts."""
+    fastlaunch = pytest.importorskip("overdub._fastlaunch")
+
+    @od.jit(target="cpu")
+    def fill(out, value):
+        i = cuda.grid(1)
+        if i < out.size:
+            out[i] = value
+
+    configured = fill[2, 4]
+    assert type(configured) is fastlaunch.Configured and fill[2, 4] is configured
+    out = np.zeros(8)
+    configured(out, 1.0)  # compiles, through the definition
+    frames: list[str] = []
+    sys.setprofile(lambda frame, event, arg: frames.append(frame.f_code.co_qualname) if event == "call" else None)
+    try:
+        configured(out, 2.0)
+    finally:
+        sys.setprofile(None)
+    assert out.tolist() == [2.0] * 8
+    assert not any(name.startswith("_Configured") for name in frames), frames
+    with pytest.raises(TypeError, match="keyword"):
+        configured(out, value=3.0)
+    assert repr(configured) == repr(configured.configured)
 
 
 def test_forall_covers_every_task():
