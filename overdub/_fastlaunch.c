@@ -127,9 +127,36 @@ static int tuple_slots(PyObject *obj, PyObject *name, long ndim, uint64_t *slots
 
 static Py_ssize_t one_slot(const ArgSpec *spec) { return 1; }
 
+/* numpy's scalar types whose value lies in the object at a known offset (set_scalar_layouts: found and
+ * checked by overdub/targets/arraylayout.py), each with its struct code: a scalar of one of them is copied
+ * from there, not converted through a Python float or int. */
+#define NSCALAR_LAYOUTS 16
+typedef struct {
+    PyTypeObject *type;
+    char code;
+    Py_ssize_t offset;
+} ScalarLayout;
+static ScalarLayout scalar_layouts[NSCALAR_LAYOUTS];
+static int nscalar_layouts = 0;
+
+static size_t code_size(char code) {
+    switch (code) {
+    case 'q': case 'Q': case 'd': return 8;
+    case 'i': case 'I': case 'f': return 4;
+    case 'h': case 'H': return 2;
+    default: return 1; /* b B ? */
+    }
+}
+
 static int scalar_pack(const ArgSpec *spec, PyObject *value, uint64_t *slot) {
     char code = spec->code;
     memset(slot, 0, sizeof *slot);
+    for (int i = 0; i < nscalar_layouts; i++) {
+        if (Py_TYPE(value) != scalar_layouts[i].type) continue;
+        if (scalar_layouts[i].code != code) break; /* another width: converted below */
+        memcpy(slot, (char *)value + scalar_layouts[i].offset, code_size(code));
+        return 1;
+    }
     if (code == 'f' || code == 'd') {
         double d = PyFloat_AsDouble(value);
         if (d == -1.0 && PyErr_Occurred()) return -1;
@@ -1084,12 +1111,38 @@ static PyObject *set_array_layout(PyObject *module, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+static PyObject *set_scalar_layouts(PyObject *module, PyObject *args) {
+    PyObject *layouts;
+    if (!PyArg_ParseTuple(args, "O!", &PyList_Type, &layouts)) return NULL;
+    Py_ssize_t n = PyList_Size(layouts);
+    if (n > NSCALAR_LAYOUTS) return PyErr_Format(PyExc_ValueError, "at most %d scalar layouts", NSCALAR_LAYOUTS);
+    ScalarLayout parsed[NSCALAR_LAYOUTS];
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *type;
+        const char *code;
+        if (!PyArg_ParseTuple(PyList_GetItem(layouts, i), "O!sn", &PyType_Type, &type, &code, &parsed[i].offset))
+            return NULL;
+        parsed[i].type = (PyTypeObject *)type;
+        parsed[i].code = code[0];
+    }
+    for (int i = 0; i < nscalar_layouts; i++) Py_DECREF((PyObject *)scalar_layouts[i].type);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_INCREF((PyObject *)parsed[i].type);
+        scalar_layouts[i] = parsed[i];
+    }
+    nscalar_layouts = (int)n;
+    Py_RETURN_NONE;
+}
+
 static PyObject *launch_count(PyObject *module, PyObject *unused) {
     return PyLong_FromUnsignedLongLong(launches);
 }
 
 static PyMethodDef module_methods[] = {
     {"launch_count", launch_count, METH_NOARGS, "launches made by native launchers so far"},
+    {"set_scalar_layouts", set_scalar_layouts, METH_VARARGS,
+     "set_scalar_layouts([(scalar_class, struct_code, offset), ...]): scalars of exactly these classes are "
+     "copied from that offset in the object when the kernel takes that code ([]: converted)"},
     {"set_array_layout", set_array_layout, METH_VARARGS,
      "set_array_layout(array_class, pointer_class, (dtype, c_contiguous, f_contiguous, shape, strides, data, "
      "ptr)): the byte offsets at which arrays of exactly array_class keep their fields, read in place (None, "

@@ -457,3 +457,26 @@ def test_the_layout_is_found_where_every_probe_holds_each_field_at_one_offset_on
     # probes that cannot tell two fields apart (every array both C- and F-contiguous): no layout
     both = [dataclasses.replace(p, c=1, f=1) for p in probes]
     assert arraylayout.find(both, size, pointer_size) is None
+
+
+def test_numpy_scalars_are_copied_from_where_their_layout_says_and_other_widths_are_converted():
+    from overdub.targets import arraylayout
+
+    values = [np.int8(-3), np.uint16(65000), np.int32(-7), np.uint64(2**63 + 5), np.float32(1.5), np.float64(-2.25)]
+    values.append(np.bool_(True))
+    launcher, driver = make([("s", arraylayout.SCALAR_CODES[type(v)]) for v in values], len(values))
+    try:
+        fastlaunch.set_scalar_layouts(arraylayout.scalar_layouts())
+        assert launcher(tuple(values), 1, 1, 0, None) is True
+        assert [slot[: v.itemsize] for slot, v in zip(driver.calls[-1][5], values)] == [v.tobytes() for v in values]
+        assert all(slot[v.itemsize :] == bytes(8 - v.itemsize) for slot, v in zip(driver.calls[-1][5], values))
+        fastlaunch.set_scalar_layouts([(np.float32, "f", 8)])  # elsewhere in the object: the table is what is read
+        single, one = make([("s", "f")], 1)
+        assert single((np.float32(1.5),), 1, 1, 0, None) is True
+        assert one.calls[-1][5][0][:4] != np.float32(1.5).tobytes()
+        wider, wide = make([("s", "q")], 1)  # an int32 where the kernel takes an int64: converted
+        fastlaunch.set_scalar_layouts(arraylayout.scalar_layouts())
+        assert wider((np.int32(-7),), 1, 1, 0, None) is True
+        assert wide.calls[-1][5][0] == q(-7)
+    finally:
+        fastlaunch.set_scalar_layouts(arraylayout.scalar_layouts())

@@ -1,4 +1,5 @@
-"""Where a cupy array keeps its fields, for the native launch functions to read them in place.
+"""Where a cupy array keeps its fields, and a numpy scalar its value, for the native launch functions to read
+them in place.
 
 Reading a cupy array's ``dtype``, ``_c_contiguous``, ``shape``, ``strides`` and ``data.ptr`` through its
 attributes builds a Python object per read (a tuple for the shape, an int for the pointer): about 0.25 us an
@@ -22,6 +23,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
+from ..arguments import SLOT_CODES
 from ..runtime import runtime
 
 WORD = 8
@@ -160,3 +164,21 @@ def install(fastlaunch: Any) -> bool:
         fastlaunch.set_array_layout(array_class, pointer_class, tuple(found[f] for f in FIELDS))
     _outcome["cupy"] = found is not None
     return _outcome["cupy"]
+
+
+SCALAR_CODES = {
+    np.dtype(name).type: code[0] for name, code in SLOT_CODES.items() if name != "float16"
+}  # numpy's scalar types and the struct codes of their parameter slots
+
+
+def scalar_layouts() -> list[tuple[type, str, int]]:
+    """numpy's scalar types whose value lies right after the object's header -- checked on values of each --
+    with their struct codes (numpy's scalars are ``{PyObject_HEAD; value}``; a type for which that does not
+    hold is left out, and its scalars are converted)."""
+    offset = object.__basicsize__
+    found = []
+    for scalar, code in SCALAR_CODES.items():
+        values = [scalar(v) for v in (0, 1, 7, 100)] + ([scalar(-2.25), scalar(1e-3)] if code in "fd" else [])
+        if all(ctypes.string_at(id(v) + offset, v.itemsize) == v.tobytes() for v in values):
+            found.append((scalar, code, offset))
+    return found

@@ -62,6 +62,8 @@ try:
     from .. import _fastlaunch
 except ImportError:  # built without a C compiler: the generated Python launch path serves
     _fastlaunch = None
+else:
+    _fastlaunch.set_scalar_layouts(arraylayout.scalar_layouts())
 
 # --- streams --------------------------------------------------------------------------------------------
 
