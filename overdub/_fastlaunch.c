@@ -934,6 +934,56 @@ static PyObject *cuda(PyObject *module, PyObject *const *argv, Py_ssize_t nargs,
     return launch_call(argv[0], argv + 1, nargs - 1, threads, blocks, shmem, stream, target, context, state, NULL);
 }
 
+/* The class of the module ``overdub.cuda`` (its Python class derives from this one), whose call is od.cuda:
+ * a module's call would otherwise go through a Python-level ``__call__`` (looked up per call, its keywords
+ * copied into a dict and out again). Called with the arguments' tuple and the keywords' dict, as the
+ * interpreter calls any object that is not a function. */
+static PyObject *Namespace_call(PyObject *self, PyObject *args, PyObject *kwargs) {
+    if (capturing_here()) return PyObject_Call(python_launch, args, kwargs);
+    PyObject *threads = py_one, *blocks = py_one, *shmem = py_zero, *stream = Py_None, *target = Py_None,
+             *context = Py_None, *state = Py_None;
+    if (kwargs != NULL) {
+        PyObject *names[NOPTIONS] = {s_threads, s_blocks, s_shmem, s_stream, s_target, s_context, s_state};
+        PyObject **slots[NOPTIONS] = {&threads, &blocks, &shmem, &stream, &target, &context, &state};
+        PyObject *key, *value;
+        Py_ssize_t pos = 0;
+        while (PyDict_Next(kwargs, &pos, &key, &value)) {
+            int i = 0;
+            while (i < NOPTIONS && key != names[i]) i++;
+            if (i == NOPTIONS) {
+                i = 0;
+                while (i < NOPTIONS && PyUnicode_Compare(key, names[i]) != 0) i++;
+            }
+            if (i == NOPTIONS) return PyObject_Call(python_launch, args, kwargs); /* debug=, device=, ... */
+            *slots[i] = value;
+        }
+    }
+    Py_ssize_t n;
+    PyObject *local[32];
+    PyObject **items = tuple_items(args, local, 32, &n);
+    if (items == NULL) return NULL;
+    PyObject *result = NULL;
+    if (n < 1)
+        PyErr_SetString(PyExc_TypeError, "cuda() needs the kernel to launch");
+    else
+        result = launch_call(items[0], items + 1, n - 1, threads, blocks, shmem, stream, target, context, state, NULL);
+    if (items != local) PyMem_Free(items);
+    return result;
+}
+
+static PyType_Slot Namespace_slots[] = {
+    {Py_tp_doc, "A module whose call is od.cuda's launch (the class of overdub.cuda derives from it)."},
+    {Py_tp_call, Namespace_call},
+    {Py_tp_traverse, NULL}, /* a module's: set from ModuleType when the type is made */
+    {Py_tp_clear, NULL},
+    {0, NULL},
+};
+
+static PyType_Spec Namespace_spec = {
+    "overdub._fastlaunch.Namespace", 0, 0, Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    Namespace_slots,
+};
+
 /* numba-cuda's ``kernel[blocks, threads(, stream(, shmem))]`` (overdub/dropin.py's _Configured, which it
  * fronts): calling it is od.cuda's launch with the configuration's options, without parsing them per call;
  * where no launch function launches -- a first launch, host arrays to copy, a capture on this thread --
@@ -1200,6 +1250,14 @@ PyMODINIT_FUNC PyInit__fastlaunch(void) {
     PyObject *configured = PyType_FromSpec(&Configured_spec);
     if (configured == NULL || PyModule_AddObject(module, "Configured", configured) < 0) {
         Py_XDECREF(configured);
+        Py_DECREF(module);
+        return NULL;
+    }
+    Namespace_slots[2].pfunc = PyType_GetSlot(&PyModule_Type, Py_tp_traverse);
+    Namespace_slots[3].pfunc = PyType_GetSlot(&PyModule_Type, Py_tp_clear);
+    PyObject *namespace = PyType_FromSpecWithBases(&Namespace_spec, (PyObject *)&PyModule_Type);
+    if (namespace == NULL || PyModule_AddObject(module, "Namespace", namespace) < 0) {
+        Py_XDECREF(namespace);
         Py_DECREF(module);
         return NULL;
     }

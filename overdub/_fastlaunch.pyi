@@ -1,6 +1,7 @@
 """Types of the native launch path (``_fastlaunch.c``): the C launch function and ``od.cuda``'s lookup."""
 
 from collections.abc import Callable
+from types import ModuleType
 
 from overdub.compiler import Kernel
 from overdub.runtime import Launch
@@ -28,6 +29,11 @@ class Launcher:
     def __call__(
         self, args: tuple[object, ...], blocks: object, threads: object, shmem: int, stream: object, /
     ) -> bool: ...
+
+class Namespace(ModuleType):
+    """A module whose call is od.cuda's launch (the base of ``overdub.cuda``'s class)."""
+
+    def __call__(self, kernel: Callable[..., None], /, *args: object, **options: object) -> None: ...
 
 class Configured:
     """``kernel[blocks, threads]``'s launch with its options held: the native lookup, else ``configured(*args)``."""

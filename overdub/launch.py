@@ -12,6 +12,7 @@ classes, caches it when it guards every argument, and launches.
 from __future__ import annotations
 
 import threading
+import types as pytypes
 from collections.abc import Callable
 from typing import Any
 
@@ -119,6 +120,16 @@ def install_lookup(slow_path: Callable[..., None] = launch_slow) -> None:
 if _fastlaunch is not None:  # the same lookup in C; static tools and the API page read the definition above
     install_lookup()
     globals()["cuda"] = _fastlaunch.cuda
+
+
+class _PythonNamespace(pytypes.ModuleType):
+    """A module whose call is od.cuda's launch, where the extension is not built."""
+
+    __call__ = staticmethod(_python_cuda)
+
+
+Namespace: type = _PythonNamespace if _fastlaunch is None else _fastlaunch.Namespace
+"""The base class of ``overdub.cuda``'s module class: its call is the launch (the extension's calls it from C)."""
 
 
 def configured(

@@ -52,7 +52,8 @@ def test_the_namespace_is_od_cuda_a_module_and_a_package():
 
 
 def test_calling_the_namespace_is_the_launch_itself_not_a_method_bound_to_the_module():
-    assert type(namespace).__call__ is launch.cuda
+    # the extension's class of modules calls the native lookup (launch.cuda's own) without a Python frame
+    assert isinstance(namespace, launch.Namespace) and "__call__" not in vars(type(namespace))
 
     def fill(out, value):
         i = numba.cuda.grid(1)
@@ -64,6 +65,10 @@ def test_calling_the_namespace_is_the_launch_itself_not_a_method_bound_to_the_mo
     assert out.tolist() == [2.5] * 8
     with pytest.raises(ValueError):
         od.cuda(fill, out, 1.0, blocks=0, target="cpu")
+    with pytest.raises(TypeError, match="bogus"):  # a keyword the native call does not know: Python's says why
+        od.cuda(fill, out, 1.0, bogus=1, target="cpu")
+    with pytest.raises(TypeError, match="kernel"):
+        od.cuda()
 
 
 def test_jit_is_od_jit_and_the_kernel_language_is_numba_cudas_own():

@@ -107,20 +107,15 @@ _HOST_API_NAMES = frozenset(
 
 # --- the namespace is the launch --------------------------------------------------------------------------
 
-_launch: Any = launch.cuda
-if not isinstance(_launch, pytypes.BuiltinFunctionType):  # built without the C extension: a Python function
-    _launch = staticmethod(_launch)  # which would otherwise bind the module as its first argument
 
-
-class CudaNamespace(pytypes.ModuleType):
-    """The class of the module ``overdub.cuda``: a module whose call is ``od.cuda``'s launch."""
+class CudaNamespace(launch.Namespace):  # type: ignore[misc]  # a class held in a variable
+    """The class of the module ``overdub.cuda``: a module whose call is ``od.cuda``'s launch (the extension's
+    class of modules calls it from C; without the extension, ``__call__`` is the Python definition)."""
 
     if TYPE_CHECKING:  # what a type checker reads: od.cuda's signature, and numba-cuda's names
         __call__ = staticmethod(launch.cuda)
 
         def __getattr__(self, name: str) -> Any: ...
-    else:
-        __call__ = _launch
 
     def __reduce__(self) -> tuple[object, ...]:
         """Pickled by name, as modules are (cloudpickle ships kernels whose globals name it)."""
