@@ -9,6 +9,7 @@ import pickle
 import subprocess
 import sys
 import types
+from pathlib import Path
 
 import numba
 import numba.cuda
@@ -85,6 +86,14 @@ def test_a_numba_cuda_submodule_imported_through_overdub_is_that_module_with_its
 
     assert overdub.cuda.libdevice is numba.cuda.libdevice and int32 is numba.int32
     assert numba.cuda.libdevice.__spec__.name == "numba.cuda.libdevice"
+    # a module of a package of numba-cuda's, never a second copy run from numba-cuda's files
+    from numba.cuda.np.numpy_support import carray as numbas
+    from overdub.cuda.np.numpy_support import carray
+
+    assert carray is numbas and sys.modules["overdub.cuda.np.numpy_support"] is sys.modules[numbas.__module__]
+    import overdub.cuda.cpu.streams  # overdub's own modules are overdub's
+
+    assert overdub.cuda.cpu.streams.__file__.startswith(str(Path(od.__file__).parent))
     with pytest.raises(ModuleNotFoundError):
         import overdub.cuda.no_such_module
 
@@ -358,6 +367,24 @@ def test_the_namespaces_stub_classes_compile_for_the_cuda_target_as_numba_cudas_
     for register in ("%tid.x", "%ctaid.x", "%ntid.x", "%nctaid.x", "%laneid"):
         assert register in ptx, register
     assert ".shared" in ptx and "bar.sync" in ptx and "atom.global.add.f32" in ptx
+
+
+def test_numba_cudas_own_compile_of_a_function_naming_the_namespace_reads_numba_cudas_names(make_module):
+    """A function numba-cuda compiles itself (``compile_ptx``, as numba-cuda's tests and libraries call it)
+    that names ``cuda`` from overdub: the namespace is numba-cuda's module to numba-cuda's typing."""
+    m = make_module(
+        """
+        from overdub import cuda
+
+        def vote(a, b):
+            i = cuda.threadIdx.x
+            b[i] = cuda.all_sync(0xFFFFFFFF, a[i])
+        """
+    )
+    from overdub.cuda.compiler import compile_ptx
+
+    ptx, _ = compile_ptx(m.vote, "void(int32[:], int32[:])", cc=(9, 0))
+    assert "%tid.x" in ptx and "vote.sync.all" in ptx
 
 
 # --- a namespace read lazily is still a global of compiled code ------------------------------------------

@@ -36,7 +36,7 @@ import sys
 import types as pytypes
 from typing import TYPE_CHECKING, Any
 
-from .. import dropin, launch
+from .. import dropin, launch, postimport
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -125,20 +125,33 @@ class CudaNamespace(launch.Namespace):  # type: ignore[misc]  # a class held in 
 sys.modules[__name__].__class__ = CudaNamespace
 
 
+def _typed_as_numba_cuda(numba_cuda: pytypes.ModuleType) -> None:
+    """A function numba-cuda compiles itself (``numba.cuda.compile_ptx``, a library's own ``cuda.jit``) that
+    names this namespace types it as numba-cuda's module: the names read through it are numba-cuda's."""
+    module_type: Any = numba_cuda.types.Module
+    typeof_impl: Any = importlib.import_module(f"{_NUMBA_CUDA}.typing.typeof").typeof_impl  # numba-cuda's typeof
+    typeof_impl.register(CudaNamespace)(lambda value, c: module_type(numba_cuda))
+
+
+postimport.when_imported(_NUMBA_CUDA, _typed_as_numba_cuda)
+
+
 # --- overdub.cuda.X is numba.cuda.X -----------------------------------------------------------------------
 
 
 class _NumbaCudaSubmodules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     """Imports ``overdub.cuda.X`` (``X`` not a module of overdub's) as numba-cuda's ``numba.cuda.X`` itself, so
-    that ``from overdub.cuda.libdevice import exp`` names numba-cuda's function. Consulted after the path
-    finders, which find overdub's own modules (``overdub.cuda.random``)."""
+    that ``from overdub.cuda.libdevice import exp`` names numba-cuda's function. Consulted before the path
+    finders: ``overdub.cuda.np`` is numba-cuda's package, on whose path they would find ``numba_cuda``'s files
+    and run a second copy of them as ``overdub.cuda.np.numpy_support``. Overdub's own modules
+    (``overdub.cuda.random``, ``overdub.cuda.cpu.*``) are left to them."""
 
     prefix = f"{__name__}."
 
     def find_spec(
         self, fullname: str, path: Sequence[str] | None, target: pytypes.ModuleType | None = None
     ) -> importlib.machinery.ModuleSpec | None:
-        if not fullname.startswith(self.prefix):
+        if not fullname.startswith(self.prefix) or fullname.split(".")[2] in _OWN_SUBMODULES:
             return None
         numba_name = _NUMBA_CUDA + fullname[len(__name__) :]
         try:
@@ -158,4 +171,4 @@ class _NumbaCudaSubmodules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
 
 if not any(isinstance(finder, _NumbaCudaSubmodules) for finder in sys.meta_path):
-    sys.meta_path.append(_NumbaCudaSubmodules())
+    sys.meta_path.insert(0, _NumbaCudaSubmodules())
