@@ -29,7 +29,7 @@ from typing import Literal, Protocol, TypeAlias
 
 from . import world
 from .runtime import runtime
-from .types import Any, ConcreteType, LatticeType, ValueCheck, as_type, same_type_check, type_name, typeof
+from .types import Any, ConcreteType, LatticeType, ValueCheck, as_type, fits_int64, same_type_check, type_name, typeof
 from .types import subtype as issubtype
 
 __all__ = [
@@ -522,6 +522,8 @@ def _values_check(args: tuple[object, ...], argtypes: tuple[ConcreteType, ...]) 
     ]
     if not checks:
         return None
+    if all(check is fits_int64 for _, check in checks):  # ints alone: their range compared inline, no calls
+        return _ints_fit_int64(tuple(index for index, _ in checks))
     if len(checks) == 1:
         [(index, check)] = checks
         return lambda values: check(values[index])
@@ -533,6 +535,18 @@ def _values_check(args: tuple[object, ...], argtypes: tuple[ConcreteType, ...]) 
         return True
 
     return check_all
+
+
+def _ints_fit_int64(indices: tuple[int, ...]) -> ArgsCheck:
+    """That the ints at ``indices`` are within int64's range (the commonest check: one or two int arguments)."""
+    low, high = -(2**63), 2**63 - 1
+    if len(indices) == 1:
+        (i,) = indices
+        return lambda values: low <= values[i] <= high  # type: ignore[operator]
+    if len(indices) == 2:
+        i, j = indices
+        return lambda values: low <= values[i] <= high and low <= values[j] <= high  # type: ignore[operator]
+    return lambda values: all(low <= values[k] <= high for k in indices)  # type: ignore[operator]
 
 
 def function(

@@ -75,6 +75,7 @@ __all__ = [
     "element_type",
     "STRUCT_METADATA",
     "same_type_check",
+    "fits_int64",
     "int8",
     "int16",
     "int32",
@@ -583,7 +584,8 @@ def from_dtype(dtype: np.dtype[typing.Any]) -> nt.Type:
 _CLASS_DECIDES = (float, bool, complex, str)
 
 
-def _fits_int64(v: int) -> bool:
+def fits_int64(v: int) -> bool:
+    """Whether the int ``v`` is typed int64 (beyond its range: uint64, or no type)."""
     return -9223372036854775808 <= v <= 9223372036854775807
 
 
@@ -605,7 +607,7 @@ def same_type_check(value: object, numba_type: nt.Type) -> ValueCheck | Literal[
     if kind in _CLASS_DECIDES or (isinstance(value, np.generic) and _plain_dtype(value.dtype)):
         return None
     if kind is int and numba_type == nt.int64:
-        return _fits_int64
+        return fits_int64
     array = typing.cast("np.ndarray[typing.Any, np.dtype[typing.Any]]", value)  # read only when kind is np.ndarray
     if kind is np.ndarray and _plain_dtype(array.dtype):
         fingerprint, aligned = _dispatcher.compute_fingerprint(array), array.flags.aligned

@@ -61,6 +61,10 @@ def test_the_same_classes_in_two_positions_are_checked_each():
     f.define(lambda x, y: "ii", sig=(od.int64, od.int64))
     f.define(lambda x, y: "iu", sig=(od.int64, od.uint64))
     assert [f(1, 2), f(1, 2**63), f(3, 4)] == ["ii", "iu", "ii"]
+    g = fresh()  # three ints, each checked: the last beyond int64 takes its own method
+    g.define(lambda x, y, z: "iii", sig=(od.int64, od.int64, od.int64))
+    g.define(lambda x, y, z: "iiu", sig=(od.int64, od.int64, od.uint64))
+    assert [g(1, 2, 3), g(-(2**63), 2**63 - 1, 2**63), g(4, 5, 6)] == ["iii", "iiu", "iii"]
 
 
 def test_a_call_with_no_applicable_method_raises_every_time():
