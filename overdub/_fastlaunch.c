@@ -700,24 +700,28 @@ static PyType_Spec Launcher_spec = {
  * functions found there, native ones called without a Python frame; the slow path otherwise. */
 static PyObject *LauncherType, *launch_table, *slow_path, *python_launch, *state_mark, *py_one, *py_zero;
 static PyObject *s_threads, *s_blocks, *s_shmem, *s_stream, *s_target, *s_context, *s_state;
-#define NOPTIONS 7
 
-/* Assign each keyword argument to its option; 0 on success, 1 when there is another keyword (the Python
- * launch path takes the rarer options, and says what it does not know). */
-static int parse_options(PyObject *kwnames, PyObject *const *values, PyObject *names[NOPTIONS],
-                         PyObject **slots[NOPTIONS]) {
-    Py_ssize_t nkw = PyTuple_Size(kwnames);
-    for (Py_ssize_t k = 0; k < nkw; k++) {
-        PyObject *key = PyTuple_GetItem(kwnames, k);
-        int i = 0;
-        while (i < NOPTIONS && key != names[i]) i++;          /* keywords are interned: compare pointers */
-        if (i == NOPTIONS) {
-            i = 0;
-            while (i < NOPTIONS && PyUnicode_Compare(key, names[i]) != 0) i++;
-        }
-        if (i == NOPTIONS) return 1;
-        *slots[i] = values[k];
+/* A launch's options, in this order, and their defaults (options_init). */
+enum { THREADS, BLOCKS, SHMEM, STREAM, TARGET, CONTEXT, STATE, NOPTIONS };
+
+static void options_init(PyObject *options[NOPTIONS]) {
+    options[THREADS] = options[BLOCKS] = py_one;
+    options[SHMEM] = py_zero;
+    options[STREAM] = options[TARGET] = options[CONTEXT] = options[STATE] = Py_None;
+}
+
+/* Assign a keyword argument to its option: 0, or 1 for another keyword (the Python launch path takes the
+ * rarer options, and says what it does not know). */
+static int option_set(PyObject *options[NOPTIONS], PyObject *key, PyObject *value) {
+    PyObject *names[NOPTIONS] = {s_threads, s_blocks, s_shmem, s_stream, s_target, s_context, s_state};
+    int i = 0;
+    while (i < NOPTIONS && key != names[i]) i++; /* keywords are interned: compare pointers */
+    if (i == NOPTIONS) {
+        i = 0;
+        while (i < NOPTIONS && PyUnicode_Compare(key, names[i]) != 0) i++;
     }
+    if (i == NOPTIONS) return 1;
+    options[i] = value;
     return 0;
 }
 
@@ -866,9 +870,11 @@ static int capturing_here(void) {
 
 /* A launch of ``kernel`` with ``args`` and its options: the table's launch functions, native ones called in
  * place; where none launches, ``otherwise`` (called with the arguments), or the slow path. */
-static PyObject *launch_call(PyObject *kernel, PyObject *const *args, Py_ssize_t n, PyObject *threads,
-                             PyObject *blocks, PyObject *shmem, PyObject *stream, PyObject *target, PyObject *context,
-                             PyObject *state, PyObject *otherwise) {
+static PyObject *launch_call(PyObject *kernel, PyObject *const *args, Py_ssize_t n, PyObject *options[NOPTIONS],
+                             PyObject *otherwise) {
+    PyObject *threads = options[THREADS], *blocks = options[BLOCKS], *shmem = options[SHMEM],
+             *stream = options[STREAM], *target = options[TARGET], *context = options[CONTEXT],
+             *state = options[STATE];
     PyObject *candidates = candidates_for(kernel, args, n, context, target, state);
     if (candidates == NULL) return NULL;
     Py_ssize_t count = candidates == Py_None ? 0 : PyList_Size(candidates);
@@ -920,18 +926,15 @@ static PyObject *launch_call(PyObject *kernel, PyObject *const *args, Py_ssize_t
 
 static PyObject *cuda(PyObject *module, PyObject *const *argv, Py_ssize_t nargs, PyObject *kwnames) {
     if (capturing_here()) return call_python(argv, nargs, kwnames);
-    PyObject *threads = py_one, *blocks = py_one, *shmem = py_zero, *stream = Py_None, *target = Py_None,
-             *context = Py_None, *state = Py_None;
     if (nargs < 1) {
         PyErr_SetString(PyExc_TypeError, "cuda() needs the kernel to launch");
         return NULL;
     }
-    if (kwnames != NULL) {
-        PyObject *names[NOPTIONS] = {s_threads, s_blocks, s_shmem, s_stream, s_target, s_context, s_state};
-        PyObject **slots[NOPTIONS] = {&threads, &blocks, &shmem, &stream, &target, &context, &state};
-        if (parse_options(kwnames, argv + nargs, names, slots)) return call_python(argv, nargs, kwnames);
-    }
-    return launch_call(argv[0], argv + 1, nargs - 1, threads, blocks, shmem, stream, target, context, state, NULL);
+    PyObject *options[NOPTIONS];
+    options_init(options);
+    for (Py_ssize_t k = 0; kwnames != NULL && k < PyTuple_Size(kwnames); k++)
+        if (option_set(options, PyTuple_GetItem(kwnames, k), argv[nargs + k])) return call_python(argv, nargs, kwnames);
+    return launch_call(argv[0], argv + 1, nargs - 1, options, NULL);
 }
 
 /* The class of the module ``overdub.cuda`` (its Python class derives from this one), whose call is od.cuda:
@@ -940,24 +943,10 @@ static PyObject *cuda(PyObject *module, PyObject *const *argv, Py_ssize_t nargs,
  * interpreter calls any object that is not a function. */
 static PyObject *Namespace_call(PyObject *self, PyObject *args, PyObject *kwargs) {
     if (capturing_here()) return PyObject_Call(python_launch, args, kwargs);
-    PyObject *threads = py_one, *blocks = py_one, *shmem = py_zero, *stream = Py_None, *target = Py_None,
-             *context = Py_None, *state = Py_None;
-    if (kwargs != NULL) {
-        PyObject *names[NOPTIONS] = {s_threads, s_blocks, s_shmem, s_stream, s_target, s_context, s_state};
-        PyObject **slots[NOPTIONS] = {&threads, &blocks, &shmem, &stream, &target, &context, &state};
-        PyObject *key, *value;
-        Py_ssize_t pos = 0;
-        while (PyDict_Next(kwargs, &pos, &key, &value)) {
-            int i = 0;
-            while (i < NOPTIONS && key != names[i]) i++;
-            if (i == NOPTIONS) {
-                i = 0;
-                while (i < NOPTIONS && PyUnicode_Compare(key, names[i]) != 0) i++;
-            }
-            if (i == NOPTIONS) return PyObject_Call(python_launch, args, kwargs); /* debug=, device=, ... */
-            *slots[i] = value;
-        }
-    }
+    PyObject *options[NOPTIONS], *key, *value;
+    options_init(options);
+    for (Py_ssize_t pos = 0; kwargs != NULL && PyDict_Next(kwargs, &pos, &key, &value);)
+        if (option_set(options, key, value)) return PyObject_Call(python_launch, args, kwargs); /* debug=, ... */
     Py_ssize_t n;
     PyObject *local[32];
     PyObject **items = tuple_items(args, local, 32, &n);
@@ -966,7 +955,7 @@ static PyObject *Namespace_call(PyObject *self, PyObject *args, PyObject *kwargs
     if (n < 1)
         PyErr_SetString(PyExc_TypeError, "cuda() needs the kernel to launch");
     else
-        result = launch_call(items[0], items + 1, n - 1, threads, blocks, shmem, stream, target, context, state, NULL);
+        result = launch_call(items[0], items + 1, n - 1, options, NULL);
     if (items != local) PyMem_Free(items);
     return result;
 }
@@ -1001,8 +990,9 @@ static PyObject *Configured_call(Configured *self, PyObject *args, PyObject *kwa
     PyObject *local[32];
     PyObject **items = tuple_items(args, local, 32, &n);
     if (items == NULL) return NULL;
-    PyObject *result = launch_call(self->function, items, n, self->threads, self->blocks, self->shmem, self->stream,
-                                   self->target, self->context, Py_None, self->configured);
+    PyObject *options[NOPTIONS] = {self->threads, self->blocks, self->shmem, self->stream, self->target,
+                                   self->context, Py_None};
+    PyObject *result = launch_call(self->function, items, n, options, self->configured);
     if (items != local) PyMem_Free(items);
     return result;
 }
