@@ -127,17 +127,14 @@ static int tuple_slots(PyObject *obj, PyObject *name, long ndim, uint64_t *slots
 
 static Py_ssize_t one_slot(const ArgSpec *spec) { return 1; }
 
-/* numpy's scalar types whose value lies in the object at a known offset (set_scalar_layouts: found and
- * checked by overdub/targets/arraylayout.py), each with its struct code: a scalar of one of them is copied
- * from there, not converted through a Python float or int. */
-#define NSCALAR_LAYOUTS 16
+/* For each struct code, the numpy scalar type of that code whose value lies in the object at a known offset
+ * (set_scalar_layouts: found and checked by overdub/targets/arraylayout.py): a scalar of exactly that type is
+ * copied from there, not converted through a Python float or int. */
 typedef struct {
-    PyTypeObject *type;
-    char code;
+    PyTypeObject *type; /* NULL: none known */
     Py_ssize_t offset;
 } ScalarLayout;
-static ScalarLayout scalar_layouts[NSCALAR_LAYOUTS];
-static int nscalar_layouts = 0;
+static ScalarLayout scalar_layouts[128];
 
 static size_t code_size(char code) {
     switch (code) {
@@ -151,10 +148,9 @@ static size_t code_size(char code) {
 static int scalar_pack(const ArgSpec *spec, PyObject *value, uint64_t *slot) {
     char code = spec->code;
     memset(slot, 0, sizeof *slot);
-    for (int i = 0; i < nscalar_layouts; i++) {
-        if (Py_TYPE(value) != scalar_layouts[i].type) continue;
-        if (scalar_layouts[i].code != code) break; /* another width: converted below */
-        memcpy(slot, (char *)value + scalar_layouts[i].offset, code_size(code));
+    const ScalarLayout *layout = &scalar_layouts[code & 127];
+    if (layout->type != NULL && Py_TYPE(value) == layout->type) { /* another type or width: converted below */
+        memcpy(slot, (char *)value + layout->offset, code_size(code));
         return 1;
     }
     if (code == 'f' || code == 'd') {
@@ -259,9 +255,10 @@ static int array_pack_in_place(const ArgSpec *spec, PyObject *value, uint64_t *s
     PyObject *data = FIELD(value, at->data, PyObject *);
     if (data == NULL || Py_TYPE(data) != at->pointer_type) return -1;
     PyObject *dtype = FIELD(value, at->dtype, PyObject *);
-    if (dtype != spec->dtype && (spec->exact || dtype == NULL || PyObject_RichCompareBool(dtype, spec->dtype, Py_EQ) != 1)) {
-        PyErr_Clear();
-        return 0;
+    if (dtype != spec->dtype) { /* a record dtype must be the very object (exact); another, equal */
+        int same = spec->exact || dtype == NULL ? 0 : PyObject_RichCompareBool(dtype, spec->dtype, Py_EQ);
+        if (same < 0) PyErr_Clear();
+        if (same != 1) return 0;
     }
     int c = FIELD(value, at->c_contiguous, int) != 0, f = FIELD(value, at->f_contiguous, int) != 0;
     if (spec->layout == 'C' ? !c : (c || f != (spec->layout == 'F'))) return 0;
@@ -651,6 +648,14 @@ static int Launcher_init(Launcher *self, PyObject *args, PyObject *kwargs) {
     return 0;
 }
 
+/* The end of a dealloc of an instance of a heap type of this module: its memory freed, its type released. */
+static void free_instance(PyObject *self) {
+    PyTypeObject *type = Py_TYPE(self);
+    freefunc tp_free = (freefunc)PyType_GetSlot(type, Py_tp_free);
+    tp_free(self);
+    Py_DECREF(type);
+}
+
 static void Launcher_dealloc(Launcher *self) {
     Py_XDECREF(self->kernel);
     Py_XDECREF(self->stream_handle);
@@ -660,10 +665,7 @@ static void Launcher_dealloc(Launcher *self) {
     PyMem_Free(self->expected);
     PyMem_Free(self->keep);
     PyMem_Free(self->specs);
-    PyTypeObject *type = Py_TYPE((PyObject *)self);
-    freefunc tp_free = (freefunc)PyType_GetSlot(type, Py_tp_free);
-    tp_free(self);
-    Py_DECREF(type);
+    free_instance((PyObject *)self);
 }
 
 static PyObject *Launcher_get_kernel(Launcher *self, void *closure) {
@@ -979,8 +981,9 @@ static PyType_Spec Namespace_spec = {
  * the Python definition it fronts takes the call. */
 typedef struct {
     PyObject_HEAD
-    PyObject *configured; /* the Python _Configured: what a launch that is not native calls */
-    PyObject *function, *blocks, *threads, *shmem, *stream, *context, *target;
+    PyObject *configured;          /* the Python _Configured: what a launch that is not native calls */
+    PyObject *function;            /* the kernel */
+    PyObject *options[NOPTIONS];   /* the launch's options (its state: None) */
 } Configured;
 
 static PyObject *Configured_call(Configured *self, PyObject *args, PyObject *kwargs) {
@@ -990,37 +993,42 @@ static PyObject *Configured_call(Configured *self, PyObject *args, PyObject *kwa
     PyObject *local[32];
     PyObject **items = tuple_items(args, local, 32, &n);
     if (items == NULL) return NULL;
-    PyObject *options[NOPTIONS] = {self->threads, self->blocks, self->shmem, self->stream, self->target,
-                                   self->context, Py_None};
-    PyObject *result = launch_call(self->function, items, n, options, self->configured);
+    PyObject *result = launch_call(self->function, items, n, self->options, self->configured);
     if (items != local) PyMem_Free(items);
     return result;
 }
 
+static void Configured_clear(Configured *self) {
+    Py_CLEAR(self->configured);
+    Py_CLEAR(self->function);
+    for (int i = 0; i < NOPTIONS; i++) Py_CLEAR(self->options[i]);
+}
+
 static int Configured_init(Configured *self, PyObject *args, PyObject *kwargs) {
-    PyObject *configured, *function, *blocks, *threads, *shmem, *stream, *context, *target;
-    if (!PyArg_ParseTuple(args, "OOOOOOOO", &configured, &function, &blocks, &threads, &shmem, &stream, &context,
-                          &target))
-        return -1;
-    PyObject *values[8] = {configured, function, blocks, threads, shmem, stream, context, target};
-    PyObject **fields[8] = {&self->configured, &self->function, &self->blocks, &self->threads, &self->shmem,
-                            &self->stream, &self->context, &self->target};
-    for (int i = 0; i < 8; i++) {
-        PyObject *old = *fields[i];
-        Py_INCREF(values[i]);
-        *fields[i] = values[i];
-        Py_XDECREF(old);
+    PyObject *configured, *function, *options[NOPTIONS], *key, *value;
+    if (!PyArg_ParseTuple(args, "OO", &configured, &function)) return -1;
+    options_init(options);
+    for (Py_ssize_t pos = 0; kwargs != NULL && PyDict_Next(kwargs, &pos, &key, &value);) {
+        if (option_set(options, key, value)) {
+            PyErr_Format(PyExc_TypeError, "Configured() takes od.cuda's launch options, not %R", key);
+            return -1;
+        }
+    }
+    Configured_clear(self);
+    Py_INCREF(configured);
+    Py_INCREF(function);
+    self->configured = configured;
+    self->function = function;
+    for (int i = 0; i < NOPTIONS; i++) {
+        Py_INCREF(options[i]);
+        self->options[i] = options[i];
     }
     return 0;
 }
 
 static void Configured_dealloc(Configured *self) {
-    Py_XDECREF(self->configured); Py_XDECREF(self->function); Py_XDECREF(self->blocks); Py_XDECREF(self->threads);
-    Py_XDECREF(self->shmem); Py_XDECREF(self->stream); Py_XDECREF(self->context); Py_XDECREF(self->target);
-    PyTypeObject *type = Py_TYPE((PyObject *)self);
-    freefunc tp_free = (freefunc)PyType_GetSlot(type, Py_tp_free);
-    tp_free(self);
-    Py_DECREF(type);
+    Configured_clear(self);
+    free_instance((PyObject *)self);
 }
 
 static PyObject *Configured_get_configured(Configured *self, void *closure) {
@@ -1036,7 +1044,7 @@ static PyGetSetDef Configured_getset[] = {
 };
 
 static PyType_Slot Configured_slots[] = {
-    {Py_tp_doc, "Configured(configured, function, blocks, threads, shmem, stream, context, target)"},
+    {Py_tp_doc, "Configured(configured, function, **options): kernel[blocks, threads]'s launch, options held"},
     {Py_tp_init, Configured_init},
     {Py_tp_call, Configured_call},
     {Py_tp_dealloc, Configured_dealloc},
@@ -1154,23 +1162,19 @@ static PyObject *set_array_layout(PyObject *module, PyObject *args) {
 static PyObject *set_scalar_layouts(PyObject *module, PyObject *args) {
     PyObject *layouts;
     if (!PyArg_ParseTuple(args, "O!", &PyList_Type, &layouts)) return NULL;
-    Py_ssize_t n = PyList_Size(layouts);
-    if (n > NSCALAR_LAYOUTS) return PyErr_Format(PyExc_ValueError, "at most %d scalar layouts", NSCALAR_LAYOUTS);
-    ScalarLayout parsed[NSCALAR_LAYOUTS];
-    for (Py_ssize_t i = 0; i < n; i++) {
+    ScalarLayout parsed[128] = {{NULL, 0}};
+    for (Py_ssize_t i = 0; i < PyList_Size(layouts); i++) {
         PyObject *type;
         const char *code;
-        if (!PyArg_ParseTuple(PyList_GetItem(layouts, i), "O!sn", &PyType_Type, &type, &code, &parsed[i].offset))
-            return NULL;
-        parsed[i].type = (PyTypeObject *)type;
-        parsed[i].code = code[0];
+        Py_ssize_t offset;
+        if (!PyArg_ParseTuple(PyList_GetItem(layouts, i), "O!sn", &PyType_Type, &type, &code, &offset)) return NULL;
+        parsed[code[0] & 127] = (ScalarLayout){(PyTypeObject *)type, offset};
     }
-    for (int i = 0; i < nscalar_layouts; i++) Py_DECREF((PyObject *)scalar_layouts[i].type);
-    for (Py_ssize_t i = 0; i < n; i++) {
-        Py_INCREF((PyObject *)parsed[i].type);
-        scalar_layouts[i] = parsed[i];
+    for (int c = 0; c < 128; c++) {
+        Py_XINCREF((PyObject *)parsed[c].type);
+        Py_XDECREF((PyObject *)scalar_layouts[c].type);
+        scalar_layouts[c] = parsed[c];
     }
-    nscalar_layouts = (int)n;
     Py_RETURN_NONE;
 }
 

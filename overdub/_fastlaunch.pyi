@@ -39,16 +39,7 @@ class Configured:
     """``kernel[blocks, threads]``'s launch with its options held: the native lookup, else ``configured(*args)``."""
 
     def __init__(
-        self,
-        configured: Callable[..., None],
-        function: Callable[..., None],
-        blocks: object,
-        threads: object,
-        shmem: object,
-        stream: object,
-        context: object,
-        target: object,
-        /,
+        self, configured: Callable[..., None], function: Callable[..., None], /, **options: object
     ) -> None: ...
     @property
     def configured(self) -> Callable[..., None]: ...

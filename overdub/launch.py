@@ -140,8 +140,7 @@ def configured(
     options held, not parsed per call, and ``launch(*args)`` where no launch function launches."""
     if _fastlaunch is None:
         return launch
-    names = ("blocks", "threads", "shmem", "stream", "context", "target")
-    return _fastlaunch.Configured(launch, kernel, *(options[name] for name in names))
+    return _fastlaunch.Configured(launch, kernel, **options)
 
 
 def synchronize(target: str | None = None, device: int | str | None = None) -> None:

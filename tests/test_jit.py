@@ -60,6 +60,8 @@ def test_a_configured_kernel_launches_through_the_native_lookup_and_its_definiti
     with pytest.raises(TypeError, match="keyword"):
         configured(out, value=3.0)
     assert repr(configured) == repr(configured.configured)
+    with pytest.raises(TypeError, match="bogus"):  # the front holds od.cuda's launch options only
+        fastlaunch.Configured(configured.configured, fill, bogus=1)
 
 
 def test_forall_covers_every_task():
