@@ -1038,6 +1038,27 @@ static PyObject *Configured_get_configured(Configured *self, void *closure) {
 
 static PyObject *Configured_repr(Configured *self) { return PyObject_Repr(self->configured); }
 
+/* Pickled as what makes it: overdub.launch.configured(the Python definition, the kernel, the options) -- a
+ * configured kernel sent to another process launches there. */
+static PyObject *Configured_reduce(Configured *self, PyObject *unused) {
+    PyObject *names[NOPTIONS] = {s_threads, s_blocks, s_shmem, s_stream, s_target, s_context, s_state};
+    PyObject *launch = PyImport_ImportModule("overdub.launch"), *make = NULL, *options = PyDict_New(), *result = NULL;
+    if (launch != NULL && options != NULL && (make = PyObject_GetAttrString(launch, "configured")) != NULL) {
+        int failed = 0;
+        for (int i = 0; i < NOPTIONS && !failed; i++) failed = PyDict_SetItem(options, names[i], self->options[i]);
+        if (!failed) result = Py_BuildValue("(O(OOO))", make, self->configured, self->function, options);
+    }
+    Py_XDECREF(launch);
+    Py_XDECREF(make);
+    Py_XDECREF(options);
+    return result;
+}
+
+static PyMethodDef Configured_methods[] = {
+    {"__reduce__", (PyCFunction)Configured_reduce, METH_NOARGS, "pickled as overdub.launch.configured(...)"},
+    {NULL},
+};
+
 static PyGetSetDef Configured_getset[] = {
     {"configured", (getter)Configured_get_configured, NULL, "the Python launch configuration it fronts", NULL},
     {NULL},
@@ -1050,6 +1071,7 @@ static PyType_Slot Configured_slots[] = {
     {Py_tp_dealloc, Configured_dealloc},
     {Py_tp_getset, Configured_getset},
     {Py_tp_repr, Configured_repr},
+    {Py_tp_methods, Configured_methods},
     {Py_tp_new, PyType_GenericNew},
     {0, NULL},
 };

@@ -60,6 +60,11 @@ def test_a_configured_kernel_launches_through_the_native_lookup_and_its_definiti
     with pytest.raises(TypeError, match="keyword"):
         configured(out, value=3.0)
     assert repr(configured) == repr(configured.configured)
+    cloudpickle = pytest.importorskip("cloudpickle")  # as Dask ships it: another process launches it
+    again = cloudpickle.loads(cloudpickle.dumps(configured))
+    assert type(again) is fastlaunch.Configured
+    again(out, 4.0)
+    assert out.tolist() == [4.0] * 8
     with pytest.raises(TypeError, match="bogus"):  # the front holds od.cuda's launch options only
         fastlaunch.Configured(configured.configured, fill, bogus=1)
 
