@@ -162,7 +162,12 @@ class Context:
         _every_context.add(self)
 
     def __reduce__(self):
-        """By reference: the module-level variable of the module it was made in that holds it."""
+        """By reference: the module-level variable of the module it was made in that holds it -- or, once
+        :mod:`overdub.travel` is imported, by value where no such name finds it in every process (its
+        :data:`reduce_context`)."""
+        reduced = None if reduce_context is None else reduce_context(self)
+        if reduced is not None:
+            return reduced
         module = sys.modules.get(self.__module__)
         names = [name for name, value in vars(module).items() if value is self] if module else []
         return reference_to(self, self.__module__, names[0] if names else self.name)
@@ -554,6 +559,9 @@ class Stack(Context):
     def __repr__(self) -> str:
         return f"Stack({', '.join(map(repr, self.contexts))})"
 
+
+# how a context of the user's code travels by value (set by overdub.travel; None: by reference)
+reduce_context = None
 
 _stacks: dict[tuple[Context, ...], Stack] = {}
 runtime.register_cache(f"{__name__}._stacks", _stacks, kept="a stack is a definition: its kernels are keyed by it")

@@ -356,7 +356,9 @@ class _EmbeddedWalk:
         if isinstance(value, pytypes.ModuleType):
             return self._module(value, names)
         if isinstance(value, GenericFunction):  # its dispatches are facts of their own
-            return value_digest(value)
+            # two copies of a definition (typing=False) differ where they call different generic functions of
+            # one name (two closures of a factory): the object itself, held alive by the copies
+            return value_digest(value) if self.typing else f"{value_digest(value)}@{id(value)}"
         if id(value) in self.digests:
             return self.digests[id(value)]
         self._alive.append(value)

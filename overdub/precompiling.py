@@ -294,7 +294,7 @@ def _answers(future: Future[list[_Answer]], size: int) -> list[_Answer]:
         return [_Answer(None, f"its worker failed ({type(exc).__name__}: {exc})", 0)] * size
 
 
-def _compile_share(snapshot: tuple[str, str, bytes], share: list[_ByName]) -> list[_Answer]:
+def _compile_share(snapshot: travel.Token, share: list[_ByName]) -> list[_Answer]:
     """In a worker process: adopt the sender's definitions, then compile (or load) each call of the share."""
     travel.adopt(*snapshot)
     return [_compile_in_worker(by_name) for by_name in share]

@@ -1,0 +1,290 @@
+"""The user's code by value: how a def, and what it reads, travels to another process.
+
+A def of the user's code (not an installed package's, which the receiving process has at the same version)
+pickles as its code (marshal), the globals its code names, its defaults, keyword defaults, closure,
+annotations and docstring (:class:`Shipper`), each def it reaches the same way. What the code reads is part of
+what travels, as it is part of what a compile reads in one process: a global array by its contents, a
+module of the user's code as a *view* holding the attributes the def's code could read of it
+(:class:`ModuleView`: ``cfg.K`` as the sender has it now, the rest of ``cfg`` the receiver's own import).
+
+:class:`Watch` is what a pickle read of one def, as it was: the cache check of the bytes made of it -- one
+identity comparison per part, the namespaces' version tags, and a digest of each array it read (an in-place
+write moves no tag).
+
+A pickle notes whether what it shipped *reaches* overdub or numba (:attr:`Shipper.reaches`): a def that
+does not -- a numpy helper -- can travel by reference as it always did, keeping its module's state its own.
+"""
+
+from __future__ import annotations
+
+import builtins
+import importlib
+import inspect
+import io
+import marshal
+import pickle
+import types as pytypes
+import typing
+import weakref
+from collections.abc import Callable
+
+import numpy as np
+
+from . import bindings, fingerprint, rewrite
+from .runtime import runtime
+
+__all__ = ["Shipper", "Watch", "ModuleView", "dumps", "reaches", "arrived_by_value"]
+
+try:  # what Dask and Ray ship with: classes and functions of __main__ by value
+    import cloudpickle.cloudpickle as _cloudpickle  # type: ignore[import-untyped]  # the module, its internals
+
+    _BasePickler: type[pickle.Pickler] = _cloudpickle.Pickler
+except ImportError:  # pragma: no cover - cloudpickle comes with dask; plain pickle otherwise
+    _cloudpickle = None
+    _BasePickler = pickle.Pickler
+
+_REACHING = ("overdub", "numba")  # the packages whose objects make a def one that must travel by value
+# reducers of other modules for objects only they know (a struct class: overdub.travel's), asked first
+class_reducers: list[Callable[[object], tuple[object, ...] | None]] = []
+
+
+def reaches(obj: object) -> bool:
+    """Is ``obj`` something of overdub or numba (a generic function, a context, ``od`` itself, a dispatcher,
+    ``numba.cuda``...)?"""
+    kind = type(obj)
+    if kind is pytypes.ModuleType:
+        name: object = obj.__name__  # type: ignore[attr-defined]
+    elif kind is pytypes.FunctionType or isinstance(obj, type):
+        name = getattr(obj, "__module__", None)
+    else:
+        name = kind.__module__
+    return isinstance(name, str) and name.partition(".")[0] in _REACHING
+
+
+class Shipper(_BasePickler):  # type: ignore[misc, valid-type]  # cloudpickle's Pickler, where installed
+    """A pickler that ships each def of the user's code by value, and each module of the user's code as a
+    :class:`ModuleView`. It records what it read of each def (``read``) and whether anything of overdub or
+    numba was met (``reaches``)."""
+
+    def __init__(self, file: io.BytesIO, read: list[Watch]) -> None:
+        super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
+        self.read = read
+        self.reaches = False
+
+    def reducer_override(self, obj: object) -> object:
+        if not self.reaches and reaches(obj):
+            self.reaches = True
+        kind = type(obj)
+        if kind is pytypes.FunctionType and not fingerprint.is_library_module(obj.__module__):  # type: ignore[attr-defined]
+            return function_reduce(obj, self.read)  # type: ignore[arg-type]
+        if kind is pytypes.ModuleType and _cloudpickle is None:  # plain pickle has no reduce for modules
+            return importlib.import_module, (obj.__name__,)  # type: ignore[attr-defined]
+        for reducer in class_reducers:
+            reduced = reducer(obj)
+            if reduced is not None:
+                return reduced
+        parent = getattr(super(), "reducer_override", None)
+        return NotImplemented if parent is None else parent(obj)
+
+
+def dumps(value: object, read: list[Watch] | None = None) -> bytes:
+    """``value`` pickled with :class:`Shipper`."""
+    buffer = io.BytesIO()
+    Shipper(buffer, [] if read is None else read).dump(value)
+    return buffer.getvalue()
+
+
+def dumps_noting(value: object, read: list[Watch]) -> tuple[bytes, bool]:
+    """``value`` pickled with :class:`Shipper`, and whether it reaches overdub or numba."""
+    buffer = io.BytesIO()
+    shipper = Shipper(buffer, read)
+    shipper.dump(value)
+    return buffer.getvalue(), shipper.reaches
+
+
+_EMPTY = ("overdub.byvalue", "empty cell")
+
+
+class Watch:
+    """What a pickle read of one def, as it was: its code, defaults and cells by identity; the globals it
+    names -- the namespace's version tag first, then, where the tag moved (another global of the module
+    changed), value by value; the modules of the user's code it reads attributes of (their tags, then those
+    attributes); and each array it read by a digest of its contents."""
+
+    __slots__ = ("func", "state", "namespace", "version", "values", "modules", "arrays")
+
+    def __init__(self, func: pytypes.FunctionType, values: dict[str, object]) -> None:
+        self.func, self.state = func, _def_state(func)
+        self.namespace, self.values = func.__globals__, values
+        self.version = bindings.dict_version(self.namespace)
+        self.modules = [view.watch() for view in values.values() if type(view) is ModuleView]
+        self.arrays = [(a, bindings.contents_digest(a)) for a in _arrays_read(values, self.state)]
+
+    def unchanged(self) -> bool:
+        state = _def_state(self.func)
+        if len(state) != len(self.state) or any(a is not b for a, b in zip(state, self.state)):
+            return False
+        version = bindings.dict_version(self.namespace)
+        if version != self.version:
+            get = self.namespace.get
+            for name, value in self.values.items():
+                now = get(name, _EMPTY)
+                if type(value) is ModuleView:
+                    if now is not value.module:
+                        return False
+                elif not bindings.same_value(value, now):
+                    return False
+            self.version = version  # another global changed: checked by its tag again next time
+        for module_watch in self.modules:
+            if not module_watch.unchanged():
+                return False
+        for array, digest in self.arrays:
+            if bindings.contents_digest(array) != digest:
+                return False
+        return True
+
+
+def _arrays_read(values: dict[str, object], state: tuple[object, ...]) -> list[np.ndarray]:
+    found = [v for v in (*values.values(), *state[3:]) if isinstance(v, np.ndarray) and not v.dtype.hasobject]
+    for view in values.values():
+        if type(view) is ModuleView:
+            found += [v for v in view.attributes.values() if isinstance(v, np.ndarray) and not v.dtype.hasobject]
+    return found
+
+
+def _def_state(func: pytypes.FunctionType) -> tuple[object, ...]:
+    cells = []
+    for cell in func.__closure__ or ():
+        try:
+            cells.append(cell.cell_contents)
+        except ValueError:  # an empty cell
+            cells.append(_EMPTY)
+    return (func.__code__, func.__defaults__, func.__kwdefaults__, *cells)
+
+
+def function_reduce(func: pytypes.FunctionType, read: list[Watch]) -> tuple[object, ...]:
+    """``func`` by value: a skeleton made first (so a def naming itself pickles), then its state."""
+    namespace = func.__globals__
+    values: dict[str, object] = {}
+    for name in rewrite.global_names(func.__code__):
+        if name in namespace:
+            value = namespace[name]
+            if type(value) is pytypes.ModuleType and not fingerprint.is_library_module(value.__name__):
+                value = ModuleView(value, fingerprint._all_names(func.__code__))
+            values[name] = value
+    read.append(Watch(func, values))
+    cells = list(_def_state(func)[3:])
+    state = (values, func.__defaults__, func.__kwdefaults__, tuple(cells), _annotations(func), func.__doc__)
+    skeleton = (marshal.dumps(func.__code__), func.__name__, func.__qualname__, func.__module__, len(cells))
+    return _function_skeleton, skeleton, state, None, None, _function_fill
+
+
+def _annotations(func: pytypes.FunctionType) -> dict[str, object]:
+    """``func``'s annotations evaluated (a module under ``from __future__ import annotations`` has strings,
+    naming globals its code may not read, which then do not travel), or as they are where they do not
+    evaluate."""
+    try:
+        return inspect.get_annotations(func, eval_str=True)
+    except Exception:  # a name not defined yet, say: the strings, evaluated (or not) where they arrive
+        return dict(func.__annotations__)
+
+
+def _function_skeleton(code: bytes, name: str, qualname: str, module: str, ncells: int) -> pytypes.FunctionType:
+    namespace = {"__builtins__": builtins, "__name__": module, fingerprint.SHIPPED: True}
+    cells = tuple(pytypes.CellType() for _ in range(ncells))
+    func = pytypes.FunctionType(marshal.loads(code), namespace, name, None, cells or None)
+    func.__qualname__, func.__module__ = qualname, module
+    _shipped_here.add(func)
+    return func
+
+
+def _function_fill(func: pytypes.FunctionType, state: tuple[typing.Any, ...]) -> None:
+    names, defaults, kwdefaults, cells, annotations, doc = state
+    func.__globals__.update(names)
+    func.__defaults__, func.__kwdefaults__ = defaults, kwdefaults
+    for cell, value in zip(func.__closure__ or (), cells):
+        if value != _EMPTY:
+            cell.cell_contents = value
+    func.__annotations__, func.__doc__ = annotations, doc
+
+
+_shipped_here: weakref.WeakSet[pytypes.FunctionType] = weakref.WeakSet()  # the defs Shipper's pickles made
+runtime.register_cache(f"{__name__}._shipped_here", _shipped_here, kept="which defs arrived by value: a fact of each")
+
+
+def arrived_by_value(func: pytypes.FunctionType) -> bool:
+    """Was ``func`` made by unpickling a def shipped by value: by :class:`Shipper`, or by cloudpickle from
+    another process's ``__main__`` (its globals are not this process's ``__main__``)?"""
+    if func in _shipped_here:
+        return True
+    import sys
+
+    main = sys.modules.get("__main__")
+    return func.__module__ == "__main__" and (main is None or vars(main) is not func.__globals__)
+
+
+# --- modules of the user's code ---------------------------------------------------------------------------
+
+
+class ModuleView:
+    """A module of the user's code as a def reads it: the attributes its code could read (``co_names``),
+    as the sender has them. It arrives as a module of that name holding them, the rest read from the
+    receiver's own import of the module -- or, where the receiver cannot import it, an error naming why."""
+
+    __slots__ = ("module", "attributes")
+
+    def __init__(self, module: pytypes.ModuleType, names: frozenset[str]) -> None:
+        namespace = vars(module)
+        self.module = module
+        self.attributes = {n: namespace[n] for n in sorted(names) if n in namespace and not n.startswith("__")}
+
+    def watch(self) -> ModuleWatch:
+        return ModuleWatch(vars(self.module), dict(self.attributes))
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return _module_arriving, (self.module.__name__, self.attributes)
+
+
+class ModuleWatch:
+    __slots__ = ("namespace", "version", "attributes")
+
+    def __init__(self, namespace: dict[str, object], attributes: dict[str, object]) -> None:
+        self.namespace, self.attributes = namespace, attributes
+        self.version = bindings.dict_version(namespace)
+
+    def unchanged(self) -> bool:
+        version = bindings.dict_version(self.namespace)
+        if version == self.version:
+            return True
+        get = self.namespace.get
+        if all(bindings.same_value(value, get(name, _EMPTY)) for name, value in self.attributes.items()):
+            self.version = version
+            return True
+        return False
+
+
+class ArrivedModule(pytypes.ModuleType):
+    """A module of the sender's code as a def shipped by value reads it (:class:`ModuleView`)."""
+
+    def __getattr__(self, name: str) -> object:
+        real = self.__dict__.get("__overdub_module__")
+        if real is None:
+            raise AttributeError(
+                f"overdub: module {self.__name__!r}, which code sent to this process reads, cannot be "
+                f"imported here: {self.__dict__.get('__overdub_why__')}"
+            )
+        return getattr(real, name)
+
+
+def _module_arriving(name: str, attributes: dict[str, object]) -> pytypes.ModuleType:
+    """The module ``name`` as the sender's def reads it (never raises: a module that cannot be imported
+    here makes each read of what the sender did not send an error naming why)."""
+    module = ArrivedModule(name)
+    try:
+        module.__overdub_module__ = importlib.import_module(name)  # type: ignore[attr-defined]
+        module.__file__ = getattr(module.__overdub_module__, "__file__", None)  # type: ignore[attr-defined]
+    except Exception as exc:
+        module.__overdub_module__ = None  # type: ignore[attr-defined]
+        module.__overdub_why__ = f"{type(exc).__name__}: {exc}"  # type: ignore[attr-defined]
+    vars(module).update(attributes)
+    return module
