@@ -44,6 +44,7 @@ except ImportError:  # pragma: no cover - cloudpickle comes with dask; plain pic
     _BasePickler = pickle.Pickler
 
 _REACHING = ("overdub", "numba")  # the packages whose objects make a def one that must travel by value
+_PLUMBING = ("overdub.byvalue", "overdub.travel", "overdub.engines")  # what a pickle calls to rebuild, not code
 # reducers of other modules for objects only they know (a struct class: overdub.travel's), asked first
 class_reducers: list[Callable[[object], tuple[object, ...] | None]] = []
 
@@ -72,7 +73,7 @@ class Shipper(_BasePickler):  # type: ignore[misc, valid-type]  # cloudpickle's 
         self.reaches = False
 
     def reducer_override(self, obj: object) -> object:
-        if not self.reaches and reaches(obj):
+        if not self.reaches and reaches(obj) and getattr(obj, "__module__", None) not in _PLUMBING:
             self.reaches = True
         kind = type(obj)
         if kind is pytypes.FunctionType and not fingerprint.is_library_module(obj.__module__):  # type: ignore[attr-defined]
@@ -174,7 +175,8 @@ def function_reduce(func: pytypes.FunctionType, read: list[Watch]) -> tuple[obje
             values[name] = value
     read.append(Watch(func, values))
     cells = list(_def_state(func)[3:])
-    state = (values, func.__defaults__, func.__kwdefaults__, tuple(cells), _annotations(func), func.__doc__)
+    submodules = _submodules_named(values.values(), fingerprint._all_names(func.__code__))
+    state = (values, func.__defaults__, func.__kwdefaults__, tuple(cells), _annotations(func), func.__doc__, submodules)
     skeleton = (marshal.dumps(func.__code__), func.__name__, func.__qualname__, func.__module__, len(cells))
     return _function_skeleton, skeleton, state, None, None, _function_fill
 
@@ -199,13 +201,52 @@ def _function_skeleton(code: bytes, name: str, qualname: str, module: str, ncell
 
 
 def _function_fill(func: pytypes.FunctionType, state: tuple[typing.Any, ...]) -> None:
-    names, defaults, kwdefaults, cells, annotations, doc = state
+    names, defaults, kwdefaults, cells, annotations, doc, submodules = state
+    for name in submodules:  # ``od.cuda.random`` of a global ``od``: loaded where the def arrives, as here
+        try:
+            importlib.import_module(name)
+        except Exception:  # read where the def runs: its AttributeError then
+            pass
     func.__globals__.update(names)
     func.__defaults__, func.__kwdefaults__ = defaults, kwdefaults
     for cell, value in zip(func.__closure__ or (), cells):
         if value != _EMPTY:
             cell.cell_contents = value
     func.__annotations__, func.__doc__ = annotations, doc
+
+
+def _submodules_named(values: typing.Iterable[object], names: frozenset[str]) -> tuple[str, ...]:
+    """The loaded submodules of the modules among ``values`` that code using ``names`` could reach as
+    attributes (``overdub.cuda.random`` of ``od`` where the code names ``cuda`` and ``random``)."""
+    found: list[str] = []
+    for value in values:
+        if type(value) is pytypes.ModuleType:
+            prefix = value.__name__ + "."
+            for tokens, name in _loaded_submodules().get(value.__name__.partition(".")[0], ()):
+                if name.startswith(prefix) and tokens <= names:
+                    found.append(name)
+    return tuple(found)
+
+
+_loaded: dict[str, object] = {}  # "key": sys.modules' size and last name; "index": top-level name -> submodules
+runtime.register_cache(f"{__name__}._loaded", _loaded)
+
+
+def _loaded_submodules() -> dict[str, list[tuple[frozenset[str], str]]]:
+    """Every loaded submodule, by its top-level package, with the names a def must use to reach it from the
+    package (``overdub.cuda.random``: ``cuda`` and ``random``); made again when ``sys.modules`` grows."""
+    import sys
+
+    modules = sys.modules
+    key = (len(modules), next(reversed(modules)))
+    if _loaded.get("key") != key:
+        index: dict[str, list[tuple[frozenset[str], str]]] = {}
+        for name in list(modules):
+            top, dot, rest = name.partition(".")
+            if dot:
+                index.setdefault(top, []).append((frozenset(rest.split(".")), name))
+        _loaded["index"], _loaded["key"] = index, key
+    return typing.cast("dict[str, list[tuple[frozenset[str], str]]]", _loaded["index"])
 
 
 _shipped_here: weakref.WeakSet[pytypes.FunctionType] = weakref.WeakSet()  # the defs Shipper's pickles made

@@ -104,6 +104,25 @@ class MethodError(TypeError):
         return "Candidates:"
 
 
+class NotArrivedError(MethodError):
+    """A call of a function whose definitions, sent to this process with the work, could not be adopted here
+    (:mod:`overdub.travel`): the cause, not the methods missing because of it."""
+
+    def __init__(self, name: str, argtypes: Signature, why: str) -> None:
+        super().__init__(name, argtypes)
+        self.why = why
+
+    def __reduce__(self) -> tuple[typing.Any, ...]:
+        return type(self), (self.name, self.argtypes, self.why), {"call_site": self.call_site}
+
+    def __str__(self) -> str:
+        where = f" (called at {self.call_site})" if self.call_site else ""
+        return (
+            f"{self.name}{where}: its definitions, sent to this process (pid {os.getpid()}) with the work, could "
+            f"not be adopted here: {self.why}"
+        )
+
+
 class AmbiguityError(MethodError):
     """Several applicable methods, none more specific than all the others."""
 
@@ -309,6 +328,8 @@ class MethodMatch(world.Node):
             return None
         if self.ambiguous:
             return AmbiguityError(self.table.name, self.argtypes, self.ambiguous)
+        if self.table.unarrived is not None:
+            return NotArrivedError(self.table.name, self.argtypes, self.table.unarrived)
         return MethodError(self.table.name, self.argtypes, tuple(self.table.methods))
 
     def on_invalidate(self, cause: str) -> None:
@@ -348,6 +369,7 @@ class MethodTable:
     def __init__(self, name: str, owner: Owner | None = None) -> None:
         self.name = name
         self.owner = owner
+        self.unarrived: str | None = None  # why the definitions another process sent for it were not adopted
         self.methods: list[Method] = []
         self._cache: dict[Signature, MethodMatch] = {}  # argument types -> the answer for them
         self._empty = EmptyTable(self)

@@ -305,7 +305,7 @@ def _adopt_one(root: str, key: str, data: bytes) -> None:
         _adopt_entry(entry)
     except Exception as exc:  # a module only the sender has, say
         _failed[key] = f"{type(exc).__name__}: {exc}"
-        dropped = entry is not None and _drop(entry)
+        dropped = entry is not None and _drop(entry, _failed[key])
         warnings.warn(
             f"overdub: the definitions of {key} sent from process {root} could not be adopted here "
             f"({_failed[key]}); " + ("its methods are dropped here" if dropped else "this process keeps its own"),
@@ -316,13 +316,14 @@ def _adopt_one(root: str, key: str, data: bytes) -> None:
         _failed.pop(key, None)
 
 
-def _drop(entry: Entry) -> bool:
-    """Delete the methods of the table ``entry`` names (a call of it then fails by name, never runs what the
-    sender no longer has); False where its owner cannot be found."""
+def _drop(entry: Entry, why: str) -> bool:
+    """Delete the methods of the table ``entry`` names (a call of it then fails with ``why``, never runs what
+    the sender no longer has); False where its owner cannot be found."""
     try:
         table = _table_of(entry)[0]
     except Exception:  # the owner itself did not arrive
         return False
+    table.unarrived = why
     for method in list(table.methods):
         table.remove(method.sig, "the definitions sent here could not be adopted")
     return True
@@ -335,11 +336,10 @@ runtime.register_cache(f"{__name__}._failed", _failed, kept="definitions that fa
 def check_arrived() -> None:
     """Raise where definitions sent to this process could not be adopted (a kernel launched here would not
     run the sender's code): the cause, not a ``MethodError`` of what is missing."""
-    if _failed:
-        key, what = next(iter(_failed.items()))
-        whose = "" if key == "the definitions" else f" (those of {key})"
+    if "the definitions" in _failed:
         raise RuntimeError(
-            f"overdub: definitions sent to this process (pid {os.getpid()}) could not be adopted{whose}: {what}"
+            f"overdub: definitions sent to this process (pid {os.getpid()}) could not be adopted: "
+            f"{_failed['the definitions']}"
         )
 
 
@@ -355,6 +355,7 @@ def _table_of(entry: Entry) -> tuple[MethodTable, str, GenericFunction | None]:
 
 def _adopt_entry(entry: Entry) -> None:
     table, name, full = _table_of(entry)
+    table.unarrived = None
     have = {method.sig: method for method in table.methods}
     for sig, digest, data in entry.methods:
         if _adopted.get((entry.key, sig)) == digest:

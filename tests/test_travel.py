@@ -56,6 +56,16 @@ def as_sender():
         kept.clear()
 
 
+def adopt_elsewhere(token):
+    """Adopt ``token`` as a process other than the one that made its tables would (one forked from it)."""
+    mine = travel._ORIGIN
+    travel._ORIGIN = "1-another0000"
+    try:
+        travel.adopt("another process", *token[1:])
+    finally:
+        travel._ORIGIN = mine
+
+
 def launch(kernel, x=(0.0, 1.0, 2.0)):
     x = np.asarray(x, dtype=np.float64)
     out = np.zeros_like(x)
@@ -71,12 +81,12 @@ def test_adopting_another_snapshot_gives_its_methods_and_recompiles_only_what_us
     m.run("@od.function\ndef g(x: od.float32):\n    return x - 5.0\n")
     assert launch(m.kernel) == [0.0, 10.0, 20.0]
     compiles = od.stats()["compiles"]
-    travel.adopt("another process", *sent[1:])
+    adopt_elsewhere(sent)
     assert launch(m.kernel) == [1.0, 2.0, 3.0] and launch(m.other) == [0.0, 3.0, 6.0]
     assert od.stats()["compiles"] == compiles + 1  # the kernel calling g, not the other
     assert [method.sig for method in m.g.methods] == [(od.Float,)]  # the method the sender had not: deleted
     compiles = od.stats()["compiles"]
-    travel.adopt("another process", *sent[1:])  # the same snapshot again: nothing to do
+    adopt_elsewhere(sent)  # the same snapshot again: nothing to do
     assert launch(m.kernel) == [1.0, 2.0, 3.0] and od.stats()["compiles"] == compiles
 
 
@@ -141,11 +151,11 @@ def test_a_generic_function_whose_methods_cannot_travel_fails_on_the_sender_by_n
 def test_definitions_that_fail_to_arrive_make_the_next_launch_an_error_not_stale_code(make_module):
     m = make_module(SOURCE)
     assert launch(m.kernel) == [1.0, 2.0, 3.0]
-    travel.adopt("another process", "a digest", b"not a pickle")  # unpickling it fails: never raises here
+    travel.adopt("another process", "a digest", (), b"not a pickle")  # unpickling it fails: never raises here
     with pytest.raises(RuntimeError, match="could not be adopted"):
         launch(m.kernel)
     travel._failed.clear()
-    travel.adopt("another process", "another digest", pickle.dumps((1, [])))  # another overdub version's
+    travel.adopt("another process", "another digest", (), pickle.dumps((1, [])))  # another overdub version's
     with pytest.raises(RuntimeError, match="format 1 of another overdub version"):
         launch(m.kernel)
 
@@ -156,7 +166,9 @@ def test_cloudpickle_ships_the_snapshot_with_the_overdub_module():
     def task():
         return od.stats()
 
-    assert b"_overdub_arriving" in cloudpickle.dumps(task)
+    digest = travel.snapshot()[1].encode()
+    assert b"_overdub_arriving" in cloudpickle.dumps(od) and digest in cloudpickle.dumps(od)
+    assert b"_def_arriving" in cloudpickle.dumps(task) and digest in cloudpickle.dumps(task)  # it reaches od
 
 
 def test_a_kernel_cloudpickle_ships_by_value_arrives_as_one_def_per_content():
@@ -188,21 +200,16 @@ def test_a_kernel_cloudpickle_ships_by_value_arrives_as_one_def_per_content():
     assert b"_def_arriving" not in cloudpickle.dumps(plain) and pickle.loads(cloudpickle.dumps(plain))(2.0) == 8.0
 
 
-def test_cloudpickle_finds_the_overdub_submodules_a_def_names_as_it_would_itself():
-    cloudpickle = pytest.importorskip("cloudpickle")
+def test_a_def_by_value_arrives_with_the_submodules_it_names_loaded():
     import overdub.cuda.random  # noqa: F401  (loaded: a def naming od.cuda.random needs it where it arrives)
 
-    find = cloudpickle.cloudpickle._find_imported_submodules
-    assert getattr(find, "__overdub__", False)
-
     def task():
-        return od.cuda.random, od.travel, np.linalg
+        return od.cuda.random, np.linalg
 
-    for dependencies in ([od, np], [np], [od]):
-        assert {m.__name__ for m in find(task.__code__, dependencies)} == {
-            m.__name__ for m in find.__wrapped__(task.__code__, dependencies)
-        }
-    assert {m.__name__ for m in find(task.__code__, [od])} >= {"overdub.cuda", "overdub.cuda.random", "overdub.travel"}
+    values = pickle.loads(travel.dumps(task)).__globals__
+    state = travel.byvalue.function_reduce(task, [])[2]
+    assert values["od"] is od and {"overdub.cuda", "overdub.cuda.random"} <= set(state[-1])
+    assert "numpy.linalg" in state[-1] and "overdub.travel" not in state[-1]
 
 
 # --- other processes ---------------------------------------------------------------------------------------
@@ -332,7 +339,7 @@ def test_a_users_overdub_on_a_targets_own_context_travels(make_module):
         sent = travel.snapshot()
         m.run("@od.CPU.overdub(g)\ndef _(x: od.Float):\n    return x * 7.0\n")
         assert launch(m.kernel) == [0.0, 7.0, 14.0]
-        travel.adopt("another process", *sent[1:])
+        adopt_elsewhere(sent)
         assert launch(m.kernel) == [0.0, 100.0, 200.0]
     finally:
         od.CPU.table(m.g).remove((od.Float,), "test cleanup")
@@ -355,7 +362,7 @@ def test_a_method_added_to_a_plain_callable_travels(make_module):
         sent = travel.snapshot()
         m.run("import math\n@od.method(math.fabs)\ndef _(x: od.float64):\n    return x + 5.0\n")
         assert launch(m.kernel, [-2.0]) == [3.0]
-        travel.adopt("another process", *sent[1:])
+        adopt_elsewhere(sent)
         assert launch(m.kernel, [-2.0]) == [998.0]
     finally:
         table.remove((od.float64,), "test cleanup")
@@ -364,12 +371,12 @@ def test_a_method_added_to_a_plain_callable_travels(make_module):
 def test_a_table_that_cannot_arrive_leaves_the_others_right_and_says_so(make_module):
     m = make_module(SOURCE)
     assert launch(m.kernel) == [1.0, 2.0, 3.0]
-    _root, digest, blob = travel.snapshot()
+    _root, digest, _others, blob = travel.snapshot()
     m.run("@od.function\ndef g(x: od.Float):\n    return x * 10.0\n")
     sent_format, entries = pickle.loads(blob)
     broken = pickle.dumps((sent_format, [("a table only the sender can read", b"not a pickle"), *entries]))
     with pytest.warns(RuntimeWarning, match="a table only the sender can read .* could not be adopted"):
-        travel.adopt("another process", digest + "-broken", broken)
+        adopt_elsewhere((None, digest + "-broken", (), broken))
     assert launch(m.kernel) == [1.0, 2.0, 3.0]  # g arrived, and nothing blocks the launch
 
 
@@ -393,7 +400,7 @@ def test_a_def_adopted_by_value_never_loads_the_senders_disk_entry_for_its_modul
         sent = travel.snapshot()  # the client's method now reads C = 5.0
         module.C = 1.0  # the worker's module, imported before the change
         runtime.reset()  # as a worker process
-        travel.adopt("another process", *sent[1:])
+        adopt_elsewhere(sent)
         assert launch(module.kernel) == [5.0, 6.0, 7.0]
         assert od.stats()["disk_hits"] == 0
     finally:
