@@ -182,7 +182,7 @@ def _install_ray_actor(module: pytypes.ModuleType) -> None:
             token = travel.snapshot()
             actor = getattr(self, "_actor_id", None)
             if actor is not None and _actors_synced.get(actor) != token[1]:
-                call(self, "__ray_call__", args=[_adopt_on_actor, token], kwargs={}, name="overdub.adopt")
+                self.__ray_call__.remote(_adopt_on_actor, token)
                 _actors_synced[actor] = token[1]
         return call(self, method_name, *args, **kwargs)
 

@@ -84,8 +84,8 @@ runtime.register_cache(f"{__name__}._code_digests", _code_digests)
 def is_library_module(name) -> bool:
     """Is ``name`` a module of an installed package, the standard library or overdub (whose versions the
     cache key holds), rather than the user's own code?"""
-    if not isinstance(name, str):
-        return False
+    if not isinstance(name, str) or name in ("__main__", "__mp_main__"):
+        return False  # the program's own code -- even where a worker's __main__ is an installed package's file
     top = name.split(".")[0]
     if top in ("overdub", "builtins") or top in sys.builtin_module_names:
         return True
@@ -127,8 +127,8 @@ def is_versioned_module(name) -> bool:
     """Is ``name`` a module whose version the cache key holds -- overdub (by its source), numba, numba-cuda,
     llvmlite, numpy, Python's standard library -- so that its objects may be known by name? (Another
     installed package is not: its code and values are digested where compiled code embeds them.)"""
-    if not isinstance(name, str):
-        return False
+    if not isinstance(name, str) or name in ("__main__", "__mp_main__"):
+        return False  # the program's own code -- even where a worker's __main__ is an installed package's file
     top = name.split(".")[0]
     if top in _VERSIONED or top in sys.builtin_module_names:
         return True

@@ -487,6 +487,7 @@ def reduce_struct_class(obj: object) -> tuple[object, ...] | None:
         finally:
             _local.building = building
         cached = _struct_digests[obj] = (digest, parts)
+        _structs_arrived.setdefault(digest, obj)  # coming back (a result holding it): this very class
     return _struct_arriving, (cached[0], *cached[1])
 
 

@@ -40,6 +40,7 @@ import linecache
 import multiprocessing
 import os
 import random
+import re
 import shutil
 import sys
 import tempfile
@@ -151,6 +152,11 @@ def launch(kernel, x, args=(), context=None):
         od.cuda(k, out, x, *args, blocks=1, threads=x.size, target="cpu", context=context)
         outs.append(out)
     return np.concatenate(outs)
+
+
+def where():
+    """Where this process found overdub and this module (the run checks its workers import what it does)."""
+    return od.__file__, __file__
 
 
 def run(key, x):
@@ -550,12 +556,13 @@ class Dask(Engine):
 
         from distributed import Client, LocalCluster
 
+        logging.getLogger("distributed").setLevel(logging.ERROR)
         processes = self.name == "dask-processes"
         self.cluster = LocalCluster(
             n_workers=2,
             threads_per_worker=1,
             processes=processes,
-            dashboard_address=None,
+            dashboard_address=":0",
             silence_logs=logging.ERROR,
         )
         self.client = Client(self.cluster)
@@ -709,6 +716,7 @@ class Run:
         }
         self.pair_kernels = (make_kernel(ga), make_kernel(gb))
         self.ga, self.gb = 1.0, 3.0
+        self.reached: list[str] = []  # the argument types whose dispatch the last method added changed
 
     def value(self, *avoid: float) -> float:
         """A small multiple of 0.25, not zero and none of ``avoid`` (so each change is observable)."""
@@ -747,20 +755,31 @@ class Run:
         methods = self.s["pick"][owner]
         namespace = globals() if owner == "main" else vars(mylib)
         variant = "added"
-        missing = [sig for sig in PICK_SIGS if sig not in methods]
+        missing = [sig for sig in PICK_SIGS if sig not in methods and self.reaches(methods, sig)]
         if not missing:  # every signature is there: a new generic function of the name, then a method added
             del namespace["pick"]
             c = self.value()
             methods.clear()
             methods["Number"] = c
             run_cell(f"@od.function\ndef pick(x: od.Number):\n    return x + {c!r}\n", namespace)
-            missing = [sig for sig in PICK_SIGS if sig not in methods]
+            missing = [sig for sig in PICK_SIGS if sig not in methods and self.reaches(methods, sig)]
             variant = "new generic function, added"
         sig = self.rng.choice(missing)
+        self.reached = [t for t, chain in PICK_PATHS.items() if sig in chain and self.reaches(methods, sig, t)]
+        if variant != "added":
+            self.reached = list(PICK_PATHS)
         c = methods[sig] = self.value()
         annotation, body = PICK_SIGS[sig]
         run_cell(f"@od.function\ndef pick(x: {annotation}):\n    return {body.format(c=c)}\n", namespace)
         return ("pick_main" if owner == "main" else "pick_mod"), f"{variant} {sig} in {owner}"
+
+    @staticmethod
+    def reaches(methods: dict, sig: str, argtype: str | None = None) -> bool:
+        """Would a method of ``sig`` be what a call with an argument of ``argtype`` (any, if None) reaches?"""
+        for t, chain in PICK_PATHS.items():
+            if argtype in (None, t) and sig in chain and next(s for s in chain if s in methods or s == sig) == sig:
+                return True
+        return False
 
     def c_context(self):
         c = self.s["ctx"] = self.value(self.s["ctx"])
@@ -939,6 +958,8 @@ def build(run: Run, subject: str, route: str) -> tuple[object, tuple, str | None
         return mylib.launch, (kernel, X, kernel_args, context), None, kernel_args, f"mylib.launch({where})"
     if route == "call_host":
         g, makes = host
+        if subject.startswith("pick") and run.reached:
+            makes = [m for m in makes if HOST_TYPES[m] in run.reached]
         make = rng.choice(makes)
         name = getattr(make, "__name__", "float")
         return (mylib.call_host, (g, X, make, context), HOST_TYPES.get(make, "float64"), (), f"call_host({name})")
@@ -969,8 +990,13 @@ class Cycle:
 
 
 def short(exc: BaseException) -> str:
-    text = f"{type(exc).__name__}: {exc}".replace("\n", " | ")
-    return text[:400]
+    """One line: the exception's type and message (a Ray task error's cause; long ones cut in the middle)."""
+    cause = getattr(exc, "cause", None)
+    if isinstance(cause, BaseException) and cause is not exc:
+        return f"{type(exc).__name__}({short(cause)})"
+    text = re.sub(r"\x1b\[[0-9;]*m", "", f"{type(exc).__name__}: {exc}")
+    text = " | ".join(line.strip() for line in text.splitlines() if line.strip() and set(line.strip()) != {"^"})
+    return text if len(text) <= 400 else text[:240] + " ... " + text[-160:]
 
 
 class Tally:
@@ -1004,7 +1030,6 @@ class Tally:
 def step_once(step: int, run: Run, engine: Engine, kind: str, tally: Tally, timeout: float) -> None:
     """One step: the change, then the task on ``engine`` and here (in a random order), then the comparisons."""
     rng = run.rng
-    x = np.array(rng.sample(range(-4, 5), 4), dtype=np.float64)
     before = copy.deepcopy(run.s)
     try:
         subject, variant = run.change(kind)
@@ -1015,22 +1040,27 @@ def step_once(step: int, run: Run, engine: Engine, kind: str, tally: Tally, time
         traceback.print_exc()
         return
     route = rng.choice(routes_for(subject, engine))
-    fn, args, host, kernel_args, what = build(run, subject, route)
-    args = tuple(x if a is X else a for a in args)
     combo = (engine.name, route, kind)
     tally.combos[combo]["steps"] += 1
     for key, value in (("changes", kind), ("engines", engine.name), ("routes", route)):
         tally.counts[key][value] += 1
-    label = f"step {step} {engine.name} {route} {kind} [{subject}{': ' + variant if variant else ''}; {what}]"
 
-    # the harness's own check: what is due now differs from what was due before the change
-    due = run.oracle(subject, x, host, kernel_args)
-    after, run.s = run.s, before
-    try:
-        if np.array_equal(run.oracle(subject, x, host, kernel_args), due):
-            tally.totals["unobservable"] += 1
-    finally:
-        run.s = after
+    # the harness's own check: what is due now differs from what was due before the change (else new inputs)
+    for _ in range(20):
+        x = np.array(rng.sample(range(-4, 5), 4), dtype=np.float64)
+        fn, args, host, kernel_args, what = build(run, subject, route)
+        args = tuple(x if a is X else a for a in args)
+        due = run.oracle(subject, x, host, kernel_args)
+        after, run.s = run.s, before
+        try:
+            unobservable = np.array_equal(run.oracle(subject, x, host, kernel_args), due)
+        finally:
+            run.s = after
+        if not unobservable:
+            break
+    else:
+        tally.totals["unobservable"] += 1
+    label = f"step {step} {engine.name} {route} {kind} [{subject}{': ' + variant if variant else ''}; {what}]"
 
     expected = got = None
     for side in ("local", "remote") if rng.random() < 0.5 else ("remote", "local"):
@@ -1111,6 +1141,16 @@ def main() -> int:
                     skipped[name] = short(exc)
                     engine_cycle.remove(name)
                     print(f"{name}: skipped ({short(exc)})", file=sys.stderr, flush=True)
+                    continue
+                try:  # its workers must import the overdub this process does, and find the run's module
+                    found = tuple(engine.submit(mylib.where))
+                except Exception as exc:
+                    found = (short(exc),)
+                if found != (od.__file__, mylib.__file__):
+                    skipped[name] = f"its workers import {found}, this process {(od.__file__, mylib.__file__)}"
+                    engine_cycle.remove(name)
+                    engine.kill()
+                    print(f"{name}: skipped ({skipped[name]})", file=sys.stderr, flush=True)
                     continue
                 startup[name] = round(time.perf_counter() - t0, 2)
             elif engine.started and rng.random() < options.restart_rate:
