@@ -7,6 +7,7 @@ the next launch recompile.
 
 from typing import TYPE_CHECKING
 
+from . import engines as _engines  # noqa: F401  (the engines' picklers ship the user's code: overdub.travel)
 from .compiler import CompileError
 from .context import ALL, CPU, CUDA, Context, when_imported
 from .dropin import jit
@@ -19,7 +20,6 @@ from .precompiling import precompile
 from .reflect import code_llvm, code_native, code_ptx, code_sass, code_typed, explain, invalidation_tree, stats
 from .registry import AmbiguityError, GenericFunction, Method, MethodError, function, methods, which
 from .scaleout import map_blocks, map_overlap
-from . import engines as _engines  # noqa: F401  (the engines' picklers ship the user's code: overdub.travel)
 from .structs import struct, struct_array
 from .types import AbstractType, PtrType, issubtype
 from .world import current_world, invalidation_log

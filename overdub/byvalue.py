@@ -76,7 +76,7 @@ class Shipper(_BasePickler):  # type: ignore[misc, valid-type]  # cloudpickle's 
         if not self.reaches and reaches(obj) and getattr(obj, "__module__", None) not in _PLUMBING:
             self.reaches = True
         kind = type(obj)
-        if kind is pytypes.FunctionType and not fingerprint.is_library_module(obj.__module__):  # type: ignore[attr-defined]
+        if kind is pytypes.FunctionType and not fingerprint.is_library_module(obj.__module__):
             return function_reduce(obj, self.read)  # type: ignore[arg-type]
         if kind is pytypes.ModuleType and _cloudpickle is None:  # plain pickle has no reduce for modules
             return importlib.import_module, (obj.__name__,)  # type: ignore[attr-defined]
@@ -323,7 +323,7 @@ def _module_arriving(name: str, attributes: dict[str, object]) -> pytypes.Module
     module = ArrivedModule(name)
     try:
         module.__overdub_module__ = importlib.import_module(name)  # type: ignore[attr-defined]
-        module.__file__ = getattr(module.__overdub_module__, "__file__", None)  # type: ignore[attr-defined]
+        module.__file__ = getattr(module.__overdub_module__, "__file__", None)
     except Exception as exc:
         module.__overdub_module__ = None  # type: ignore[attr-defined]
         module.__overdub_why__ = f"{type(exc).__name__}: {exc}"  # type: ignore[attr-defined]

@@ -39,7 +39,7 @@ def reduce_for_engine(obj: object) -> tuple[object, ...] | None:
     """How an engine's pickler ships ``obj`` (None: as it would)."""
     kind = type(obj)
     if kind is pytypes.FunctionType:
-        module = obj.__module__  # type: ignore[attr-defined]
+        module = obj.__module__
         if fingerprint.is_library_module(module):
             return None
         return travel.reduce_def(cast("pytypes.FunctionType", obj))
@@ -86,7 +86,7 @@ def _install_cloudpickle(module: pytypes.ModuleType) -> None:
     """Wrap a cloudpickle's ``Pickler.reducer_override`` (asked first for every object) and its reduce of
     modules (the ``overdub`` module, a task function's global ``od``, carries the token)."""
     pickler: typing.Any = getattr(module, "Pickler", None)
-    override = getattr(pickler, "reducer_override", None)
+    override: typing.Any = getattr(pickler, "reducer_override", None)
     if _unwrapped(override):
 
         def reducer_override(self: object, obj: object) -> object:
@@ -110,7 +110,7 @@ def _install_cloudpickle(module: pytypes.ModuleType) -> None:
 
 
 class _Hooked(pickle.Pickler):
-    reducer_override = _reducer_override
+    reducer_override = _reducer_override  # type: ignore[assignment]
 
 
 def _hooked_dumps(
@@ -149,7 +149,7 @@ def _ray_key(func: object) -> tuple[str, str] | None:
 
 def _install_ray_remote(module: pytypes.ModuleType) -> None:
     remote_function: typing.Any = getattr(module, "RemoteFunction", None)
-    remote = getattr(remote_function, "_remote", None)
+    remote: typing.Any = getattr(remote_function, "_remote", None)
     if not _unwrapped(remote):
         return
 
@@ -173,7 +173,7 @@ _actors_synced: dict[object, str] = {}  # an actor's id -> the digest it was las
 
 def _install_ray_actor(module: pytypes.ModuleType) -> None:
     handle: typing.Any = getattr(module, "ActorHandle", None)
-    call = getattr(handle, "_actor_method_call", None)
+    call: typing.Any = getattr(handle, "_actor_method_call", None)
     if not _unwrapped(call):
         return
 

@@ -36,6 +36,7 @@ import pickle
 import sys
 import threading
 import types as pytypes
+import typing
 import uuid
 import warnings
 import weakref
@@ -47,6 +48,7 @@ from . import bindings, bridge, byvalue, context, extending, fingerprint, regist
 from .byvalue import Watch, arrived_by_value, dumps
 from .registry import GenericFunction, MethodTable, Signature
 from .runtime import runtime
+from .types import StructType
 
 __all__ = [
     "snapshot",
@@ -223,11 +225,10 @@ def _origin(obj: object, qualname: str | None = None) -> str | None:
     origin = _origins.get(obj)
     if origin is not None:
         return origin
-    if _named(obj, getattr(obj, "__module__", None), qualname or getattr(obj, "__qualname__", "<>")):
+    if _named(obj, getattr(obj, "__module__", None), str(qualname or getattr(obj, "__qualname__", "<>"))):
         return None
-    if isinstance(obj, GenericFunction) and obj.__module__ == "__main__":  # by name, where the worker has it
-        if _named_in_main(obj):
-            return None
+    if isinstance(obj, GenericFunction) and obj.__module__ == "__main__" and _named_in_main(obj):
+        return None  # by name, where the worker has it (a spawned pool's __main__ is the same script)
     origin = f"{_ORIGIN}:{id(obj)}"
     _made_here[origin] = obj
     _origins[obj] = origin
@@ -291,7 +292,9 @@ def adopt(root: str, digest: str, others: tuple[str, ...], blob: bytes) -> None:
 def _read_entries(blob: bytes) -> list[tuple[str, bytes]]:
     sent_format, entries = pickle.loads(blob)
     if sent_format != FORMAT:
-        raise ValueError(f"they come in format {sent_format} of another overdub version; this one reads format {FORMAT}")
+        raise ValueError(
+            f"they come in format {sent_format} of another overdub version; this one reads format {FORMAT}"
+        )
     for key, data in entries:
         if not isinstance(key, str) or not isinstance(data, bytes):
             raise ValueError(f"an entry of another shape ({type(key).__name__}, {type(data).__name__})")
@@ -472,10 +475,8 @@ def reduce_struct_class(obj: object) -> tuple[object, ...] | None:
         return None
     cached = _struct_digests.get(obj)
     if cached is None:
-        spec = obj.__overdub_spec__
-        fields = tuple(
-            (n, t.cls if isinstance(t, structs.StructType) else t) for n, t in zip(spec.names, spec.annotations)
-        )
+        spec = typing.cast("typing.Any", obj).__overdub_spec__
+        fields = tuple((n, t.cls if isinstance(t, StructType) else t) for n, t in zip(spec.names, spec.annotations))
         skip = {"__module__", "__qualname__", "__dict__", "__weakref__", "__annotations__", "_numba_type_"}
         members = {k: v for k, v in vars(obj).items() if k not in skip and not k.startswith("__overdub")}
         members.pop("__parameters__", None)
@@ -510,7 +511,8 @@ def _struct_arriving(
             namespace = {**members, **defaults, "__module__": module, "__qualname__": qualname}
             namespace["__annotations__"] = dict(fields)
             bases = tuple(b for b in bases if b is not object) or (object,)
-            found = _structs_arrived[digest] = structs.struct(pytypes.new_class(name, bases, {}, _filling(namespace)))
+            made = pytypes.new_class(name, bases, {}, _filling(namespace))
+            found = _structs_arrived[digest] = typing.cast("type", structs.struct(made))  # type: ignore[no-untyped-call]
             _struct_digests[found] = (digest, (module, qualname, name, bases, fields, defaults, members))
     return found
 
@@ -672,6 +674,6 @@ def _forked() -> None:
 
 
 byvalue.class_reducers.append(reduce_struct_class)
-context.reduce_context = reduce_context
+context.reduce_context = reduce_context  # type: ignore[assignment]
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forked)

@@ -596,11 +596,11 @@ class Loky(Engine):
         import joblib
 
         self.joblib = joblib
-        self.parallel = joblib.Parallel(n_jobs=2, backend="loky", timeout=self.timeout)
 
     def submit(self, fn, *args):
+        parallel = self.joblib.Parallel(n_jobs=2, backend="loky", timeout=self.timeout)  # the reusable executor
         try:
-            [value] = self.parallel([self.joblib.delayed(fn)(*args)])
+            [value] = parallel([self.joblib.delayed(fn)(*args)])
         except (TimeoutError, multiprocessing.TimeoutError):
             raise Hang from None
         return value
@@ -1142,12 +1142,21 @@ def main() -> int:
                     engine_cycle.remove(name)
                     print(f"{name}: skipped ({short(exc)})", file=sys.stderr, flush=True)
                     continue
+                timeout, engine.timeout = engine.timeout, max(engine.timeout, 120.0)  # its workers' start too
                 try:  # its workers must import the overdub this process does, and find the run's module
                     found = tuple(engine.submit(mylib.where))
-                except Exception as exc:
+                except Hang:
+                    found = (f"no answer to mylib.where() in {engine.timeout:g} s",)
+                    tally.fail("hang", (name, "-", "-"), f"{name}: {found[0]}")
+                except Exception as exc:  # an engine that started and cannot run a module function: an error
                     found = (short(exc),)
+                    traceback.print_exc()
+                    tally.fail("error", (name, "-", "-"), f"{name}: mylib.where() on its workers raised {found[0]}")
+                finally:
+                    engine.timeout = timeout
                 if found != (od.__file__, mylib.__file__):
-                    skipped[name] = f"its workers import {found}, this process {(od.__file__, mylib.__file__)}"
+                    here = (od.__file__, mylib.__file__)
+                    skipped[name] = found[0] if len(found) == 1 else f"its workers import {found}, this process {here}"
                     engine_cycle.remove(name)
                     engine.kill()
                     print(f"{name}: skipped ({skipped[name]})", file=sys.stderr, flush=True)
