@@ -283,6 +283,39 @@ class Context:
         forwards = [(self._callee_name(key), to) for key, to in self._forwards.items()]
         return forwards, list(self._replacements.values())
 
+    def travelling(self) -> list[tuple[str, object, object]]:
+        """What this context holds besides its overdub tables, as (kind, callee, value) items another process
+        defines again with :meth:`define_travelled`: each hook's def (kind PREHOOK or POSTHOOK), each forward's
+        target ("forward"), each replacement ("replace"), and which callees' hooks are off ("hooks off")."""
+        items: list[tuple[str, object, object]] = []
+        for (kind, key), table in self._hook_tables.items():
+            items += [(kind, self._callee_of(key), method.func) for method in table.methods if not method.generated]
+        items += [(kind, self._callee_of(key), method.func) for (kind, key, _), method in self._catch_all.items()]
+        items += [("forward", self._callee_of(key), to) for key, to in self._forwards.items()]
+        items += [("replace", obj, replacement) for obj, replacement in self._replacements.values()]
+        items += [("hooks off", self._callee_of(key), off) for key, off in self._hooks_off.items()]
+        return items
+
+    def define_travelled(self, kind: str, callee, value) -> None:
+        """Define again here what :meth:`travelling` of the sender's context gave."""
+        if kind == "forward":
+            self.forward(callee, value)
+        elif kind == "replace":
+            self.replace(callee, value)
+        elif kind == "hooks off":
+            self._switch_hooks(callee, bool(value))
+        else:
+            self._hook(kind, callee)(value)
+
+    def _callee_of(self, key):
+        """The callee a table key names (a top-level function: the one its namespace holds now)."""
+        if isinstance(key, tuple):
+            value = self._namespaces[key[0]]
+            for part in key[1].split("."):
+                value = value[part] if isinstance(value, dict) else getattr(value, part)
+            return value
+        return key
+
     def _callee_name(self, key):
         if isinstance(key, tuple):
             return f"{self._namespaces[key[0]].get('__name__')}.{key[1]}"

@@ -128,6 +128,7 @@ def snapshot() -> Token:
         _local.building = True
         try:
             entries = [entry for entry in map(_entry, _tables(), itertools.repeat(read)) if entry is not None]
+            entries += _held(read)
             blob = dumps((FORMAT, sorted(entries)), read)
         finally:
             _local.building = False
@@ -169,12 +170,50 @@ def _tables() -> list[tuple[str, object, MethodTable]]:
         for callee, table in ctx.overdub_tables():  # type: ignore[attr-defined]
             if not any(_ships(method.func.__module__) for method in table.methods):
                 continue
-            named = callee
-            if isinstance(callee, pytypes.FunctionType) and "<" not in callee.__qualname__:
-                named = ByName(callee.__module__, callee.__qualname__)
-            origin = _origin(ctx) if isinstance(ctx, context.Context) else None
-            where = origin or f"{type(ctx).__qualname__}:{ctx.__module__}:{getattr(ctx, 'name', '')}"
-            found.append((f"{where}:{table.name}", (ctx, named), table))
+            found.append((f"{_where(ctx)}:{table.name}", (ctx, _by_name(callee)), table))
+    return found
+
+
+def _where(ctx: object) -> str:
+    origin = _origin(ctx) if isinstance(ctx, context.Context) else None
+    return origin or f"{type(ctx).__qualname__}:{ctx.__module__}:{getattr(ctx, 'name', '')}"
+
+
+def _by_name(callee: object) -> object:
+    """A context's callee as a snapshot names it: a top-level function by module and name (overdub tables
+    know a callee so), anything else as it pickles."""
+    if isinstance(callee, pytypes.FunctionType) and "<" not in callee.__qualname__:
+        return ByName(callee.__module__, callee.__qualname__)
+    return callee
+
+
+@dataclass(frozen=True, slots=True)
+class Held:
+    """What a context holds besides its overdub tables (:meth:`~overdub.context.Context.travelling`): hooks,
+    forwards, replacements, hooks turned off -- each item pickled on its own, known by its digest."""
+
+    key: str
+    ctx: object
+    items: tuple[tuple[str, str, bytes], ...]  # (what it is, the digest of its bytes, the bytes)
+
+
+def _held(read: list[Watch]) -> list[tuple[str, bytes]]:
+    """The snapshot's entries of what the user's contexts hold besides tables (and of the target contexts,
+    where the user's code added to them)."""
+    found = []
+    for ctx in context.every_context():
+        items = []
+        for kind, callee, value in ctx.travelling():
+            if not (_ships(getattr(value, "__module__", None)) or _ships(getattr(callee, "__module__", None))):
+                continue  # a target's own forward, say: the same in every process
+            data = dumps((kind, _by_name(callee), value), read)
+            items.append((f"{kind}:{getattr(callee, '__qualname__', callee)!r}", _digest(data), data))
+        if items:
+            key = f"{_where(ctx)}:held"
+            try:
+                found.append((key, dumps(Held(key, ctx, tuple(items)), read)))
+            except Exception as exc:  # the context itself does not pickle
+                _unshippable[key] = f"{type(exc).__name__}: {exc}"
     return found
 
 
@@ -305,10 +344,13 @@ def _adopt_one(root: str, key: str, data: bytes) -> None:
     entry = None
     try:
         entry = pickle.loads(data)
-        _adopt_entry(entry)
+        if isinstance(entry, Held):
+            _adopt_held(entry)
+        else:
+            _adopt_entry(entry)
     except Exception as exc:  # a module only the sender has, say
         _failed[key] = f"{type(exc).__name__}: {exc}"
-        dropped = entry is not None and _drop(entry, _failed[key])
+        dropped = isinstance(entry, Entry) and _drop(entry, _failed[key])
         warnings.warn(
             f"overdub: the definitions of {key} sent from process {root} could not be adopted here "
             f"({_failed[key]}); " + ("its methods are dropped here" if dropped else "this process keeps its own"),
@@ -344,6 +386,15 @@ def check_arrived() -> None:
             f"overdub: definitions sent to this process (pid {os.getpid()}) could not be adopted: "
             f"{_failed['the definitions']}"
         )
+
+
+def _adopt_held(held: Held) -> None:
+    ctx = cast("context.Context", held.ctx)
+    for what, digest, data in held.items:
+        if _adopted.get((held.key, what)) != digest:
+            kind, callee, value = pickle.loads(data)
+            ctx.define_travelled(kind, callee, value)
+            _adopted[(held.key, what)] = digest
 
 
 def _table_of(entry: Entry) -> tuple[MethodTable, str, GenericFunction | None]:
