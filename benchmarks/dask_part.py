@@ -140,13 +140,13 @@ def _sync_costs(generic_functions: int) -> dict:
     module.od = od
     sys.modules[module.__name__] = module
     exec(source, vars(module))
-    _root, digest, blob = travel.snapshot()
+    _root, digest, others, blob = travel.snapshot()
     n = sum(1 for gf in registry.every_generic_function() if gf.table.methods and travel._ships(gf.__module__))
     travel._adopted["digest"] = digest  # as a worker that adopted it: the check is the per-task cost
     loops = 200_000
     start = time.perf_counter()
     for _ in range(loops):
-        travel.adopt("another process", digest, blob)
+        travel.adopt("another process", digest, others, blob)
     adopt_us = (time.perf_counter() - start) / loops * 1e6
     data = pickle.dumps(module.h0)
     start = time.perf_counter()
@@ -161,6 +161,73 @@ def _sync_costs(generic_functions: int) -> dict:
         "generic_functions": n,
         "bytes_per_generic_function": len(blob) / max(n, 1),
     }
+
+
+def _engine_rows(quick: bool) -> dict:
+    """Pools and Ray: the per-task time of the notebook's overdub task (a ``__main__`` function launching a
+    kernel on a small chunk) against the same engine running the numpy task, and what shipping costs per
+    task when nothing changed -- on the client (the task pickled by the engine's pickler) and on the worker
+    (a shipped def's arrival: the token's check and the interned def)."""
+    import concurrent.futures as cf
+    import multiprocessing as mp
+    from multiprocessing.reduction import ForkingPickler
+
+    tasks = 64 if quick else 256
+    block = np.arange(256, dtype=np.float64)
+    rows: dict = {}
+
+    def per_task(submit_all) -> float:
+        submit_all(2)  # warm-up: every worker compiles
+        start = time.perf_counter()
+        submit_all(tasks)
+        return (time.perf_counter() - start) / tasks * 1e6
+
+    engines = {}
+    for method in ("fork", "spawn"):
+        pool = mp.get_context(method).Pool(2)
+        engines[f"multiprocessing.Pool ({method})"] = (pool, lambda fn, n, pool=pool: pool.map(fn, [block] * n))
+    executor = cf.ProcessPoolExecutor(2, mp_context=mp.get_context("spawn"))
+    engines["ProcessPoolExecutor (spawn)"] = (executor, lambda fn, n: list(executor.map(fn, [block] * n)))
+    try:
+        import joblib
+
+        engines["joblib loky"] = (
+            None,
+            lambda fn, n: joblib.Parallel(n_jobs=2, backend="loky")(joblib.delayed(fn)(block) for _ in range(n)),
+        )
+    except ImportError:
+        pass
+    try:
+        import ray
+
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+        remote = ray.remote(lambda fn, b: fn(b))
+        engines["Ray tasks"] = (None, lambda fn, n: ray.get([remote.remote(fn, block) for _ in range(n)]))
+    except ImportError:
+        ray = None
+    right = True
+    for name, (owner, submit) in engines.items():
+        overdub_us = per_task(lambda n, submit=submit: submit(run_main, n))
+        numpy_us = per_task(lambda n, submit=submit: submit(run_main_numpy, n))
+        right = right and all(np.array_equal(r, 2.0 * block + 1.0) for r in submit(run_main, 4))
+        rows[name] = {"overdub_us": overdub_us, "numpy_us": numpy_us, "ratio": overdub_us / numpy_us}
+        if owner is not None:
+            owner.shutdown() if hasattr(owner, "shutdown") else owner.terminate()
+    if ray is not None:
+        ray.shutdown()
+    loops = 20_000
+    start = time.perf_counter()
+    for _ in range(loops):
+        ForkingPickler.dumps(run_main)
+    ship_us = (time.perf_counter() - start) / loops * 1e6
+    token, digest, blob = travel.reduce_def(run_main)[1]
+    travel._adopted["digest"] = token[1]  # as a worker that adopted it
+    start = time.perf_counter()
+    for _ in range(loops):
+        travel._def_arriving(token, digest, blob)
+    arrive_us = (time.perf_counter() - start) / loops * 1e6
+    travel._adopted.clear()
+    return {"engines": rows, "engines_right": right, "ship_us": ship_us, "arrive_us": arrive_us}
 
 
 def main() -> None:
@@ -213,6 +280,7 @@ def main() -> None:
         cluster.close()
     if options.gpu:
         results["gpu"] = _gpu(chunks, chunk, repeats)
+    results.update(_engine_rows(options.quick))
     results.update(_sync_costs(20))
     print(json.dumps(results))
 
@@ -268,7 +336,13 @@ def run(part, quick: bool, has_gpu: bool) -> None:
     part.measure("sync check per task (nothing changed)", result["sync_check_us"], "us")
     part.measure("generic function unpickled with the snapshot", result["generic_function_unpickle_us"], "us")
     part.measure("snapshot bytes per generic function", result["bytes_per_generic_function"], "B")
-    right = result["right"] and result.get("gpu", {}).get("right", True)
+    for name, row in result["engines"].items():
+        part.measure(f"per task, CPU, {name}: overdub", row["overdub_us"], "us")
+        part.measure(f"per task, CPU, {name}: numpy", row["numpy_us"], "us")
+    part.measure("a task's def shipped when nothing changed (client)", result["ship_us"], "us")
+    part.measure("a shipped def's arrival when nothing changed (worker)", result["arrive_us"], "us")
+    part.target("arrival check per task when nothing changed (us)", result["arrive_us"], "<=", 1.0)
+    right = result["right"] and result["engines_right"] and result.get("gpu", {}).get("right", True)
     part.target("every graph's result is the client's", right, "==", True)
     part.target("notebook graph / module graph", notebook / module, "<=", 1.2)
     part.target("sync check per task (us)", result["sync_check_us"], "<=", 1.0)

@@ -47,6 +47,7 @@ _REACHING = ("overdub", "numba")  # the packages whose objects make a def one th
 _PLUMBING = ("overdub.byvalue", "overdub.travel", "overdub.engines")  # what a pickle calls to rebuild, not code
 # reducers of other modules for objects only they know (a struct class: overdub.travel's), asked first
 class_reducers: list[Callable[[object], tuple[object, ...] | None]] = []
+runtime.register_cache(f"{__name__}.class_reducers", class_reducers, kept="reducers other modules install: code")
 
 
 def reaches(obj: object) -> bool:

@@ -31,6 +31,7 @@ import uuid
 from typing import cast
 
 from . import byvalue, fingerprint, postimport, travel
+from .runtime import runtime
 
 __all__ = ["reduce_for_engine"]
 
@@ -169,6 +170,7 @@ def _adopt_on_actor(actor: object, token: travel.Token) -> None:
 
 
 _actors_synced: dict[object, str] = {}  # an actor's id -> the digest it was last sent
+runtime.register_cache(f"{__name__}._actors_synced", _actors_synced, kept="what each actor was sent: its state")
 
 
 def _install_ray_actor(module: pytypes.ModuleType) -> None:

@@ -389,7 +389,14 @@ def struct(cls):
             f"{cls.__qualname__}(...) instead (Julia's outer constructor)"
         )
     caller = sys._getframe(1)  # the class statement being decorated
-    spec = _spec_of(cls, f"{os.path.basename(caller.f_code.co_filename)}:{caller.f_lineno}")
+    return make(cls, f"{os.path.basename(caller.f_code.co_filename)}:{caller.f_lineno}")
+
+
+def make(cls, where: str, current: bool = True):
+    """The struct class of ``cls`` (checked by :func:`struct`), defined at ``where``; ``current=False``: a
+    definition its sender had already superseded (a value of it sent to another process along with the
+    current one), made superseded rather than superseding the current class."""
+    spec = _spec_of(cls, where)
     namespace = {k: v for k, v in vars(cls).items() if k not in ("__dict__", "__weakref__") and k not in spec.defaults}
     namespace.update(__qualname__=cls.__qualname__, __overdub_spec__=spec, __overdub_base__=None)
     new = StructMeta(cls.__name__, (StructValue,) + cls.__bases__, namespace)
@@ -402,7 +409,11 @@ def struct(cls):
     if not spec.params:
         new.__overdub_type__.definition = new.__overdub_definition__
     dunders.register(new, new.__overdub_type__)  # its __add__, __radd__, __neg__...: methods of the operators
-    _supersede(new)
+    if current:
+        _supersede(new)
+    else:
+        new.__overdub_definition__.superseded_at = "the process it came from"
+        new.__overdub_definition__.valid = False
     return new
 
 

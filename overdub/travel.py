@@ -202,18 +202,20 @@ def _held(read: list[Watch]) -> list[tuple[str, bytes]]:
     where the user's code added to them)."""
     found = []
     for ctx in context.every_context():
-        items = []
-        for kind, callee, value in ctx.travelling():
-            if not (_ships(getattr(value, "__module__", None)) or _ships(getattr(callee, "__module__", None))):
-                continue  # a target's own forward, say: the same in every process
-            data = dumps((kind, _by_name(callee), value), read)
-            items.append((f"{kind}:{getattr(callee, '__qualname__', callee)!r}", _digest(data), data))
-        if items:
-            key = f"{_where(ctx)}:held"
-            try:
+        key = f"{_where(ctx)}:held"
+        try:
+            items = []
+            for kind, callee, value in ctx.travelling():
+                if not (_ships(getattr(value, "__module__", None)) or _ships(getattr(callee, "__module__", None))):
+                    continue  # a target's own forward, say: the same in every process
+                data = dumps((kind, _by_name(callee), value), read)
+                items.append((f"{kind}:{getattr(callee, '__qualname__', callee)!r}", _digest(data), data))
+            if items:
                 found.append((key, dumps(Held(key, ctx, tuple(items)), read)))
-            except Exception as exc:  # the context itself does not pickle
-                _unshippable[key] = f"{type(exc).__name__}: {exc}"
+        except Exception as exc:  # a hook closing over an open file, say: the context cannot travel
+            _unshippable[key] = f"{type(exc).__name__}: {exc}"
+        else:
+            _unshippable.pop(key, None)
     return found
 
 
@@ -487,7 +489,11 @@ def reduce_context(ctx: context.Context) -> tuple[object, ...] | None:
     parts = (_origin(ctx, _context_name(ctx)), ctx.__module__, ctx.name, ctx.parent, ctx.state)
     if _building():
         return _context_arriving, (*parts, None)
-    return _context_arriving, (*parts, snapshot())
+    token = snapshot()
+    why = _unshippable.get(f"{_where(ctx)}:held")
+    if why is not None:
+        raise pickle.PicklingError(f"cannot ship {ctx!r} to another process: its hooks do not pickle ({why})")
+    return _context_arriving, (*parts, token)
 
 
 def _context_name(ctx: context.Context) -> str:
@@ -540,7 +546,8 @@ def reduce_struct_class(obj: object) -> tuple[object, ...] | None:
             _local.building = building
         cached = _struct_digests[obj] = (digest, parts)
         _structs_arrived.setdefault(digest, obj)  # coming back (a result holding it): this very class
-    return _struct_arriving, (cached[0], *cached[1])
+    current = structs._latest.get((obj.__module__, obj.__qualname__), obj) is obj
+    return _struct_arriving, (cached[0], *cached[1], current)
 
 
 def _struct_arriving(
@@ -552,6 +559,7 @@ def _struct_arriving(
     fields: tuple[tuple[str, object], ...],
     defaults: dict[str, object],
     members: dict[str, object],
+    current: bool = True,
 ) -> type:
     found = _structs_arrived.get(digest)
     if found is not None:
@@ -563,7 +571,9 @@ def _struct_arriving(
             namespace["__annotations__"] = dict(fields)
             bases = tuple(b for b in bases if b is not object) or (object,)
             made = pytypes.new_class(name, bases, {}, _filling(namespace))
-            found = _structs_arrived[digest] = typing.cast("type", structs.struct(made))  # type: ignore[no-untyped-call]
+            where = f"{module}.{qualname} of the process the work came from"
+            found = typing.cast("type", structs.make(made, where, current))  # type: ignore[no-untyped-call]
+            _structs_arrived[digest] = found
             _struct_digests[found] = (digest, (module, qualname, name, bases, fields, defaults, members))
     return found
 

@@ -59,10 +59,10 @@ def test_the_scan_finds_containers_and_functools_caches(tmp_path):
 
 
 def test_every_module_level_cache_of_the_package_is_registered_with_the_runtime():
-    registered = {cache.name: cache for cache in runtime.caches()}
+    modules = {path: importlib.import_module(_module_name(path)) for path in sorted(PACKAGE.rglob("*.py"))}
+    registered = {cache.name: cache for cache in runtime.caches()}  # after every import: each registers its own
     unregistered = []
-    for path in sorted(PACKAGE.rglob("*.py")):
-        module = importlib.import_module(_module_name(path))
+    for path, module in modules.items():
         for name in _module_caches(path):
             entry = registered.get(f"{module.__name__}.{name}")
             if entry is None or entry.cache is not getattr(module, name):
