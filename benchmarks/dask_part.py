@@ -172,6 +172,9 @@ def _engine_rows(quick: bool) -> dict:
     import multiprocessing as mp
     from multiprocessing.reduction import ForkingPickler
 
+    global TARGET
+    TARGET = "cpu"  # numpy chunks (a forked child cannot use the parent's CUDA context)
+
     tasks = 64 if quick else 256
     block = np.arange(256, dtype=np.float64)
     rows: dict = {}

@@ -545,8 +545,9 @@ def reduce_struct_class(obj: object) -> tuple[object, ...] | None:
         finally:
             _local.building = building
         cached = _struct_digests[obj] = (digest, parts)
-        _structs_arrived.setdefault(digest, obj)  # coming back (a result holding it): this very class
     current = structs._latest.get((obj.__module__, obj.__qualname__), obj) is obj
+    if current or cached[0] not in _structs_arrived:  # coming back (a result holding it): this very class
+        _structs_arrived[cached[0]] = obj
     return _struct_arriving, (cached[0], *cached[1], current)
 
 
@@ -562,20 +563,24 @@ def _struct_arriving(
     current: bool = True,
 ) -> type:
     found = _structs_arrived.get(digest)
-    if found is not None:
+    if found is not None and (not current or _current(found)):
         return found
-    with world.lock:
+    with world.lock:  # a definition run again with the same content (a cell re-run) is a new class
         found = _structs_arrived.get(digest)
-        if found is None:
+        if found is None or (current and not _current(found)):
             namespace = {**members, **defaults, "__module__": module, "__qualname__": qualname}
             namespace["__annotations__"] = dict(fields)
             bases = tuple(b for b in bases if b is not object) or (object,)
             made = pytypes.new_class(name, bases, {}, _filling(namespace))
             where = f"{module}.{qualname} of the process the work came from"
-            found = typing.cast("type", structs.make(made, where, current))  # type: ignore[no-untyped-call]
+            found = typing.cast("type", structs.make(made, where, current))
             _structs_arrived[digest] = found
             _struct_digests[found] = (digest, (module, qualname, name, bases, fields, defaults, members))
     return found
+
+
+def _current(cls: type) -> bool:
+    return bool(cls.__dict__["__overdub_definition__"].valid)
 
 
 def _filling(namespace: dict[str, object]) -> Callable[[dict[str, object]], None]:
