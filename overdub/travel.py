@@ -174,8 +174,18 @@ def _tables() -> list[tuple[str, object, MethodTable]]:
     return found
 
 
+def _user_code(obj: object) -> bool:
+    """Is ``obj`` a function, class or object of the user's code (not a string, a number, a library's)?"""
+    module = getattr(obj, "__module__", None)
+    return isinstance(module, str) and _ships(module)
+
+
+def _user_context(ctx: object) -> bool:
+    return isinstance(ctx, context.Context) and _ships(ctx.__module__)
+
+
 def _where(ctx: object) -> str:
-    origin = _origin(ctx) if isinstance(ctx, context.Context) else None
+    origin = _origin(ctx) if _user_context(ctx) else None
     return origin or f"{type(ctx).__qualname__}:{ctx.__module__}:{getattr(ctx, 'name', '')}"
 
 
@@ -206,8 +216,8 @@ def _held(read: list[Watch]) -> list[tuple[str, bytes]]:
         try:
             items = []
             for kind, callee, value in ctx.travelling():
-                if not (_ships(getattr(value, "__module__", None)) or _ships(getattr(callee, "__module__", None))):
-                    continue  # a target's own forward, say: the same in every process
+                if not (_user_code(value) or _user_code(callee)):
+                    continue  # a target's own forward or replacement, say: the same in every process
                 data = dumps((kind, _by_name(callee), value), read)
                 items.append((f"{kind}:{getattr(callee, '__qualname__', callee)!r}", _digest(data), data))
             if items:
@@ -484,7 +494,7 @@ def reduce_context(ctx: context.Context) -> tuple[object, ...] | None:
     """A context of the user's code that no name finds in every process (one of ``__main__``, of a function):
     by its origin, with its name, parent and state type; its overdubs travel in the snapshot. None: by
     reference."""
-    if _origin(ctx, _context_name(ctx)) is None:
+    if not _user_context(ctx) or _origin(ctx, _context_name(ctx)) is None:
         return None
     parts = (_origin(ctx, _context_name(ctx)), ctx.__module__, ctx.name, ctx.parent, ctx.state)
     if _building():

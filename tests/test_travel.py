@@ -405,3 +405,43 @@ def test_a_def_adopted_by_value_never_loads_the_senders_disk_entry_for_its_modul
         assert od.stats()["disk_hits"] == 0
     finally:
         sys.modules.pop(name, None)
+
+
+def test_a_generic_function_whose_methods_fail_to_arrive_fails_its_calls_with_the_cause(make_module):
+    m = make_module(SOURCE)
+    _root, digest, _others, blob = travel.snapshot()
+    entries = dict(pickle.loads(blob)[1])
+    key = next(k for k in entries if k.endswith(str(id(m.g))))
+    entry = pickle.loads(entries[key])
+    broken = travel.Entry(entry.key, entry.owner, ((entry.methods[0][0], "other", b"not a pickle"),), entry.signatures)
+    travel._local.building = True  # as a snapshot's entry is pickled: its owner without a snapshot of its own
+    try:
+        sent = pickle.dumps((travel.FORMAT, [(key, travel.dumps(broken))]))
+    finally:
+        travel._local.building = False
+    with pytest.warns(RuntimeWarning, match="could not be adopted"):
+        adopt_elsewhere((None, digest + "-broken", (), sent))
+    with pytest.raises(
+        od.registry.NotArrivedError, match=r"g: its definitions, sent .* could not be adopted here: UnpicklingError"
+    ):
+        m.g(1.0)
+    adopt_elsewhere((None, digest, (), blob))  # the sender's next snapshot arrives: right again
+    assert m.g(1.0) == 2.0
+
+
+def test_an_engine_ships_a_def_reaching_overdub_by_value_and_a_numpy_helper_by_reference(make_module):
+    from overdub import engines
+
+    m = make_module(SOURCE + "\ndef helper(x):\n    return x * 2\n")
+    sys.modules[m.__name__] = m
+    try:
+        assert engines.reduce_for_engine(m.helper) is None  # by reference, as the engine sent it before
+        reduced = engines.reduce_for_engine(m.run_here)
+        assert reduced is not None and reduced[1][0] == travel.snapshot()
+        arrived = reduced[0](*reduced[1])
+        x = np.array([1.0])
+        assert arrived is not m.run_here and arrived(x) == m.run_here(x) == [2.0]
+        m.run("@od.function\ndef g(x: od.Float):\n    return x * 10.0\n")
+        assert engines.reduce_for_engine(m.run_here)[1][0][1] != reduced[1][0][1]  # a new token
+    finally:
+        sys.modules.pop(m.__name__, None)
