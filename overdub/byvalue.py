@@ -113,21 +113,25 @@ class Watch:
     changed), value by value; the modules of the user's code it reads attributes of (their tags, then those
     attributes); and each array it read by a digest of its contents."""
 
-    __slots__ = ("func", "state", "namespace", "version", "values", "modules", "arrays")
+    __slots__ = ("func", "state", "namespace", "tag", "version", "values", "modules", "arrays")
 
     def __init__(self, func: pytypes.FunctionType, values: dict[str, object]) -> None:
         self.func, self.state = func, _def_state(func)
         self.namespace, self.values = func.__globals__, values
-        self.version = bindings.dict_version(self.namespace)
+        self.tag = bindings.version_view(self.namespace)  # held: the namespace outlives this watch
+        self.version = _version(self.tag)
         self.modules = [view.watch() for view in values.values() if type(view) is ModuleView]
         self.arrays = [(a, bindings.contents_digest(a)) for a in _arrays_read(values, self.state)]
 
     def unchanged(self) -> bool:
-        state = _def_state(self.func)
-        if len(state) != len(self.state) or any(a is not b for a, b in zip(state, self.state)):
+        func, state = self.func, self.state
+        if func.__code__ is not state[0] or func.__defaults__ is not state[1] or func.__kwdefaults__ is not state[2]:
             return False
-        version = bindings.dict_version(self.namespace)
-        if version != self.version:
+        closure = func.__closure__
+        if closure is not None and (len(closure) != len(state) - 3 or not _same_cells(closure, state)):
+            return False
+        version = _version(self.tag)
+        if version != self.version or not version:
             get = self.namespace.get
             for name, value in self.values.items():
                 now = get(name, _EMPTY)
@@ -144,6 +148,21 @@ class Watch:
             if bindings.contents_digest(array) != digest:
                 return False
         return True
+
+
+def _version(tag: typing.Any) -> int:
+    return 0 if tag is None else int(tag.value)  # 0: no tag to read, every check compares the values
+
+
+def _same_cells(closure: tuple[pytypes.CellType, ...], state: tuple[object, ...]) -> bool:
+    for cell, seen in zip(closure, state[3:]):
+        try:
+            if cell.cell_contents is not seen:
+                return False
+        except ValueError:  # an empty cell
+            if seen is not _EMPTY:
+                return False
+    return True
 
 
 def _arrays_read(values: dict[str, object], state: tuple[object, ...]) -> list[np.ndarray]:
@@ -288,15 +307,16 @@ class ModuleView:
 
 
 class ModuleWatch:
-    __slots__ = ("namespace", "version", "attributes")
+    __slots__ = ("namespace", "tag", "version", "attributes")
 
     def __init__(self, namespace: dict[str, object], attributes: dict[str, object]) -> None:
         self.namespace, self.attributes = namespace, attributes
-        self.version = bindings.dict_version(namespace)
+        self.tag = bindings.version_view(namespace)
+        self.version = _version(self.tag)
 
     def unchanged(self) -> bool:
-        version = bindings.dict_version(self.namespace)
-        if version == self.version:
+        version = _version(self.tag)
+        if version == self.version and version:
             return True
         get = self.namespace.get
         if all(bindings.same_value(value, get(name, _EMPTY)) for name, value in self.attributes.items()):
