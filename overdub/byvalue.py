@@ -18,11 +18,13 @@ does not -- a numpy helper -- can travel by reference as it always did, keeping 
 from __future__ import annotations
 
 import builtins
+import dis
 import importlib
 import inspect
 import io
 import marshal
 import pickle
+import sys
 import types as pytypes
 import typing
 import weakref
@@ -113,15 +115,19 @@ class Watch:
     changed), value by value; the modules of the user's code it reads attributes of (their tags, then those
     attributes); and each array it read by a digest of its contents."""
 
-    __slots__ = ("func", "state", "namespace", "tag", "version", "values", "modules", "arrays")
+    __slots__ = ("func", "state", "namespace", "tag", "version", "values", "imports", "modules", "arrays")
 
-    def __init__(self, func: pytypes.FunctionType, values: dict[str, object]) -> None:
+    def __init__(
+        self, func: pytypes.FunctionType, values: dict[str, object], imports: dict[str, ModuleView] | None = None
+    ) -> None:
         self.func, self.state = func, _def_state(func)
         self.namespace, self.values = func.__globals__, values
         self.tag = bindings.version_view(self.namespace)  # held: the namespace outlives this watch
         self.version = _version(self.tag)
-        self.modules = [view.watch() for view in values.values() if type(view) is ModuleView]
-        self.arrays = [(a, bindings.contents_digest(a)) for a in _arrays_read(values, self.state)]
+        self.imports = {name: view.module for name, view in (imports or {}).items()}
+        views = [*values.values(), *(imports or {}).values()]
+        self.modules = [view.watch() for view in views if type(view) is ModuleView]
+        self.arrays = [(a, bindings.contents_digest(a)) for a in _arrays_read(views, self.state)]
 
     def unchanged(self) -> bool:
         func, state = self.func, self.state
@@ -141,6 +147,9 @@ class Watch:
                 elif not bindings.same_value(value, now):
                     return False
             self.version = version  # another global changed: checked by its tag again next time
+        for name, module in self.imports.items():
+            if sys.modules.get(name) is not module:
+                return False
         for module_watch in self.modules:
             if not module_watch.unchanged():
                 return False
@@ -165,9 +174,9 @@ def _same_cells(closure: tuple[pytypes.CellType, ...], state: tuple[object, ...]
     return True
 
 
-def _arrays_read(values: dict[str, object], state: tuple[object, ...]) -> list[np.ndarray]:
-    found = [v for v in (*values.values(), *state[3:]) if isinstance(v, np.ndarray) and not v.dtype.hasobject]
-    for view in values.values():
+def _arrays_read(values: list[object], state: tuple[object, ...]) -> list[np.ndarray]:
+    found = [v for v in (*values, *state[3:]) if isinstance(v, np.ndarray) and not v.dtype.hasobject]
+    for view in values:
         if type(view) is ModuleView:
             found += [v for v in view.attributes.values() if isinstance(v, np.ndarray) and not v.dtype.hasobject]
     return found
@@ -185,19 +194,22 @@ def _def_state(func: pytypes.FunctionType) -> tuple[object, ...]:
 
 def function_reduce(func: pytypes.FunctionType, read: list[Watch]) -> tuple[object, ...]:
     """``func`` by value: a skeleton made first (so a def naming itself pickles), then its state."""
-    namespace = func.__globals__
+    namespace, names = func.__globals__, fingerprint._all_names(func.__code__)
     values: dict[str, object] = {}
     for name in rewrite.global_names(func.__code__):
         if name in namespace:
             value = namespace[name]
             if type(value) is pytypes.ModuleType and not fingerprint.is_library_module(value.__name__):
-                value = ModuleView(value, fingerprint._all_names(func.__code__))
+                value = ModuleView(value, names)
             values[name] = value
-    read.append(Watch(func, values))
+    imports = _imported_views(func.__code__, names)
+    read.append(Watch(func, values, imports))
     cells = list(_def_state(func)[3:])
-    submodules = _submodules_named(values.values(), fingerprint._all_names(func.__code__))
+    submodules = _submodules_named(values.values(), names)
     state = (values, func.__defaults__, func.__kwdefaults__, tuple(cells), _annotations(func), func.__doc__, submodules)
     skeleton = (marshal.dumps(func.__code__), func.__name__, func.__qualname__, func.__module__, len(cells))
+    if imports:  # a def importing the user's modules in its body: an __import__ of its own, given them here
+        return _function_skeleton, (*skeleton, True), (*state, imports), None, None, _function_fill
     return _function_skeleton, skeleton, state, None, None, _function_fill
 
 
@@ -211,8 +223,12 @@ def _annotations(func: pytypes.FunctionType) -> dict[str, object]:
         return dict(func.__annotations__)
 
 
-def _function_skeleton(code: bytes, name: str, qualname: str, module: str, ncells: int) -> pytypes.FunctionType:
-    namespace = {"__builtins__": builtins, "__name__": module, fingerprint.SHIPPED: True}
+def _function_skeleton(
+    code: bytes, name: str, qualname: str, module: str, ncells: int, imports: bool = False
+) -> pytypes.FunctionType:
+    # a function's builtins are fixed when it is made: an importer of its own goes in now, its modules later
+    own = {**vars(builtins), "__import__": Importer()} if imports else builtins
+    namespace = {"__builtins__": own, "__name__": module, fingerprint.SHIPPED: True}
     cells = tuple(pytypes.CellType() for _ in range(ncells))
     func = pytypes.FunctionType(marshal.loads(code), namespace, name, None, cells or None)
     func.__qualname__, func.__module__ = qualname, module
@@ -221,7 +237,9 @@ def _function_skeleton(code: bytes, name: str, qualname: str, module: str, ncell
 
 
 def _function_fill(func: pytypes.FunctionType, state: tuple[typing.Any, ...]) -> None:
-    names, defaults, kwdefaults, cells, annotations, doc, submodules = state
+    names, defaults, kwdefaults, cells, annotations, doc, submodules, *imports = state
+    if imports:
+        func.__builtins__["__import__"].modules.update(imports[0])
     for name in submodules:  # ``od.cuda.random`` of a global ``od``: loaded where the def arrives, as here
         try:
             importlib.import_module(name)
@@ -285,6 +303,63 @@ def arrived_by_value(func: pytypes.FunctionType) -> bool:
 
 
 # --- modules of the user's code ---------------------------------------------------------------------------
+
+
+def _imported_views(code: pytypes.CodeType, names: frozenset[str]) -> dict[str, ModuleView]:
+    """The modules of the user's code that ``code`` imports in its body (``import cfg``, ``from cfg import K``,
+    ``import pkg.mod``), loaded here, as views of what ``code`` could read of them: an import in a body is a
+    read of the module as it is now, as a global module is."""
+    views: dict[str, ModuleView] = {}
+    for imported in _imported_names(code):
+        for name in dict.fromkeys((imported, imported.partition(".")[0])):
+            module = sys.modules.get(name)
+            if isinstance(module, pytypes.ModuleType) and not fingerprint.is_library_module(name):
+                views[name] = ModuleView(module, names)
+    return views
+
+
+_imports: weakref.WeakKeyDictionary[pytypes.CodeType, tuple[str, ...]] = weakref.WeakKeyDictionary()
+runtime.register_cache(f"{__name__}._imports", _imports)
+
+
+def _imported_names(code: pytypes.CodeType) -> tuple[str, ...]:
+    """The absolute imports of ``code`` and the code it nests (decoded once per code object)."""
+    found = _imports.get(code)
+    if found is None:
+        names = [i.argval for i in dis.get_instructions(code) if i.opname == "IMPORT_NAME"]
+        for const in code.co_consts:
+            if isinstance(const, pytypes.CodeType):
+                names += _imported_names(const)
+        found = _imports[code] = tuple(dict.fromkeys(names))
+    return found
+
+
+class Importer:
+    """The ``__import__`` of a def that arrived by value and imports modules of the sender's code in its body:
+    those modules as the sender had them when it shipped the def (their views), every other import as this
+    process makes it."""
+
+    __slots__ = ("modules",)
+
+    def __init__(self) -> None:
+        self.modules: dict[str, pytypes.ModuleType] = {}
+
+    def __call__(
+        self,
+        name: str,
+        globals: typing.Any = None,  # __import__'s own parameter names
+        locals: typing.Any = None,
+        fromlist: typing.Any = (),
+        level: int = 0,
+    ) -> pytypes.ModuleType:
+        view = self.modules.get(name if fromlist else name.partition(".")[0]) if level == 0 else None
+        if view is None:
+            return builtins.__import__(name, globals, locals, fromlist, level)
+        try:  # as the statement would: the submodules loaded
+            builtins.__import__(name, globals, locals, fromlist, level)
+        except ImportError:  # a module only the sender has: what did not travel fails when read, naming why
+            pass
+        return view
 
 
 class ModuleView:

@@ -85,9 +85,10 @@ class KernelCall:
         travel.check_arrived()
         own = function
         function = travel.interned(function) if isinstance(function, pytypes.FunctionType) else function
-        tgt = get_target(target)
+        # an od.jit kernel launched by od.cuda: its own target (its compile options) and context, unless given
+        tgt, own_context = getattr(kernel, "launch_defaults", _launch_defaults)(target)
         describe = _describer(tgt, typed)
-        ctx = context_module.resolve(context) or tgt.base  # a tuple of contexts: their stack
+        ctx = context_module.resolve(own_context if context is None else context) or tgt.base  # a tuple: a stack
         chain = ctx.chain(tgt, ctx.launch_state_type(state, lambda value: describe(value).type))
         lifted = closures.lift(function)
         compiled = function if lifted is None else lifted.function
@@ -236,6 +237,10 @@ def launch_slow(
     with tgt.on_device(None, "a launch", stream):  # on a stream: in the stream's context
         tgt.check_launchable(stream)
         launch_compiled(kernel, args, threads, blocks, shmem, stream, target, context, state)
+
+
+def _launch_defaults(target: str | Target | None) -> tuple[Target, None]:
+    return get_target(target), None
 
 
 def checked_launch(

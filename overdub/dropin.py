@@ -136,8 +136,13 @@ class Kernel:
     @property
     def target(self):
         """The target this kernel compiles for, configured with its compile options."""
-        target = get_target(self.target_name)
-        return target.configured(self.options.replaced(debug=self.options.debug or target.options.debug))
+        return self.launch_defaults(None)[0]
+
+    def launch_defaults(self, target):
+        """What ``od.cuda(kernel, ..., target=target)`` launches this kernel with: the target (``target``, else
+        this kernel's) configured with this kernel's compile options, and this kernel's context."""
+        chosen = get_target(self.target_name if target is None else target)
+        return chosen.configured(self.options.replaced(debug=self.options.debug or chosen.options.debug)), self.context
 
     def __getitem__(self, config) -> Callable[..., None]:
         configured = self._configs.get(config)
@@ -149,6 +154,11 @@ class Kernel:
                 launch.configured(plain, plain.function, plain.options) if fast else plain
             )
         return configured
+
+    def __reduce__(self):
+        # what makes it: its def (which engines ship by value), its options and context; no compiled state
+        made = (self.py_func, (), self.context, self.target_name, self.options, self.extensions)
+        return Kernel, made, {"signatures": self.signatures}
 
     def __call__(self, *args, **kwargs):
         raise TypeError(f"launch the kernel {self.__qualname__} with a grid: {self.__name__}[blocks, threads](...)")

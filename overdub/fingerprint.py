@@ -409,7 +409,17 @@ class _EmbeddedWalk:
                 parts.append("empty")
         for name in rewrite.global_names(code):
             parts.append(f"{name}={self.digest(bindings.lookup(func.__globals__, name), names)}")
+        for name, module in _imports_given(func):
+            parts.append(f"import {name}={self.digest(module, names)}")
         return _digest("function", *parts)
+
+
+def _imports_given(func: pytypes.FunctionType) -> list[tuple[str, object]]:
+    """The modules a def that arrived by value imports in its body as its sender had them (the ``modules`` of
+    its own ``__import__``, :class:`overdub.byvalue.Importer`): part of what it reads."""
+    builtins_ = func.__builtins__
+    modules = getattr(builtins_.get("__import__"), "modules", None) if type(builtins_) is dict else None
+    return sorted(modules.items()) if isinstance(modules, dict) else []
 
 
 def _target_digest(value) -> str:

@@ -716,6 +716,8 @@ class Shipped:
 
     def __reduce__(self) -> tuple[object, ...]:
         func = bridge.python_function(self.kernel) or self.kernel
+        if hasattr(self.kernel, "launch_defaults"):  # an od.jit kernel: with its options, its def as engines ship it
+            return Shipped, (self.kernel,)
         if isinstance(func, pytypes.FunctionType) and not fingerprint.is_library_module(func.__module__):
             digest, blob, _ = def_bytes(func)
             return _shipped_def_arriving, (snapshot(), digest, blob)

@@ -445,3 +445,71 @@ def test_an_engine_ships_a_def_reaching_overdub_by_value_and_a_numpy_helper_by_r
         assert engines.reduce_for_engine(m.run_here)[1][0][1] != reduced[1][0][1]  # a new token
     finally:
         sys.modules.pop(m.__name__, None)
+
+
+# --- what a def reads that no global names: its body's imports; an od.jit kernel's options -----------------
+
+IMPORTING = """
+import numpy as np
+import overdub as od
+from numba import cuda
+
+def kernel(out, x, k):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = x[i] + k
+
+def task(v):
+    import {cfg}
+    from {cfg} import K
+    x = np.full(2, v)
+    out = np.zeros_like(x)
+    od.cuda(kernel, out, x, {cfg}.K + K, blocks=1, threads=2, target="cpu")
+    return out.tolist()
+"""
+
+
+@pytest.mark.parametrize("method", ["spawn", "fork", "forkserver"])
+def test_a_def_importing_the_users_module_in_its_body_reads_it_as_the_client_has_it(make_module, method, monkeypatch):
+    import concurrent.futures
+
+    cfg = make_module("K = 1.5\n", prefix="odcfg")  # a module only the client can import
+    monkeypatch.setitem(sys.modules, cfg.__name__, cfg)
+    module = make_module(IMPORTING.replace("{cfg}", cfg.__name__))
+    with concurrent.futures.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context(method)) as pool:
+        assert pool.submit(module.task, 1.0).result(timeout=120) == [4.0, 4.0]
+        cfg.K = 7.0  # rebound on the client, as a notebook cell does; the worker imported it before
+        assert module.task(1.0) == [15.0, 15.0]
+        assert pool.submit(module.task, 1.0).result(timeout=120) == [15.0, 15.0]
+
+
+def test_a_def_importing_the_users_module_in_its_body_arrives_with_it_as_it_was_shipped(make_module, monkeypatch):
+    cfg = make_module("K = 1.5\n", prefix="odcfg")
+    monkeypatch.setitem(sys.modules, cfg.__name__, cfg)
+    module = make_module(IMPORTING.replace("{cfg}", cfg.__name__))
+    first = pickle.loads(travel.def_bytes(module.task)[1])
+    cfg.K = 7.0
+    second = pickle.loads(travel.def_bytes(module.task)[1])
+    assert (first(1.0), second(1.0)) == ([4.0, 4.0], [15.0, 15.0])
+    # two arrivals of different contents are two definitions, never interned as one
+    assert travel.interned(first) is not travel.interned(second)
+
+
+OUT_OF_RANGE = """
+from numba import cuda
+
+def kernel(out, x):
+    i = cuda.grid(1)
+    out[i + 100] = x[i]
+"""
+
+
+def test_an_od_jit_kernel_launched_by_od_cuda_or_map_blocks_keeps_its_options_across_processes(make_module):
+    checked = od.jit(debug=True)(make_module(OUT_OF_RANGE).kernel)
+    x = np.arange(4.0)
+    with pytest.raises(IndexError):  # od.cuda of an od.jit kernel compiles with the kernel's options
+        od.cuda(checked, np.zeros(4), x, blocks=1, threads=4, target="cpu")
+    arrived = pickle.loads(multiprocessing.reduction.ForkingPickler.dumps(travel.Shipped(checked))).kernel
+    assert (type(arrived), arrived.options, arrived.py_func.__name__) == (type(checked), checked.options, "kernel")
+    with pytest.raises(IndexError):
+        od.cuda(arrived, np.zeros(4), x, blocks=1, threads=4, target="cpu")
