@@ -239,7 +239,7 @@ def _function_skeleton(
 def _function_fill(func: pytypes.FunctionType, state: tuple[typing.Any, ...]) -> None:
     names, defaults, kwdefaults, cells, annotations, doc, submodules, *imports = state
     if imports:
-        func.__builtins__["__import__"].modules.update(imports[0])
+        func.__globals__["__builtins__"]["__import__"].modules.update(imports[0])
     for name in submodules:  # ``od.cuda.random`` of a global ``od``: loaded where the def arrives, as here
         try:
             importlib.import_module(name)
