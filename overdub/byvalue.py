@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import builtins
 import dis
+import hashlib
 import importlib
 import inspect
 import io
@@ -127,7 +128,7 @@ class Watch:
         self.imports = {name: view.module for name, view in (imports or {}).items()}
         views = [*values.values(), *(imports or {}).values()]
         self.modules = [view.watch() for view in views if type(view) is ModuleView]
-        self.arrays = [(a, bindings.contents_digest(a)) for a in _arrays_read(views, self.state)]
+        self.arrays = _contents_read([*views, *self.state[3:], *_defaults(func)])
 
     def unchanged(self) -> bool:
         func, state = self.func, self.state
@@ -153,8 +154,8 @@ class Watch:
         for module_watch in self.modules:
             if not module_watch.unchanged():
                 return False
-        for array, digest in self.arrays:
-            if bindings.contents_digest(array) != digest:
+        for value, digest in self.arrays:
+            if _contents_digest(value) != digest:
                 return False
         return True
 
@@ -174,12 +175,60 @@ def _same_cells(closure: tuple[pytypes.CellType, ...], state: tuple[object, ...]
     return True
 
 
-def _arrays_read(values: list[object], state: tuple[object, ...]) -> list[np.ndarray]:
-    found = [v for v in (*values, *state[3:]) if isinstance(v, np.ndarray) and not v.dtype.hasobject]
-    for view in values:
-        if type(view) is ModuleView:
-            found += [v for v in view.attributes.values() if isinstance(v, np.ndarray) and not v.dtype.hasobject]
+def _defaults(func: pytypes.FunctionType) -> list[object]:
+    return [*(func.__defaults__ or ()), *(func.__kwdefaults__ or {}).values()]
+
+
+def _contents_read(values: list[object]) -> list[tuple[object, bytes]]:
+    """What a change in place would change among ``values`` (and the attributes of the module views among
+    them): arrays and containers (lists, dicts, sets, tuples holding them) of plain data, with a digest of
+    their contents now."""
+    found: list[tuple[object, bytes]] = []
+    for value in values:
+        if type(value) is ModuleView:
+            found += _contents_read(list(value.attributes.values()))
+        elif isinstance(value, np.ndarray) or type(value) in _CONTAINERS:
+            digest = _contents_digest(value)
+            if digest is not None:
+                found.append((value, digest))
     return found
+
+
+_CONTAINERS = frozenset({list, dict, set, tuple, bytearray})
+_PLAIN = (int, float, complex, str, bytes, bool, type(None), np.generic)
+
+
+def _contents_digest(value: object) -> bytes | None:
+    """A digest of the contents of an array or a container of plain data (None: it holds something else --
+    a function, an object -- which is compared as the pickle meets it, not by contents here)."""
+    if isinstance(value, np.ndarray):
+        return None if value.dtype.hasobject else bindings.contents_digest(value)
+    digest = hashlib.blake2b(digest_size=16)
+    return digest.digest() if _feed(digest, value, 0) else None
+
+
+def _feed(digest: typing.Any, value: object, depth: int) -> bool:
+    kind = type(value)
+    if isinstance(value, _PLAIN):
+        digest.update(f"{kind.__name__}:{value!r};".encode())
+        return True
+    if isinstance(value, np.ndarray):
+        if value.dtype.hasobject:
+            return False
+        digest.update(bindings.contents_digest(value))
+        return True
+    if depth > 8 or kind not in _CONTAINERS:
+        return False
+    if kind is bytearray:
+        digest.update(bytes(typing.cast("bytearray", value)))
+        return True
+    items = typing.cast("typing.Iterable[object]", value.items() if kind is dict else value)  # type: ignore[attr-defined]
+    digest.update(f"{kind.__name__}[".encode())
+    for item in items:
+        if not _feed(digest, item, depth + 1):
+            return False
+    digest.update(b"]")
+    return True
 
 
 def _def_state(func: pytypes.FunctionType) -> tuple[object, ...]:
@@ -236,6 +285,12 @@ def _function_skeleton(
     return func
 
 
+def _is_empty(value: object) -> bool:
+    """Is ``value`` the empty-cell marker (compared without ``==`` on what it is not: an array's is
+    elementwise)?"""
+    return type(value) is tuple and len(value) == 2 and all(type(v) is str for v in value) and value == _EMPTY
+
+
 def _function_fill(func: pytypes.FunctionType, state: tuple[typing.Any, ...]) -> None:
     names, defaults, kwdefaults, cells, annotations, doc, submodules, *imports = state
     if imports:
@@ -248,7 +303,7 @@ def _function_fill(func: pytypes.FunctionType, state: tuple[typing.Any, ...]) ->
     func.__globals__.update(names)
     func.__defaults__, func.__kwdefaults__ = defaults, kwdefaults
     for cell, value in zip(func.__closure__ or (), cells):
-        if value != _EMPTY:
+        if not _is_empty(value):
             cell.cell_contents = value
     func.__annotations__, func.__doc__ = annotations, doc
 
@@ -369,35 +424,46 @@ class ModuleView:
 
     __slots__ = ("module", "attributes")
 
-    def __init__(self, module: pytypes.ModuleType, names: frozenset[str]) -> None:
+    def __init__(self, module: pytypes.ModuleType, names: frozenset[str], depth: int = 0) -> None:
         namespace = vars(module)
         self.module = module
         self.attributes = {n: namespace[n] for n in sorted(names) if n in namespace and not n.startswith("__")}
+        for name, value in self.attributes.items():  # ``cfg.sub.K``: a submodule of the user's code as read too
+            if (
+                isinstance(value, pytypes.ModuleType)
+                and depth < 4
+                and not fingerprint.is_library_module(value.__name__)
+            ):
+                self.attributes[name] = ModuleView(value, names, depth + 1)
 
     def watch(self) -> ModuleWatch:
-        return ModuleWatch(vars(self.module), dict(self.attributes))
+        return ModuleWatch(vars(self.module), self.attributes)
 
     def __reduce__(self) -> tuple[object, ...]:
         return _module_arriving, (self.module.__name__, self.attributes)
 
 
 class ModuleWatch:
-    __slots__ = ("namespace", "tag", "version", "attributes")
+    """What a pickle read of a module of the user's code: its version tag, then the attributes read, and the
+    submodules read through it (each watched on its own: a change there moves no tag here)."""
+
+    __slots__ = ("namespace", "tag", "version", "attributes", "nested")
 
     def __init__(self, namespace: dict[str, object], attributes: dict[str, object]) -> None:
-        self.namespace, self.attributes = namespace, attributes
+        self.namespace = namespace
+        self.attributes = {n: v.module if type(v) is ModuleView else v for n, v in attributes.items()}
+        self.nested = [v.watch() for v in attributes.values() if type(v) is ModuleView]
         self.tag = bindings.version_view(namespace)
         self.version = _version(self.tag)
 
     def unchanged(self) -> bool:
         version = _version(self.tag)
-        if version == self.version and version:
-            return True
-        get = self.namespace.get
-        if all(bindings.same_value(value, get(name, _EMPTY)) for name, value in self.attributes.items()):
+        if version != self.version or not version:
+            get = self.namespace.get
+            if not all(bindings.same_value(value, get(name, _EMPTY)) for name, value in self.attributes.items()):
+                return False
             self.version = version
-            return True
-        return False
+        return all(watch.unchanged() for watch in self.nested)
 
 
 class ArrivedModule(pytypes.ModuleType):

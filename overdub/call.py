@@ -293,6 +293,9 @@ def _served(key: tuple[object, ...], compiled: compiler.Kernel) -> bool:
 def check_kernel(kernel: object, args: tuple[object, ...]) -> None:
     """Refuse, before anything is compiled, what cannot be a kernel launch: a kernel that is not a plain
     Python function, arguments that do not bind to its parameters, a kernel that returns a value."""
+    not_arrived = getattr(kernel, "__overdub_not_arrived__", None)
+    if not_arrived is not None:  # a def sent here that could not be made (overdub.travel): why, not its shape
+        raise RuntimeError(not_arrived)
     if not isinstance(kernel, pytypes.FunctionType):
         raise TypeError(
             f"od.cuda launches a kernel written as a Python function (a def, or a numba cuda.jit "

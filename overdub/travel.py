@@ -136,10 +136,26 @@ def snapshot() -> Token:
         others = tuple(sorted({owner for owner in map(_owner_process, (key for key, _ in entries)) if owner}))
         others = tuple(owner for owner in others if owner != root)
         watches = {id(watch.func): watch for watch in read}  # each def once
-        digest = hashlib.blake2b(blob, digest_size=16).hexdigest()
+        # numbered by the root's count: a process given an older snapshot of the root than it has adopted
+        # (a result of a worker that had not seen the latest, a Ray object put earlier) never goes back to it
+        if root == _ORIGIN:
+            _count["built"] = sequence = _count.get("built", 0) + 1
+        else:
+            sequence = _sequence(str(_adopted.get("digest", "0.")))
+        digest = f"{sequence}.{hashlib.blake2b(blob, digest_size=16).hexdigest()}"
         last = Snapshot(age, tuple(watches.values()), (root, digest, others, blob))
         _snapshots["last"] = last
     return last.token
+
+
+_count: dict[str, int] = {}  # "built": how many snapshots this process built as a root
+runtime.register_cache(f"{__name__}._count", _count, kept="the numbering of this process's snapshots")
+
+
+def _sequence(digest: str) -> int:
+    """The root's number of the snapshot ``digest`` (0 where it has none)."""
+    head = digest.partition(".")[0]
+    return int(head) if head.isdigit() else 0
 
 
 def _root() -> str:
@@ -164,7 +180,8 @@ def _tables() -> list[tuple[str, object, MethodTable]]:
     for gf in registry.every_generic_function():
         if gf.table.methods and _ships(gf.__module__):
             origin = _origin(gf)
-            found.append((origin or f"{gf.__module__}.{gf.__qualname__}", gf, gf.table))
+            module = "__main__" if gf.__module__ == "__mp_main__" else gf.__module__
+            found.append((origin or f"{module}.{gf.__qualname__}", gf, gf.table))
     owners: list[object] = [*context.every_context(), extending.user_methods]  # od.CPU's too; od.method's
     for ctx in owners:
         for callee, table in ctx.overdub_tables():  # type: ignore[attr-defined]
@@ -278,7 +295,7 @@ def _origin(obj: object, qualname: str | None = None) -> str | None:
         return origin
     if _named(obj, getattr(obj, "__module__", None), str(qualname or getattr(obj, "__qualname__", "<>"))):
         return None
-    if isinstance(obj, GenericFunction) and obj.__module__ == "__main__" and _named_in_main(obj):
+    if isinstance(obj, GenericFunction) and obj.__module__ in _MAINS and _named_in_main(obj):
         return None  # by name, where the worker has it (a spawned pool's __main__ is the same script)
     origin = f"{_ORIGIN}:{id(obj)}"
     _made_here[origin] = obj
@@ -286,8 +303,11 @@ def _origin(obj: object, qualname: str | None = None) -> str | None:
     return origin
 
 
+_MAINS = ("__main__", "__mp_main__")  # the program's main module; in a spawned pool's worker, its second name
+
+
 def _named_in_main(gf: GenericFunction) -> bool:
-    main = sys.modules.get("__main__")
+    main = sys.modules.get(gf.__module__)
     return main is not None and vars(main).get(gf.__qualname__) is gf
 
 
@@ -320,6 +340,10 @@ def adopt(root: str, digest: str, others: tuple[str, ...], blob: bytes) -> None:
     one adopted last; of this process's own definitions coming back, only the tables other processes made)."""
     if _adopted.get("digest") == digest or (root == _ORIGIN and not others):
         return
+    # an older snapshot of the root adopted here: only the tables other processes made in it are news
+    older = root == _adopted.get("root") and _sequence(digest) < _sequence(str(_adopted.get("digest")))
+    if older and not others:
+        return
     with world.lock:
         if _adopted.get("digest") == digest:
             return
@@ -333,10 +357,10 @@ def adopt(root: str, digest: str, others: tuple[str, ...], blob: bytes) -> None:
         mine = root == _ORIGIN
         for key, data in entries:  # each table on its own: one that cannot arrive leaves the others right
             owner = _owner_process(key)
-            if (owner or root) == _ORIGIN or (mine and owner is None):
-                continue  # this process's own definitions
+            if (owner or root) == _ORIGIN or ((mine or older) and owner in (None, root)):
+                continue  # this process's own definitions, or the root's as this process has them already
             _adopt_one(root, key, data)
-        if not mine:
+        if not (mine or older):
             _adopted["digest"], _adopted["root"] = digest, root
 
 
@@ -454,14 +478,14 @@ def _same_def(func: object, digest: str) -> bool:
 def _generic_named(origin: str | None, module: str | None, qualname: str, name: str) -> GenericFunction:
     """The generic function a snapshot or a pickle names: found by module and qualname, else the one standing
     for its origin here (made empty on first arrival; a snapshot gives it its methods)."""
-    if origin is None:
+    if origin is None or _owner_process(origin) is None:  # by name (also one a worker knew only by its name)
         try:
             found = registry.resolve_reference(module or "", qualname)
             if isinstance(found, GenericFunction):
                 return found
         except Exception:  # not importable here (a module only the client has): by value
             pass
-        origin = f"{module}.{qualname}"
+        origin = origin or f"{module}.{qualname}"
     return cast("GenericFunction", _standing_for(origin, lambda: GenericFunction(name, module, qualname)))
 
 
@@ -474,7 +498,8 @@ def _generic_arriving(
 
 def reduce_generic(gf: GenericFunction) -> tuple[object, ...]:
     """How a generic function pickles: its identity, and (outside a snapshot being built) the token."""
-    identity = (_origin(gf), gf.__module__, gf.__qualname__, gf.__name__)
+    module = "__main__" if gf.__module__ == "__mp_main__" else gf.__module__  # the program's, in every process
+    identity = (_origin(gf), module, gf.__qualname__, gf.__name__)
     if _building() or (not _ships(gf.__module__) and identity[0] is None):
         return _generic_named, identity
     token = snapshot()
@@ -635,14 +660,40 @@ def def_bytes(func: pytypes.FunctionType) -> tuple[str, bytes, bool]:
 
 def reduce_def(func: pytypes.FunctionType) -> tuple[object, ...] | None:
     """How an engine's pickler ships a def of the user's code: by value with the token where it reaches
-    overdub or numba, or is of ``__main__`` (which is another module in the receiving process); None (by
-    reference, as before) for one that does not -- a numpy helper keeps its own module's state."""
+    overdub or numba; None (as the engine would, by reference or by cloudpickle's value) for one that does
+    not -- plain code (a pool's initializer and the task reading what it set) keeps its own module's state."""
     if _building():
         return None  # inside a snapshot or a def's bytes: Shipper ships it
-    digest, blob, reaching = def_bytes(func)
-    if not reaching and func.__module__ not in ("__main__", "__mp_main__"):
+    if getattr(_local, "plain", None) is func:  # the def a _Plain holds: as the engine ships it
+        _local.plain = None
         return None
+    digest, blob, reaching = def_bytes(func)
+    if not reaching:  # plain code keeps its engine's semantics (its module's globals are the worker's own),
+        return _with_token, (snapshot(), _Plain(func))  # and brings the token: it may call what arrived before
     return _def_arriving, (snapshot(), digest, blob)
+
+
+class _Plain:
+    """A def of plain code as its engine ships it (by reference, or cloudpickle's by value), within a pickle
+    that brings the token first."""
+
+    __slots__ = ("func",)
+
+    def __init__(self, func: pytypes.FunctionType) -> None:
+        self.func = func
+
+    def __reduce__(self) -> tuple[object, ...]:
+        _local.plain = self.func  # the pickler saves it next: reduce_def lets the engine's reduce take it
+        return _itself, (self.func,)
+
+
+def _itself(value: object) -> object:
+    return value
+
+
+def _with_token(token: Token, value: object) -> object:
+    adopt(*token)
+    return value
 
 
 def _def_arriving(token: Token, def_digest: str, blob: bytes) -> pytypes.FunctionType:
@@ -664,9 +715,12 @@ def _def_arriving(token: Token, def_digest: str, blob: bytes) -> pytypes.Functio
 
 
 def _failing(why: str) -> pytypes.FunctionType:
-    def failed(*args: object, **kwargs: object) -> None:
-        raise RuntimeError(f"overdub: code sent to this process (pid {os.getpid()}) could not be made here: {why}")
+    message = f"overdub: code sent to this process (pid {os.getpid()}) could not be made here: {why}"
 
+    def failed(*args: object, **kwargs: object) -> None:
+        raise RuntimeError(message)
+
+    failed.__overdub_not_arrived__ = message  # type: ignore[attr-defined]  # od.cuda of it raises this first
     return cast("pytypes.FunctionType", failed)
 
 

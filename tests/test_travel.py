@@ -12,6 +12,7 @@ import pickle
 import subprocess
 import sys
 import threading
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -435,7 +436,9 @@ def test_an_engine_ships_a_def_reaching_overdub_by_value_and_a_numpy_helper_by_r
     m = make_module(SOURCE + "\ndef helper(x):\n    return x * 2\n")
     sys.modules[m.__name__] = m
     try:
-        assert engines.reduce_for_engine(m.helper) is None  # by reference, as the engine sent it before
+        plain = engines.reduce_for_engine(m.helper)  # as the engine sent it before (by reference), with the token
+        assert plain is not None and plain[0] is travel._with_token and plain[1][0] == travel.snapshot()
+        assert pickle.loads(multiprocessing.reduction.ForkingPickler.dumps(m.helper)) is m.helper
         reduced = engines.reduce_for_engine(m.run_here)
         assert reduced is not None and reduced[1][0] == travel.snapshot()
         arrived = reduced[0](*reduced[1])
@@ -513,3 +516,196 @@ def test_an_od_jit_kernel_launched_by_od_cuda_or_map_blocks_keeps_its_options_ac
     assert (type(arrived), arrived.options, arrived.py_func.__name__) == (type(checked), checked.options, "kernel")
     with pytest.raises(IndexError):
         od.cuda(arrived, np.zeros(4), x, blocks=1, threads=4, target="cpu")
+
+
+# --- the disk cache across processes: an entry naming another process's __main__ ---------------------------
+
+MAIN_BLOCK = """
+import json, multiprocessing, os, pathlib, sys, warnings
+import numpy as np
+from numba import cuda
+import overdub as od
+
+def entries():
+    return sorted(str(p) for p in pathlib.Path(os.environ["OVERDUB_CACHE_DIR"]).glob("v*/*/*/*.odk"))
+
+if __name__ == "__main__":
+    @od.struct
+    class Q:
+        a: od.float64
+        b: od.float64 = 0.5
+
+    @od.function
+    def qv(q: Q):
+        return q.a * 10.0 + q.b
+
+    def kernel(out, x, q):
+        i = cuda.grid(1)
+        if i < out.size:
+            out[i] = x[i] + qv(q)
+
+    def task(v, q):
+        warnings.simplefilter("always")
+        with warnings.catch_warnings(record=True) as caught:
+            x = np.full(4, v)
+            out = np.zeros_like(x)
+            od.cuda(kernel, out, x, q, blocks=1, threads=4, target="cpu")
+        return float(out[0]), [str(w.message) for w in caught]
+
+    local = task(1.0, Q(1.0))
+    stored = entries()
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+        remote = pool.apply_async(task, (1.0, Q(1.0))).get(120)
+    print(json.dumps({"local": local, "remote": remote, "stored": stored, "after": entries()}))
+"""
+
+
+def test_a_worker_lacking_a_struct_of_the_clients_main_misses_its_disk_entry_quietly_and_keeps_it(tmp_path):
+    """A struct defined under ``if __name__ == "__main__":`` is named ``__main__.Q`` in the client's disk cache
+    entry; a spawned worker's ``__mp_main__`` never defines it: a miss there, with no warning, and the client's
+    entry stays."""
+    script = tmp_path / "main_block.py"
+    script.write_text(MAIN_BLOCK)
+    root = str(Path(od.__file__).parents[1])
+    env = dict(
+        os.environ,
+        OVERDUB_CACHE_DIR=str(tmp_path / "cache"),
+        PYTHONPATH=os.pathsep.join(p for p in [root, os.environ.get("PYTHONPATH", "")] if p),
+    )
+    env.pop("OVERDUB_CACHE", None)
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["local"] == result["remote"] == [11.5, []], (result, done.stderr[-3000:])
+    assert result["stored"] and set(result["stored"]) <= set(result["after"])  # the client's entry is kept
+    assert "unusable" not in done.stderr
+
+
+def _entry_file(name: str, body: bytes) -> Path:
+    """A signed entry of the disk cache holding ``body``, under a key of its own."""
+    from overdub import diskcache
+
+    root, secret = diskcache._opened()
+    key = "ab" + "0" * 62
+    path = root / key[:2] / key / f"{name}{diskcache._SUFFIX}"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(diskcache._sealed(secret, key, body))
+    return path
+
+
+def test_a_disk_entry_naming_what_this_process_lacks_is_a_quiet_miss_and_a_damaged_one_is_still_removed(
+    make_module, monkeypatch
+):
+    from overdub import diskcache
+
+    m = make_module(
+        """
+        import overdub as od
+
+        @od.struct
+        class Q:
+            a: od.float64
+
+        def helper(x):
+            return x + 1.0
+        """
+    )
+    monkeypatch.setitem(sys.modules, m.__name__, m)
+    named_class = _entry_file("class", pickle.dumps({"facts": [], "payload": m.Q, "needs": set()}))
+    assert diskcache._read(named_class)["payload"] is m.Q
+    by_name = travel.ByName(m.__name__, "helper")  # pickled as registry.resolve_reference(module, name)
+    named_function = _entry_file("by_name", pickle.dumps({"facts": [], "payload": by_name, "needs": set()}))
+    other = make_module("import overdub as od\n\n@od.struct\nclass R:\n    a: od.float64\n")
+    monkeypatch.setitem(sys.modules, other.__name__, other)
+    named_module = _entry_file("module", pickle.dumps({"facts": [], "payload": other.R, "needs": set()}))
+    monkeypatch.delitem(sys.modules, other.__name__)  # a module this process cannot import
+    del m.Q, m.helper  # as a spawned worker's __mp_main__ lacks what the client's __main__ defined
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for path in (named_class, named_function, named_module):
+            assert diskcache._read(path) is None
+            assert path.exists()
+    damaged = _entry_file("damaged", b"\x80\x05not a pickle at all")
+    with pytest.warns(RuntimeWarning, match="unusable: it does not unpickle"):
+        assert diskcache._read(damaged) is None
+    assert not damaged.exists()
+
+
+# --- what a def reads, changed in place; plain code; older snapshots ---------------------------------------
+
+READS = """
+import numpy as np
+import overdub as od
+
+PARAMS = {"k": 1.0}
+W = np.ones(3)
+
+def reads_dict(x):
+    return od.function, x + PARAMS["k"]
+
+def reads_default(x, w=W):
+    return od.function, x + w[0]
+"""
+
+
+@pytest.mark.parametrize(("name", "change"), [("reads_dict", "PARAMS['k'] = 100.0"), ("reads_default", "W[0] = 5.0")])
+def test_a_def_ships_anew_when_what_it_reads_is_changed_in_place(make_module, name, change):
+    module = make_module(READS)
+    func = getattr(module, name)
+    before = travel.def_bytes(func)[0]
+    assert travel.def_bytes(func)[0] == before  # nothing changed: the cached bytes
+    exec(change, vars(module))
+    assert travel.def_bytes(func)[0] != before
+    assert pickle.loads(travel.def_bytes(func)[1])(1.0)[1] == func(1.0)[1]
+
+
+def test_a_submodule_read_through_its_package_ships_as_the_client_has_it(make_module):
+    import types
+
+    config, package = types.ModuleType("odtravel_pkg.config"), types.ModuleType("odtravel_pkg")
+    config.K, package.config = 1.5, config  # pkg.config, a submodule of the user's code
+    user = make_module("import overdub as od\n\ndef k(x):\n    return od, x + pkg.config.K\n")
+    user.pkg = package
+    before = travel.def_bytes(user.k)[0]
+    config.K = 100.0
+    assert travel.def_bytes(user.k)[0] != before
+    assert pickle.loads(travel.def_bytes(user.k)[1])(1.0)[1] == 101.0
+
+
+def test_a_def_closing_over_an_array_arrives_with_it(make_module):
+    module = make_module(
+        "import numpy as np\nimport overdub as od\n\ndef make(w):\n    def k(x):\n        return od, x + w[0]\n"
+        "    return k\n\nk = make(np.array([2.0, 3.0]))\n"
+    )
+    assert pickle.loads(travel.def_bytes(module.k)[1])(1.0)[1] == 3.0
+
+
+def _init_state(v):
+    import odplain_state
+
+    odplain_state.STATE["v"] = v
+
+
+def test_plain_code_keeps_its_engines_semantics_a_pools_initializer_sets_what_tasks_read(tmp_path, monkeypatch):
+    (tmp_path / "odplain_state.py").write_text("STATE = {}\n\ndef task(x):\n    return x + STATE.get('v', -1000)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import odplain_state
+
+    for method in ("spawn", "fork", "forkserver"):
+        with multiprocessing.get_context(method).Pool(1, initializer=_init_state, initargs=(10,)) as pool:
+            assert pool.apply_async(odplain_state.task, (1,)).get(120) == 11, method
+
+
+def test_a_process_never_goes_back_to_an_older_snapshot_of_the_root_it_adopted(make_module):
+    module = make_module(SOURCE)
+    older = travel.snapshot()
+    exec("@od.function\ndef g(x: od.Float):\n    return x * 10.0\n", vars(module))
+    newer = travel.snapshot()
+    assert travel._sequence(newer[1]) > travel._sequence(older[1])
+    exec("@od.function\ndef g(x: od.Float):\n    return x - 1.0\n", vars(module))  # what this process has now
+    adopt_elsewhere(newer)  # as a worker of this root: the newer definitions (g(x) = 10x)...
+    assert launch(module.kernel) == [0.0, 10.0, 20.0]
+    adopt_elsewhere(older)  # ...and a result of a worker that had not seen them does not take them back
+    assert launch(module.kernel) == [0.0, 10.0, 20.0]
