@@ -346,6 +346,11 @@ _shipped_here: weakref.WeakSet[pytypes.FunctionType] = weakref.WeakSet()  # the 
 runtime.register_cache(f"{__name__}._shipped_here", _shipped_here, kept="which defs arrived by value: a fact of each")
 
 
+def note_shipped(func: pytypes.FunctionType) -> None:
+    """``func`` stands for a def that arrived by value (a copy of one)."""
+    _shipped_here.add(func)
+
+
 def arrived_by_value(func: pytypes.FunctionType) -> bool:
     """Was ``func`` made by unpickling a def shipped by value: by :class:`Shipper`, or by cloudpickle from
     another process's ``__main__`` (its globals are not this process's ``__main__``)?"""

@@ -120,6 +120,9 @@ def snapshot() -> Token:
     namespace they read changes. The root is the process they come from: this one, or the one whose snapshot
     it adopted (a worker shipping work on, or results back, ships its client's definitions -- which its
     client never adopts); ``others`` are the processes other than the root that made some of the tables."""
+    pinned = getattr(_local, "pinned", None)
+    if pinned is not None:  # a task submitted earlier, pickled now: the definitions of its submission
+        return cast("Token", pinned[0])
     last = _snapshots.get("last")
     if last is not None and last.current() and last.token[0] == _root():
         return last.token
@@ -335,13 +338,15 @@ _adopted: dict[object, object] = {}  # "digest": the snapshot adopted last; (ori
 runtime.register_cache(f"{__name__}._adopted", _adopted, kept="what this process adopted from another: its definitions")
 
 
-def adopt(root: str, digest: str, others: tuple[str, ...], blob: bytes) -> None:
+def adopt(root: str, digest: str, others: tuple[str, ...], blob: bytes, starting: bool = False) -> None:
     """Make this process's definitions those of the snapshot ``digest`` from ``root`` (a no-op when it is the
-    one adopted last; of this process's own definitions coming back, only the tables other processes made)."""
+    one adopted last; of this process's own definitions coming back, only the tables other processes made;
+    of an older snapshot of the root than the one adopted, only those too -- unless ``starting``: a task
+    submitted in that world starts, and runs in it)."""
     if _adopted.get("digest") == digest or (root == _ORIGIN and not others):
         return
     # an older snapshot of the root adopted here: only the tables other processes made in it are news
-    older = root == _adopted.get("root") and _sequence(digest) < _sequence(str(_adopted.get("digest")))
+    older = not starting and root == _adopted.get("root") and _sequence(digest) < _sequence(str(_adopted.get("digest")))
     if older and not others:
         return
     with world.lock:
@@ -667,10 +672,44 @@ def reduce_def(func: pytypes.FunctionType) -> tuple[object, ...] | None:
     if getattr(_local, "plain", None) is func:  # the def a _Plain holds: as the engine ships it
         _local.plain = None
         return None
-    digest, blob, reaching = def_bytes(func)
+    pinned = getattr(_local, "pinned", None)
+    digest, blob, reaching = pinned[1] if pinned is not None and pinned[2] is func else def_bytes(func)
     if not reaching:  # plain code keeps its engine's semantics (its module's globals are the worker's own),
         return _with_token, (snapshot(), _Plain(func))  # and brings the token: it may call what arrived before
-    return _def_arriving, (snapshot(), digest, blob)
+    arrived = _arrived_with.get(func)  # shipped on (a Dask scheduler): with the definitions it came with
+    return _def_arriving, (snapshot() if arrived is None else arrived, digest, blob)
+
+
+class Pinned:
+    """A task's function as an engine that pickles later than the submission holds it (a pool's task thread):
+    pickled with the definitions of the moment it was submitted -- the token and its def's bytes then, for
+    everything the task's pickle holds."""
+
+    __slots__ = ("func", "pin")
+
+    def __init__(self, func: object) -> None:
+        self.func = func
+        reached = func if type(func) is pytypes.FunctionType and _ships(func.__module__) else None
+        self.pin = (snapshot(), None if reached is None else def_bytes(reached), reached)
+
+    def __call__(self, *args: object, **kwargs: object) -> object:  # a pool of threads calls it here
+        return self.func(*args, **kwargs)  # type: ignore[operator]
+
+    def __reduce__(self) -> tuple[object, ...]:
+        if getattr(_local, "task", False):  # for the rest of this task's pickle (pickling_task)
+            _local.pinned = self.pin
+        return _itself, (self.func,)
+
+
+def pickling_task(dumps: Callable[[object, int | None], bytes], obj: object, protocol: int | None) -> bytes:
+    """``dumps(obj, protocol)``: a pool's pickle of one task, during which a :class:`Pinned` function pins the
+    definitions; after it, they are this process's again."""
+    _local.task = True
+    try:
+        return dumps(obj, protocol)
+    finally:
+        _local.task = False
+        _local.pinned = None
 
 
 class _Plain:
@@ -711,7 +750,37 @@ def _def_arriving(token: Token, def_digest: str, blob: bytes) -> pytypes.Functio
         # shipped on from here (a Dask scheduler pickles each task on its own) as the same bytes
         values = {name: value for name, value in found.__globals__.items() if not name.startswith("__")}
         _def_blobs.setdefault(found, ((Watch(found, values),), def_digest, blob, True))
+        _arrived_with[found] = token
+    if _arrived_with.get(found, token)[1] != token[1]:  # submitted in another world: a def of its own, shipped
+        found = _copies.get((def_digest, token[1])) or _copy_arrived(found, token, def_digest)  # on with it
     return found
+
+
+def _copy_arrived(found: pytypes.FunctionType, token: Token, def_digest: str) -> pytypes.FunctionType:
+    copy = pytypes.FunctionType(
+        found.__code__, found.__globals__, found.__name__, found.__defaults__, found.__closure__
+    )
+    copy.__qualname__, copy.__module__, copy.__kwdefaults__ = found.__qualname__, found.__module__, found.__kwdefaults__
+    copy.__annotations__, copy.__doc__ = found.__annotations__, found.__doc__
+    byvalue.note_shipped(copy)
+    _def_blobs[copy] = _def_blobs[found]
+    _arrived_with[copy] = token
+    if len(_copies) > 256:  # the worlds of tasks in flight: a few
+        _copies.clear()
+    _copies[(def_digest, token[1])] = copy
+    return copy
+
+
+# a def that arrived by value -> the token it came with (it ships on with it); (def, token) -> its copy
+_arrived_with: weakref.WeakKeyDictionary[pytypes.FunctionType, Token] = weakref.WeakKeyDictionary()
+_copies: dict[tuple[str, str], pytypes.FunctionType] = {}
+runtime.register_cache(f"{__name__}._arrived_with", _arrived_with, kept="the definitions each def came with: a fact")
+runtime.register_cache(f"{__name__}._copies", _copies)
+
+
+def token_of(func: object) -> Token | None:
+    """The token a def that arrived by value came with (the definitions of its submission), else None."""
+    return _arrived_with.get(func) if type(func) is pytypes.FunctionType else None
 
 
 def _failing(why: str) -> pytypes.FunctionType:

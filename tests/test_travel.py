@@ -709,3 +709,71 @@ def test_a_process_never_goes_back_to_an_older_snapshot_of_the_root_it_adopted(m
     assert launch(module.kernel) == [0.0, 10.0, 20.0]
     adopt_elsewhere(older)  # ...and a result of a worker that had not seen them does not take them back
     assert launch(module.kernel) == [0.0, 10.0, 20.0]
+
+
+# --- the definitions of a task's submission, whenever the engine pickles or runs it -----------------------
+
+SUBMITTED = """
+import overdub as od
+
+@od.function
+def f(x: od.Float):
+    return x * 2.0
+
+def task(x):
+    return float(f(x))
+"""
+
+
+def _redefine_f(module, c: float) -> None:
+    module.run(f"@od.function\ndef f(x: od.Float):\n    return x * {c}\n")
+
+
+def test_pool_work_runs_the_definitions_of_its_submission_though_a_redefinition_follows_at_once(tmp_path, monkeypatch):
+    import concurrent.futures
+    import importlib
+
+    name = f"odsubmitted_{os.getpid()}"
+    (tmp_path / f"{name}.py").write_text(SUBMITTED)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    module = importlib.import_module(name)
+    module.run = lambda source: exec(source, vars(module))
+    try:
+        spawn = multiprocessing.get_context("spawn")
+        with spawn.Pool(1) as pool, concurrent.futures.ProcessPoolExecutor(1, mp_context=spawn) as executor:
+            assert pool.apply_async(module.task, (1.0,)).get(120) == executor.submit(module.task, 1.0).result(120)
+            for c in (3.0, 4.0, 5.0):
+                due = module.task(1.0)
+                submitted = (
+                    pool.apply_async(module.task, (1.0,)),
+                    executor.submit(module.task, 1.0),
+                    pool.imap(module.task, [1.0, 1.0]),
+                )
+                _redefine_f(module, c)  # the next cell, before the pools' threads pickled the work
+                assert submitted[0].get(120) == submitted[1].result(120) == due
+                assert list(submitted[2]) == [due, due]
+    finally:
+        sys.modules.pop(name, None)
+
+
+def test_dask_work_runs_the_definitions_of_its_submission_though_a_redefinition_follows_at_once():
+    pytest.importorskip("distributed")
+    script = SUBMITTED + (
+        "\nif __name__ == '__main__':\n"
+        "    import logging, dask\n"
+        "    from distributed import Client, LocalCluster\n"
+        "    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=':0',\n"
+        "                      silence_logs=logging.ERROR) as cluster, Client(cluster) as client:\n"
+        "        client.submit(task, 1.0, pure=False).result(timeout=120)\n"
+        "        wrong = []\n"
+        "        for c in (3.0, 4.0, 5.0):\n"
+        "            due = task(1.0)\n"
+        "            work = (client.submit(task, 1.0, pure=False), client.map(task, [1.0, 1.0], pure=False),\n"
+        "                    client.compute(dask.delayed(task)(1.0)))\n"
+        "            exec(f'@od.function\\ndef f(x: od.Float):\\n    return x * {c}\\n', globals())\n"
+        "            got = (work[0].result(timeout=120), client.gather(work[1]), work[2].result(timeout=120))\n"
+        "            wrong += [] if got == (due, [due, due], due) else [(due, got)]\n"
+        "        print('WRONG' if wrong else 'RIGHT', wrong)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600, cwd=os.getcwd())
+    assert done.stdout.strip().splitlines()[-1:] == ["RIGHT []"], done.stdout + done.stderr[-3000:]
