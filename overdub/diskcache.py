@@ -18,7 +18,9 @@ warning) unless it is the user's own and writable by no one else. A key is a dir
 tried most recently used first. An entry is written to a temporary file and renamed into place (concurrent
 writers never expose half a file); it is a pickle, authenticated by an HMAC with a per-user secret (the file
 ``secret`` in the directory, created 0600), checked before anything is unpickled: a file that does not pass
-is a miss with a warning, and is removed. The directory is kept under ``$OVERDUB_CACHE_SIZE`` megabytes
+is a miss with a warning, and is removed; one that names what this process lacks -- a class of another
+process's ``__main__``, which a spawned worker's ``__mp_main__`` need not define -- is a miss here, quietly, and
+stays for the processes that can use it. The directory is kept under ``$OVERDUB_CACHE_SIZE`` megabytes
 (default 1024) by removing the least recently used entries (a hit touches its file) and the temporary files
 of writers that died; a process measures the directory on its first store, when what it wrote since would
 pass the bound, and at least every ten seconds while it stores. ``OVERDUB_CACHE=0`` turns the cache off.
@@ -30,6 +32,7 @@ import dataclasses
 import hashlib
 import hmac
 import importlib.metadata
+import io
 import logging
 import os
 import pathlib
@@ -46,6 +49,7 @@ import warnings
 from . import settings, world
 from .bindings import Guarded
 from .fingerprint import Uncacheable, context_digest, function_digest, record, replay, type_digest
+from .registry import resolve_reference
 from .runtime import runtime
 
 log = logging.getLogger("overdub")
@@ -342,12 +346,49 @@ def _read(path: pathlib.Path, secret: bytes | None = None) -> dict | None:
     if not hmac.compare_digest(_signature(secret, path.parent.name, body), data[len(_MAGIC) : header]):
         return _corrupt(path, "its signature does not match (truncated, overwritten, or not written by you)")
     try:
-        entry = pickle.loads(body)
+        entry = _unpickled(body)
+    except _NotHere as exc:  # sound, but of another process: a miss here, and the entry stays for its writer
+        log.debug("the disk cache entry %s is not used: %s", path, exc)
+        return None
     except Exception as exc:  # whatever a damaged pickle raises
         return _corrupt(path, f"it does not unpickle ({type(exc).__name__}: {exc})")
     if not isinstance(entry, dict) or not {"facts", "payload", "needs"} <= entry.keys():
         return _corrupt(path, "it lacks fields")
     return entry
+
+
+class _NotHere(Exception):
+    """An entry names something -- a module, a class, a generic function -- that does not exist in this
+    process: one of another process's ``__main__`` (a class defined under ``if __name__ == "__main__":``, which
+    a spawned worker's ``__mp_main__`` never defines), or of a module this process cannot import."""
+
+
+class _Unpickler(pickle.Unpickler):
+    """Unpickles an entry; a name it cannot find here raises :class:`_NotHere` (not a damaged entry)."""
+
+    def find_class(self, module: str, name: str) -> object:
+        try:
+            found = super().find_class(module, name)
+        except (ImportError, AttributeError) as exc:  # ModuleNotFoundError; "Can't get attribute 'Q' on ..."
+            raise _NotHere(
+                f"it names {module}.{name}, which this process lacks ({type(exc).__name__}: {exc})"
+            ) from None
+        return _resolving if found is resolve_reference else found
+
+
+def _resolving(module: str, qualname: str) -> object:
+    """:func:`~overdub.registry.resolve_reference` (how a generic function or a context pickles by name), a
+    name it cannot find raising :class:`_NotHere`."""
+    try:
+        return resolve_reference(module, qualname)
+    except (ImportError, AttributeError) as exc:
+        raise _NotHere(
+            f"it names {module}.{qualname}, which this process lacks ({type(exc).__name__}: {exc})"
+        ) from None
+
+
+def _unpickled(body: bytes) -> object:
+    return _Unpickler(io.BytesIO(body)).load()
 
 
 def _corrupt(path: pathlib.Path, why: str) -> None:

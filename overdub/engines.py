@@ -73,6 +73,8 @@ def _install_forking_pickler(module: pytypes.ModuleType) -> None:
     pickler = getattr(module, "ForkingPickler", None)
     if pickler is not None and not getattr(getattr(pickler, "reducer_override", None), "__overdub__", False):
         pickler.reducer_override = _reducer_override
+        if _unwrapped(pickler.dumps):  # a task's pickle ends: unpinned (Pinned)
+            pickler.dumps = staticmethod(_task_dumps(pickler.dumps))
 
 
 # --- cloudpickle (Dask, loky, Ray's copy) -----------------------------------------------------------------
@@ -136,6 +138,65 @@ def _install_dask(module: pytypes.ModuleType) -> None:
         module.pickle = shim  # type: ignore[attr-defined]
 
 
+# Dask names a pure task by a token of its function and arguments (``client.submit``, ``client.map``,
+# ``delayed(pure=True)``, ``map_blocks``): where a key is already known (a future still held, a persisted
+# collection), the new work gets the old result. A module function tokenizes by its name, so a redefinition
+# the task reaches -- a generic function redefined by ``exec`` or ``%autoreload``, the function's own code, a
+# global or an array it reads -- must change its token: a def of the user's code that reaches overdub or numba
+# tokenizes as its content (:func:`overdub.travel.def_bytes`) and the client's definitions (the snapshot's
+# digest), both cached until something changes; any other function tokenizes as Dask did.
+
+
+def _dask_token(func: object) -> tuple[str, ...] | None:
+    """What a Dask token of ``func`` adds to (or, for a def, is instead of) Dask's (None: nothing)."""
+    func = getattr(func, "__func__", func)  # a bound method: its def
+    if type(func) is not pytypes.FunctionType or fingerprint.is_library_module(func.__module__):
+        return None
+    try:
+        digest, _, reaches = travel.def_bytes(func)
+        return ("overdub", digest, travel.snapshot()[1]) if reaches else None
+    except Exception:  # it fails as Dask tokenizes or pickles it, with Dask's error
+        return None
+
+
+def _install_dask_tokenize(module: pytypes.ModuleType) -> None:
+    """Wrap ``normalize_token``'s handlers of functions and bound methods (``dask.tokenize``)."""
+    normalize: typing.Any = getattr(module, "normalize_token", None)
+    if not callable(getattr(normalize, "dispatch", None)) or not callable(getattr(normalize, "register", None)):
+        return
+    try:
+        function, method = normalize.dispatch(pytypes.FunctionType), normalize.dispatch(pytypes.MethodType)
+    except TypeError:
+        return
+    if _unwrapped(function):
+
+        def normalize_def(func: pytypes.FunctionType) -> object:
+            added = _dask_token(func)
+            return function(func) if added is None else (func.__module__, func.__qualname__, *added)
+
+        normalize.register(pytypes.FunctionType, _wrapper(normalize_def, function))
+    if _unwrapped(method):
+
+        def normalize_method(meth: pytypes.MethodType) -> object:
+            added = _dask_token(meth)
+            return method(meth) if added is None else (method(meth), *added)
+
+        normalize.register(pytypes.MethodType, _wrapper(normalize_method, method))
+
+
+def _install_dask_delayed(module: pytypes.ModuleType) -> None:
+    """``delayed(func, pure=True)`` tokenizes ``func`` once; each call's key adds what it reaches now."""
+    call: typing.Any = getattr(module, "call_function", None)
+    if not _unwrapped(call):
+        return
+
+    def call_function(func: object, func_token: object, *args: object, **kwargs: object) -> object:
+        added = _dask_token(func)
+        return call(func, func_token if added is None else (func_token, *added), *args, **kwargs)
+
+    module.call_function = _wrapper(call_function, call)  # type: ignore[attr-defined]
+
+
 # --- Ray ----------------------------------------------------------------------------------------------------
 
 
@@ -191,12 +252,81 @@ def _install_ray_actor(module: pytypes.ModuleType) -> None:
     handle._actor_method_call = _wrapper(_actor_method_call, call)
 
 
+# --- the definitions of a task's submission -----------------------------------------------------------------
+# A pool pickles a task in a thread of its own, after ``apply_async`` or ``submit`` returned: the task's function
+# is pinned when it is submitted (:class:`overdub.travel.Pinned`), and the pickle of the task, wherever it runs,
+# uses the definitions of that moment. A Dask worker unpickles the tasks it is sent before it runs them: each
+# starts in the world of its submission (the token its def came with).
+
+
+def _pinning(method: typing.Callable[..., typing.Any], position: int) -> typing.Callable[..., typing.Any]:
+    def submit(self: object, *args: object, **kwargs: object) -> object:
+        if len(args) > position:
+            args = (*args[:position], travel.Pinned(args[position]), *args[position + 1 :])
+        return method(self, *args, **kwargs)
+
+    return _wrapper(submit, method)
+
+
+def _install_pool(module: pytypes.ModuleType) -> None:
+    pool: typing.Any = getattr(module, "Pool", None)
+    for name in ("apply_async", "_map_async", "imap", "imap_unordered"):
+        method: typing.Any = getattr(pool, name, None)
+        if _unwrapped(method):
+            setattr(pool, name, _pinning(method, 0))
+
+
+def _install_process_pool(module: pytypes.ModuleType) -> None:
+    executor: typing.Any = getattr(module, "ProcessPoolExecutor", None)
+    submit: typing.Any = getattr(executor, "submit", None)
+    if _unwrapped(submit):
+        executor.submit = _pinning(submit, 0)
+
+
+def _task_dumps(dumps: typing.Callable[..., bytes]) -> typing.Callable[..., bytes]:
+    def task_dumps(obj: object, protocol: int | None = None) -> bytes:
+        return travel.pickling_task(dumps, obj, protocol)
+
+    return _wrapper(task_dumps, dumps)
+
+
+def _task_token(task: object, depth: int = 0) -> travel.Token | None:
+    """The token of the def a Dask task runs (its function, a partial's, a kernel it ships), if it came by
+    value."""
+    for part in (getattr(task, "func", None), *(getattr(task, "args", None) or ())):
+        found = travel.token_of(getattr(part, "kernel", part))
+        if found is None and depth < 2 and (hasattr(part, "func") or isinstance(part, travel.Shipped)):
+            found = _task_token(part, depth + 1)
+        if found is not None:
+            return found
+    return None
+
+
+def _install_dask_worker(module: pytypes.ModuleType) -> None:
+    run: typing.Any = getattr(module, "_run_task_simple", None)
+    if not _unwrapped(run):
+        return
+
+    def _run_task_simple(task: object, *args: object, **kwargs: object) -> object:
+        token = _task_token(task)
+        if token is not None:
+            travel.adopt(*token, starting=True)
+        return run(task, *args, **kwargs)
+
+    module._run_task_simple = _wrapper(_run_task_simple, run)  # type: ignore[attr-defined]
+
+
 def install() -> None:
     """Install every hook, each when its module is imported."""
     postimport.when_imported("multiprocessing.reduction", _install_forking_pickler)
+    postimport.when_imported("multiprocessing.pool", _install_pool)
+    postimport.when_imported("concurrent.futures.process", _install_process_pool)
+    postimport.when_imported("distributed.worker", _install_dask_worker)
     postimport.when_imported("cloudpickle.cloudpickle", _install_cloudpickle)
     postimport.when_imported("ray.cloudpickle.cloudpickle", _install_cloudpickle)
     postimport.when_imported("distributed.protocol.pickle", _install_dask)
+    postimport.when_imported("dask.tokenize", _install_dask_tokenize)
+    postimport.when_imported("dask.delayed", _install_dask_delayed)
     postimport.when_imported("ray.remote_function", _install_ray_remote)
     postimport.when_imported("ray.actor", _install_ray_actor)
 
