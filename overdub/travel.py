@@ -660,7 +660,12 @@ def def_bytes(func: pytypes.FunctionType) -> tuple[str, bytes, bool]:
             _local.building = building
         digest = "shipped-" + _digest(blob)
         cached = _def_blobs[func] = (tuple(read), digest, blob, reaches or func in _kernels)
+        _sent[digest] = func
     return cached[1], cached[2], cached[3]
+
+
+_sent: weakref.WeakValueDictionary[str, pytypes.FunctionType] = weakref.WeakValueDictionary()  # digest -> def
+runtime.register_cache(f"{__name__}._sent", _sent)
 
 
 def reduce_def(func: pytypes.FunctionType) -> tuple[object, ...] | None:
@@ -673,11 +678,15 @@ def reduce_def(func: pytypes.FunctionType) -> tuple[object, ...] | None:
         _local.plain = None
         return None
     pinned = getattr(_local, "pinned", None)
-    digest, blob, reaching = pinned[1] if pinned is not None and pinned[2] is func else def_bytes(func)
+    if pinned is not None and pinned[2] is func:  # the function of a task submitted earlier: as it was then
+        digest, blob, reaching = pinned[1]
+    elif func in _arrived_with:  # shipped on (a Dask scheduler): as it came
+        return _def_arriving, _arrived_with[func]
+    else:
+        digest, blob, reaching = def_bytes(func)
     if not reaching:  # plain code keeps its engine's semantics (its module's globals are the worker's own),
         return _with_token, (snapshot(), _Plain(func))  # and brings the token: it may call what arrived before
-    arrived = _arrived_with.get(func)  # shipped on (a Dask scheduler): with the definitions it came with
-    return _def_arriving, (snapshot() if arrived is None else arrived, digest, blob)
+    return _def_arriving, (snapshot(), digest, blob)
 
 
 class Pinned:
@@ -737,9 +746,15 @@ def _with_token(token: Token, value: object) -> object:
 
 def _def_arriving(token: Token, def_digest: str, blob: bytes) -> pytypes.FunctionType:
     """A def shipped as :func:`def_bytes`: the first def that arrived with these bytes, else these bytes
-    unpickled (after the snapshot, whose generic functions the def names). Never raises: a def that cannot
-    be made here arrives as one raising why, when called."""
+    unpickled (after the snapshot, whose generic functions the def names) -- or, in the process that sent it
+    (a Dask scheduler or worker of this process), the def itself. Submitted in a world other than the one
+    that def came with, a copy of its own, which ships on with that world's token. Never raises: a def that
+    cannot be made here arrives as one raising why, when called."""
     adopt(*token)
+    if token[0] == _ORIGIN:
+        found = _sent.get(def_digest)
+        if found is not None:
+            return _copy_arrived(found, token, def_digest, blob)  # (which ships on as it came)
     found = _interned.get(def_digest)
     if found is None:
         try:
@@ -747,32 +762,39 @@ def _def_arriving(token: Token, def_digest: str, blob: bytes) -> pytypes.Functio
         except Exception as exc:  # a module only the sender has, say
             return _failing(f"{type(exc).__name__}: {exc}")
         found = _interned.setdefault(def_digest, made)
-        # shipped on from here (a Dask scheduler pickles each task on its own) as the same bytes
+        _arrived_with[found] = (token, def_digest, blob)
         values = {name: value for name, value in found.__globals__.items() if not name.startswith("__")}
-        _def_blobs.setdefault(found, ((Watch(found, values),), def_digest, blob, True))
-        _arrived_with[found] = token
-    if _arrived_with.get(found, token)[1] != token[1]:  # submitted in another world: a def of its own, shipped
-        found = _copies.get((def_digest, token[1])) or _copy_arrived(found, token, def_digest)  # on with it
+        _def_blobs.setdefault(found, ((Watch(found, values),), def_digest, blob, True))  # (its bytes as it came)
+    if _arrived_with.get(found, (token,))[0][1] != token[1]:  # submitted in another world than it came with
+        found = _copy_arrived(found, token, def_digest, blob)
     return found
 
 
-def _copy_arrived(found: pytypes.FunctionType, token: Token, def_digest: str) -> pytypes.FunctionType:
-    copy = pytypes.FunctionType(
-        found.__code__, found.__globals__, found.__name__, found.__defaults__, found.__closure__
-    )
-    copy.__qualname__, copy.__module__, copy.__kwdefaults__ = found.__qualname__, found.__module__, found.__kwdefaults__
-    copy.__annotations__, copy.__doc__ = found.__annotations__, found.__doc__
-    byvalue.note_shipped(copy)
-    _def_blobs[copy] = _def_blobs[found]
-    _arrived_with[copy] = token
-    if len(_copies) > 256:  # the worlds of tasks in flight: a few
-        _copies.clear()
-    _copies[(def_digest, token[1])] = copy
+def _copy_arrived(found: pytypes.FunctionType, token: Token, def_digest: str, blob: bytes) -> pytypes.FunctionType:
+    """``found`` as a task submitted with ``token`` holds it: a function of the same code and namespace, which
+    ships on with that token (one per def and world)."""
+    copy = _copies.get((def_digest, token[1]))
+    if copy is None:
+        copy = pytypes.FunctionType(
+            found.__code__, found.__globals__, found.__name__, found.__defaults__, found.__closure__
+        )
+        copy.__qualname__, copy.__module__, copy.__kwdefaults__ = (
+            found.__qualname__,
+            found.__module__,
+            found.__kwdefaults__,
+        )
+        copy.__annotations__, copy.__doc__ = found.__annotations__, found.__doc__
+        if arrived_by_value(found):
+            byvalue.note_shipped(copy)
+        _arrived_with[copy] = (token, def_digest, blob)
+        if len(_copies) > 256:  # the worlds of tasks in flight: a few
+            _copies.clear()
+        _copies[(def_digest, token[1])] = copy
     return copy
 
 
-# a def that arrived by value -> the token it came with (it ships on with it); (def, token) -> its copy
-_arrived_with: weakref.WeakKeyDictionary[pytypes.FunctionType, Token] = weakref.WeakKeyDictionary()
+# a def that arrived by value -> what it came with, (token, digest, bytes): it ships on so; (def, world) -> copy
+_arrived_with: weakref.WeakKeyDictionary[pytypes.FunctionType, tuple[Token, str, bytes]] = weakref.WeakKeyDictionary()
 _copies: dict[tuple[str, str], pytypes.FunctionType] = {}
 runtime.register_cache(f"{__name__}._arrived_with", _arrived_with, kept="the definitions each def came with: a fact")
 runtime.register_cache(f"{__name__}._copies", _copies)
@@ -780,7 +802,8 @@ runtime.register_cache(f"{__name__}._copies", _copies)
 
 def token_of(func: object) -> Token | None:
     """The token a def that arrived by value came with (the definitions of its submission), else None."""
-    return _arrived_with.get(func) if type(func) is pytypes.FunctionType else None
+    arrived = _arrived_with.get(func) if isinstance(func, pytypes.FunctionType) else None
+    return None if arrived is None else arrived[0]
 
 
 def _failing(why: str) -> pytypes.FunctionType:
@@ -841,6 +864,8 @@ class Shipped:
         func = bridge.python_function(self.kernel) or self.kernel
         if hasattr(self.kernel, "launch_defaults"):  # an od.jit kernel: with its options, its def as engines ship it
             return Shipped, (self.kernel,)
+        if isinstance(func, pytypes.FunctionType) and func in _arrived_with:  # shipped on: as it came
+            return _shipped_def_arriving, _arrived_with[func]
         if isinstance(func, pytypes.FunctionType) and not fingerprint.is_library_module(func.__module__):
             digest, blob, _ = def_bytes(func)
             return _shipped_def_arriving, (snapshot(), digest, blob)

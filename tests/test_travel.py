@@ -67,6 +67,16 @@ def adopt_elsewhere(token):
         travel._ORIGIN = mine
 
 
+def loads_elsewhere(data):
+    """``pickle.loads(data)`` as a process other than the one that pickled it (one forked from it) would."""
+    mine = travel._ORIGIN
+    travel._ORIGIN = "1-another0000"
+    try:
+        return pickle.loads(data)
+    finally:
+        travel._ORIGIN = mine
+
+
 def launch(kernel, x=(0.0, 1.0, 2.0)):
     x = np.asarray(x, dtype=np.float64)
     out = np.zeros_like(x)
@@ -186,14 +196,16 @@ def test_a_kernel_cloudpickle_ships_by_value_arrives_as_one_def_per_content():
     assert launch(kernel) == [0.0, 3.0, 6.0]  # launched here: a kernel from now on
     sent = cloudpickle.dumps(kernel)
     assert b"_def_arriving" in sent and cloudpickle.dumps(kernel) == sent
-    a, b = pickle.loads(sent), pickle.loads(sent)
+    a, b = loads_elsewhere(sent), loads_elsewhere(sent)
     assert a is b and a is not kernel and travel.arrived_by_value(a)
     shipped_on = cloudpickle.dumps(a)  # a Dask scheduler pickles each task again: the same bytes, the same def
-    assert b"_def_arriving" in shipped_on and pickle.loads(shipped_on) is a
+    assert b"_def_arriving" in shipped_on and loads_elsewhere(shipped_on) is a
     assert launch(a) == [0.0, 3.0, 6.0]
     scale = 4.0
-    changed = pickle.loads(cloudpickle.dumps(kernel))
+    changed = loads_elsewhere(cloudpickle.dumps(kernel))
     assert changed is not a and launch(changed) == [0.0, 4.0, 8.0] and launch(a) == [0.0, 3.0, 6.0]
+    back_here = pickle.loads(sent)  # in the process that sent it (a Dask worker of its own): the def itself
+    assert back_here.__code__ is kernel.__code__ and launch(back_here) == [0.0, 4.0, 8.0]
 
     def plain(x):  # never launched: cloudpickle's own by-value pickle
         return x * scale
