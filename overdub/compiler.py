@@ -499,7 +499,7 @@ def _build(job: CompileJob, node: Guarded, compile_with, what: str):
         with world.building(node):
             if not _building(job, node):
                 node.valid = False
-            return compile_with(rewrite(job.func, job.chain), job.argtypes)
+            return compile_with(rewrite(job.func, job.chain, len(job.argtypes)), job.argtypes)
     except Exception as exc:
         world.retire([node])
         message = None if isinstance(exc, MethodError) else bridge.compile_error_message(exc)

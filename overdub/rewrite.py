@@ -97,19 +97,16 @@ def is_overdubbable(value) -> bool:
 def substitute(value, chain: tuple, name: str = ""):
     """What ``value`` (the global or captured variable ``name``) becomes inside a function compiled in ``chain``."""
     if isinstance(value, np.ndarray):
-        # a target that reads a global array live (the CPU: targets/cpu/globalarrays.py) gets its reference;
-        # an array numba freezes into the code as a constant (numba-cuda: into constant memory; the CPU: an
-        # array of other dtypes) is never silently stale: its contents are an edge, checked at each launch
-        by_reference = getattr(getattr(chain[-1], "target", None), "global_array", None)
-        plain = type(value) is np.ndarray or getattr(value, "overdub_plain_memory", False)  # overdub.cuda's arrays
-        if by_reference is not None and plain and value.dtype.kind in "biufc":
-            return by_reference(value)
-        bindings.read_array(value, name or f"of shape {value.shape}")
+        by_reference = held_data(value, chain, name)
+        if by_reference is not value:
+            return by_reference
     for ctx in chain:
         replacement = ctx.replacement(value)
         if replacement is not None:
             value = replacement
             break
+    if isinstance(value, tuple):
+        return held_data(value, chain, name)
     if isinstance(value, pytypes.ModuleType):
         kind = ModuleProxy
     elif is_overdubbable(value):
@@ -117,6 +114,38 @@ def substitute(value, chain: tuple, name: str = ""):
     else:
         return value
     return interned(kind, chain, value)
+
+
+def held_data(value, chain: tuple, name: str = ""):
+    """``value`` -- a global, a captured variable, a default -- with each numpy array in it (itself, or an item
+    of a tuple, nested tuples and namedtuples included) as a function compiled in ``chain`` reads it.
+
+    A target that reads a global array live (the CPU: targets/cpu/globalarrays.py) gets its reference; an array
+    numba freezes into the code as a constant (numba-cuda: into constant memory; the CPU: an array of other
+    dtypes) is never silently stale: its contents are an edge, checked at each launch. An array in a tuple is
+    read as the same array bound to a global of its own is (numba freezes a tuple's arrays as constants too);
+    the tuple is rebuilt only where one of its items became a reference. Other values are returned as they are.
+    """
+    if isinstance(value, np.ndarray):
+        by_reference = getattr(getattr(chain[-1], "target", None), "global_array", None)
+        plain = type(value) is np.ndarray or getattr(value, "overdub_plain_memory", False)  # overdub.cuda's arrays
+        if by_reference is not None and plain and value.dtype.kind in "biufc":
+            return by_reference(value)
+        bindings.read_array(value, name or f"of shape {value.shape}")
+        return value
+    if not isinstance(value, tuple):
+        return value
+    fields = getattr(type(value), "_fields", None)  # a namedtuple's
+    if not name:
+        labels = [""] * len(value)
+    elif fields is not None:
+        labels = [f"{name}.{field}" for field in fields]
+    else:
+        labels = [f"{name}[{i}]" for i in range(len(value))]
+    items = [held_data(item, chain, label) for item, label in zip(value, labels)]
+    if all(new is old for new, old in zip(items, value)):
+        return value
+    return value._make(items) if fields is not None else tuple(items)
 
 
 def interned(kind: type, chain: tuple, value):
@@ -163,12 +192,14 @@ def _rewrite_cell(func, index: int, cell, chain: tuple):
     return pytypes.CellType(substitute(contents, chain, label))
 
 
-def rewrite(func: pytypes.FunctionType, chain: tuple) -> pytypes.FunctionType:
+def rewrite(func: pytypes.FunctionType, chain: tuple, given: int = 0) -> pytypes.FunctionType:
     """Clone ``func`` so that every global and free variable it names is seen from ``chain``.
 
     Everything the clone depends on becomes an edge of the node being built on this thread: ``func``'s code
     and defaults, each global it reads and each closure cell. In a chain with state (a launch passing
     ``state=``), the clone takes the state as a hidden first parameter (:func:`with_state_parameter`).
+    ``given``: how many of the clone's parameters every call passes (a kernel's: its argument types), whose
+    defaults are never compiled in (:func:`_defaults_read`).
     """
     bindings.read_function(func)
     namespace = func.__globals__
@@ -181,13 +212,36 @@ def rewrite(func: pytypes.FunctionType, chain: tuple) -> pytypes.FunctionType:
     if func.__closure__:
         closure = tuple(_rewrite_cell(func, i, cell, chain) for i, cell in enumerate(func.__closure__))
     code = func.__code__
-    if state_type(chain) is not None and not takes_state(func):
+    hidden = state_type(chain) is not None and not takes_state(func)
+    defaults, kwdefaults = _defaults_read(func, chain, given - hidden)
+    if hidden:
         code = with_state_parameter(code, func.__qualname__)
-    clone = pytypes.FunctionType(code, new_globals, func.__name__, func.__defaults__, closure)
+    clone = pytypes.FunctionType(code, new_globals, func.__name__, defaults, closure)
     clone.__qualname__ = func.__qualname__
     clone.__module__ = func.__module__
-    clone.__kwdefaults__ = func.__kwdefaults__
+    clone.__kwdefaults__ = kwdefaults
     return clone
+
+
+def _defaults_read(func: pytypes.FunctionType, chain: tuple, given: int = 0) -> tuple:
+    """``func``'s defaults and keyword-only defaults with the arrays in them read as a global's are
+    (:func:`held_data`): numba compiles a default a call leaves out in as a constant (its ``Omitted``). The
+    defaults of the first ``given`` parameters, which every call passes (a kernel launched with its defaults
+    as arguments: overdub.call.passed_defaults), are left as they are: no edge on what is never compiled in."""
+    defaults, kwdefaults = func.__defaults__, func.__kwdefaults__
+    code = func.__code__
+    if defaults:
+        first = code.co_argcount - len(defaults)
+        names = code.co_varnames[first : code.co_argcount]
+        read = tuple(
+            held_data(v, chain, f"{func.__qualname__}'s default {n}") if first + i >= given else v
+            for i, (n, v) in enumerate(zip(names, defaults))
+        )
+        defaults = defaults if all(new is old for new, old in zip(read, defaults)) else read
+    if kwdefaults:
+        read_kw = {n: held_data(v, chain, f"{func.__qualname__}'s default {n}") for n, v in kwdefaults.items()}
+        kwdefaults = kwdefaults if all(read_kw[n] is v for n, v in kwdefaults.items()) else read_kw
+    return defaults, kwdefaults
 
 
 # --- the hidden state parameter -------------------------------------------------------------------------

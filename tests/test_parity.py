@@ -356,6 +356,177 @@ def test_an_in_place_change_of_a_global_array_is_seen_on_the_gpu(make_module, cu
     assert out.get().tolist() == [10.0, 40.5]
 
 
+# --- arrays held in tuples, closure cells, defaults and modules: read as a global array is -------------------
+
+
+TUPLE_TABLES = """
+    import collections
+    import numpy as np
+    import overdub as od
+    from numba import cuda
+
+    TABLES = (np.array([0.5, 0.0]), np.array([1.0]))
+    NESTED = ((np.array([0.5]), 2), np.array([1.0]))
+    Pair = collections.namedtuple("Pair", "scale offset")
+    PAIR = Pair(np.array([2.0]), np.array([0.25]))
+    RECORDS = (np.array([(1, 2.5)], dtype=[("n", np.int64), ("x", np.float64)]),)
+    DEFAULT = np.array([3.0])
+    WEIGHTS = (np.array([4.0]),)
+
+    def helper(i, w=DEFAULT):
+        return w[i]
+
+    @od.function
+    def weighted(i: od.Integer, w=WEIGHTS):
+        return w[0][i]
+
+    def make_reader():
+        captured = (np.array([6.0]), np.array([7.0]))
+
+        def reader(i):
+            return captured[1][i]
+
+        return reader, captured
+
+    reader, CAPTURED = make_reader()
+
+    def from_tuple(out):
+        out[0] = TABLES[0][0]
+
+    def from_nested(out):
+        out[0] = NESTED[0][0][0]
+
+    def from_namedtuple(out):
+        out[0] = PAIR.scale[0] + PAIR[1][0]
+
+    def from_records(out):
+        out[0] = RECORDS[0][0].x
+
+    def from_default(out):
+        out[0] = helper(0)
+
+    def from_method_default(out):
+        out[0] = weighted(0)
+
+    def from_cell(out):
+        out[0] = reader(0)
+
+    def from_module(out):
+        out[0] = cfg.TABLES[1][0]
+"""
+
+
+def _tuple_tables(make_module):
+    m = make_module(TUPLE_TABLES)
+    m.cfg = make_module("import numpy as np\nTABLES = (np.array([1.0]), np.array([8.0]))\n")
+    return m
+
+
+def _launch(kernel) -> float:
+    out = np.zeros(1)
+    od.cuda(kernel, out, blocks=1, threads=1, target="cpu")
+    return float(out[0])
+
+
+def test_an_in_place_change_of_an_array_in_a_global_tuple_is_seen_by_the_next_launch(make_module):
+    """numba froze a global tuple's arrays into the code as constants: ``TABLES[0][0] = 7.0`` was silently not
+    seen. The CPU target reads each array of the tuple live, as it reads a global array."""
+    m = _tuple_tables(make_module)
+    assert _launch(m.from_tuple) == 0.5
+    m.TABLES[0][0] = 7.0
+    assert _launch(m.from_tuple) == 7.0
+    assert od.stats()["compiles"] == 1
+
+
+def test_an_array_in_a_nested_global_tuple_is_read_live(make_module):
+    m = _tuple_tables(make_module)
+    assert _launch(m.from_nested) == 0.5
+    m.NESTED[0][0][0] = 9.0
+    assert _launch(m.from_nested) == 9.0
+
+
+def test_an_array_in_a_global_namedtuple_is_read_live(make_module):
+    m = _tuple_tables(make_module)
+    assert _launch(m.from_namedtuple) == 2.25
+    m.PAIR.scale[0] = 5.0
+    m.PAIR.offset[0] = 0.5
+    assert _launch(m.from_namedtuple) == 5.5
+
+
+def test_an_in_place_change_of_a_record_array_in_a_global_tuple_recompiles_the_kernel(make_module):
+    """An array the CPU cannot read live (records), in a tuple: its contents are an edge, as a global's are."""
+    m = _tuple_tables(make_module)
+    assert _launch(m.from_records) == 2.5
+    m.RECORDS[0][0]["x"] = 4.5
+    assert _launch(m.from_records) == 4.5
+    assert od.stats()["compiles"] == 2
+    assert "the array RECORDS[0] was changed in place" in str(od.invalidation_log()[-1])
+
+
+def test_an_array_default_of_a_device_function_is_read_live(make_module):
+    """numba compiles a default the call leaves out in as a constant (``def helper(i, w=DEFAULT)``)."""
+    m = _tuple_tables(make_module)
+    assert _launch(m.from_default) == 3.0
+    m.DEFAULT[0] = 30.0
+    assert _launch(m.from_default) == 30.0
+
+
+def test_a_tuple_of_arrays_default_of_a_method_is_read_live(make_module):
+    m = _tuple_tables(make_module)
+    assert _launch(m.from_method_default) == 4.0
+    m.WEIGHTS[0][0] = 40.0
+    assert _launch(m.from_method_default) == 40.0
+
+
+def test_a_tuple_of_arrays_in_a_device_functions_closure_cell_is_read_live(make_module):
+    m = _tuple_tables(make_module)
+    assert _launch(m.from_cell) == 7.0
+    m.CAPTURED[1][0] = 70.0
+    assert _launch(m.from_cell) == 70.0
+
+
+def test_a_tuple_of_arrays_read_through_a_module_attribute_is_read_live(make_module):
+    m = _tuple_tables(make_module)
+    assert _launch(m.from_module) == 8.0
+    m.cfg.TABLES[1][0] = 80.0
+    assert _launch(m.from_module) == 80.0
+
+
+def test_arrays_in_global_tuples_are_edges_of_cuda_code(make_module):
+    """numba-cuda copies a host array it finds in a global tuple (or namedtuple) into constant memory: its
+    contents are an edge, as a global array's are."""
+    from overdub.targets import cuda as cuda_target
+
+    m = _tuple_tables(make_module)
+    target = cuda_target.target_for((9, 0))
+    edges = []
+    for kernel in (m.from_tuple, m.from_nested, m.from_namedtuple):
+        assert ".visible .entry" in od.code_ptx(kernel, numba.float64[::1])
+        edges += od.explain(kernel, numba.float64[::1], target=target)
+    for label in ("TABLES[0]", "NESTED[0][0]", "PAIR.scale", "PAIR.offset"):
+        assert any(f"contents of the array {label}" in edge for edge in edges), (label, edges)
+
+
+def test_an_in_place_change_of_an_array_a_device_function_holds_recompiles_its_cuda_code(make_module):
+    """A default, a closure cell's tuple, a module attribute's tuple: frozen into the PTX, their arrays'
+    contents are edges, and an in-place change recompiles."""
+    m = _tuple_tables(make_module)
+    changes = [
+        (m.from_default, m.DEFAULT, "helper's default w"),
+        (m.from_cell, m.CAPTURED[1], "make_reader.<locals>.reader.captured[1]"),
+        (m.from_module, m.cfg.TABLES[1], f"{m.cfg.__name__}.TABLES[1]"),
+    ]
+    for kernel, array, label in changes:
+        od.code_ptx(kernel, numba.float64[::1])
+        compiled = od.stats()["compiles"]
+        od.code_ptx(kernel, numba.float64[::1])
+        assert od.stats()["compiles"] == compiled  # unchanged: the PTX compiled above
+        array[0] += 1.0
+        od.code_ptx(kernel, numba.float64[::1])
+        assert od.stats()["compiles"] == compiled + 1, label
+        assert f"the array {label} was changed in place" in str(od.invalidation_log()[-1])
+
+
 def test_nan_converts_as_measured_on_the_h200(make_module):
     """The H200's answers for NaN (probed on the GPU machine, 2026-12-01): the conversion's sign bit alone from a
     float64; 0 from a float32 but to a 64-bit integer; 0 for 8-bit integers."""

@@ -65,8 +65,13 @@ register_model(GlobalArrayType)(models.ArrayModel)
 
 @typeof_impl.register(GlobalArray)
 def _typeof_global_array(value: GlobalArray, c) -> GlobalArrayType:
+    """A host array is read-only wherever its reference is met -- a global, an item of a global tuple, a
+    default -- as numba types a global array (numba-cuda holds it in constant memory); a device array of
+    overdub.cuda's CPU target is typed as numba-cuda types a device array held so (an item of a tuple writable)."""
     array_type = typeof_impl(value.array, c)
-    return GlobalArrayType(array_type.dtype, array_type.ndim, array_type.layout, readonly=not array_type.mutable)
+    device = getattr(value.array, "overdub_plain_memory", False)
+    readonly = not array_type.mutable or not device
+    return GlobalArrayType(array_type.dtype, array_type.ndim, array_type.layout, readonly=readonly)
 
 
 @lower_constant(GlobalArrayType)
