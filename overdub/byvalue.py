@@ -99,11 +99,24 @@ def dumps(value: object, read: list[Watch] | None = None) -> bytes:
     return buffer.getvalue()
 
 
+class Unshippable(pickle.PicklingError):
+    """What a def reads does not pickle by value (a lock, an open file); ``reaches``: whether what was met
+    before reaches overdub or numba."""
+
+    def __init__(self, message: str, reaches: bool) -> None:
+        super().__init__(message)
+        self.reaches = reaches
+
+
 def dumps_noting(value: object, read: list[Watch]) -> tuple[bytes, bool]:
-    """``value`` pickled with :class:`Shipper`, and whether it reaches overdub or numba."""
+    """``value`` pickled with :class:`Shipper`, and whether it reaches overdub or numba (:class:`Unshippable`
+    where it does not pickle)."""
     buffer = io.BytesIO()
     shipper = Shipper(buffer, read)
-    shipper.dump(value)
+    try:
+        shipper.dump(value)
+    except Exception as exc:
+        raise Unshippable(f"{type(exc).__name__}: {exc}", shipper.reaches) from exc
     return buffer.getvalue(), shipper.reaches
 
 

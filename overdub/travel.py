@@ -683,7 +683,12 @@ def reduce_def(func: pytypes.FunctionType) -> tuple[object, ...] | None:
     elif func in _arrived_with:  # shipped on (a Dask scheduler): as it came
         return _def_arriving, _arrived_with[func]
     else:
-        digest, blob, reaching = def_bytes(func)
+        try:
+            digest, blob, reaching = def_bytes(func)
+        except byvalue.Unshippable as exc:
+            if exc.reaches:  # code of overdub's that cannot travel: said here, on the sender, naming it
+                raise pickle.PicklingError(f"cannot ship {func.__qualname__} to another process: {exc}") from exc
+            digest, blob, reaching = "", b"", False  # plain code the engine ships as it did (a lock by name)
     if not reaching:  # plain code keeps its engine's semantics (its module's globals are the worker's own),
         return _with_token, (snapshot(), _Plain(func))  # and brings the token: it may call what arrived before
     return _def_arriving, (snapshot(), digest, blob)
@@ -699,7 +704,11 @@ class Pinned:
     def __init__(self, func: object) -> None:
         self.func = func
         reached = func if type(func) is pytypes.FunctionType and _ships(func.__module__) else None
-        self.pin = (snapshot(), None if reached is None else def_bytes(reached), reached)
+        try:
+            shipped = None if reached is None else def_bytes(reached)
+        except byvalue.Unshippable:  # said as the engine pickles it (reduce_def)
+            shipped = reached = None
+        self.pin = (snapshot(), shipped, reached)
 
     def __call__(self, *args: object, **kwargs: object) -> object:  # a pool of threads calls it here
         return self.func(*args, **kwargs)  # type: ignore[operator]

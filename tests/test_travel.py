@@ -789,3 +789,15 @@ def test_dask_work_runs_the_definitions_of_its_submission_though_a_redefinition_
     )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600, cwd=os.getcwd())
     assert done.stdout.strip().splitlines()[-1:] == ["RIGHT []"], done.stdout + done.stderr[-3000:]
+
+
+def test_plain_code_holding_what_does_not_pickle_by_value_still_ships_by_reference(tmp_path, monkeypatch):
+    (tmp_path / "odplain_lock.py").write_text(
+        "import threading\nLOCK = threading.Lock()\n\ndef task(x):\n    with LOCK:\n        return x + 1\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import odplain_lock
+
+    assert pickle.loads(multiprocessing.reduction.ForkingPickler.dumps(odplain_lock.task)) is odplain_lock.task
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+        assert pool.apply_async(odplain_lock.task, (1,)).get(120) == 2
