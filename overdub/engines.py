@@ -259,10 +259,15 @@ def _install_ray_actor(module: pytypes.ModuleType) -> None:
 # starts in the world of its submission (the token its def came with).
 
 
-def _pinning(method: typing.Callable[..., typing.Any], position: int) -> typing.Callable[..., typing.Any]:
+def _pinning(
+    method: typing.Callable[..., typing.Any], unpickled: type | None = None
+) -> typing.Callable[..., typing.Any]:
+    """``method`` (a pool's submission, its function first) with the function pinned, but in a pool of
+    ``unpickled`` kind (threads: nothing is pickled)."""
+
     def submit(self: object, *args: object, **kwargs: object) -> object:
-        if len(args) > position:
-            args = (*args[:position], travel.Pinned(args[position]), *args[position + 1 :])
+        if args and not (unpickled is not None and isinstance(self, unpickled)):
+            args = (travel.Pinned(args[0]), *args[1:])
         return method(self, *args, **kwargs)
 
     return _wrapper(submit, method)
@@ -273,14 +278,14 @@ def _install_pool(module: pytypes.ModuleType) -> None:
     for name in ("apply_async", "_map_async", "imap", "imap_unordered"):
         method: typing.Any = getattr(pool, name, None)
         if _unwrapped(method):
-            setattr(pool, name, _pinning(method, 0))
+            setattr(pool, name, _pinning(method, getattr(module, "ThreadPool", None)))
 
 
 def _install_process_pool(module: pytypes.ModuleType) -> None:
     executor: typing.Any = getattr(module, "ProcessPoolExecutor", None)
     submit: typing.Any = getattr(executor, "submit", None)
     if _unwrapped(submit):
-        executor.submit = _pinning(submit, 0)
+        executor.submit = _pinning(submit)
 
 
 def _task_dumps(dumps: typing.Callable[..., bytes]) -> typing.Callable[..., bytes]:

@@ -717,10 +717,15 @@ def test_a_process_never_goes_back_to_an_older_snapshot_of_the_root_it_adopted(m
     newer = travel.snapshot()
     assert travel._sequence(newer[1]) > travel._sequence(older[1])
     exec("@od.function\ndef g(x: od.Float):\n    return x - 1.0\n", vars(module))  # what this process has now
-    adopt_elsewhere(newer)  # as a worker of this root: the newer definitions (g(x) = 10x)...
-    assert launch(module.kernel) == [0.0, 10.0, 20.0]
-    adopt_elsewhere(older)  # ...and a result of a worker that had not seen them does not take them back
-    assert launch(module.kernel) == [0.0, 10.0, 20.0]
+    mine = travel._ORIGIN
+    travel._ORIGIN = "1-another0000"  # a worker of this process, its root
+    try:
+        travel.adopt(*newer)  # the newer definitions (g(x) = 10x)...
+        assert launch(module.kernel) == [0.0, 10.0, 20.0]
+        travel.adopt(*older)  # ...and a result of a worker that had not seen them does not take them back
+        assert launch(module.kernel) == [0.0, 10.0, 20.0]
+    finally:
+        travel._ORIGIN = mine
 
 
 # --- the definitions of a task's submission, whenever the engine pickles or runs it -----------------------
