@@ -35,6 +35,8 @@ import struct
 import sys
 import types as pytypes
 import weakref
+from collections.abc import Callable, Iterable, MutableMapping
+from typing import Any, TypeVar, cast
 
 import numpy as np
 
@@ -49,7 +51,7 @@ _HAS_VERSION_TAG = sys.version_info < (3, 14)
 _UNSEEN = 2**64 - 1  # a word value no pointer or version tag takes
 
 
-def version_tag_address(namespace: dict) -> int:
+def version_tag_address(namespace: dict[Any, Any]) -> int:
     """The address of ``namespace``'s version tag (PEP 509: every insertion and removal changes it), or 0 where
     the interpreter has none."""
     return id(namespace) + _VERSION_OFFSET if _HAS_VERSION_TAG else 0
@@ -60,14 +62,15 @@ def valid_slot_offset() -> int:
     functions to read it in place), or 0 where it cannot be found."""
     node = world.Node()
     first, second = object(), object()
-    node.valid = first
+    probed: Any = node  # the probe stores objects that are not bools in the slot, to find it
+    probed.valid = first
     offset = _probe(node, first)
-    node.valid = second
+    probed.valid = second
     found = offset is not None and ctypes.c_size_t.from_address(id(node) + offset).value == id(second)
     return offset if found and offset is not None else 0
 
 
-def _probe(obj, value) -> int | None:
+def _probe(obj: object, value: object) -> int | None:
     """The offset of the word in ``obj``'s memory that points to ``value`` (searched past the header)."""
     for offset in range(2 * _WORD, 24 * _WORD, _WORD):
         if ctypes.c_size_t.from_address(id(obj) + offset).value == id(value):
@@ -78,13 +81,14 @@ def _probe(obj, value) -> int | None:
 def _function_offsets() -> tuple[int, int, int] | None:
     """Offsets of a function's code, defaults and kwdefaults pointers, checked by assigning each."""
 
-    def probe(a=1, *, b=2):
+    def probe(a: int = 1, *, b: int = 2) -> int:
         return a + b
 
     fields = ("__code__", "__defaults__", "__kwdefaults__")
-    offsets = tuple(_probe(probe, getattr(probe, name)) for name in fields)
-    if None in offsets or len(set(offsets)) != 3:
+    code, defaults, kwdefaults = (_probe(probe, getattr(probe, name)) for name in fields)
+    if code is None or defaults is None or kwdefaults is None or len({code, defaults, kwdefaults}) != 3:
         return None
+    offsets = (code, defaults, kwdefaults)
     probe.__code__, probe.__defaults__, probe.__kwdefaults__ = (lambda a=3, *, b=4: a).__code__, (5,), {"b": 6}
     moved = all(
         ctypes.c_size_t.from_address(id(probe) + o).value == id(getattr(probe, n)) for o, n in zip(offsets, fields)
@@ -106,25 +110,25 @@ _FUNCTION_OFFSETS = _function_offsets()
 _CELL_OFFSET = _cell_offset()
 
 
-def word_view(obj, offset: int | None):
+def word_view(obj: object, offset: int | None) -> ctypes.c_uint64 | None:
     """A live view (``.value``) of one machine word of ``obj``, or None where its offset is unknown."""
     if offset is None:
         return None
     return ctypes.c_uint64.from_address(id(obj) + offset)
 
 
-def version_view(namespace: dict):
+def version_view(namespace: dict[str, Any]) -> ctypes.c_uint64 | None:
     """A live view of the namespace dict's version tag (``.value``), or None where there is none."""
     return word_view(namespace, _VERSION_OFFSET if _HAS_VERSION_TAG else None)
 
 
-def dict_version(namespace: dict) -> int:
+def dict_version(namespace: dict[str, Any]) -> int:
     """The namespace dict's version tag (0 where the interpreter has none: always take the slow path)."""
     view = version_view(namespace)
     return 0 if view is None else view.value
 
 
-def same_value(a, b) -> bool:
+def same_value(a: Any, b: Any) -> bool:
     """Is ``b`` the same as ``a`` for compiled code that captured ``a`` as a constant?"""
     if a is b:
         return True
@@ -137,13 +141,13 @@ def same_value(a, b) -> bool:
     if type(a) is tuple:
         return len(a) == len(b) and all(map(same_value, a, b))
     if isinstance(a, np.generic) and not isinstance(a, np.object_):
-        return a.dtype == b.dtype and a.tobytes() == b.tobytes()
+        return bool(a.dtype == b.dtype and a.tobytes() == b.tobytes())
     if type(a) is pytypes.CodeType:
-        return a == b
+        return bool(a == b)
     return type(a) in (int, bool, str, bytes) and a == b
 
 
-def lookup(namespace: dict, name: str, with_builtins: bool = True):
+def lookup(namespace: dict[str, Any], name: str, with_builtins: bool = True) -> object:
     """What ``name`` means in a function whose globals are ``namespace``: a global, else (``with_builtins``)
     a builtin. A module's attribute is looked up without builtins: ``math.max`` does not exist."""
     value = namespace.get(name, _MISSING)
@@ -155,6 +159,10 @@ def lookup(namespace: dict, name: str, with_builtins: bool = True):
 # --- the edges ------------------------------------------------------------------------------------------
 
 
+Word = tuple[ctypes.c_uint64 | None, int]
+"""A watched machine word: its live view (None where there is none: always the slow check), and its value."""
+
+
 class Edge(world.Node):
     """A node recording a piece of Python state: ``changed()`` says whether it still holds, ``words()`` the
     machine words (view, value when read) that move whenever it may have changed."""
@@ -164,7 +172,7 @@ class Edge(world.Node):
     def changed(self) -> bool:
         raise NotImplementedError
 
-    def words(self) -> list:
+    def words(self) -> list[Word]:
         raise NotImplementedError
 
     def cause(self) -> str:
@@ -176,7 +184,9 @@ class Binding(Edge):
 
     __slots__ = ("namespace", "name", "value", "seen_version", "with_builtins")
 
-    def __init__(self, namespace: dict, name: str, value, seen_version: int, with_builtins: bool):
+    def __init__(
+        self, namespace: dict[str, Any], name: str, value: object, seen_version: int, with_builtins: bool
+    ) -> None:
         super().__init__()
         self.namespace, self.name, self.value = namespace, name, value
         self.seen_version = seen_version  # the dict's version tag just before the value was read
@@ -185,7 +195,7 @@ class Binding(Edge):
     def changed(self) -> bool:
         return not same_value(self.value, lookup(self.namespace, self.name, self.with_builtins))
 
-    def words(self) -> list:
+    def words(self) -> list[Word]:
         return [(version_view(self.namespace), self.seen_version)]
 
     def on_invalidate(self, cause: str) -> None:
@@ -205,7 +215,7 @@ class CellBinding(Edge):
 
     __slots__ = ("cell", "value", "label")
 
-    def __init__(self, cell, value, label: str):
+    def __init__(self, cell: pytypes.CellType, value: object, label: str) -> None:
         super().__init__()
         self.cell, self.value, self.label = cell, value, label
 
@@ -215,7 +225,7 @@ class CellBinding(Edge):
         except ValueError:  # emptied (del of the captured variable)
             return True
 
-    def words(self) -> list:
+    def words(self) -> list[Word]:
         return [(word_view(self.cell, _CELL_OFFSET), id(self.value))]
 
     def on_invalidate(self, cause: str) -> None:
@@ -235,7 +245,7 @@ class FunctionState(Edge):
 
     __slots__ = ("function", "state", "label")
 
-    def __init__(self, func):
+    def __init__(self, func: pytypes.FunctionType) -> None:
         super().__init__()
         self.function = weakref.ref(func)
         self.state = (func.__code__, func.__defaults__, func.__kwdefaults__)
@@ -247,7 +257,7 @@ class FunctionState(Edge):
             map(same_value, self.state, (func.__code__, func.__defaults__, func.__kwdefaults__))
         )
 
-    def words(self) -> list:
+    def words(self) -> list[Word]:
         func = self.function()
         offsets = _FUNCTION_OFFSETS if func is not None and _FUNCTION_OFFSETS else (None, None, None)
         return [(word_view(func, offset), id(value)) for offset, value in zip(offsets, self.state)]
@@ -272,7 +282,7 @@ class ArrayContents(Edge):
 
     __slots__ = ("array", "digest", "label")
 
-    def __init__(self, array: np.ndarray, label: str):
+    def __init__(self, array: np.ndarray[Any, Any], label: str) -> None:
         super().__init__()
         self.array, self.label = array, label  # held: the id keying this edge stays the array's
         self.digest = contents_digest(array)
@@ -280,7 +290,7 @@ class ArrayContents(Edge):
     def changed(self) -> bool:
         return contents_digest(self.array) != self.digest
 
-    def words(self) -> list:
+    def words(self) -> list[Word]:
         return [(None, 0)]  # no word to watch: checked at every launch
 
     def on_invalidate(self, cause: str) -> None:
@@ -294,15 +304,15 @@ class ArrayContents(Edge):
         return f"the array {self.label} was changed in place"
 
 
-def contents_digest(array: np.ndarray) -> bytes:
+def contents_digest(array: np.ndarray[Any, Any]) -> bytes:
     """A digest of an array's dtype, shape and contents (without a copy where it is C-contiguous)."""
     data = array if array.flags.c_contiguous else np.ascontiguousarray(array)
     digest = hashlib.blake2b(f"{array.dtype.str}{array.shape}".encode(), digest_size=16)
-    digest.update(memoryview(data).cast("B"))
+    digest.update(data.data.cast("B"))
     return digest.digest()
 
 
-def invalidate_changed(edges) -> None:
+def invalidate_changed(edges: Iterable[Edge]) -> None:
     """Invalidate edges whose state changed: a new world, as a method-table change is."""
     world.bump_world()
     for edge in edges:
@@ -316,21 +326,26 @@ def _record(edge: Edge) -> None:
         builder.guard.add(edge)
 
 
-def _consult(table, key, make) -> Edge:
+_K = TypeVar("_K")
+_E = TypeVar("_E", bound=Edge)
+
+
+def _consult(table: MutableMapping[_K, world.Node], key: _K, make: Callable[[], _E]) -> _E:
     """The edge under ``key`` in ``table``, made anew (and the old one invalidated, with what used it) when its
     state changed, recorded as an edge of the node being built."""
     with world.lock:
-        edge = table.get(key)
+        edge = cast("_E | None", table.get(key))  # the table holds the edges ``make`` makes
         if edge is not None and edge.changed():
             invalidate_changed([edge])
             edge = None
         if edge is None:
-            edge = table[key] = make()
+            edge = make()
+            table[key] = edge
         _record(edge)
     return edge
 
 
-def read(namespace: dict, name: str, with_builtins: bool = True):
+def read(namespace: dict[str, Any], name: str, with_builtins: bool = True) -> object:
     """Read a global (or, without builtins, a module's attribute) for a compile: returns its value, or
     ``_MISSING``, and makes it an edge of the node being built."""
     seen_version = dict_version(namespace)
@@ -342,7 +357,7 @@ def read(namespace: dict, name: str, with_builtins: bool = True):
     ).value
 
 
-def read_attribute(module: pytypes.ModuleType, name: str):
+def read_attribute(module: pytypes.ModuleType, name: str) -> object:
     """Read a module's attribute for a compile, as :func:`read` does (an edge; ``_MISSING`` where it has none).
     A lazy attribute -- computed by the module's ``__getattr__`` (PEP 562) -- is asked for first where the
     module's globals lack it: one the module then keeps in its globals (``overdub.cuda`` does) is read as any
@@ -358,18 +373,18 @@ def read_attribute(module: pytypes.ModuleType, name: str):
     return read(namespace, name, with_builtins=False)
 
 
-def read_cell(cell, label: str):
+def read_cell(cell: pytypes.CellType, label: str) -> object:
     """Read a closure cell for a compile (raises ValueError when it is empty); an edge like a global."""
     value = cell.cell_contents
     return _consult(runtime.cells, id(cell), lambda: CellBinding(cell, value, label)).value
 
 
-def read_array(array: np.ndarray, label: str) -> None:
+def read_array(array: np.ndarray[Any, Any], label: str) -> None:
     """Make the contents of ``array``, frozen into the node being built as a constant, an edge of it."""
     _consult(runtime.arrays, id(array), lambda: ArrayContents(array, label))
 
 
-def read_function(func) -> None:
+def read_function(func: pytypes.FunctionType) -> None:
     """Make ``func``'s code and defaults, as they are now, an edge of the node being built."""
     _consult(runtime.functions, weakref.ref(func), lambda: FunctionState(func))
 
@@ -385,8 +400,9 @@ class Guard:
 
     __slots__ = ("_checks", "_edges")
 
-    def __init__(self):
-        self._checks: dict[int, list] = {}  # word address -> [view, expected value (c_uint64)]
+    def __init__(self) -> None:
+        # a check is a pair, mutable in place: [view or None, expected value (c_uint64)]
+        self._checks: dict[int, list[Any]] = {}  # word address -> [view, expected value (c_uint64)]
         self._edges: dict[int, list[Edge]] = {}  # word address -> the edges that word watches
 
     def add(self, edge: Edge) -> None:
@@ -415,7 +431,7 @@ class Guard:
                 return False
         return True
 
-    def native_checks(self) -> list[tuple[int, int, list]] | None:
+    def native_checks(self) -> list[tuple[int, int, list[Any]]] | None:
         """(address of each watched word, address of its expected value, the entry owning both) for native
         launchers, or None where some word has no view (those launches take the slow check)."""
         if any(view is None for view, _ in self._checks.values()):
@@ -446,10 +462,10 @@ class Guarded(world.Node):
 
     __slots__ = ("guard", "needs")
 
-    def __init__(self):
+    def __init__(self) -> None:
         super().__init__()
         self.guard = Guard()
-        self.needs: set = set()
+        self.needs: set[object] = set()
 
     def usable(self) -> bool:
         """Valid and none of its state changed (one word read per watched word; the slow check on a move)."""

@@ -21,8 +21,9 @@ import logging
 import time
 import types as pytypes
 import weakref
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import cast
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, cast
 
 from numba.core import types as nt
 
@@ -33,6 +34,17 @@ from .registry import GenericFunction, MethodError
 from .rewrite import Overdubbed, Unobserved, interned, rewrite, state_type, substitute, takes_state
 from .runtime import runtime
 from .tables import asked
+
+if TYPE_CHECKING:
+    from numba.core.typing.context import BaseContext as TypingContext
+    from numba.core.typing.templates import Signature
+
+    from .context import Context, TargetRoot
+    from .targets import Target
+
+Chain = tuple["Context", ...]  # the contexts a function is compiled in, the target's root last
+Answer = tuple["Signature", object]  # how a call types: its signature, and the key lowering finds it by
+_T = TypeVar("_T")
 
 log = logging.getLogger("overdub")
 
@@ -56,17 +68,18 @@ class CompileError(Exception):
     (``numba.core.errors.TypingError``, ...), so code written for numba -- ``except TypingError`` -- still
     catches it."""
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[Callable[[type[BaseException] | None, str], CompileError], tuple[object, ...]]:
         return _compile_error, (_NUMBA_CLASS.get(type(self)), str(self))
 
 
-_AS_NUMBA_CLASS: dict = {}  # numba error class -> the CompileError subclass that is also one
-_NUMBA_CLASS: dict = {}  # and back
+# numba error class -> the CompileError subclass that is also one
+_AS_NUMBA_CLASS: dict[type[BaseException], type[CompileError]] = {}
+_NUMBA_CLASS: dict[type[CompileError], type[BaseException]] = {}  # and back
 runtime.register_cache(f"{__name__}._AS_NUMBA_CLASS", _AS_NUMBA_CLASS, kept="the classes made are definitions")
 runtime.register_cache(f"{__name__}._NUMBA_CLASS", _NUMBA_CLASS, kept="the classes made are definitions")
 
 
-def _compile_error(numba_class, message: str) -> CompileError:
+def _compile_error(numba_class: type[BaseException] | None, message: str) -> CompileError:
     """A CompileError carrying ``message``, also an instance of ``numba_class`` when that is given."""
     if numba_class is None:
         return CompileError(message)
@@ -82,11 +95,11 @@ def _compile_error(numba_class, message: str) -> CompileError:
     return cls(message)
 
 
-def type_list(argtypes) -> str:
+def type_list(argtypes: Sequence[object]) -> str:
     return ", ".join(str(t) for t in argtypes)
 
 
-def chain_name(chain: tuple) -> str:
+def chain_name(chain: Chain) -> str:
     return "/".join(ctx.name for ctx in chain)
 
 
@@ -96,33 +109,42 @@ class CompileJob:
     held weakly, the argument types, the context chain -- ending in the target's root -- and the types of
     keyword arguments. Equal jobs compile to the same code in the same world."""
 
-    func_ref: object  # the canonical weak reference to the def (compared by the def's identity)
-    argtypes: tuple
-    chain: tuple
-    kwtypes: tuple = ()
+    # the canonical weak reference to the def (compared by the def's identity)
+    func_ref: weakref.ref[pytypes.FunctionType]
+    argtypes: tuple[object, ...]  # numba types
+    chain: Chain
+    kwtypes: tuple[tuple[str, object], ...] = ()  # (name, numba type), by name
     name: str = ""
 
     @classmethod
-    def of(cls, func, argtypes: tuple, chain: tuple, kwtypes: dict | None = None) -> CompileJob:
+    def of(
+        cls,
+        func: pytypes.FunctionType,
+        argtypes: Sequence[object],
+        chain: Chain,
+        kwtypes: Mapping[str, object] | None = None,
+    ) -> CompileJob:
         return cls(weakref.ref(func), tuple(argtypes), chain, tuple(sorted((kwtypes or {}).items())), func.__qualname__)
 
-    def __eq__(self, other):
+    def __eq__(self, other: object) -> bool:
         return (
             isinstance(other, CompileJob)
             and self.func_ref == other.func_ref
             and (self.argtypes, self.chain, self.kwtypes) == (other.argtypes, other.chain, other.kwtypes)
         )
 
-    def __hash__(self):
+    def __hash__(self) -> int:
         return hash((self.func_ref, self.argtypes, self.chain, self.kwtypes))
 
     @property
-    def func(self):
-        return self.func_ref()
+    def func(self) -> Callable[..., Any]:
+        """The def (alive while its job is used: the caches drop the jobs of a def that died). Typed as a
+        callable: mypy reads a property of type FunctionType as a bound method (FunctionType.__get__)."""
+        return cast(pytypes.FunctionType, self.func_ref())
 
     @property
-    def target(self):
-        return self.chain[-1].target
+    def target(self) -> Target:
+        return cast("TargetRoot", self.chain[-1]).target
 
     def call(self) -> str:
         return f"{self.name}({type_list(self.argtypes)})"
@@ -141,10 +163,12 @@ class MethodInstance(Guarded):
 
     __slots__ = ("job", "sig", "impl_key", "keepalive")
 
-    def __init__(self, job: CompileJob):
+    def __init__(self, job: CompileJob) -> None:
         super().__init__()
         self.job = job
-        self.sig = self.impl_key = self.keepalive = None
+        self.sig: Signature | None = None  # None while it is being compiled
+        self.impl_key: object = None
+        self.keepalive: object = None
 
     def on_invalidate(self, cause: str) -> None:
         runtime.methods.discard(self.job, self)
@@ -153,7 +177,7 @@ class MethodInstance(Guarded):
         return f"{self.job.call()} compiled in {chain_name(self.job.chain)}"
 
 
-def _consult_chain(chain: tuple) -> None:
+def _consult_chain(chain: Chain) -> None:
     """What is compiled in ``chain`` depends on each context's parent, forwards and replacements."""
     for ctx in chain:
         world.consult(ctx.shape)
@@ -168,10 +192,16 @@ def _use(node: Guarded) -> None:
         builder.needs |= node.needs
 
 
-def compile_method(func: pytypes.FunctionType, chain: tuple, typing_context, argtypes: tuple, kwtypes: dict):
+def compile_method(
+    func: pytypes.FunctionType,
+    chain: Chain,
+    typing_context: TypingContext,
+    argtypes: tuple[nt.Type, ...],
+    kwtypes: dict[str, nt.Type],
+) -> Answer:
     """Compile ``func`` (rewritten in ``chain``) for ``argtypes``; reuse a valid earlier compile."""
     job = CompileJob.of(func, argtypes, chain, kwtypes)
-    node = runtime.methods.get(job)
+    node = cast("MethodInstance | None", runtime.methods.get(job))  # the runtime's method cache holds these
     if node is not None and node.sig is None:
         sites = bridge.call_sites()
         raise CompileError(
@@ -193,10 +223,18 @@ def compile_method(func: pytypes.FunctionType, chain: tuple, typing_context, arg
             raise
         runtime.count("method_instances")
     _use(node)
-    return node.sig, node.impl_key
+    return cast("Signature", node.sig), node.impl_key  # compiled: it has its signature
 
 
-def _compile_for_launch_state(target, func, rewritten, chain: tuple, typing_context, argtypes: tuple, kwtypes: dict):
+def _compile_for_launch_state(
+    target: Target,
+    func: pytypes.FunctionType,
+    rewritten: pytypes.FunctionType,
+    chain: Chain,
+    typing_context: TypingContext,
+    argtypes: tuple[nt.Type, ...],
+    kwtypes: dict[str, nt.Type],
+) -> tuple[Signature, object, object]:
     """The target's compile of ``func`` rewritten in a chain; in a chain with state (where the rewrite gave it
     the hidden state parameter), compiled with the state's type first and called with the caller's state."""
     state = state_type(chain)
@@ -214,17 +252,24 @@ def _compile_for_launch_state(target, func, rewritten, chain: tuple, typing_cont
     return outer_sig, outer_key, (keepalive, registration)
 
 
-def _compile_callee(func, chain: tuple, typing_context, args: tuple, kws: dict):
+def _compile_callee(
+    func: Callable[..., Any],
+    chain: Chain,
+    typing_context: TypingContext,
+    args: tuple[nt.Type, ...],
+    kws: dict[str, nt.Type],
+) -> Answer:
     """Compile a callee for the call's argument types without their literal values, and -- as numba does --
     with them where that fails to type (a constant a callee passes on to ``cuda.shared.array``, say)."""
     argtypes = tuple(bridge.unliteral(a) for a in args)
     kwtypes = {k: bridge.unliteral(v) for k, v in kws.items()}
+    function = cast(pytypes.FunctionType, func)  # what a call compiles is a def: a method's, a hooked call's
     try:
-        return compile_method(func, chain, typing_context, argtypes, kwtypes)
+        return compile_method(function, chain, typing_context, argtypes, kwtypes)
     except Exception as exc:
         if (argtypes, kwtypes) == (tuple(args), dict(kws)) or bridge.compile_error_message(exc) is None:
             raise
-    return compile_method(func, chain, typing_context, tuple(args), dict(kws))
+    return compile_method(function, chain, typing_context, tuple(args), dict(kws))
 
 
 # --- dispatch during typing -----------------------------------------------------------------------------
@@ -233,23 +278,24 @@ def _compile_callee(func, chain: tuple, typing_context, args: tuple, kws: dict):
 class OverdubCallType(nt.Callable):
     """The numba type of one Overdubbed callee; dispatch happens in ``get_call_type``."""
 
-    def __init__(self, site: Overdubbed):
+    def __init__(self, site: Overdubbed) -> None:
         self.site = site
-        self._impl_keys: dict[tuple, object] = {}
-        self._answers: tuple = (None, {})  # (the node being built, weakly; its answers by argument types)
+        self._impl_keys: dict[tuple[nt.Type, ...], object] = {}
+        # (the node being built, weakly; its answers by argument types)
+        self._answers: tuple[weakref.ref[world.Node] | None, dict[tuple[object, ...], Answer]] = (None, {})
         name = getattr(site.callee, "__qualname__", None) or getattr(site.callee, "__name__", repr(site.callee))
         super().__init__(name=f"overdub({name})")
 
     @property
-    def key(self):
+    def key(self) -> Overdubbed:
         return self.site
 
-    def get_call_type(self, context, args, kws):
+    def get_call_type(self, context: TypingContext, args: Sequence[nt.Type], kws: Mapping[str, nt.Type]) -> Signature:
         sig, impl_key = self._resolved(context, tuple(args), dict(kws))
         self._impl_keys[tuple(sig.args)] = impl_key
         return sig
 
-    def _resolved(self, context, args: tuple, kws: dict):
+    def _resolved(self, context: TypingContext, args: tuple[nt.Type, ...], kws: dict[str, nt.Type]) -> Answer:
         """:func:`resolve_call`, once per argument types for the node being built: numba's type inference
         asks again each time it propagates, and the first answer's edges are already the node's (a
         redefinition waits for the compile, which holds the world's lock)."""
@@ -265,24 +311,26 @@ class OverdubCallType(nt.Callable):
                 answers[call] = answer
         return answer
 
-    def get_call_signatures(self):
+    def get_call_signatures(self) -> tuple[list[Signature], bool]:
         return [], True
 
-    def get_impl_key(self, sig):
+    def get_impl_key(self, sig: Signature) -> object:
         return self._impl_keys[tuple(sig.args)]
 
 
 bridge.register_opaque(Overdubbed, OverdubCallType)
 
 
-def _raise_at_call_site(error: MethodError):
+def _raise_at_call_site(error: MethodError) -> NoReturn:
     sites = bridge.call_sites()
     if sites:
         error.call_site = " <- ".join(sites)
     raise error
 
 
-def resolve_call(site: Overdubbed, typing_context, args: tuple, kws: dict):
+def resolve_call(
+    site: Overdubbed, typing_context: TypingContext, args: tuple[nt.Type, ...], kws: dict[str, nt.Type]
+) -> Answer:
     """Resolve a call of an Overdubbed callee during numba's typing: (signature, implementation key).
 
     Order: each context of the chain (the first applicable overdub wins; its body compiles one context
@@ -311,7 +359,9 @@ def resolve_call(site: Overdubbed, typing_context, args: tuple, kws: dict):
     return _resolve_callee(site, typing_context, args, kws, argtypes)
 
 
-def _user_method(chain: tuple, callee, argtypes: tuple):
+def _user_method(
+    chain: Chain, callee: Callable[..., Any], argtypes: tuple[nt.Type, ...]
+) -> tuple[Callable[..., Any], Chain] | None:
     """(the def, the chain to compile it in) of the overdub or added method a call reaches, or None. Each
     table asked (:func:`overdub.tables.asked`) is an edge, whatever its answer."""
     for each in asked(chain, callee):
@@ -319,11 +369,13 @@ def _user_method(chain: tuple, callee, argtypes: tuple):
         if match.method is not None:
             return match.method.func, each.below
         if match.ambiguous:
-            _raise_at_call_site(match.error())
+            _raise_at_call_site(cast(MethodError, match.error()))  # an ambiguity's
     return None
 
 
-def _numba_operator(site: OperatorSite, typing_context, args: tuple, argtypes: tuple):
+def _numba_operator(
+    site: OperatorSite, typing_context: TypingContext, args: tuple[nt.Type, ...], argtypes: tuple[nt.Type, ...]
+) -> Answer:
     """An operator no table took: numba's own typing of its node, which the node is turned back into. Where
     numba has no meaning for it either, a MethodError listing the methods added to the operator -- or, if
     none was, numba's own error, as for an operator never rerouted."""
@@ -342,20 +394,26 @@ def _numba_operator(site: OperatorSite, typing_context, args: tuple, argtypes: t
     return sig, None
 
 
-def _resolve_callee(site: Overdubbed, typing_context, args: tuple, kws: dict, argtypes: tuple):
+def _resolve_callee(
+    site: Overdubbed,
+    typing_context: TypingContext,
+    args: tuple[nt.Type, ...],
+    kws: dict[str, nt.Type],
+    argtypes: tuple[nt.Type, ...],
+) -> Answer:
     chain, callee = site.chain, site.callee
     for ctx in chain:
         forward = ctx.forwarded(callee)
         if forward is not None:
             return resolve_call(_forwarded(site, forward), typing_context, args, kws)
     if getattr(callee, "__overdub_intrinsic__", False):
-        callee = callee.device
+        callee = cast(Any, callee).device  # an intrinsic: its device function
     if isinstance(callee, GenericFunction):
         if kws:
             raise TypeError(f"{callee.__name__}: generic functions take positional arguments only")
         match = callee.table.dispatch(argtypes)
         if match.method is None:
-            _raise_at_call_site(match.error())
+            _raise_at_call_site(cast(MethodError, match.error()))  # no method: the error says why
         return _compile_callee(match.method.func, chain, typing_context, args, kws)
     function = bridge.python_function(callee)
     if function is not None and not bridge.numba_implements(typing_context, callee):
@@ -369,11 +427,13 @@ def _resolve_callee(site: Overdubbed, typing_context, args: tuple, kws: dict, ar
     return sig, impl_key
 
 
-def _hooked_call(site: Overdubbed, typing_context, args: tuple, kws: dict):
+def _hooked_call(
+    site: Overdubbed, typing_context: TypingContext, args: tuple[nt.Type, ...], kws: dict[str, nt.Type]
+) -> Callable[..., Any] | None:
     """The generated function running this call with the hooks observing it (:mod:`overdub.hooks`), or
     None when none does."""
 
-    def result_type():
+    def result_type() -> nt.Type:
         unobserved = interned(Unobserved, site.chain, site.callee)
         return bridge.unliteral(resolve_call(unobserved, typing_context, args, kws)[0].return_type)
 
@@ -389,11 +449,11 @@ def _hooked_call(site: Overdubbed, typing_context, args: tuple, kws: dict):
     return hooks.hooked_call(site, pre, post, len(args), tuple(kws)) if pre or post else None
 
 
-def _forwarded(site: Overdubbed, forward):
+def _forwarded(site: Overdubbed, forward: object) -> Overdubbed:
     """The callee a forward makes of ``site``: a call already hooked (Unobserved) is not observed again."""
-    forwarded = substitute(forward, site.chain)
+    forwarded = cast(Overdubbed, substitute(forward, site.chain))  # a forward's target is a callable
     if not site.observed and type(forwarded) is Overdubbed:
-        return interned(Unobserved, forwarded.chain, forwarded.callee)
+        return cast(Overdubbed, interned(Unobserved, forwarded.chain, forwarded.callee))
     return forwarded
 
 
@@ -405,7 +465,7 @@ class Kernel(Guarded):
 
     __slots__ = ("job", "launcher", "launch_keys")
 
-    def __init__(self, job: CompileJob):
+    def __init__(self, job: CompileJob) -> None:
         super().__init__()
         self.job = job
         # the target's Launcher (overdub.targets, above this module), set once built or loaded, before it is cached
@@ -435,14 +495,14 @@ def loaded_kernel(job: CompileJob) -> Kernel | None:
 def _kernel_of(job: CompileJob, compile: bool) -> Kernel | None:
     """The lookup's tiers after the launch table; on a miss of both, a compile where ``compile``, else None."""
     # somewhat fast path: compiled in this process and still valid
-    kernel = runtime.kernels.get(job)
+    kernel = cast("Kernel | None", runtime.kernels.get(job))  # the runtime's kernel cache holds these
     if kernel is not None and kernel.usable():
         return kernel
     # slow path: under the compile lock, the disk cache, else a compile
     target = job.target
     with target.compile_lock, world.lock:
         runtime.collect()
-        current = runtime.kernels.get(job)
+        current = cast("Kernel | None", runtime.kernels.get(job))
         if current is not None and current is not kernel and current.usable():
             return current  # another thread compiled it meanwhile
         reason = _reason(job, kernel)
@@ -492,14 +552,17 @@ compile_ms: dict[str, float] = {}
 runtime.register_cache(f"{__name__}.compile_ms", compile_ms)
 
 
-def _build(job: CompileJob, node: Guarded, compile_with, what: str):
+def _build(
+    job: CompileJob, node: Guarded, compile_with: Callable[[pytypes.FunctionType, tuple[object, ...]], _T], what: str
+) -> _T:
     """``compile_with(rewritten function, argument types)`` for ``job`` while building ``node`` (its edges);
     a failure numba explains retires the node and is a CompileError headed ``what``."""
     try:
         with world.building(node):
             if not _building(job, node):
                 node.valid = False
-            return compile_with(rewrite(job.func, job.chain, len(job.argtypes)), job.argtypes)
+            func = cast(pytypes.FunctionType, job.func)
+            return compile_with(rewrite(func, job.chain, len(job.argtypes)), job.argtypes)
     except Exception as exc:
         world.retire([node])
         message = None if isinstance(exc, MethodError) else bridge.compile_error_message(exc)
@@ -521,7 +584,7 @@ class HostCall(Guarded):
 
     __slots__ = ("job", "dispatcher")
 
-    def __init__(self, job: CompileJob):
+    def __init__(self, job: CompileJob) -> None:
         super().__init__()
         self.job = job
         self.dispatcher: object = None

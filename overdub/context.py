@@ -22,10 +22,12 @@ import inspect
 import sys
 import types as pytypes
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, NoReturn, TypeVar, cast
+from typing import Any as Arbitrary
 
 from . import postimport, world
-from .registry import Method, MethodTable, methods_from, reference_to
+from .registry import Method, MethodError, MethodTable, Reference, methods_from, reference_to
 from .rewrite import is_overdubbable
 from .runtime import runtime
 from .types import (
@@ -33,6 +35,7 @@ from .types import (
     Callee,
     CalleePattern,
     CalleeType,
+    LatticeType,
     as_type,
     callee_key,
     callee_name,
@@ -40,6 +43,11 @@ from .types import (
     subtype,
     type_name,
 )
+
+if TYPE_CHECKING:
+    from numba.core import types as nt
+
+    from .targets import Target
 
 __all__ = [
     "Context",
@@ -55,8 +63,11 @@ __all__ = [
     "callee_key",
 ]
 
+_F = TypeVar("_F", bound=Callable[..., Arbitrary])  # a def a decorator registers, and returns as it is
+_H = TypeVar("_H", bound=postimport.Hook)
 
-def _callee_parameter(func, kind: str) -> str | None:
+
+def _callee_parameter(func: Callable[..., Arbitrary], kind: str) -> str | None:
     """The parameter of a hook of every call that receives the callee: the first (a prehook's) or the second
     (a posthook's, after the result), or None where the hook names no such parameter."""
     code, position = func.__code__, _callee_position(kind)
@@ -68,7 +79,7 @@ def _callee_position(kind: str) -> int:
     return 0 if kind == PREHOOK else 1
 
 
-def _callee_pattern(label: str, func, kind: str):
+def _callee_pattern(label: str, func: Callable[..., Arbitrary], kind: str) -> LatticeType:
     """What the callee parameter of a hook of every call matches (``od.Any`` where unannotated): a clear error
     where the hook has no such parameter, or annotates it with a type no callee has (a hook written for
     the arguments alone would otherwise never run)."""
@@ -105,7 +116,7 @@ class ContextShape(world.Node):
 PREHOOK, POSTHOOK = "prehook", "posthook"
 
 
-def _is_catch_all(label: str, func, every: bool, kind: str) -> bool:
+def _is_catch_all(label: str, func: Callable[..., Arbitrary], every: bool, kind: str) -> bool:
     """Is ``func`` a hook for calls of any arity: ``def hook(*args)`` (or ``(result, *args)`` after)? Such a
     hook dispatches on nothing, so annotations on it would be silently ignored: they are refused -- but for
     the callee of a hook of every call (``every``): ``def hook(f: od.Callee[g], *args)`` dispatches on it."""
@@ -145,23 +156,26 @@ class Context:
 
     overdubbable = True  # False only for a target's root, which holds no overdubs
 
-    def __init__(self, name: str, parent: Context | None = None, state=None):
+    def __init__(self, name: str, parent: Context | None = None, state: object = None) -> None:
         self.name = name
-        self.__module__ = sys._getframe(1).f_globals.get("__name__")  # where it is made: for pickling
+        # where it is made: for pickling (a module's name; None only for code run with no __name__)
+        self.__module__ = cast(str, sys._getframe(1).f_globals.get("__name__"))
         self._parent = parent
-        self._state = None if state is None else as_type(state)
-        self._tables: dict = {}
-        self._hook_tables: dict = {}  # (PREHOOK or POSTHOOK, callee key) -> MethodTable
-        self._catch_all: dict = {}  # (PREHOOK or POSTHOOK, callee key, callee pattern) -> an *args hook's Method
-        self._observes: set = set()  # the kinds of hooks ever defined here (others are not looked up)
-        self._hooks_off: dict = {}  # callee key (od.Any: every call) -> are its hooks off (disablehooks)?
-        self._forwards: dict = {}
-        self._replacements: dict = {}
-        self._namespaces: dict = {}  # keeps the module namespaces named by callee keys alive
+        self._state: LatticeType | None = None if state is None else as_type(state)
+        self._tables: dict[object, MethodTable] = {}  # callee key -> its overdub table
+        self._hook_tables: dict[tuple[str, object], MethodTable] = {}  # (PREHOOK or POSTHOOK, callee key) -> table
+        # (PREHOOK or POSTHOOK, callee key, callee pattern) -> an *args hook's Method
+        self._catch_all: dict[tuple[str, object, LatticeType], Method] = {}
+        self._observes: set[str] = set()  # the kinds of hooks ever defined here (others are not looked up)
+        self._hooks_off: dict[object, bool] = {}  # callee key (od.Any: every call) -> are its hooks off?
+        self._forwards: dict[object, object] = {}  # callee key -> what calls of the callee mean
+        self._replacements: dict[int, tuple[object, object]] = {}  # id(obj) -> (obj, its replacement)
+        # keeps the module namespaces named by callee keys alive
+        self._namespaces: dict[int, dict[str, Arbitrary]] = {}
         self.shape = ContextShape(self)
         _every_context.add(self)
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[object, ...]:
         """By reference: the module-level variable of the module it was made in that holds it -- or, once
         :mod:`overdub.travel` is imported, by value where no such name finds it in every process (its
         :data:`reduce_context`)."""
@@ -175,7 +189,8 @@ class Context:
     def overdub_tables(self) -> list[tuple[object, MethodTable]]:
         """Its overdub tables with methods, each with its callee (what ships its definitions to another
         process reads them: :mod:`overdub.travel`)."""
-        return [(table.owner[1], table) for table in self._tables.values() if table.methods]
+        tables = self._tables.values()
+        return [(cast("tuple[Context, object]", table.owner)[1], table) for table in tables if table.methods]
 
     @property
     def parent(self) -> Context | None:
@@ -186,10 +201,10 @@ class Context:
         self._reshape(f"parent of {self!r} set to {parent!r}", lambda: setattr(self, "_parent", parent))
 
     @property
-    def state(self):
+    def state(self) -> LatticeType | None:
         """The declared type of this context's device state (``Context(name, state=T)``), or its nearest
         parent's; None when no context of the chain declares one. Launches pass a value of it (``state=``)."""
-        ctx = self
+        ctx: Context | None = self
         while ctx is not None and ctx._state is None:
             ctx = ctx.parent
         return None if ctx is None else ctx._state
@@ -219,20 +234,20 @@ class Context:
             )
         return state_type
 
-    def _reshape(self, cause: str, change) -> None:
+    def _reshape(self, cause: str, change: Callable[[], object]) -> None:
         with world.lock:
             change()
             world.bump_world()
             stale, self.shape = self.shape, ContextShape(self)
             world.invalidate([stale], cause)
 
-    def _key(self, callee):
+    def _key(self, callee: object) -> object:
         if isinstance(callee, pytypes.FunctionType):
             self._namespaces[id(callee.__globals__)] = callee.__globals__
         return callee_key(callee)
 
     # -- defining overdubs -----------------------------------------------------------------------------
-    def overdub(self, callee):
+    def overdub(self, callee: Callable[..., Arbitrary]) -> Callable[[_F], _F]:
         """Decorator: add the def as an overdub method for ``callee`` in this context.
 
         ``callee`` may be a generic function, a plain Python function, a builtin (``print``), a module
@@ -251,32 +266,33 @@ class Context:
                 + (" (numba requires len to stay the builtin)" if callee is len else "")
             )
 
-        def define(func):
+        def define(func: _F) -> _F:
             for method in methods_from(f"{self.name}.overdub({callee_name(callee)})", func):
                 self.table(callee).add(method)
             return func
 
         return define
 
-    def table(self, callee) -> MethodTable:
+    def table(self, callee: object) -> MethodTable:
         """The overdub table for ``callee`` (empty until an overdub is added; lookups in it are edges too)."""
         key = self._key(callee)
         table = self._tables.get(key)
         if table is None:
+            owner = (self, cast("Callable[..., Arbitrary]", callee))  # a callee: what is_overdubbable accepts
             with world.lock:
                 table = self._tables.setdefault(
-                    key, MethodTable(f"{self.name}.overdub({callee_name(callee)})", owner=(self, callee))
+                    key, MethodTable(f"{self.name}.overdub({callee_name(callee)})", owner=owner)
                 )
         return table
 
-    def forward(self, callee, to) -> None:
+    def forward(self, callee: object, to: object) -> None:
         """Make calls of ``callee`` that no overdub takes mean calls of ``to`` (``print`` -> ``cuprintln``)."""
         key = self._key(callee)
         self._reshape(
             f"{self!r} forwards {callee_name(callee)} to {callee_name(to)}", lambda: self._forwards.__setitem__(key, to)
         )
 
-    def contents(self) -> tuple[list, list]:
+    def contents(self) -> tuple[list[tuple[object, object]], list[tuple[object, object]]]:
         """Its forwards as (callee, target) pairs -- a function at a module's top level named
         ``"module.qualname"``, as overdub tables name it -- and its replacements as (object, replacement) pairs:
         what a context is made of besides its parent and its tables (the disk cache keys a chain by it)."""
@@ -296,7 +312,7 @@ class Context:
         items += [("hooks off", self._callee_of(key), off) for key, off in self._hooks_off.items()]
         return items
 
-    def define_travelled(self, kind: str, callee, value) -> None:
+    def define_travelled(self, kind: str, callee: object, value: Arbitrary) -> None:
         """Define again here what :meth:`travelling` of the sender's context gave."""
         if kind == "forward":
             self.forward(callee, value)
@@ -307,47 +323,52 @@ class Context:
         else:
             self._hook(kind, callee)(value)
 
-    def _callee_of(self, key):
+    def _callee_of(self, key: object) -> object:
         """The callee a table key names (a top-level function: the one its namespace holds now)."""
         if isinstance(key, tuple):
-            value = self._namespaces[key[0]]
+            value: object = self._namespaces[key[0]]
             for part in key[1].split("."):
                 value = value[part] if isinstance(value, dict) else getattr(value, part)
             return value
         return key
 
-    def _callee_name(self, key):
+    def _callee_name(self, key: object) -> object:
         if isinstance(key, tuple):
             return f"{self._namespaces[key[0]].get('__name__')}.{key[1]}"
         return key
 
-    def forwarded(self, callee):
+    def forwarded(self, callee: object) -> object:
         return self._forwards.get(callee_key(callee))
 
-    def replace(self, obj, replacement) -> None:
+    def replace(self, obj: object, replacement: object) -> None:
         """Make the object ``obj`` mean ``replacement`` wherever a kernel names it (a target's kernel idiom)."""
         self._reshape(
             f"{self!r} replaces {callee_name(obj)}", lambda: self._replacements.__setitem__(id(obj), (obj, replacement))
         )
 
-    def replacement(self, obj):
+    def replacement(self, obj: object) -> object:
         entry = self._replacements.get(id(obj))
         return entry[1] if entry is not None and entry[0] is obj else None
 
+    def hides(self, callee: object) -> bool:
+        """Are calls of ``callee`` kept out of what hooks observe? Only a target's root (the last context of
+        every chain) hides any: :meth:`TargetRoot.hide`."""
+        return False
+
     # -- hooks -----------------------------------------------------------------------------------------
-    def prehook(self, callee):
+    def prehook(self, callee: object) -> Callable[[_F], _F]:
         """Decorator: run the def before each call of ``callee`` (``od.Any``: of every function) that reaches
         this context, with the call's arguments; its return value is ignored. It dispatches on its
         annotations like a method (several prehooks for different types); ``def hook(*args)`` observes
         calls of any arity. Its body runs one context down, like an overdub's."""
         return self._hook(PREHOOK, callee)
 
-    def posthook(self, callee):
+    def posthook(self, callee: object) -> Callable[[_F], _F]:
         """Decorator: run the def after each call of ``callee`` (``od.Any``: of every function) that reaches
         this context, with ``(result, *args)`` (Cassette's order); its return value is ignored."""
         return self._hook(POSTHOOK, callee)
 
-    def _hook(self, kind: str, callee):
+    def _hook(self, kind: str, callee: object) -> Callable[[_F], _F]:
         if callee is not Any and not is_overdubbable(callee):
             raise TypeError(
                 f"{self.name}.{kind}({callee!r}): hooks observe calls of functions (or od.Any: every "
@@ -355,7 +376,7 @@ class Context:
             )
         label = f"{self.name}.{kind}({'od.Any' if callee is Any else callee_name(callee)})"
 
-        def define(func):
+        def define(func: _F) -> _F:
             if kind not in self._observes:  # from now on calls through this context look these hooks up
                 self._reshape(f"{label} defined: the first {kind} of {self!r}", lambda: self._observes.add(kind))
             every = callee is Any
@@ -373,10 +394,10 @@ class Context:
 
         return define
 
-    def _hook_key(self, callee):
+    def _hook_key(self, callee: object) -> object:
         return Any if callee is Any else self._key(callee)
 
-    def _hook_table(self, kind: str, callee) -> MethodTable:
+    def _hook_table(self, kind: str, callee: object) -> MethodTable:
         key = (kind, self._hook_key(callee))
         table = self._hook_tables.get(key)
         if table is None:
@@ -390,7 +411,7 @@ class Context:
         one changes the context's shape.)"""
         return kind in self._observes
 
-    def hooks(self, kind: str, callee, argtypes: tuple) -> list:
+    def hooks(self, kind: str, callee: object, argtypes: tuple[LatticeType, ...]) -> list[tuple[Method, bool]]:
         """The hook methods of this context observing a call of ``callee`` with ``argtypes`` (for posthooks,
         the result's type first), each with whether it takes the callee: those for ``callee``, then those for
         every call (``od.Any``), which receive the callee first (after the result, for a posthook) as a value
@@ -399,7 +420,7 @@ class Context:
         built; a context that never had a hook of this kind answers at once."""
         if kind not in self._observes or self._hooks_off.get(Any) or self._hooks_off.get(self._key(callee)):
             return []
-        found = []
+        found: list[tuple[Method, bool]] = []
         callee_type, at = Callee[callee], _callee_position(kind)
         for key in (callee, Any):
             every = key is Any
@@ -410,22 +431,22 @@ class Context:
                     found.append((method, every))
             match = self._hook_table(kind, key).dispatch(typed)
             if match.ambiguous:
-                raise match.error()
+                raise cast(MethodError, match.error())  # an ambiguity's
             if match.method is not None:
                 found.append((match.method, every))
         return found
 
-    def disablehooks(self, callee=Any) -> None:
+    def disablehooks(self, callee: object = Any) -> None:
         """Turn this context's hooks off -- for every call (``od.Any``, the default) or for calls of
         ``callee`` -- without redefining them: what was compiled through the context recompiles without them.
         :meth:`enablehooks` turns them on again."""
         self._switch_hooks(callee, True)
 
-    def enablehooks(self, callee=Any) -> None:
+    def enablehooks(self, callee: object = Any) -> None:
         """Turn hooks that :meth:`disablehooks` turned off on again (for every call, or for ``callee``)."""
         self._switch_hooks(callee, False)
 
-    def _switch_hooks(self, callee, off: bool) -> None:
+    def _switch_hooks(self, callee: object, off: bool) -> None:
         key = Any if callee is Any else self._key(callee)
         if bool(self._hooks_off.get(key)) != off:
             label = "every call" if callee is Any else callee_name(callee)
@@ -435,19 +456,20 @@ class Context:
             )
 
     # -- chains ----------------------------------------------------------------------------------------
-    def chain(self, target, state=None) -> tuple[Context, ...]:
+    def chain(self, target: Target, state: object = None) -> tuple[Context, ...]:
         """This context, its parents, the target's base context (other targets' base contexts are
         skipped), then the target's root -- for a launch passing state of the numba type ``state``, the
         root that says so."""
         base = target.base
-        chain, ctx = [], self
+        chain: list[Context] = []
+        ctx: Context | None = self
         while ctx is not None:
             if not isinstance(ctx, BaseContext) or ctx is base:
                 chain.append(ctx)
             ctx = ctx.parent
         if chain[-1] is not base:
             chain.append(base)
-        chain.append(target.root if state is None else target.root.with_state(state))
+        chain.append(target.root if state is None else target.root.with_state(cast("nt.Type", state)))
         return tuple(chain)
 
     def __repr__(self) -> str:
@@ -460,24 +482,24 @@ class TargetRoot(Context):
     """
 
     overdubbable = False
-    state = None  # the numba type of the state launches in chains ending here pass, if any
+    state: nt.Type | None = None  # the numba type of the state launches in chains ending here pass, if any
 
-    def __init__(self, name: str, target):
+    def __init__(self, name: str, target: Target) -> None:
         super().__init__(name)
         self.target = target
-        self._with_state: dict = {}
-        self._hidden: dict = {}
+        self._with_state: dict[nt.Type, StateRoot] = {}  # state type -> this root for launches passing it
+        self._hidden: dict[int, object] = {}  # id(callee) -> callee
 
-    def hide(self, *callees) -> None:
+    def hide(self, *callees: object) -> None:
         """Keep calls of ``callees`` -- the target's stand-ins for what is no function on other targets (the
         CPU target's ``cuda.atomic.add``, ``cuda.local.array``) -- out of what hooks observe, so that a hook of
         ``od.Any`` observes the same calls on every target."""
         self._hidden.update((id(callee), callee) for callee in callees)
 
-    def hides(self, callee) -> bool:
+    def hides(self, callee: object) -> bool:
         return self._hidden.get(id(callee)) is callee
 
-    def with_state(self, state_type) -> StateRoot:
+    def with_state(self, state_type: nt.Type) -> StateRoot:
         """This root for launches passing state of the numba type ``state_type``: what is compiled for them
         takes it as a hidden first parameter, so it is compiled apart (one compile per state type)."""
         root = self._with_state.get(state_type)
@@ -486,7 +508,9 @@ class TargetRoot(Context):
                 root = self._with_state.setdefault(state_type, StateRoot(self, state_type))
         return root
 
-    def add_imported(self, forwards=(), replacements=()) -> None:
+    def add_imported(
+        self, forwards: Iterable[tuple[object, object]] = (), replacements: Iterable[tuple[object, object]] = ()
+    ) -> None:
         """Add forwards -- ``(callee, to)`` pairs -- and replacements -- ``(obj, replacement)`` pairs -- of the
         objects of a module being imported, from its post-import hook (:func:`when_imported`), without
         reshaping the root. Until the module is imported no code can name its objects, so nothing compiled
@@ -498,7 +522,7 @@ class TargetRoot(Context):
         for obj, replacement in replacements:
             self._replacements[id(obj)] = (obj, replacement)
 
-    def configured_for(self, target) -> TargetRoot:
+    def configured_for(self, target: Target) -> TargetRoot:
         """The root of ``target``, a configuration of this root's target: the same meaning of names -- the
         very tables, so that what this root adds later (:meth:`add_imported`) every configuration means too."""
         root = TargetRoot(f"{self.name}[{target.options.describe()}]", target)
@@ -506,7 +530,7 @@ class TargetRoot(Context):
         root._namespaces, root._hidden = self._namespaces, self._hidden
         return root
 
-    def overdub(self, callee):
+    def overdub(self, callee: Callable[..., Arbitrary]) -> NoReturn:
         base = "od.CUDA" if self.target.name == "cuda" else "od.CPU"
         raise TypeError(
             f"the root of the {self.target.label} target holds no overdubs: add them to {base}, "
@@ -518,31 +542,32 @@ class StateRoot(TargetRoot):
     """A target's root for launches passing state of one numba type: the root's meaning of names, and the
     state's type."""
 
-    def __init__(self, root: TargetRoot, state_type):
+    def __init__(self, root: TargetRoot, state_type: nt.Type) -> None:
         Context.__init__(self, f"{root.name}[state {state_type}]")
         self.target, self.state, self.root = root.target, state_type, root
 
     @property
-    def shape(self):
+    def shape(self) -> ContextShape:
         return self.root.shape
 
+    # set once by Context.__init__; the root's shape is the one that changes
     @shape.setter
-    def shape(self, node):  # set once by Context.__init__; the root's shape is the one that changes
+    def shape(self, node: ContextShape) -> None:
         pass
 
-    def forwarded(self, callee):
+    def forwarded(self, callee: object) -> object:
         return self.root.forwarded(callee)
 
-    def replacement(self, obj):
+    def replacement(self, obj: object) -> object:
         return self.root.replacement(obj)
 
-    def hides(self, callee) -> bool:
+    def hides(self, callee: object) -> bool:
         return self.root.hides(callee)
 
-    def forward(self, callee, to) -> None:
+    def forward(self, callee: object, to: object) -> None:
         self.root.forward(callee, to)
 
-    def replace(self, obj, replacement) -> None:
+    def replace(self, obj: object, replacement: object) -> None:
         self.root.replace(obj, replacement)
 
 
@@ -578,16 +603,17 @@ class Stack(Context):
             )
         self._state = declared[0].state if declared else None
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[object, ...]:
         return stacked, (self.contexts,)
 
-    def chain(self, target, state=None) -> tuple[Context, ...]:
+    def chain(self, target: Target, state: object = None) -> tuple[Context, ...]:
         members: list[Context] = []
         for ctx in self.contexts:
             for member in ctx.chain(target, state)[:-2]:  # without the target's own context and root
                 if member not in members:
                     members.append(member)
-        return (self, *members, target.base, target.root if state is None else target.root.with_state(state))
+        root = target.root if state is None else target.root.with_state(cast("nt.Type", state))
+        return (self, *members, target.base, root)
 
     def __repr__(self) -> str:
         return f"Stack({', '.join(map(repr, self.contexts))})"
@@ -627,40 +653,40 @@ class EveryTarget:
     def __init__(self, *contexts: BaseContext) -> None:
         self.contexts = contexts
 
-    def __reduce__(self):
+    def __reduce__(self) -> Reference:
         return reference_to(self, __name__, "ALL")
 
-    def _each(self, decorator: str, callee):
-        def define(func):
+    def _each(self, decorator: str, callee: object) -> Callable[[_F], _F]:
+        def define(func: _F) -> _F:
             for ctx in self.contexts:
                 getattr(ctx, decorator)(callee)(func)
             return func
 
         return define
 
-    def overdub(self, callee):
+    def overdub(self, callee: Callable[..., Arbitrary]) -> Callable[[_F], _F]:
         """Decorator: the def as an overdub of ``callee`` in every target's context."""
         return self._each("overdub", callee)
 
-    def prehook(self, callee):
+    def prehook(self, callee: object) -> Callable[[_F], _F]:
         """Decorator: the def as a prehook of ``callee`` in every target's context."""
         return self._each("prehook", callee)
 
-    def posthook(self, callee):
+    def posthook(self, callee: object) -> Callable[[_F], _F]:
         """Decorator: the def as a posthook of ``callee`` in every target's context."""
         return self._each("posthook", callee)
 
-    def forward(self, callee, to) -> None:
+    def forward(self, callee: object, to: object) -> None:
         """Calls of ``callee`` mean calls of ``to`` on every target (where no overdub takes them)."""
         for ctx in self.contexts:
             ctx.forward(callee, to)
 
-    def disablehooks(self, callee=Any) -> None:
+    def disablehooks(self, callee: object = Any) -> None:
         """Every target's context's hooks off (for every call, or for ``callee``): :meth:`Context.disablehooks`."""
         for ctx in self.contexts:
             ctx.disablehooks(callee)
 
-    def enablehooks(self, callee=Any) -> None:
+    def enablehooks(self, callee: object = Any) -> None:
         """Every target's context's hooks on again: :meth:`Context.enablehooks`."""
         for ctx in self.contexts:
             ctx.enablehooks(callee)
@@ -672,14 +698,14 @@ class EveryTarget:
 ALL = EveryTarget(CPU, CUDA)
 
 
-def when_imported(module_name: str):
+def when_imported(module_name: str) -> Callable[[_H], _H]:
     """Decorator: run ``hook(module)`` once ``module_name`` is imported (now, if it already is).
 
     Lets a library register its overdubs for another library lazily, without importing it
     (:mod:`overdub.postimport`).
     """
 
-    def register(hook):
+    def register(hook: _H) -> _H:
         postimport.when_imported(module_name, hook)
         return hook
 

@@ -45,12 +45,17 @@ import tempfile
 import threading
 import time
 import warnings
+from typing import TYPE_CHECKING, Any, cast
 
 from . import settings, world
 from .bindings import Guarded
-from .fingerprint import Uncacheable, context_digest, function_digest, record, replay, type_digest
+from .fingerprint import Fact, Uncacheable, context_digest, function_digest, record, replay, type_digest
 from .registry import resolve_reference
 from .runtime import runtime
+
+if TYPE_CHECKING:
+    from .compiler import CompileJob, Kernel
+    from .targets import Launcher
 
 log = logging.getLogger("overdub")
 
@@ -65,10 +70,12 @@ VERSIONS = 8  # entries kept per key (a program alternating between definitions,
 _STALE_TEMPORARY_SECONDS = 600.0  # a writer's temporary file this old belongs to a writer that died
 _TRIMMED_TO = 0.8  # after trimming, the directory holds at most this fraction of the limit
 _RESCAN_SECONDS = 10.0  # a process scans the directory's size again at least this often while it stores
-_usage: dict = {}  # directory -> (bytes it holds by this process's last scan and writes, scan time)
+# directory -> (bytes it holds by this process's last scan and writes, scan time)
+_usage: dict[pathlib.Path, tuple[int, float]] = {}
 runtime.register_cache(f"{__name__}._usage", _usage)  # cleared: the next store measures the directory again
 _usage_lock = threading.Lock()
-_directories: dict = {}  # the configured directory -> (its versioned root, the secret), or None where refused
+# the configured directory -> (its versioned root, the secret), or None where refused
+_directories: dict[str, tuple[pathlib.Path, bytes] | None] = {}
 runtime.register_cache(f"{__name__}._directories", _directories)  # cleared: checked again at the next use
 _versions: str | None = None
 runtime.register_cache(f"{__name__}._versions", kept="the versions installed: facts of the process")
@@ -85,7 +92,7 @@ def _opened() -> tuple[pathlib.Path, bytes] | None:
     refused (one warning per directory)."""
     if not settings.CACHE.value():
         return None
-    base = settings.CACHE_DIR.value()
+    base: str = settings.CACHE_DIR.value()
     if base not in _directories:
         try:
             _directories[base] = _open(pathlib.Path(base))
@@ -145,7 +152,8 @@ def _secret(base: pathlib.Path) -> bytes:
 
 
 def _limit() -> int:
-    return settings.CACHE_SIZE.value()
+    limit: int = settings.CACHE_SIZE.value()
+    return limit
 
 
 # --- the key --------------------------------------------------------------------------------------------
@@ -173,7 +181,7 @@ def _package_versions() -> str:
 _KEYED_FIELDS = ("func_ref", "name")  # the function is keyed by its code; its name is for messages
 
 
-def _key(job) -> str:
+def _key(job: CompileJob) -> str:
     """What is known of a compile before it runs; raises :class:`Uncacheable`."""
     options = [
         f"{f.name}={getattr(job, f.name)!r}"
@@ -218,7 +226,7 @@ def _versions_of(folder: pathlib.Path) -> list[pathlib.Path]:
 # --- load and store -------------------------------------------------------------------------------------
 
 
-def load(job, kernel) -> bool:
+def load(job: CompileJob, kernel: Kernel) -> bool:
     """Give ``kernel`` (being built on this thread) the launcher of one of ``job``'s cache entries, the most
     recently used whose facts hold here; False on a miss (then ``kernel`` may hold edges of a partial check:
     discard it)."""
@@ -251,7 +259,7 @@ def load(job, kernel) -> bool:
     return False
 
 
-def _checked_aside(job, facts: list) -> str | None:
+def _checked_aside(job: CompileJob, facts: list[Fact]) -> str | None:
     """:func:`replay` for a node thrown away after: whether the facts hold, with no edge left on the kernel."""
     scratch = Guarded()
     try:
@@ -261,7 +269,7 @@ def _checked_aside(job, facts: list) -> str | None:
         world.retire([scratch])
 
 
-def _loaded(job, kernel, entry: dict, path: pathlib.Path) -> bool:
+def _loaded(job: CompileJob, kernel: Kernel, entry: dict[str, Any], path: pathlib.Path) -> bool:
     try:
         kernel.launcher = job.target.launcher_from_payload(entry["payload"], job.argtypes)
     except Exception as exc:  # an entry that unpickled but does not load: as corrupt
@@ -274,7 +282,7 @@ def _loaded(job, kernel, entry: dict, path: pathlib.Path) -> bool:
     return True
 
 
-def store(job, kernel) -> None:
+def store(job: CompileJob, kernel: Kernel) -> None:
     """Write the freshly compiled ``kernel`` of ``job`` to the cache, unless something it consulted cannot be
     checked by another process (counted as ``disk_uncacheable``): as one more version of its key, named by
     its facts (a version with the same facts is replaced), the oldest beyond :data:`VERSIONS` removed."""
@@ -284,8 +292,8 @@ def store(job, kernel) -> None:
     root, secret = opened
     try:
         key = _key(job)
-        entry = {"call": job.call(), "facts": record(job, kernel), "needs": set(kernel.needs)}
-        payload = job.target.launcher_payload(kernel.launcher)
+        entry: dict[str, Any] = {"call": job.call(), "facts": record(job, kernel), "needs": set(kernel.needs)}
+        payload = job.target.launcher_payload(cast("Launcher", kernel.launcher))  # what the target built
         if payload is None:
             raise Uncacheable(f"the {job.target.label} target cannot serialise its code")
         entry["payload"] = payload
@@ -307,7 +315,7 @@ def store(job, kernel) -> None:
     _bound(root, len(data), _limit())
 
 
-def _pickled(entry: dict) -> bytes:
+def _pickled(entry: dict[str, Any]) -> bytes:
     try:
         return pickle.dumps(entry, protocol=pickle.HIGHEST_PROTOCOL)
     except (TypeError, AttributeError, pickle.PicklingError) as exc:  # what pickle raises for an unpicklable object
@@ -326,7 +334,7 @@ def _sealed(secret: bytes, key: str, body: bytes) -> bytes:
 # --- files ----------------------------------------------------------------------------------------------
 
 
-def _read(path: pathlib.Path, secret: bytes | None = None) -> dict | None:
+def _read(path: pathlib.Path, secret: bytes | None = None) -> dict[str, Any] | None:
     """The entry at ``path``, its signature checked (with ``secret``, by default the cache directory's) before
     it is unpickled; None (a miss) where there is none, with a warning where it is damaged or was not written
     by this user's overdub."""
@@ -341,19 +349,23 @@ def _read(path: pathlib.Path, secret: bytes | None = None) -> dict | None:
         return None
     header = len(_MAGIC) + 32
     if len(data) < header or data[: len(_MAGIC)] != _MAGIC:
-        return _corrupt(path, "it is truncated or not an overdub cache entry")
+        _corrupt(path, "it is truncated or not an overdub cache entry")
+        return None
     body = data[header:]
     if not hmac.compare_digest(_signature(secret, path.parent.name, body), data[len(_MAGIC) : header]):
-        return _corrupt(path, "its signature does not match (truncated, overwritten, or not written by you)")
+        _corrupt(path, "its signature does not match (truncated, overwritten, or not written by you)")
+        return None
     try:
         entry = _unpickled(body)
     except _NotHere as exc:  # sound, but of another process: a miss here, and the entry stays for its writer
         log.debug("the disk cache entry %s is not used: %s", path, exc)
         return None
     except Exception as exc:  # whatever a damaged pickle raises
-        return _corrupt(path, f"it does not unpickle ({type(exc).__name__}: {exc})")
+        _corrupt(path, f"it does not unpickle ({type(exc).__name__}: {exc})")
+        return None
     if not isinstance(entry, dict) or not {"facts", "payload", "needs"} <= entry.keys():
-        return _corrupt(path, "it lacks fields")
+        _corrupt(path, "it lacks fields")
+        return None
     return entry
 
 

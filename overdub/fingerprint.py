@@ -32,15 +32,20 @@ import sysconfig
 import types as pytypes
 import typing
 import weakref
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, TypeGuard, cast
 
 import numpy as np
 
 from . import bindings, bridge, rewrite, world
 from .bindings import Binding, CellBinding, FunctionState, Guarded
 from .context import POSTHOOK, PREHOOK, Context, ContextShape, TargetRoot
-from .registry import EmptyTable, GenericFunction, MethodMatch
+from .registry import EmptyTable, GenericFunction, Method, MethodMatch, MethodTable, Signature, TableOwner
 from .runtime import runtime
 from .types import StructType, type_name
+
+if TYPE_CHECKING:
+    from .compiler import CompileJob, Kernel
 
 __all__ = [
     "Uncacheable",
@@ -61,12 +66,15 @@ __all__ = [
 
 SHIPPED = "__overdub_shipped__"  # the mark of the namespace of a def that arrived by value (overdub.travel)
 
+Locator: TypeAlias = tuple[Any, ...]
+"""How another process finds a thing again: plain data, a kind (a string) followed by strings and locators."""
+
 
 class Uncacheable(Exception):
     """Something a compile consulted has no name another process can find it by, or no content digest."""
 
 
-def _digest(*parts) -> str:
+def _digest(*parts: object) -> str:
     return hashlib.sha256("\x1f".join(map(str, parts)).encode()).hexdigest()[:40]
 
 
@@ -77,11 +85,11 @@ _LIBRARY_PATHS = tuple(
         {os.path.realpath(sysconfig.get_paths()[k]) + os.sep for k in ("stdlib", "platstdlib", "purelib", "platlib")}
     )
 )
-_code_digests: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_code_digests: weakref.WeakKeyDictionary[pytypes.CodeType, str] = weakref.WeakKeyDictionary()
 runtime.register_cache(f"{__name__}._code_digests", _code_digests)
 
 
-def is_library_module(name) -> bool:
+def is_library_module(name: object) -> bool:
     """Is ``name`` a module of an installed package, the standard library or overdub (whose versions the
     cache key holds), rather than the user's own code?"""
     if not isinstance(name, str) or name in ("__main__", "__mp_main__"):
@@ -123,7 +131,7 @@ _SITE_PATHS = tuple(sorted({os.path.realpath(sysconfig.get_paths()[k]) + os.sep 
 _STDLIB_PATHS = tuple(sorted({os.path.realpath(sysconfig.get_paths()[k]) + os.sep for k in ("stdlib", "platstdlib")}))
 
 
-def is_versioned_module(name) -> bool:
+def is_versioned_module(name: object) -> bool:
     """Is ``name`` a module whose version the cache key holds -- overdub (by its source), numba, numba-cuda,
     llvmlite, numpy, Python's standard library -- so that its objects may be known by name? (Another
     installed package is not: its code and values are digested where compiled code embeds them.)"""
@@ -170,7 +178,7 @@ def code_digest(code: pytypes.CodeType) -> str:
     return digest
 
 
-def function_digest(func: pytypes.FunctionType) -> str:
+def function_digest(func: Callable[..., Any]) -> str:
     """A def's name, code and defaults (its globals are facts of their own)."""
     kwdefaults = sorted((func.__kwdefaults__ or {}).items())
     return _digest(
@@ -183,7 +191,7 @@ def function_digest(func: pytypes.FunctionType) -> str:
     )
 
 
-def _data_digest(value) -> str | None:
+def _data_digest(value: Any) -> str | None:
     """Digest of a value that is data (compiled code may hold it as a constant), or None."""
     kind = type(value)
     if value is None or value is Ellipsis or kind in (bool, int, str, bytes):
@@ -211,7 +219,7 @@ def _data_digest(value) -> str | None:
     return None
 
 
-def value_digest(value) -> str:
+def value_digest(value: object) -> str:
     """A digest of ``value`` equal in two processes exactly when compiled code reading it is the same code;
     raises :class:`Uncacheable` for values without one."""
     if value is bindings._MISSING:
@@ -231,7 +239,7 @@ def value_digest(value) -> str:
     return _library_object_digest(value)
 
 
-def _library_object_digest(value) -> str:
+def _library_object_digest(value: object) -> str:
     kind = type(value)
     module = value.__module__ if isinstance(value, type) else getattr(value, "__module__", None)
     module = module if isinstance(module, str) else kind.__module__
@@ -249,19 +257,19 @@ def _library_object_digest(value) -> str:
     return f"lib:{kind.__module__}.{kind.__qualname__}:{text}"
 
 
-def type_digest(t) -> str:
+def type_digest(t: object) -> str:
     """A numba type (or lattice type) by its class and full repr, and the layout of each struct type in it
     (a struct type's repr is its class's name only: a struct edited in its file keeps its name)."""
     structs = sorted(_struct_digest(s) for s in _structs_in(t, set()))
     return f"{type(t).__module__}.{type(t).__qualname__}:{t!r}" + (f"{structs}" if structs else "")
 
 
-def _structs_in(t, seen: set) -> list:
+def _structs_in(t: object, seen: set[int]) -> list[StructType]:
     """The struct types ``t`` contains: itself, an array's element type, a tuple's items, a struct's fields."""
     if id(t) in seen:
         return []
     seen.add(id(t))
-    found = [t] if isinstance(t, StructType) else []
+    found: list[StructType] = [t] if isinstance(t, StructType) else []
     inner = [getattr(t, "dtype", None), *getattr(t, "types", ())]
     if isinstance(t, StructType):
         inner += [field for _, field in t.fields]
@@ -271,20 +279,21 @@ def _structs_in(t, seen: set) -> list:
     return found
 
 
-def _struct_digest(t) -> str:
+def _struct_digest(t: StructType) -> str:
     cls = t.cls
+    dtype = cast("np.dtype[Any]", t.numpy_dtype)  # made by overdub.structs with the type
     return _digest(
         "struct",
         cls.__module__,
         cls.__qualname__,
         [(n, repr(f)) for n, f in t.fields],
-        t.numpy_dtype.descr,
-        t.numpy_dtype.itemsize,
+        dtype.descr,
+        dtype.itemsize,
         repr(t.params),
     )
 
 
-def context_digest(ctx) -> str:
+def context_digest(ctx: Context) -> str:
     """A context of a chain: where it is found, and its forwards and replacements (its parent is the next
     context of the chain; its overdub tables are facts). A target's root is what overdub's code makes it."""
     if isinstance(ctx, TargetRoot):
@@ -307,7 +316,7 @@ def context_digest(ctx) -> str:
 # (:func:`is_versioned_module`) are known by name.
 
 
-def embeds_numba_code(value, compiled: set) -> bool:
+def embeds_numba_code(value: object, compiled: set[pytypes.FunctionType]) -> bool:
     """Does compiled code reading ``value`` embed what numba makes of it (code overdub did not compile, an
     object numba types by its registrations), rather than the value itself or a callee overdub compiled?"""
     if value is bindings._MISSING or _data_digest(value) is not None:
@@ -318,7 +327,7 @@ def embeds_numba_code(value, compiled: set) -> bool:
     return function is None or function not in compiled
 
 
-def embedded_digest(value, typing: bool = True) -> tuple[str, frozenset[tuple[str, str]]]:
+def embedded_digest(value: object, typing: bool = True) -> tuple[str, frozenset[tuple[str, str]]]:
     """The digest of ``value`` with everything numba embeds of it, and the typing code (an ``@overload``'s or
     ``@intrinsic``'s function, as module and qualname) it covers; raises :class:`Uncacheable` for what has no
     digest. ``typing=False``: without the typing code numba registered for the functions met (for telling
@@ -345,9 +354,9 @@ class _EmbeddedWalk:
         self.digests: dict[int, str] = {}
         self.modules: set[tuple[int, frozenset[str]]] = set()
         self.typed_by: set[tuple[str, str]] = set()
-        self._alive: list = []  # what was met, alive for the walk: an id is not reused meanwhile
+        self._alive: list[object] = []  # what was met, alive for the walk: an id is not reused meanwhile
 
-    def digest(self, value, names: frozenset[str] = frozenset()) -> str:
+    def digest(self, value: object, names: frozenset[str] = frozenset()) -> str:
         if type(value) is tuple:  # a tuple of functions (numba unrolls it) as well as of data
             return f"tuple:({','.join(self.digest(v, names) for v in value)})"
         data = "missing" if value is bindings._MISSING else _data_digest(value)
@@ -375,7 +384,7 @@ class _EmbeddedWalk:
         attributes = [f"{n}={self.digest(namespace[n], names)}" for n in sorted(names) if n in namespace]
         return _digest("module", module.__name__, attributes)
 
-    def _object(self, value) -> str:
+    def _object(self, value: object) -> str:
         function = bridge.python_function(value)
         if function is not None:
             options = getattr(value, "targetoptions", None)  # a dispatcher's: fastmath, boundscheck, ...
@@ -385,7 +394,8 @@ class _EmbeddedWalk:
         typing = bridge.typing_code(value) if self.typing else []
         for template, source in typing:
             if source is None:  # a template class (numba wraps a registered one in its own: its bases say whose)
-                module = next((c.__module__ for c in template.__mro__ if not is_versioned_module(c.__module__)), None)
+                mro = cast(type, template).__mro__
+                module = next((c.__module__ for c in mro if not is_versioned_module(c.__module__)), None)
                 if module is not None:
                     raise Uncacheable(f"numba types {value!r:.60} with a template of {module}: its code is no fact")
             elif not is_versioned_module(source.__module__):
@@ -417,12 +427,12 @@ class _EmbeddedWalk:
 def _imports_given(func: pytypes.FunctionType) -> list[tuple[str, object]]:
     """The modules a def that arrived by value imports in its body as its sender had them (the ``modules`` of
     its own ``__import__``, :class:`overdub.byvalue.Importer`): part of what it reads."""
-    builtins_ = func.__builtins__
+    builtins_ = cast(Any, func).__builtins__  # (typeshed lacks FunctionType.__builtins__)
     modules = getattr(builtins_.get("__import__"), "modules", None) if type(builtins_) is dict else None
     return sorted(modules.items()) if isinstance(modules, dict) else []
 
 
-def _target_digest(value) -> str:
+def _target_digest(value: object) -> str:
     """What a context forwards a call to or replaces an object with: an object numba compiles itself (an
     ``@njit`` function, say) with everything it embeds, since no fact records it."""
     if bridge.python_function(value) is value or not embeds_numba_code(value, set()):
@@ -433,16 +443,16 @@ def _target_digest(value) -> str:
 # --- locators -------------------------------------------------------------------------------------------
 
 
-def resolve_imported(module: str, qualname: str):
+def resolve_imported(module: str, qualname: str) -> object:
     """The object ``module`` + ``qualname`` names among the modules imported in this process (a check never
     imports anything: a module this process has not imported is not what the compile read)."""
-    value = sys.modules[module]
+    value: object = sys.modules[module]
     for part in qualname.split("."):
         value = getattr(value, part)
     return value
 
 
-def _resolves_to(module, qualname, obj) -> bool:
+def _resolves_to(module: object, qualname: object, obj: object) -> bool:
     if not (isinstance(module, str) and isinstance(qualname, str)) or "<" in qualname:
         return False
     try:
@@ -456,17 +466,17 @@ _NOWHERE = pytypes.ModuleType("<nowhere>")
 
 
 # obj -> the variable _ref found it in (re-checked before reuse); held weakly, so an entry dies with its object
-_found_variables: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_found_variables: weakref.WeakKeyDictionary[object, tuple[str, str]] = weakref.WeakKeyDictionary()
 runtime.register_cache(f"{__name__}._found_variables", _found_variables)
 
 
-def _ref(obj) -> tuple[str, str]:
+def _ref(obj: object) -> tuple[str, str]:
     """(module, qualified name) that another process imports ``obj`` by: its own names, else a variable of
     its module or of a namespace module registered under it (``overdub.targets.cpu.cuda``)."""
     module = getattr(obj, "__module__", None)
     qualname = getattr(obj, "__qualname__", None) or getattr(obj, "__name__", None)
     for candidate in (module, "numpy" if isinstance(obj, np.ufunc) else None):
-        if _resolves_to(candidate, qualname, obj):
+        if isinstance(candidate, str) and isinstance(qualname, str) and _resolves_to(candidate, qualname, obj):
             return candidate, qualname
     try:
         found = _found_variables.get(obj)
@@ -480,7 +490,7 @@ def _ref(obj) -> tuple[str, str]:
     return found
 
 
-def _variable_of(obj, module) -> tuple[str, str]:
+def _variable_of(obj: object, module: object) -> tuple[str, str]:
     """The variable of ``module`` or of a module under it that holds ``obj`` (a search of every module's
     namespace: :func:`_ref` remembers the answer -- the registries of od.method's and the dunders' tables are
     found this way in every compile -- and checks it still holds before reusing it)."""
@@ -492,7 +502,7 @@ def _variable_of(obj, module) -> tuple[str, str]:
     raise Uncacheable(f"{obj!r:.80} cannot be found by name in another process")
 
 
-def _context_ref(ctx) -> tuple:
+def _context_ref(ctx: Context) -> Locator:
     if isinstance(ctx, TargetRoot):
         return ("root", ctx.name)
     module = sys.modules.get(ctx.__module__)
@@ -502,13 +512,13 @@ def _context_ref(ctx) -> tuple:
     return ("context", ctx.__module__, min(names))
 
 
-def _find_context(ref: tuple, job):
+def _find_context(ref: Locator, job: CompileJob) -> Context:
     if ref[0] == "root":
         return next(ctx for ctx in job.chain if isinstance(ctx, TargetRoot) and ctx.name == ref[1])
-    return resolve_imported(ref[1], ref[2])
+    return cast(Context, resolve_imported(ref[1], ref[2]))
 
 
-def _table_ref(table) -> tuple:
+def _table_ref(table: MethodTable) -> Locator:
     owner = table.owner
     if owner is None:
         raise Uncacheable(f"it consulted {table.name}, a table no other process can find")
@@ -521,19 +531,20 @@ def _table_ref(table) -> tuple:
     return ("registry", _ref(registry), _ref(callee))
 
 
-def _find_table(ref: tuple, job):
+def _find_table(ref: Locator, job: CompileJob) -> MethodTable:
     if ref[0] == "generic":
-        return resolve_imported(ref[1], ref[2]).table
+        return cast(GenericFunction, resolve_imported(ref[1], ref[2])).table
     if ref[0] == "registry":
-        return resolve_imported(*ref[1]).table(resolve_imported(*ref[2]))
+        registry = cast(TableOwner, resolve_imported(*ref[1]))
+        return registry.table(cast("Callable[..., Any]", resolve_imported(*ref[2])))
     return _find_context(ref[1], job).table(resolve_imported(*ref[2]))
 
 
-def _signature_digest(sig: tuple) -> str:
+def _signature_digest(sig: tuple[object, ...]) -> str:
     return ",".join(f"{type_name(t)}" for t in sig)
 
 
-def _method_digest(method) -> str:
+def _method_digest(method: Method) -> str:
     return f"{_signature_digest(method.sig)}={function_digest(method.func)}"
 
 
@@ -543,7 +554,7 @@ def _answer_digest(match: MethodMatch) -> str:
     return f"ambiguous:{sorted(map(_method_digest, match.ambiguous))}" if match.ambiguous else "none"
 
 
-def _function_ref(func, job, methods: dict) -> tuple:
+def _function_ref(func: pytypes.FunctionType, job: CompileJob, methods: dict[int, Locator]) -> Locator:
     if func is job.func:
         return ("kernel",)
     if id(func) in methods:
@@ -551,17 +562,18 @@ def _function_ref(func, job, methods: dict) -> tuple:
     return ("ref", *_ref(func))
 
 
-def _find_function(ref: tuple, job):
+def _find_function(ref: Locator, job: CompileJob) -> pytypes.FunctionType:
+    """The def a locator names (a changed one -- no def now -- fails its fact's check)."""
     if ref[0] == "kernel":
-        return job.func
+        return cast(pytypes.FunctionType, job.func)
     if ref[0] == "method":
         table = _find_table(ref[1], job)
-        return next(m.func for m in table.methods if _signature_digest(m.sig) == ref[2])
+        return cast(pytypes.FunctionType, next(m.func for m in table.methods if _signature_digest(m.sig) == ref[2]))
     found = resolve_imported(ref[1], ref[2])
-    return bridge.python_function(found) or found
+    return cast(pytypes.FunctionType, bridge.python_function(found) or found)
 
 
-def _namespace_ref(namespace: dict, functions: dict) -> tuple:
+def _namespace_ref(namespace: dict[str, Any], functions: dict[int, Locator]) -> Locator:
     name = namespace.get("__name__")
     module = sys.modules.get(name) if isinstance(name, str) else None
     if module is not None and vars(module) is namespace:
@@ -571,7 +583,7 @@ def _namespace_ref(namespace: dict, functions: dict) -> tuple:
     raise Uncacheable(f"a namespace of {name!r} that is not its module's")
 
 
-def _find_namespace(ref: tuple, functions: dict) -> dict:
+def _find_namespace(ref: Locator, functions: dict[Locator, pytypes.FunctionType]) -> dict[str, Any]:
     if ref[0] == "module":
         return vars(sys.modules[ref[1]])
     return functions[ref[1]].__globals__
@@ -589,7 +601,7 @@ class Fact:
 
     __slots__ = ()
 
-    def check(self, job, functions: dict) -> str | None:
+    def check(self, job: CompileJob, functions: dict[Locator, pytypes.FunctionType]) -> str | None:
         """None when the fact holds in this process (for the compile of ``job``), else what changed."""
         raise NotImplementedError
 
@@ -602,11 +614,11 @@ class Fact:
 class DispatchFact(Fact):
     """In the method table ``table`` (a locator), ``argtypes`` reached the answer ``answer`` digests."""
 
-    table: tuple
-    argtypes: tuple
+    table: Locator
+    argtypes: Signature
     answer: str
 
-    def check(self, job, functions: dict) -> str | None:
+    def check(self, job: CompileJob, functions: dict[Locator, pytypes.FunctionType]) -> str | None:
         match = _find_table(self.table, job).dispatch(self.argtypes)
         return None if _answer_digest(match) == self.answer else f"{match.describe()} is a new answer"
 
@@ -618,9 +630,9 @@ class DispatchFact(Fact):
 class EmptyTableFact(Fact):
     """The method table ``table`` (a locator) had no method."""
 
-    table: tuple
+    table: Locator
 
-    def check(self, job, functions: dict) -> str | None:
+    def check(self, job: CompileJob, functions: dict[Locator, pytypes.FunctionType]) -> str | None:
         table = _find_table(self.table, job)
         return None if table.is_empty() else f"{table.name} has methods now"
 
@@ -635,8 +647,8 @@ class StructFact(Fact):
     cls: tuple[str, str]
     digest: str
 
-    def check(self, job, functions: dict) -> str | None:
-        cls = resolve_imported(*self.cls)
+    def check(self, job: CompileJob, functions: dict[Locator, pytypes.FunctionType]) -> str | None:
+        cls: Any = resolve_imported(*self.cls)  # an @od.struct class: overdub.structs gave it these attributes
         world.consult(cls.__overdub_definition__)
         same = cls.__overdub_definition__.valid and _struct_digest(cls.__overdub_type__) == self.digest
         return None if same else f"the struct {cls.__qualname__} changed"
@@ -650,10 +662,10 @@ class FunctionFact(Fact):
     """The function ``function`` (a locator: the kernel, a method of a table, a module's variable) compiled
     had the code ``digest``."""
 
-    function: tuple
+    function: Locator
     digest: str
 
-    def check(self, job, functions: dict) -> str | None:
+    def check(self, job: CompileJob, functions: dict[Locator, pytypes.FunctionType]) -> str | None:
         func = functions[self.function] = _find_function(self.function, job)
         bindings.read_function(func)
         if func.__globals__.get(SHIPPED):
@@ -673,7 +685,7 @@ class GlobalFact(Fact):
     """The global ``name`` of ``namespace`` (a module, or the globals of a function compiled before it), read
     with or without the builtins behind it, had a value ``digest``."""
 
-    namespace: tuple
+    namespace: Locator
     name: str
     with_builtins: bool
     digest: str
@@ -681,10 +693,10 @@ class GlobalFact(Fact):
     what: typing.ClassVar[str] = "the global"
 
     @staticmethod
-    def digest_of(value) -> str:
+    def digest_of(value: object) -> str:
         return value_digest(value)
 
-    def check(self, job, functions: dict) -> str | None:
+    def check(self, job: CompileJob, functions: dict[Locator, pytypes.FunctionType]) -> str | None:
         if self.namespace[0] == "module" and not self.with_builtins:  # an attribute, perhaps lazy (PEP 562)
             value = bindings.read_attribute(sys.modules[self.namespace[1]], self.name)
         else:
@@ -706,18 +718,18 @@ class EmbeddedFact(GlobalFact):
     what: typing.ClassVar[str] = "the code numba compiles for the global"
 
     @staticmethod
-    def digest_of(value) -> str:
+    def digest_of(value: object) -> str:
         return embedded_digest(value)[0]
 
 
 # --- record and replay ----------------------------------------------------------------------------------
 
 
-def _leaves(node) -> list:
+def _leaves(node: world.Node) -> list[world.Node]:
     """The edges of ``node`` and, through each compiled method instance it used, theirs: what it depends on."""
-    seen: dict = {}
+    seen: dict[world.Node, None] = {}
 
-    def walk(n):
+    def walk(n: world.Node) -> None:
         for edge in n.edges:
             if isinstance(edge, Guarded):
                 walk(edge)
@@ -728,11 +740,14 @@ def _leaves(node) -> list:
     return list(seen)
 
 
-def record(job, kernel) -> list[Fact]:
+def record(job: CompileJob, kernel: Kernel) -> list[Fact]:
     """The facts of the compiled ``kernel``: dispatch answers, then code, then globals (the order
     :func:`replay` finds them in). Raises :class:`Uncacheable`."""
     leaves = _leaves(kernel)
-    facts, methods, namespaces, compiled = [], {}, {}, set()
+    facts: list[Fact] = []
+    methods: dict[int, Locator] = {}  # id of a method's def -> the def's locator
+    namespaces: dict[int, Locator] = {}  # id of a compiled def's globals -> the def's locator
+    compiled: set[pytypes.FunctionType] = set()
     for node in leaves:
         if isinstance(node, MethodMatch):
             table = _table_ref(node.table)
@@ -777,21 +792,28 @@ def record(job, kernel) -> list[Fact]:
     return facts
 
 
-def _digested(need, typed_by: set[tuple[str, str]]) -> bool:
+def _digested(need: bridge.TypedByTemplates, typed_by: set[tuple[str, str]]) -> bool:
     """Is the typing code that typed a call or an attribute read known to another process: a versioned
     package's, or an installed package's that a fact digests (not the user's own: such code is not cached)?"""
     module = need.module
     return is_versioned_module(module) or ((module, need.qualname) in typed_by and is_library_module(module))
 
 
-def _is_struct_definition(node) -> bool:
+class _StructDefinition(Protocol):
+    """What this module reads of :class:`overdub.structs.StructDefinition`: the ``@od.struct`` class (which
+    overdub.structs gives its ``__overdub_type__`` and ``__overdub_definition__``)."""
+
+    cls: Any
+
+
+def _is_struct_definition(node: object) -> TypeGuard[_StructDefinition]:
     """Is ``node`` the class statement of an ``@od.struct`` (:class:`overdub.structs.StructDefinition`, a
     module above this one: known by what it holds)?"""
     cls = getattr(node, "cls", None)
     return cls is not None and getattr(cls, "__overdub_definition__", None) is node
 
 
-def _portable_types(argtypes: tuple) -> tuple:
+def _portable_types(argtypes: Signature) -> Signature:
     """``argtypes``, when another process unpickles them as equal types (numba's types are interned by their
     key; a type holding a Python object -- a function passed as a value -- unpickles as another one)."""
     try:
@@ -802,7 +824,7 @@ def _portable_types(argtypes: tuple) -> tuple:
     raise Uncacheable(f"the argument types {argtypes} do not survive pickling")
 
 
-def _check_compiled(value, compiled: set) -> None:
+def _check_compiled(value: object, compiled: set[pytypes.FunctionType]) -> None:
     """A function of the user's own code that a compile read but did not compile was typed by numba itself
     (an ``@overload`` of it, say), from code no fact records: such a compile is not cached."""
     function = bridge.python_function(value)
@@ -810,10 +832,10 @@ def _check_compiled(value, compiled: set) -> None:
         raise Uncacheable(f"{function.__module__}.{function.__qualname__} was read but not compiled by overdub")
 
 
-def replay(job, facts: list[Fact]) -> str | None:
+def replay(job: CompileJob, facts: list[Fact]) -> str | None:
     """Re-check each fact in this process through the calls a compile makes (so the node being built on this
     thread gets the same edges); None when all hold, else which one does not."""
-    functions: dict = {}
+    functions: dict[Locator, pytypes.FunctionType] = {}
     for fact in facts:
         if not isinstance(fact, Fact):  # an entry of an older format: a miss
             return f"a fact of another format ({type(fact).__name__}) cannot be checked here"

@@ -9,9 +9,13 @@ from __future__ import annotations
 
 import enum
 import functools
+import typing
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import numba
 import numpy as np
+import numpy.typing as npt
 from llvmlite import ir
 from numba.core import cgutils, types
 from numba.core.extending import intrinsic, typeof_impl
@@ -19,6 +23,16 @@ from numba.core.extending import intrinsic, typeof_impl
 from . import world
 from .bridge.pointers import load_element, store_element
 from .types import PtrType
+
+if TYPE_CHECKING:
+    from numba.core.base import BaseContext
+    from numba.core.typing.context import BaseContext as TypingContext
+    from numba.core.typing.templates import Signature
+
+    from .bindings import Guarded
+
+# what an intrinsic's typing answers: the call's signature and its code generator, or None (no such call)
+_Typed: TypeAlias = "tuple[Signature, Callable[..., ir.Value]] | None"
 
 __all__ = ["Pointer", "pointer", "unsafe_load", "unsafe_store", "vload", "vstore", "cuprintln", "state", "Intrinsic"]
 
@@ -28,11 +42,13 @@ class Intrinsic:
 
     __overdub_intrinsic__ = True
 
-    def __init__(self, host, device):
+    __name__: str  # the host implementation's, as functools.update_wrapper copies it
+
+    def __init__(self, host: Callable[..., Any], device: Callable[..., Any]) -> None:
         functools.update_wrapper(self, host)
         self.host, self.device = host, device
 
-    def __call__(self, *args, **kwargs):
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:  # the host implementation's arguments and result
         return self.host(*args, **kwargs)
 
     def __repr__(self) -> str:
@@ -50,20 +66,20 @@ class Pointer:
 
     __slots__ = ("address", "dtype", "owner", "device")
 
-    def __init__(self, address: int, dtype, owner=None, device: bool = False):
+    def __init__(self, address: int, dtype: npt.DTypeLike, owner: object = None, device: bool = False) -> None:
         self.address, self.dtype, self.owner, self.device = int(address), np.dtype(dtype), owner, device
 
     @property
     def type(self) -> PtrType:
         return PtrType(numba.from_dtype(self.dtype))
 
-    def __reduce__(self):
+    def __reduce__(self) -> typing.NoReturn:
         raise TypeError(
             "an od.Pointer is an address in this process and means nothing in another: pickle the "
             "array and take od.pointer of it where it is used"
         )
 
-    def _host_view(self) -> np.ndarray:
+    def _host_view(self) -> np.ndarray[typing.Any, np.dtype[typing.Any]]:
         if self.device or not isinstance(self.owner, np.ndarray):
             raise TypeError("this pointer's memory is not host memory: it can only be used inside a kernel")
         return self.owner.reshape(-1) if self.owner.flags.c_contiguous else self.owner.ravel(order="K")
@@ -74,15 +90,15 @@ class Pointer:
 
 
 @typeof_impl.register(Pointer)
-def _typeof_pointer(value, c):
+def _typeof_pointer(value: Pointer, c: object) -> PtrType:
     return value.type
 
 
-def contiguity(shape, strides, itemsize) -> tuple[bool, bool]:
+def contiguity(shape: Sequence[int], strides: Sequence[int] | None, itemsize: int) -> tuple[bool, bool]:
     """(C-contiguous, Fortran-contiguous) of a strided layout, numpy's rule: extents of 1 have any stride."""
     if strides is None:
         return True, len(shape) <= 1
-    flags = []
+    flags: list[bool] = []
     for order in (reversed, lambda seq: seq):
         expected, ok = itemsize, True
         for extent, stride in zip(order(shape), order(strides)):
@@ -92,19 +108,22 @@ def contiguity(shape, strides, itemsize) -> tuple[bool, bool]:
     return flags[0], flags[1]
 
 
-def interface_dtype(value) -> np.dtype:
+def interface_dtype(value: Any) -> np.dtype[typing.Any]:  # any __cuda_array_interface__ object
     """The element dtype of a ``__cuda_array_interface__`` object: its own numpy ``dtype`` where it has one of
     the interface's size (numba device arrays: record dtypes keep their alignment), else the interface's
     ``descr`` where that names fields (a structured array), else its ``typestr``."""
-    interface = value.__cuda_array_interface__
-    plain = np.dtype(interface["typestr"])
+    interface: dict[str, Any] = value.__cuda_array_interface__
+    plain: np.dtype[typing.Any] = np.dtype(interface["typestr"])
     own = getattr(value, "dtype", None)
     if isinstance(own, np.dtype) and own.itemsize == plain.itemsize:
         return own
     descr = interface.get("descr")
     if not descr or not any(field[0] for field in descr):
         return plain
-    names, formats, offsets, offset = [], [], [], 0
+    names: list[str] = []
+    formats: list[np.dtype[typing.Any]] = []
+    offsets: list[int] = []
+    offset = 0
     for name, fmt, *shape in descr:  # unnamed entries are padding
         field = np.dtype((fmt, tuple(shape[0])) if shape else fmt)
         if name:
@@ -115,7 +134,7 @@ def interface_dtype(value) -> np.dtype:
     return np.dtype({"names": names, "formats": formats, "offsets": offsets, "itemsize": plain.itemsize})
 
 
-def pointer(array) -> Pointer:
+def pointer(array: Any) -> Pointer:  # a numpy array or any __cuda_array_interface__ object
     """A ``Ptr[dtype]`` to ``array``'s first element: a numpy array (CPU target), or a cupy array, numba
     device array or any ``__cuda_array_interface__`` object (CUDA target). The array must be contiguous (C or
     Fortran order): a pointer indexes memory, element after element."""
@@ -141,18 +160,18 @@ def pointer(array) -> Pointer:
 
 
 @intrinsic
-def _load(typingctx, ptr, index):
+def _load(typingctx: TypingContext, ptr: types.Type, index: types.Type) -> _Typed:
     if not (isinstance(ptr, PtrType) and isinstance(index, types.Integer)):
         return None
 
-    def codegen(context, builder, sig, args):
-        return load_element(context, builder, sig.args[0], args[0], sig.args[1], args[1])
+    def codegen(context: BaseContext, builder: ir.IRBuilder, sig: Signature, args: Sequence[ir.Value]) -> ir.Value:
+        return load_element(context, builder, sig.args[0], args[0], sig.args[1], args[1])  # type: ignore[no-untyped-call]  # numba's is unannotated
 
-    return ptr.dtype(ptr, types.unliteral(index)), codegen
+    return ptr.dtype(ptr, types.unliteral(index)), codegen  # type: ignore[no-untyped-call]  # numba's is unannotated
 
 
 @intrinsic
-def _store(typingctx, ptr, value, index):
+def _store(typingctx: TypingContext, ptr: types.Type, value: types.Type, index: types.Type) -> _Typed:
     if not (
         isinstance(ptr, PtrType)
         and isinstance(index, types.Integer)
@@ -160,27 +179,29 @@ def _store(typingctx, ptr, value, index):
     ):
         return None
 
-    def codegen(context, builder, sig, args):
-        store_element(context, builder, sig.args[0], args[0], sig.args[2], args[2], sig.args[1], args[1])
-        return context.get_dummy_value()
+    def codegen(context: BaseContext, builder: ir.IRBuilder, sig: Signature, args: Sequence[ir.Value]) -> ir.Value:
+        store_element(context, builder, sig.args[0], args[0], sig.args[2], args[2], sig.args[1], args[1])  # type: ignore[no-untyped-call]  # numba's is unannotated
+        return context.get_dummy_value()  # type: ignore[no-untyped-call]  # numba's is unannotated
 
-    return types.void(ptr, types.unliteral(value), types.unliteral(index)), codegen
-
-
-def _unsafe_load_device(ptr, i=0):
-    return _load(ptr, i)
+    return types.void(ptr, types.unliteral(value), types.unliteral(index)), codegen  # type: ignore[no-untyped-call]  # numba's is unannotated
 
 
-def _unsafe_store_device(ptr, value, i=0):
-    _store(ptr, value, i)
+# The device implementations are compiled, never run: numba types their arguments. (numba's stub of an
+# intrinsic's call counts the typing context among its arguments, which a call in compiled code does not pass.)
+def _unsafe_load_device(ptr: Pointer, i: int = 0) -> object:
+    return _load(ptr, i)  # type: ignore[call-arg, arg-type]
 
 
-def _unsafe_load_host(ptr: Pointer, i: int = 0):
+def _unsafe_store_device(ptr: Pointer, value: object, i: int = 0) -> None:
+    _store(ptr, value, i)  # type: ignore[call-arg, arg-type]
+
+
+def _unsafe_load_host(ptr: Pointer, i: int = 0) -> Any:  # an element: a numpy scalar of the pointer's dtype
     """``ptr[i]``, with no bounds check inside kernels."""
     return ptr._host_view()[i]
 
 
-def _unsafe_store_host(ptr: Pointer, value, i: int = 0) -> None:
+def _unsafe_store_host(ptr: Pointer, value: object, i: int = 0) -> None:
     """``ptr[i] = value`` (converted to the element type), with no bounds check inside kernels."""
     ptr._host_view()[i] = value
 
@@ -194,68 +215,78 @@ unsafe_store = Intrinsic(_unsafe_store_host, _unsafe_store_device)
 # the widest memory transactions a thread can issue, which numba's array indexing never emits.
 
 
-def _vector_pointer(context, builder, ptr_type, ptr, index_type, index, width):
-    element = context.get_data_type(ptr_type.dtype)
+def _vector_pointer(
+    context: BaseContext,
+    builder: ir.IRBuilder,
+    ptr_type: PtrType,
+    ptr: ir.Value,
+    index_type: types.Type,
+    index: ir.Value,
+    width: int,
+) -> tuple[ir.Value, ir.VectorType]:
+    element = context.get_data_type(ptr_type.dtype)  # type: ignore[no-untyped-call]  # numba's is unannotated
     vector = ir.VectorType(element, width)
     base = builder.bitcast(ptr, vector.as_pointer())
-    return builder.gep(base, [context.cast(builder, index, index_type, types.intp)]), vector
+    return builder.gep(base, [context.cast(builder, index, index_type, types.intp)]), vector  # type: ignore[no-untyped-call]  # numba's is unannotated
 
 
-def _vector_width(width) -> int | None:
+def _vector_width(width: types.Type) -> int | None:
     value = getattr(width, "literal_value", None)
     return value if isinstance(value, int) and value in (2, 4, 8, 16) else None
 
 
 @intrinsic(prefer_literal=True)
-def _vload(typingctx, ptr, index, width):
+def _vload(typingctx: TypingContext, ptr: types.Type, index: types.Type, width: types.Type) -> _Typed:
     n = _vector_width(width)
     if not (isinstance(ptr, PtrType) and isinstance(index, types.Integer) and n):
         return None
-    result = types.UniTuple(ptr.dtype, n)
+    result = types.UniTuple(ptr.dtype, n)  # type: ignore[no-untyped-call]  # numba's is unannotated
 
-    def codegen(context, builder, sig, args):
+    def codegen(context: BaseContext, builder: ir.IRBuilder, sig: Signature, args: Sequence[ir.Value]) -> ir.Value:
         address, vector = _vector_pointer(context, builder, sig.args[0], args[0], sig.args[1], args[1], n)
-        loaded = builder.load(address, align=n * context.get_abi_sizeof(vector.element))
+        loaded = builder.load(address, align=n * context.get_abi_sizeof(vector.element))  # type: ignore[no-untyped-call]  # numba's is unannotated
         items = [builder.extract_element(loaded, ir.Constant(ir.IntType(32), k)) for k in range(n)]
-        return context.make_tuple(builder, result, items)
+        return context.make_tuple(builder, result, items)  # type: ignore[no-untyped-call]  # numba's is unannotated
 
-    return result(ptr, types.unliteral(index), width), codegen
+    return result(ptr, types.unliteral(index), width), codegen  # type: ignore[no-untyped-call]  # numba's is unannotated
 
 
 @intrinsic(prefer_literal=True)
-def _vstore(typingctx, ptr, values, index):
+def _vstore(typingctx: TypingContext, ptr: types.Type, values: types.Type, index: types.Type) -> _Typed:
     if not (
         isinstance(ptr, PtrType)
         and isinstance(index, types.Integer)
         and isinstance(values, types.BaseTuple)
         and len(values) in (2, 4, 8, 16)
-        and all(isinstance(t, types.Number) for t in values)
+        and all(isinstance(t, types.Number) for t in values)  # type: ignore[attr-defined]  # each BaseTuple iterates
     ):
         return None
     n = len(values)
 
-    def codegen(context, builder, sig, args):
+    def codegen(context: BaseContext, builder: ir.IRBuilder, sig: Signature, args: Sequence[ir.Value]) -> ir.Value:
         ptr_type, values_type, index_type = sig.args
         address, vector = _vector_pointer(context, builder, ptr_type, args[0], index_type, args[2], n)
-        items = cgutils.unpack_tuple(builder, args[1], n)
+        items = cgutils.unpack_tuple(builder, args[1], n)  # type: ignore[no-untyped-call]  # numba's is unannotated
         packed = ir.Constant(vector, ir.Undefined)
         for k, (ty, item) in enumerate(zip(values_type, items)):
             packed = builder.insert_element(
-                packed, context.cast(builder, item, ty, ptr_type.dtype), ir.Constant(ir.IntType(32), k)
+                packed,
+                context.cast(builder, item, ty, ptr_type.dtype),  # type: ignore[no-untyped-call]  # numba's is unannotated
+                ir.Constant(ir.IntType(32), k),
             )
-        builder.store(packed, address, align=n * context.get_abi_sizeof(vector.element))
-        return context.get_dummy_value()
+        builder.store(packed, address, align=n * context.get_abi_sizeof(vector.element))  # type: ignore[no-untyped-call]  # numba's is unannotated
+        return context.get_dummy_value()  # type: ignore[no-untyped-call]  # numba's is unannotated
 
-    return types.void(ptr, values, types.unliteral(index)), codegen
+    return types.void(ptr, values, types.unliteral(index)), codegen  # type: ignore[no-untyped-call]  # numba's is unannotated
 
 
-def _vload_host(ptr: Pointer, i: int, width: int) -> tuple:
+def _vload_host(ptr: Pointer, i: int, width: int) -> tuple[Any, ...]:
     """Elements ``width*i`` ... ``width*i + width - 1`` of ``ptr`` as a tuple, in one aligned vector load inside
     kernels (``width`` a constant 2, 4, 8 or 16; the address must be aligned to the vector's size)."""
     return tuple(ptr._host_view()[width * i : width * (i + 1)])
 
 
-def _vstore_host(ptr: Pointer, values: tuple, i: int) -> None:
+def _vstore_host(ptr: Pointer, values: tuple[object, ...], i: int) -> None:
     """Store the tuple ``values`` at elements ``len(values)*i`` onwards, in one aligned vector store inside
     kernels."""
     n = len(values)
@@ -271,46 +302,49 @@ vstore = Intrinsic(_vstore_host, _vstore)
 _I8P = ir.IntType(8).as_pointer()
 
 
-def _is_cuda(context) -> bool:
+def _is_cuda(context: BaseContext) -> bool:
     return type(context).__module__.startswith("numba.cuda")
 
 
-def _c_string(context, builder, text: str):
+def _c_string(context: BaseContext, builder: ir.IRBuilder, text: str) -> ir.Value:
     if _is_cuda(context):
-        return context.insert_string_const_addrspace(builder, text)
-    return context.insert_const_string(builder.module, text)
+        return context.insert_string_const_addrspace(builder, text)  # type: ignore[attr-defined]  # numba-cuda's context's
+    return context.insert_const_string(builder.module, text)  # type: ignore[no-untyped-call]  # numba's is unannotated
 
 
-def _format_item(context, builder, ty, value):
+def _format_item(
+    context: BaseContext, builder: ir.IRBuilder, ty: types.Type, value: ir.Value
+) -> tuple[str, ir.Value | None]:
     """(printf conversion, promoted value or None) for one argument of cuprintln."""
     if isinstance(ty, types.StringLiteral):
         return ty.literal_value.replace("%", "%%"), None
     if isinstance(ty, types.Boolean):
-        flag = context.cast(builder, value, ty, types.boolean)
+        flag = context.cast(builder, value, ty, types.boolean)  # type: ignore[no-untyped-call]  # numba's is unannotated
         return "%s", builder.select(flag, _c_string(context, builder, "True"), _c_string(context, builder, "False"))
     if isinstance(ty, types.Integer):
-        wide = types.int64 if ty.signed else types.uint64
-        return ("%lld" if ty.signed else "%llu"), context.cast(builder, value, ty, wide)
-    return "%g", context.cast(builder, value, ty, types.float64)  # C varargs promote floats to double
+        signed: bool = ty.signed  # type: ignore[attr-defined]  # numba's stub of Integer omits it
+        wide = types.int64 if signed else types.uint64
+        return ("%lld" if signed else "%llu"), context.cast(builder, value, ty, wide)  # type: ignore[no-untyped-call]  # numba's is unannotated
+    return "%g", context.cast(builder, value, ty, types.float64)  # type: ignore[no-untyped-call]  # C varargs promote floats to double
 
 
-def _emit_printf(context, builder, fmt: str, values: list) -> None:
+def _emit_printf(context: BaseContext, builder: ir.IRBuilder, fmt: str, values: list[ir.Value]) -> None:
     if _is_cuda(context):
         from numba.cuda import nvvmutils  # lowering for CUDA: numba-cuda is imported
 
-        vprintf = nvvmutils.declare_vprint(builder.module)
+        vprintf = nvvmutils.declare_vprint(builder.module)  # type: ignore[no-untyped-call]  # numba's is unannotated
         if values:
-            packed = cgutils.make_anonymous_struct(builder, values)
-            buffer = builder.bitcast(cgutils.alloca_once_value(builder, packed), _I8P)
+            packed = cgutils.make_anonymous_struct(builder, values)  # type: ignore[no-untyped-call]  # numba's is unannotated
+            buffer = builder.bitcast(cgutils.alloca_once_value(builder, packed), _I8P)  # type: ignore[no-untyped-call]  # numba's is unannotated
         else:
             buffer = ir.Constant(_I8P, None)
         builder.call(vprintf, (_c_string(context, builder, fmt), buffer))
         return
-    printf = cgutils.get_or_insert_function(
+    printf = cgutils.get_or_insert_function(  # type: ignore[no-untyped-call]  # numba's is unannotated
         builder.module, ir.FunctionType(ir.IntType(32), [_I8P], var_arg=True), "printf"
     )
     builder.call(printf, [_c_string(context, builder, fmt)] + values)
-    built = world.being_built()
+    built = typing.cast("Guarded | None", world.being_built())  # at code generation: a compile's node
     if built is not None:
         built.needs.add(LaunchNeed.FLUSH_STDOUT)
 
@@ -324,28 +358,29 @@ class LaunchNeed(enum.Enum):
 
 
 @intrinsic(prefer_literal=True)
-def _println(typingctx, *args):
+def _println(typingctx: TypingContext, *args: types.Type) -> _Typed:
     printable = (types.StringLiteral, types.Integer, types.Float, types.Boolean)
     if not all(isinstance(a, printable) for a in args):
         return None
-    sig = types.void(types.StarArgTuple.from_types(args))
+    sig = types.void(types.StarArgTuple.from_types(args))  # type: ignore[no-untyped-call]  # numba's is unannotated
 
-    def codegen(context, builder, sig, llargs):
+    def codegen(context: BaseContext, builder: ir.IRBuilder, sig: Signature, llargs: Sequence[ir.Value]) -> ir.Value:
         tuple_type = sig.args[0]
-        items = cgutils.unpack_tuple(builder, llargs[0], len(tuple_type))
-        parts, values = [], []
+        items = cgutils.unpack_tuple(builder, llargs[0], len(tuple_type))  # type: ignore[no-untyped-call]  # numba's is unannotated
+        parts: list[str] = []
+        values: list[ir.Value] = []
         for ty, value in zip(tuple_type.types, items):
             conversion, promoted = _format_item(context, builder, ty, value)
             parts.append(conversion)
             if promoted is not None:
                 values.append(promoted)
         _emit_printf(context, builder, " ".join(parts) + "\n", values)
-        return context.get_dummy_value()
+        return context.get_dummy_value()  # type: ignore[no-untyped-call]  # numba's is unannotated
 
     return sig, codegen
 
 
-def _cuprintln_host(*args) -> None:
+def _cuprintln_host(*args: object) -> None:
     """Print the arguments space-separated with a newline: device printf inside kernels (ints, floats,
     bools and string constants), Python's print on the host."""
     print(*args)
@@ -360,14 +395,14 @@ cuprintln = Intrinsic(_cuprintln_host, _println)
 # function is the one that takes it as a parameter of its own: it returns it.
 
 
-def _state_device(state):
+def _state_device(state: object) -> object:
     return state
 
 
-_state_device.__overdub_takes_state__ = True
+_state_device.__overdub_takes_state__ = True  # type: ignore[attr-defined]  # a function takes any attribute
 
 
-def _state_host():
+def _state_host() -> typing.NoReturn:
     """The state passed by the launch (``od.cuda(..., context=ctx, state=value)``), inside the kernel, its
     callees and the context's overdubs and hooks; its type is the launch's value's (one compile per state
     type, whatever the value). Compiling a call of it for a launch without state is an error."""

@@ -29,17 +29,27 @@ numba's string-literal getitem rewrite -- and the typing context's ``resolve_sta
 from __future__ import annotations
 
 import operator
-from typing import NamedTuple
+import typing
+from collections.abc import Callable
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeAlias
 
 import numba.core.errors
 import numba.core.ir
 import numba.core.rewrites
+from numba.core import types
 from numba.core.typing.templates import signature
 
 from . import bridge, settings
 from .context import when_imported
 from .rewrite import CHAIN_MARK, Overdubbed
 from .tables import asked
+
+if TYPE_CHECKING:
+    from numba.core.typing.context import BaseContext as TypingContext
+    from numba.core.typing.templates import Signature
+
+    from .context import Context
 
 __all__ = ["OperatorSite", "numba_signature", "INPLACE"]
 
@@ -49,11 +59,17 @@ __all__ = ["OperatorSite", "numba_signature", "INPLACE"]
 # (``OVERDUB_REROUTE=always`` runs the test suite through the rerouted path); they are not an API. It decides
 # which edges a kernel records, so the disk cache keys on it (settings.code_settings).
 
+_Operator: TypeAlias = Callable[..., Any]  # an operator function: operator.add, operator.getitem, ...
+# A node of a function's IR, numba's or numba-cuda's: each pipeline has its own IR module, two class hierarchies
+# told apart by the _Nodes of the pipeline; the rewrites read them by attribute.
+_IR: TypeAlias = Any
+_Found: TypeAlias = "tuple[str, _Operator, list[_IR], dict[str, object]]"  # kind, operator, operands, constants
+
 # Python's `is` cannot be overloaded; numba's branch pruning reads `x is None` nodes
 _NEVER_REROUTED = frozenset({operator.is_, operator.is_not})
 
 # a += b: the in-place operator, then (Python's fallback) the copying one
-INPLACE = {
+INPLACE: dict[_Operator, _Operator] = {
     operator.iadd: operator.add,
     operator.isub: operator.sub,
     operator.imul: operator.mul,
@@ -78,36 +94,44 @@ class OperatorSite(Overdubbed):
 
     __slots__ = ("kind", "constants", "by_numba")
     observed = False  # hooks observe calls written as calls; a prehook of od.Any would see every + and a[i]
+    kind: str
+    constants: dict[str, object]
+    by_numba: set[tuple[types.Type, ...]]
 
-    def __init__(self, chain: tuple, callee, kind: str, constants: dict):
+    def __init__(self, chain: tuple[Context, ...], callee: _Operator, kind: str, constants: dict[str, object]) -> None:
         super().__init__(chain, callee)
         self.kind, self.constants, self.by_numba = kind, constants, set()
 
     @property
-    def operators(self) -> tuple:
+    def operators(self) -> tuple[_Operator, ...]:
         """The operator functions a call dispatches on, in order: ``iadd`` then ``add`` for ``a += b``."""
         fallback = INPLACE.get(self.callee)
         return (self.callee,) if fallback is None else (self.callee, fallback)
 
 
-def _may_apply(chain: tuple, ops: tuple) -> bool:
+def _may_apply(chain: tuple[Context, ...], ops: tuple[_Operator, ...]) -> bool:
     """Could any table apply to a call of one of ``ops``? (While not, every table's emptiness is an edge.)"""
     return not all(each.table.is_empty() for op in ops for each in asked(chain, op))
 
 
-def numba_signature(site: OperatorSite, context, args: tuple):
+def numba_signature(site: OperatorSite, context: TypingContext, args: tuple[types.Type, ...]) -> Signature | None:
     """The signature numba's own typing gives the node ``site`` came from, or None (as numba's typeinfer
     types binop, unary, getitem, static_getitem, setitem and static_setitem nodes)."""
     kind, constants = site.kind, site.constants
     if kind == "static_getitem":
-        static = context.resolve_static_getitem(value=args[0], index=constants["index"])
+        static = context.resolve_static_getitem(value=args[0], index=constants["index"])  # type: ignore[no-untyped-call]  # numba's is unannotated
         if static is not None:
-            return signature(static.return_type, *args)
+            sig: Signature = signature(static.return_type, *args)  # type: ignore[no-untyped-call]  # numba's is unannotated
+            return sig
         return bridge.delegate(context, operator.getitem, args, {})[0]
     if kind == "setitem":
-        return context.resolve_setitem(*args)
+        setitem: Signature | None = context.resolve_setitem(*args)  # type: ignore[no-untyped-call]  # numba's is unannotated
+        return setitem
     if kind == "static_setitem":
-        return context.resolve_static_setitem(args[0], constants["index"], args[2]) or context.resolve_setitem(*args)
+        static_setitem: Signature | None = context.resolve_static_setitem(args[0], constants["index"], args[2]) or (  # type: ignore[no-untyped-call]  # numba's is unannotated
+            context.resolve_setitem(*args)  # type: ignore[no-untyped-call]  # numba's is unannotated
+        )
+        return static_setitem
     return bridge.delegate(context, site.callee, args, {})[0]
 
 
@@ -118,14 +142,14 @@ class _Nodes(NamedTuple):
     """The IR node classes a pipeline's rewrites meet, as isinstance checks take them: numba's own in numba's
     pipeline; in numba-cuda's, its own and numba's (its ``*_types`` tuples)."""
 
-    setitem: tuple[type, ...]
-    static_setitem: tuple[type, ...]
-    assign: tuple[type, ...]
-    expr: tuple[type, ...]
-    global_: tuple[type, ...]
+    setitem: tuple[type[_IR], ...]
+    static_setitem: tuple[type[_IR], ...]
+    assign: tuple[type[_IR], ...]
+    expr: tuple[type[_IR], ...]
+    global_: tuple[type[_IR], ...]
 
 
-def _operator_of(stmt, nodes: _Nodes):
+def _operator_of(stmt: _IR, nodes: _Nodes) -> _Found | None:
     """(kind, operator, operands, constants) of an operator statement, or None."""
     if isinstance(stmt, nodes.setitem):
         return "setitem", operator.setitem, [stmt.target, stmt.index, stmt.value], {}
@@ -147,15 +171,20 @@ def _operator_of(stmt, nodes: _Nodes):
     return None
 
 
-def _make_reroute(registry_module, ir, errors, nodes: _Nodes):
-    class RerouteOperators(registry_module.Rewrite):
+def _make_reroute(registry_module: ModuleType, ir: ModuleType, errors: ModuleType, nodes: _Nodes) -> type:
+    class RerouteOperators(registry_module.Rewrite):  # type: ignore[name-defined, misc]  # the registry module's own Rewrite class
         """Operator nodes of a function overdub compiled become calls of OperatorSites (see the module)."""
 
-        def __init__(self, state):
-            super().__init__(state)
-            self.open: dict = {}  # operator -> whether some table could apply
+        chain: tuple[Context, ...] | None
+        found: dict[int, _Found]
 
-        def match(self, func_ir, block, typemap, calltypes):
+        def __init__(self, state: object) -> None:
+            super().__init__(state)
+            self.open: dict[tuple[_Operator, ...], bool] = {}  # operator -> whether some table could apply
+
+        def match(
+            self, func_ir: _IR, block: _IR, typemap: dict[str, types.Type], calltypes: dict[_IR, Signature]
+        ) -> bool:
             # the function's identity is the IR's: numba also runs these rewrites on closures' IR with a
             # pipeline state of its own (ir_utils.get_ir_of_code), whose globals are the enclosing function's
             func = getattr(getattr(func_ir, "func_id", None), "func", None)
@@ -170,7 +199,7 @@ def _make_reroute(registry_module, ir, errors, nodes: _Nodes):
             }
             return bool(self.found)
 
-        def _reroutes(self, kind, op, operands, constants) -> bool:
+        def _reroutes(self, kind: str, op: _Operator, operands: list[_IR], constants: dict[str, object]) -> bool:
             reroute = settings.REROUTE.value()
             if reroute == "never" or (kind in ("binop", "unary") and all(self._constant(v) for v in operands)):
                 return False
@@ -178,17 +207,17 @@ def _make_reroute(registry_module, ir, errors, nodes: _Nodes):
                 return True
             ops = (op, INPLACE[op]) if kind == "inplace_binop" and op in INPLACE else (op,)
             if ops not in self.open:
-                self.open[ops] = _may_apply(self.chain, ops)
+                self.open[ops] = _may_apply(typing.cast("tuple[Context, ...]", self.chain), ops)  # match found one
             return self.open[ops]
 
-        def _constant(self, var) -> bool:
+        def _constant(self, var: _IR) -> bool:
             try:
                 self.func_ir.infer_constant(var)
             except errors.ConstantInferenceError:
                 return False
             return True
 
-        def apply(self):
+        def apply(self) -> _IR:
             new_block = self.block.copy()
             new_block.clear()
             for stmt in self.block.body:
@@ -199,7 +228,9 @@ def _make_reroute(registry_module, ir, errors, nodes: _Nodes):
                 kind, op, operands, constants = found
                 scope, loc = self.block.scope, stmt.loc
                 function = scope.redefine("$overdub_operator", loc)
-                site = OperatorSite(self.chain, op, kind, constants)
+                site = OperatorSite(
+                    typing.cast("tuple[Context, ...]", self.chain), op, kind, constants
+                )  # match found one
                 new_block.append(ir.Assign(ir.Global(f"operator.{op.__name__}", site, loc), function, loc))
                 target = stmt.target if isinstance(stmt, nodes.assign) else scope.redefine("$overdub_setitem", loc)
                 new_block.append(ir.Assign(ir.Expr.call(function, operands, (), loc), target, loc))
@@ -212,7 +243,7 @@ def _make_reroute(registry_module, ir, errors, nodes: _Nodes):
 # --- the restore pass after type inference ----------------------------------------------------------------
 
 
-def _restored(site: OperatorSite, call, ir):
+def _restored(site: OperatorSite, call: _IR, ir: ModuleType) -> _IR:
     """The node ``site`` came from, on the call's (possibly renamed) operands."""
     c, args, loc = site.constants, call.args, call.loc
     if site.kind == "binop":
@@ -232,20 +263,22 @@ def _restored(site: OperatorSite, call, ir):
     return ir.StaticSetItem(args[0], c["index"], args[1], args[2], loc)
 
 
-def _make_restore(registry_module, ir, nodes: _Nodes):
-    class RestoreOperators(registry_module.Rewrite):
+def _make_restore(registry_module: ModuleType, ir: ModuleType, nodes: _Nodes) -> type:
+    class RestoreOperators(registry_module.Rewrite):  # type: ignore[name-defined, misc]  # the registry module's own Rewrite class
         """Calls of OperatorSites that numba's own typing resolved become the nodes they came from again."""
 
-        def match(self, func_ir, block, typemap, calltypes):
+        def match(
+            self, func_ir: _IR, block: _IR, typemap: dict[str, types.Type], calltypes: dict[_IR, Signature]
+        ) -> bool:
             self.block, self.calltypes = block, calltypes
-            self.sites = {}
+            self.sites: dict[int, OperatorSite] = {}
             for stmt in block.body:
                 site = self._site(stmt, typemap)
                 if site is not None:
                     self.sites[id(stmt)] = site
             return bool(self.sites)
 
-        def _site(self, stmt, typemap):
+        def _site(self, stmt: _IR, typemap: dict[str, types.Type]) -> OperatorSite | None:
             if not isinstance(stmt, nodes.assign) or not isinstance(stmt.value, nodes.expr) or stmt.value.op != "call":
                 return None
             site = getattr(typemap.get(stmt.value.func.name), "site", None)
@@ -254,7 +287,7 @@ def _make_restore(registry_module, ir, nodes: _Nodes):
                 return site
             return None
 
-        def apply(self):
+        def apply(self) -> _IR:
             restored = {id(site) for site in self.sites.values()}
             new_block = self.block.copy()
             new_block.clear()
@@ -278,7 +311,7 @@ def _make_restore(registry_module, ir, nodes: _Nodes):
     return RestoreOperators
 
 
-def _register(registry_module, ir, errors, nodes: _Nodes) -> None:
+def _register(registry_module: ModuleType, ir: ModuleType, errors: ModuleType, nodes: _Nodes) -> None:
     registry_module.register_rewrite("before-inference")(_make_reroute(registry_module, ir, errors, nodes))
     restore = _make_restore(registry_module, ir, nodes)
     registry_module.register_rewrite("after-inference")(restore)
@@ -287,10 +320,11 @@ def _register(registry_module, ir, errors, nodes: _Nodes) -> None:
 
 
 @when_imported("numba.cuda")
-def _register_with_numba_cuda(numba_cuda) -> None:
+def _register_with_numba_cuda(numba_cuda: ModuleType) -> None:
     """numba-cuda's pipeline has its own IR modules and rewrite registry: the passes join it once numba-cuda
     is imported, before it compiles anything."""
-    from numba.cuda.core import errors, ir, rewrites
+    # numba.cuda is numba-cuda's package at run time; mypy finds numba's own numba/cuda, which has no core/
+    from numba.cuda.core import errors, ir, rewrites  # type: ignore[import-not-found]
 
     nodes = _Nodes(ir.setitem_types, ir.staticsetitem_types, ir.assign_types, ir.expr_types, ir.global_types)
     _register(rewrites, ir, errors, nodes)

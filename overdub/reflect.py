@@ -14,6 +14,7 @@ from .targets import CompileOptions, get_target
 
 if TYPE_CHECKING:
     from .targets import cuda as cuda_target
+    from .targets.cpu.target import CPUTarget
 
 __all__ = [
     "explain",
@@ -184,7 +185,8 @@ def _cuda_compiled(
         cc = cuda_target.device_cc(device, "od.code_*")
     target = cuda_target.target_for(tuple(cc)).configured(CompileOptions.of(**options))
     with cuda_target.reflecting():
-        compiled = KernelCall.of(kernel, args, target, context, state, typed=True).compiled()
+        # CUDATarget is a Target at run time; its declarations (base, compile_lock, cache_tag) are targets/cuda.py's
+        compiled = KernelCall.of(kernel, args, target, context, state, typed=True).compiled()  # type: ignore[arg-type]
         return cast(cuda_target.CUDALauncher, compiled.launcher), target  # a CUDA kernel's launcher
 
 
@@ -246,10 +248,17 @@ def code_native(
     return _cpu_code(kernel, args_or_types, context, state, options, "asm")
 
 
-def _cpu_code(kernel, args, context, state, options, kind: str) -> str:
+def _cpu_code(
+    kernel: object,
+    args: tuple[object, ...],
+    context: Context | None,
+    state: object,
+    options: dict[str, object],
+    kind: str,
+) -> str:
     target = get_target("cpu").configured(CompileOptions.of(**options))
     compiled = KernelCall.of(kernel, args, target, context, state, typed=True).compiled()
-    return cast(str, target.code(compiled.launcher, kind))
+    return cast("CPUTarget", target).code(compiled.launcher, kind)  # the CPU target reads out its code
 
 
 def code_sass(

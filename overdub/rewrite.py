@@ -18,12 +18,19 @@ import builtins
 import dis
 import types as pytypes
 import weakref
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
 from . import bindings
 from .runtime import runtime
 from .types import is_concrete
+
+if TYPE_CHECKING:
+    from numba.core import types as nt
+
+    from .context import Context
 
 CHAIN_MARK = "__overdub_chain__"
 """The global a rewritten function carries its chain in (so numba passes know overdub compiled it)."""
@@ -38,9 +45,10 @@ class Overdubbed:
     observed = True  # the chain's hooks observe calls of it
     dispatched = True  # the chain's overdubs and the callee's methods decide what a call runs
 
-    def __init__(self, chain: tuple, callee):
+    def __init__(self, chain: tuple[Context, ...], callee: Callable[..., Any]) -> None:
         self.chain, self.callee = chain, callee
-        self.hooked_calls: dict | None = None  # the generated functions running its calls with hooks
+        # the generated functions running its calls with hooks, by the hooks and the call's shape
+        self.hooked_calls: dict[tuple[object, ...], Callable[..., Any]] | None = None
 
     def __repr__(self) -> str:
         return (
@@ -69,10 +77,10 @@ class ModuleProxy:
 
     __slots__ = ("chain", "module", "__weakref__")
 
-    def __init__(self, chain: tuple, module: pytypes.ModuleType):
+    def __init__(self, chain: tuple[Context, ...], module: pytypes.ModuleType) -> None:
         self.chain, self.module = chain, module
 
-    def attribute(self, name: str):
+    def attribute(self, name: str) -> object:
         """The rewritten value of ``module.name``, recorded as an edge on the module's global ``name``."""
         value = bindings.read_attribute(self.module, name)
         if value is bindings._MISSING:
@@ -87,14 +95,14 @@ class ModuleProxy:
 _FIXED_BUILTINS = (len,)
 
 
-def is_overdubbable(value) -> bool:
+def is_overdubbable(value: object) -> bool:
     """Callables a context may substitute: generic, plain Python, builtin and module functions, intrinsics,
     ufuncs. Classes and numba types (``range``, ``np.float32``, ``numba.int32``) stay what they are, and so
     does ``len``, which numba requires to be the builtin."""
     return callable(value) and not isinstance(value, type) and not is_concrete(value) and value not in _FIXED_BUILTINS
 
 
-def substitute(value, chain: tuple, name: str = ""):
+def substitute(value: object, chain: tuple[Context, ...], name: str = "") -> object:
     """What ``value`` (the global or captured variable ``name``) becomes inside a function compiled in ``chain``."""
     if isinstance(value, np.ndarray):
         by_reference = held_data(value, chain, name)
@@ -107,6 +115,7 @@ def substitute(value, chain: tuple, name: str = ""):
             break
     if isinstance(value, tuple):
         return held_data(value, chain, name)
+    kind: type[Overdubbed | ModuleProxy]
     if isinstance(value, pytypes.ModuleType):
         kind = ModuleProxy
     elif is_overdubbable(value):
@@ -116,7 +125,7 @@ def substitute(value, chain: tuple, name: str = ""):
     return interned(kind, chain, value)
 
 
-def held_data(value, chain: tuple, name: str = ""):
+def held_data(value: object, chain: tuple[Context, ...], name: str = "") -> object:
     """``value`` -- a global, a captured variable, a default -- with each numpy array in it (itself, or an item
     of a tuple, nested tuples and namedtuples included) as a function compiled in ``chain`` reads it.
 
@@ -145,10 +154,10 @@ def held_data(value, chain: tuple, name: str = ""):
     items = [held_data(item, chain, label) for item, label in zip(value, labels)]
     if all(new is old for new, old in zip(items, value)):
         return value
-    return value._make(items) if fields is not None else tuple(items)
+    return cast(Any, value)._make(items) if fields is not None else tuple(items)  # a namedtuple's _make
 
 
-def interned(kind: type, chain: tuple, value):
+def interned(kind: type[Overdubbed | ModuleProxy], chain: tuple[Context, ...], value: Any) -> Any:
     """The one ``kind(chain, value)`` proxy while compiled code refers to it (numba then sees one type per
     callee); the proxy holds its value, so the value's id stays unique for as long as the entry exists."""
     key = (kind, chain, id(value))
@@ -161,7 +170,8 @@ def interned(kind: type, chain: tuple, value):
 _GLOBAL_OPS = frozenset({"LOAD_GLOBAL", "LOAD_NAME", "STORE_GLOBAL", "DELETE_GLOBAL"})
 
 
-_global_names: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # code -> its global names
+# code -> its global names
+_global_names: weakref.WeakKeyDictionary[pytypes.CodeType, tuple[str, ...]] = weakref.WeakKeyDictionary()
 runtime.register_cache(f"{__name__}._global_names", _global_names)
 
 
@@ -174,7 +184,7 @@ def global_names(code: pytypes.CodeType) -> tuple[str, ...]:
     return names
 
 
-def _decoded_global_names(code: pytypes.CodeType):
+def _decoded_global_names(code: pytypes.CodeType) -> Iterator[str]:
     for instruction in dis.get_instructions(code):
         if instruction.opname in _GLOBAL_OPS:
             yield instruction.argval
@@ -183,7 +193,9 @@ def _decoded_global_names(code: pytypes.CodeType):
             yield from _decoded_global_names(const)
 
 
-def _rewrite_cell(func, index: int, cell, chain: tuple):
+def _rewrite_cell(
+    func: pytypes.FunctionType, index: int, cell: pytypes.CellType, chain: tuple[Context, ...]
+) -> pytypes.CellType:
     label = f"{func.__qualname__}.{func.__code__.co_freevars[index]}"
     try:
         contents = bindings.read_cell(cell, label)
@@ -192,7 +204,7 @@ def _rewrite_cell(func, index: int, cell, chain: tuple):
     return pytypes.CellType(substitute(contents, chain, label))
 
 
-def rewrite(func: pytypes.FunctionType, chain: tuple, given: int = 0) -> pytypes.FunctionType:
+def rewrite(func: pytypes.FunctionType, chain: tuple[Context, ...], given: int = 0) -> pytypes.FunctionType:
     """Clone ``func`` so that every global and free variable it names is seen from ``chain``.
 
     Everything the clone depends on becomes an edge of the node being built on this thread: ``func``'s code
@@ -223,7 +235,9 @@ def rewrite(func: pytypes.FunctionType, chain: tuple, given: int = 0) -> pytypes
     return clone
 
 
-def _defaults_read(func: pytypes.FunctionType, chain: tuple, given: int = 0) -> tuple:
+def _defaults_read(
+    func: pytypes.FunctionType, chain: tuple[Context, ...], given: int = 0
+) -> tuple[tuple[Any, ...] | None, dict[str, Any] | None]:
     """``func``'s defaults and keyword-only defaults with the arrays in them read as a global's are
     (:func:`held_data`): numba compiles a default a call leaves out in as a constant (its ``Omitted``). The
     defaults of the first ``given`` parameters, which every call passes (a kernel launched with its defaults
@@ -255,12 +269,13 @@ _FAST_LOCAL_OPS = frozenset(dis.haslocal) | frozenset(dis.hasfree)  # opargs ind
 _TWO_LOCAL_OPS = frozenset({"LOAD_FAST_LOAD_FAST", "STORE_FAST_LOAD_FAST", "STORE_FAST_STORE_FAST"})
 
 
-def state_type(chain: tuple):
+def state_type(chain: tuple[Context, ...]) -> nt.Type | None:
     """The numba type of the state of the launch a chain compiles for (its root says), or None."""
-    return getattr(chain[-1], "state", None)
+    state: nt.Type | None = getattr(chain[-1], "state", None)
+    return state
 
 
-def takes_state(func) -> bool:
+def takes_state(func: object) -> bool:
     """Does ``func`` take the state as its own first parameter (``od.state``'s device function)?"""
     return getattr(func, "__overdub_takes_state__", False)
 
@@ -275,11 +290,12 @@ def with_state_parameter(code: pytypes.CodeType, name: str) -> pytypes.CodeType:
     for instruction in dis.get_instructions(code):
         if instruction.opcode not in _FAST_LOCAL_OPS:
             continue
+        index = cast(int, instruction.arg)  # an instruction naming a local has an argument
         if instruction.opname in _TWO_LOCAL_OPS:  # CPython 3.13: two 4-bit indices in one argument
-            high, low = (instruction.arg >> 4) + 1, (instruction.arg & 15) + 1
+            high, low = (index >> 4) + 1, (index & 15) + 1
             arg = (high << 4) | low if high < 16 and low < 16 else 256
         else:
-            arg = instruction.arg + 1
+            arg = index + 1
         if arg > 255:
             raise NotImplementedError(
                 f"{name} has too many local variables to be compiled in a context with state "

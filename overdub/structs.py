@@ -30,24 +30,34 @@ import os
 import sys
 import threading
 import typing
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import NoReturn, TypeAlias, TypeGuard
 
 import numpy as np
+from numba.core import types as nt
 
 from . import dunders, world
 from . import types as lattice
 from .arguments import packed_slots
 from .runtime import runtime
-from .types import LatticeMeta, StructPattern, StructType
+from .types import LatticeMeta, LatticeType, StructPattern, StructType
 
 __all__ = ["struct", "struct_array", "StructMeta", "StructValue", "StructDefinition", "bind"]
 
 _lock = threading.RLock()  # instantiations: one at a time
-_PYTHON_FIELDS = {int: lattice.int64, float: lattice.float64, bool: lattice.bool_, complex: lattice.complex128}
-_latest: dict[tuple[str, str], type] = {}  # (module, qualname) -> the current module-level struct class
+_PYTHON_FIELDS: dict[object, nt.Type] = {
+    int: lattice.int64,
+    float: lattice.float64,
+    bool: lattice.bool_,
+    complex: lattice.complex128,
+}
+_latest: dict[tuple[str, str], StructMeta] = {}  # (module, qualname) -> the current module-level struct class
 runtime.register_cache(f"{__name__}._latest", _latest, kept="a definition table (which class is current), not a cache")
 
 
 # --- what a class statement says --------------------------------------------------------------------------
+
+_FieldAnnotation: TypeAlias = "nt.Type | typing.TypeVar"  # a field's numba type, or a type variable of the class
 
 
 class _Spec:
@@ -56,7 +66,14 @@ class _Spec:
 
     __slots__ = ("names", "annotations", "defaults", "params", "signature", "where")
 
-    def __init__(self, names, annotations, defaults, params, where):
+    def __init__(
+        self,
+        names: Sequence[str],
+        annotations: Iterable[_FieldAnnotation],
+        defaults: Mapping[str, object],
+        params: Iterable[typing.TypeVar],
+        where: str,
+    ) -> None:
         self.names, self.annotations, self.defaults = tuple(names), tuple(annotations), dict(defaults)
         self.params, self.where = tuple(params), where
         self.signature = inspect.Signature(
@@ -69,7 +86,7 @@ class _Spec:
         )
 
 
-def _field_type(owner: str, name: str, annotation, params: tuple):
+def _field_type(owner: str, name: str, annotation: object, params: tuple[typing.TypeVar, ...]) -> _FieldAnnotation:
     """The numba type a field annotation means, or the class's type variable it names."""
     if isinstance(annotation, typing.TypeVar) and annotation in params:
         return annotation
@@ -85,17 +102,19 @@ def _field_type(owner: str, name: str, annotation, params: tuple):
     )
 
 
-def _is_field_type(t) -> bool:
+def _is_field_type(t: object) -> TypeGuard[nt.Type]:
     return isinstance(t, StructType) or lattice.numeric_kind(t) is not None
 
 
-def _spec_of(cls, where: str) -> _Spec:
-    params = tuple(getattr(cls, "__parameters__", ()))
+def _spec_of(cls: type, where: str) -> _Spec:
+    params: tuple[typing.TypeVar, ...] = tuple(getattr(cls, "__parameters__", ()))
     try:
-        annotations = inspect.get_annotations(cls, eval_str=True)
+        annotations: dict[str, object] = inspect.get_annotations(cls, eval_str=True)
     except NameError as exc:
         raise TypeError(f"cannot evaluate the field annotations of {cls.__qualname__}: {exc}") from None
-    names, types_, defaults = [], [], {}
+    names: list[str] = []
+    types_: list[_FieldAnnotation] = []
+    defaults: dict[str, object] = {}
     for name, annotation in annotations.items():
         if typing.get_origin(annotation) is typing.ClassVar or annotation is typing.ClassVar:
             continue
@@ -122,47 +141,50 @@ class StructValue:
 
     __slots__ = ()
 
-    def __setattr__(self, name, value):
+    def __setattr__(self, name: str, value: object) -> NoReturn:
         raise AttributeError(
             f"{type(self).__qualname__} values are immutable: cannot set {name!r} (make a new "
             f"value: {_fields_call(type(self))})"
         )
 
-    def __delattr__(self, name):
+    def __delattr__(self, name: str) -> NoReturn:
         raise AttributeError(f"{type(self).__qualname__} values are immutable: cannot delete {name!r}")
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         fields = ", ".join(f"{n}={_plain(getattr(self, n))!r}" for n, _ in _fields(type(self)))
         return f"{type(self).__qualname__}({fields})"
 
-    def __eq__(self, other):
+    def __eq__(self, other: object) -> bool:
         return type(other) is type(self) and all(getattr(self, n) == getattr(other, n) for n, _ in _fields(self))
 
-    def __hash__(self):
+    def __hash__(self) -> int:
         return hash((type(self), tuple(getattr(self, n) for n, _ in _fields(self))))
 
-    def __reduce__(self):
+    def __reduce__(
+        self,
+    ) -> tuple[Callable[..., StructValue], tuple[StructMeta, tuple[LatticeType, ...], tuple[object, ...]]]:
+        cls = typing.cast("StructMeta", type(self))  # a struct class: StructMeta's instance
         return _remake, (
-            type(self).__overdub_base__ or type(self),
-            type(self).__overdub_type__.params,
+            cls.__overdub_base__ or cls,
+            cls.__overdub_type__.params,
             tuple(getattr(self, n) for n, _ in _fields(self)),
         )
 
 
-def _remake(cls, params, values):
-    return (cls[params] if params else cls)(*values)
+def _remake(cls: StructMeta, params: tuple[LatticeType, ...], values: tuple[object, ...]) -> StructValue:
+    return (typing.cast("StructMeta", cls[params]) if params else cls)(*values)  # concrete parameters: a class
 
 
-def _fields(cls_or_value):
-    cls = cls_or_value if isinstance(cls_or_value, type) else type(cls_or_value)
+def _fields(cls_or_value: object) -> tuple[tuple[str, nt.Type], ...]:
+    cls = typing.cast("StructMeta", cls_or_value if isinstance(cls_or_value, type) else type(cls_or_value))
     return cls.__overdub_type__.fields
 
 
-def _fields_call(cls) -> str:
+def _fields_call(cls: type) -> str:
     return f"{cls.__qualname__}({', '.join(n for n, _ in _fields(cls))})"
 
 
-def _plain(value):
+def _plain(value: object) -> object:
     return value.item() if isinstance(value, np.generic) else value
 
 
@@ -170,16 +192,24 @@ class StructMeta(LatticeMeta):
     """The metaclass of struct classes: calling one makes a value, subscripting a parametric one instantiates
     it, ``dtype`` is the numpy dtype of arrays of it."""
 
-    def __call__(cls, *args, **kwargs):
+    # what make() and _instantiate() set on each struct class (declarations only: no class attributes)
+    __overdub_spec__: _Spec  # the fields as written
+    __overdub_base__: StructMeta | None  # an instantiation's parametric class
+    __overdub_type__: StructType  # a concrete class's (a parametric class's own is its StructPattern)
+    __overdub_instances__: dict[tuple[LatticeType, ...], StructMeta]  # a parametric class's instantiations
+    __overdub_definition__: StructDefinition  # its class statement, as a world node
+    _numba_type_: StructType  # a concrete class's: what numba's typeof answers for its values
+
+    def __call__(cls, *args: object, **kwargs: object) -> StructValue:
         concrete, values = bind(cls, args, kwargs, _typeof_host)
         concrete.__overdub_type__.check_current("make a value of")
-        value = object.__new__(concrete)
+        value = object.__new__(typing.cast("type[StructValue]", concrete))  # a struct class
         for (name, ftype), item in zip(concrete.__overdub_type__.fields, values):
             object.__setattr__(value, name, _convert(concrete, name, item, ftype))
         object.__setattr__(value, "__overdub_slots__", packed_slots(value))  # for the native launch path
         return value
 
-    def __getitem__(cls, params):
+    def __getitem__(cls, params: object) -> StructMeta | StructPattern:
         """``Dual[od.float32]``: the concrete struct class of those parameters; ``Dual[od.Float]``: the pattern
         of the instantiations whose parameters are below those."""
         spec = cls.__overdub_spec__
@@ -201,15 +231,17 @@ class StructMeta(LatticeMeta):
             return _instantiate(cls, params)
         return StructPattern(cls, params)
 
-    def __overdub_bind__(cls, argtypes: tuple, kwtypes: dict) -> tuple[StructType, tuple]:
+    def __overdub_bind__(
+        cls, argtypes: tuple[nt.Type, ...], kwtypes: dict[str, nt.Type]
+    ) -> tuple[StructType, tuple[nt.Type, ...]]:
         """A constructor call in a kernel, typed: (the struct type it makes, each field's argument type, the
         field's own type where the call omits it and its default is used). Raises TypeError naming the field
         whose argument does not convert."""
         concrete, items = bind(cls, argtypes, kwtypes, lambda t: t)
         struct_type = concrete.__overdub_type__
-        world.consult(struct_type.definition)
+        world.consult(typing.cast("StructDefinition", struct_type.definition))  # make() set it
         struct_type.check_current("make a value of")
-        argtypes = []
+        fieldtypes: list[nt.Type] = []
         for (name, ftype), item in zip(struct_type.fields, items):
             if isinstance(item, Default):
                 item = ftype
@@ -218,11 +250,11 @@ class StructMeta(LatticeMeta):
                     f"{concrete.__qualname__}: field {name!r} is {lattice.type_name(ftype)}, and "
                     f"{_describe(item)} does not convert to it"
                 )
-            argtypes.append(item)
-        return struct_type, tuple(argtypes)
+            fieldtypes.append(item)
+        return struct_type, tuple(fieldtypes)
 
     @property
-    def dtype(cls) -> np.dtype:
+    def dtype(cls) -> np.dtype[typing.Any]:
         """The numpy dtype of arrays of this struct (aligned as the device lays the struct out)."""
         t = cls.__dict__.get("__overdub_type__")
         if not isinstance(t, StructType):
@@ -230,20 +262,20 @@ class StructMeta(LatticeMeta):
                 f"{cls.__qualname__} is parametric: arrays hold one instantiation "
                 f"({cls.__qualname__}[od.float64].dtype, say)"
             )
-        return t.numpy_dtype
+        return typing.cast("np.dtype[typing.Any]", t.numpy_dtype)  # None only while _make_concrete makes it
 
 
-_HOST_SCALARS = {float: lattice.float64, bool: lattice.bool_, complex: lattice.complex128}
+_HOST_SCALARS: dict[type, nt.Type] = {float: lattice.float64, bool: lattice.bool_, complex: lattice.complex128}
 
 
-def _typeof_host(value):
+def _typeof_host(value: object) -> nt.Type | None:
     """The type of a host value for a field, as a kernel argument of it would be typed (the common scalars
     without asking numba)."""
     cls = type(value)
     t = _HOST_SCALARS.get(cls) or cls.__dict__.get("__overdub_type__")
     if lattice.is_concrete(t):
         return t
-    if cls is int and -(2**63) <= value < 2**63:
+    if cls is int and isinstance(value, int) and -(2**63) <= value < 2**63:
         return lattice.int64
     try:
         return lattice.typeof(value)
@@ -251,7 +283,7 @@ def _typeof_host(value):
         return None
 
 
-def _convert(cls, name: str, value, ftype):
+def _convert(cls: StructMeta, name: str, value: object, ftype: nt.Type) -> object:
     """A host value for the field ``name`` of type ``ftype``: a numpy scalar of the field's type, or a struct."""
     if isinstance(value, Default):
         value = value.value
@@ -266,11 +298,11 @@ def _convert(cls, name: str, value, ftype):
     return _scalar_class(ftype)(value)
 
 
-_scalar_classes: dict = {}
+_scalar_classes: dict[nt.Type, type[np.generic]] = {}
 runtime.register_cache(f"{__name__}._scalar_classes", _scalar_classes)
 
 
-def _scalar_class(ftype):
+def _scalar_class(ftype: nt.Type) -> type[np.generic]:
     """The numpy scalar class of a numeric field type (cached: numba's as_dtype is slow)."""
     cls = _scalar_classes.get(ftype)
     if cls is None:
@@ -278,13 +310,13 @@ def _scalar_class(ftype):
     return cls
 
 
-def _describe(value) -> str:
+def _describe(value: object) -> str:
     if lattice.is_concrete(value):
         return f"a {lattice.type_name(value)}"
     return f"{value!r:.60} ({type(value).__name__})"
 
 
-def convertible(src, dst) -> bool:
+def convertible(src: object, dst: nt.Type) -> TypeGuard[nt.Type]:
     """Can a value of type ``src`` initialise a field of type ``dst``? Numbers of a kind no higher than the
     field's (bool < integer < float < complex); a struct only of the field's own type."""
     if isinstance(dst, StructType) or isinstance(src, StructType):
@@ -296,13 +328,15 @@ def convertible(src, dst) -> bool:
 # --- binding a constructor call: the host and kernels share it --------------------------------------------
 
 
-def bind(cls, args: tuple, kwargs: dict, type_of) -> tuple[type, list]:
+def bind(
+    cls: StructMeta, args: Sequence[object], kwargs: Mapping[str, object], type_of: Callable[[typing.Any], object]
+) -> tuple[StructMeta, list[object]]:
     """(the concrete struct class, each field's argument) for a call ``cls(*args, **kwargs)``; omitted fields
     get their defaults. ``type_of`` types an argument: a host value's type on the host, the identity in a
     kernel (whose arguments are types). A parametric class infers its parameters from the arguments' types."""
     spec = cls.__overdub_spec__
     if not kwargs and len(args) == len(spec.names):
-        items = list(args)  # every field, in order: nothing to bind
+        items: list[object] = list(args)  # every field, in order: nothing to bind
     else:
         try:
             bound = spec.signature.bind(*args, **kwargs)
@@ -321,16 +355,18 @@ class Default:
 
     __slots__ = ("value",)
 
-    def __init__(self, value):
+    def __init__(self, value: object) -> None:
         self.value = value
 
 
-def _infer(cls, spec: _Spec, items: list, type_of) -> tuple:
+def _infer(
+    cls: StructMeta, spec: _Spec, items: list[object], type_of: Callable[[typing.Any], object]
+) -> tuple[nt.Type, ...]:
     """The type parameters of a parametric struct from the types of the arguments of the fields they annotate
     (numbers promote as numpy promotes them; structs must be equal)."""
-    params = []
+    params: list[nt.Type] = []
     for param in spec.params:
-        found = []
+        found: list[nt.Type] = []
         for name, annotation, item in zip(spec.names, spec.annotations, items):
             if annotation is param and not isinstance(item, Default):
                 t = type_of(item)
@@ -348,7 +384,7 @@ def _infer(cls, spec: _Spec, items: list, type_of) -> tuple:
     return tuple(params)
 
 
-def _promote(cls, param, found: list):
+def _promote(cls: StructMeta, param: typing.TypeVar, found: list[nt.Type]) -> nt.Type:
     if any(isinstance(t, StructType) for t in found):
         if any(t != found[0] for t in found):
             raise TypeError(
@@ -363,14 +399,14 @@ def _promote(cls, param, found: list):
     return promoted
 
 
-_promoted: dict = {}  # numeric types -> the type numpy promotes them to
+_promoted: dict[tuple[nt.Type, ...], nt.Type] = {}  # numeric types -> the type numpy promotes them to
 runtime.register_cache(f"{__name__}._promoted", _promoted)
 
 
 # --- making struct classes --------------------------------------------------------------------------------
 
 
-def struct(cls):
+def struct(cls: object) -> StructMeta:
     """Decorator: make ``cls``, a class with annotated fields, an immutable device value type (see the module
     documentation). Derive it from ``od.AbstractType`` classes to place it under them, and from
     ``typing.Generic[T]`` to make it parametric."""
@@ -392,7 +428,7 @@ def struct(cls):
     return make(cls, f"{os.path.basename(caller.f_code.co_filename)}:{caller.f_lineno}")
 
 
-def make(cls, where: str, current: bool = True):
+def make(cls: type, where: str, current: bool = True) -> StructMeta:
     """The struct class of ``cls`` (checked by :func:`struct`), defined at ``where``; ``current=False``: a
     definition its sender had already superseded (a value of it sent to another process along with the
     current one), made superseded rather than superseding the current class."""
@@ -401,7 +437,7 @@ def make(cls, where: str, current: bool = True):
     namespace.update(__qualname__=cls.__qualname__, __overdub_spec__=spec, __overdub_base__=None)
     new = StructMeta(cls.__name__, (StructValue,) + cls.__bases__, namespace)
     if spec.params:
-        new.__overdub_type__ = StructPattern(new, None)
+        new.__overdub_type__ = StructPattern(new, None)  # type: ignore[assignment]  # a parametric class's own
         new.__overdub_instances__ = {}
     else:
         _make_concrete(new, spec.annotations)
@@ -417,7 +453,7 @@ def make(cls, where: str, current: bool = True):
     return new
 
 
-def _instantiate(base, params: tuple) -> type:
+def _instantiate(base: StructMeta, params: tuple[LatticeType, ...]) -> StructMeta:
     """The concrete class ``base[params]``, made once."""
     with _lock:
         made = base.__overdub_instances__.get(params)
@@ -433,22 +469,28 @@ def _instantiate(base, params: tuple) -> type:
                     "__overdub_base__": base,
                 },
             )
-            binding = dict(zip(base.__overdub_spec__.params, params))
+            binding: dict[_FieldAnnotation, LatticeType] = dict(zip(base.__overdub_spec__.params, params))
             _make_concrete(made, [binding.get(a, a) for a in base.__overdub_spec__.annotations], base, params)
             made.__overdub_type__.definition = base.__overdub_definition__
             base.__overdub_instances__[params] = made
     return made
 
 
-def _make_concrete(cls, field_types, base=None, params=()) -> None:
+def _make_concrete(
+    cls: StructMeta,
+    field_types: Sequence[object],
+    base: StructMeta | None = None,
+    params: tuple[LatticeType, ...] = (),
+) -> None:
     """Give ``cls`` its StructType, and the dtype (with the StructType in its metadata) of arrays of it."""
-    fields = tuple(zip(cls.__overdub_spec__.names, field_types))
+    # its type variables bound: each field's type is a numba type
+    fields = typing.cast("tuple[tuple[str, nt.Type], ...]", tuple(zip(cls.__overdub_spec__.names, field_types)))
     struct_type = StructType(cls, fields, None, base, params)
     struct_type.numpy_dtype = np.dtype(
         [(n, lattice.dtype_of(t)) for n, t in fields], align=True, metadata={lattice.STRUCT_METADATA: struct_type}
     )
     cls.__overdub_type__ = struct_type
-    cls._numba_type_ = struct_type  # what numba's typeof answers for values of the class
+    cls._numba_type_ = struct_type  # what numba's typeof answers for values of the class  # what numba's typeof answers for values of the class
 
 
 # --- redefinition -----------------------------------------------------------------------------------------
@@ -461,21 +503,22 @@ class StructDefinition(world.Node):
 
     __slots__ = ("cls", "superseded_at")
 
-    def __init__(self, cls):
+    def __init__(self, cls: StructMeta) -> None:
         super().__init__()
-        self.cls, self.superseded_at = cls, None
+        self.cls: StructMeta = cls
+        self.superseded_at: str | None = None
 
     def describe(self) -> str:
         return f"struct {self.cls.__qualname__} defined at {self.cls.__overdub_spec__.where}"
 
-    def superseded(self, struct_type) -> str:
+    def superseded(self, struct_type: StructType) -> str:
         return (
             f"it is of the class {self.cls.__qualname__} defined at {self.cls.__overdub_spec__.where}, which "
             f"was redefined at {self.superseded_at}; make it again with the current {self.cls.__qualname__}"
         )
 
 
-def _supersede(cls) -> None:
+def _supersede(cls: StructMeta) -> None:
     """A module-level class statement run again retires the class it replaces (closures' classes, whose names
     hold ``<locals>``, are separate classes each time and retire nothing)."""
     if "<" in cls.__qualname__:
@@ -495,7 +538,9 @@ def _supersede(cls) -> None:
 # --- arrays -----------------------------------------------------------------------------------------------
 
 
-def struct_array(cls, shape, target: str | None = None):
+def struct_array(
+    cls: object, shape: typing.SupportsIndex | Sequence[typing.SupportsIndex], target: str | None = None
+) -> typing.Any:  # a numpy array, or a cupy array (cupy is untyped)
     """A zeroed array of ``shape`` values of the struct ``cls``: numpy for the CPU target, cupy for CUDA (the
     default target when None). Any numpy or cupy array of ``cls.dtype`` serves as well."""
     t = cls.__dict__.get("__overdub_type__") if isinstance(cls, StructMeta) else None

@@ -12,51 +12,66 @@
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import sys
 import types as pytypes
+from collections.abc import Callable
+from inspect import signature as pysignature  # what numba.core.utils.pysignature is
+from typing import TYPE_CHECKING, Any
 
 import numba
 from numba.core import types
 from numba.core.extending import models, register_model, typeof_impl
 from numba.core.imputils import lower_constant
 from numba.core.typing.templates import fold_arguments
-from numba.core.utils import pysignature
 
 from .. import world
 
+if TYPE_CHECKING:
+    from numba.core.dispatcher import Dispatcher
+    from numba.core.typing.context import BaseContext as TypingContext
+    from numba.core.typing.templates import Signature
 
-def unliteral(t):
-    return types.unliteral(t)
+
+def unliteral(t: types.Type) -> types.Type:
+    unliteral_type: types.Type = types.unliteral(t)  # type: ignore[no-untyped-call]  # numba's is unannotated
+    return unliteral_type
 
 
-def register_opaque(python_class: type, numba_type: type, type_of=None) -> None:
+def register_opaque(
+    python_class: type, numba_type: type[types.Type], type_of: Callable[[Any], types.Type] | None = None
+) -> None:
     """Let each value of ``python_class`` appear in compiled code as a compile-time constant of the numba type
     ``numba_type(value)`` (or ``type_of(value)``, one of ``numba_type``; its data is never read: dispatch and
     attribute typing use the type alone)."""
     typeof_impl.register(python_class)(lambda value, c: (type_of or numba_type)(value))
     register_model(numba_type)(models.OpaqueModel)
-    lower_constant(numba_type)(lambda context, builder, ty, pyval: context.get_dummy_value())
+    lower_constant(numba_type)(lambda context, builder, ty, pyval: context.get_dummy_value())  # type: ignore[no-untyped-call]  # numba's is unannotated
 
 
 # --- calls numba types ----------------------------------------------------------------------------------
 
 
-def fold_call(pyfunc, argtypes: tuple, kws: dict) -> tuple[tuple, object]:
+def fold_call(
+    pyfunc: Callable[..., object], argtypes: tuple[types.Type, ...], kws: dict[str, types.Type]
+) -> tuple[tuple[types.Type, ...], inspect.Signature]:
     """Positional argument types for a call of ``pyfunc`` with keywords and defaults resolved (numba's
     ``Omitted`` for a default), and the Python signature lowering folds the call's arguments with."""
     pysig = pysignature(pyfunc)
-    folded = fold_arguments(
+    folded = fold_arguments(  # type: ignore[no-untyped-call]  # numba's is unannotated
         pysig,
         argtypes,
         kws,
         lambda index, param, value: value,
-        lambda index, param, default: types.Omitted(default),
-        lambda index, param, values: types.StarArgTuple(tuple(values)),
+        lambda index, param, default: types.Omitted(default),  # type: ignore[no-untyped-call]  # numba's is unannotated
+        lambda index, param, values: types.StarArgTuple(tuple(values)),  # type: ignore[no-untyped-call]  # numba's is unannotated
     )
     return tuple(folded), pysig
 
 
-def delegate(context, callee, args: tuple, kws: dict):
+def delegate(
+    context: TypingContext, callee: object, args: tuple[types.Type, ...], kws: dict[str, types.Type]
+) -> tuple[Signature, object] | tuple[None, None]:
     """Type a call of something numba itself knows (a builtin, a numba intrinsic): (signature, impl key).
 
     Keyword arguments of a Python placeholder (``carray(ptr, shape, dtype=...)``) are folded into positions
@@ -67,20 +82,21 @@ def delegate(context, callee, args: tuple, kws: dict):
         args, pysig = fold_call(callee, args, kws)
         kws = {}
     fnty = callee_type(context, callee, args)
-    sig = context.resolve_function_type(fnty, args, kws)
+    sig: Signature | None = context.resolve_function_type(fnty, args, kws)  # type: ignore[no-untyped-call]  # numba's is unannotated
     if sig is None:
         return None, None
     _note_typing_modules(fnty)
     impl_key = fnty.get_impl_key(sig)
-    return (sig if pysig is None else sig.replace(pysig=pysig)), impl_key
+    return (sig if pysig is None else sig.replace(pysig=pysig)), impl_key  # type: ignore[no-untyped-call]  # numba's is unannotated
 
 
-def callee_type(context, callee, args: tuple):
+def callee_type(context: TypingContext, callee: object, args: tuple[types.Type, ...]) -> types.Callable:
     """numba's type of ``callee``; where numba has none (a builtin it does not implement on this target), a
     TypingError naming the function, the argument types and the kernel's line, instead of numba's bare
     "Cannot determine Numba type of <class 'builtin_function_or_method'>"."""
     try:
-        return context.resolve_value_type(callee)
+        fnty: types.Callable = context.resolve_value_type(callee)  # type: ignore[no-untyped-call]  # numba's is unannotated
+        return fnty
     except ValueError:
         module = getattr(callee, "__module__", None)
         name = f"{module + '.' if module else ''}{getattr(callee, '__qualname__', None) or repr(callee)}"
@@ -103,7 +119,7 @@ class TypedByTemplates:
     qualname: str
 
 
-def _note_typing_modules(fnty) -> None:
+def _note_typing_modules(fnty: types.Type) -> None:
     """Record on the node being built (in its ``needs``, which its callers inherit) each module outside numba
     and overdub whose typing templates may have typed this call -- an ``@overload`` written in the user's
     code, say: the disk cache, which cannot check such code, then does not store what was built. (numba
@@ -114,14 +130,14 @@ def _note_typing_modules(fnty) -> None:
             _note_template(needs, template)
 
 
-def _note_template(needs: set, template) -> None:
+def _note_template(needs: set[object], template: object) -> None:
     for source in (template, getattr(template, "_overload_func", None), getattr(template, "_definition_func", None)):
         module = getattr(source, "__module__", None)
         if isinstance(module, str) and not module.startswith(("numba", "overdub")):
             needs.add(TypedByTemplates(module, getattr(source, "__qualname__", repr(source))))
 
 
-def note_attribute_templates(compiled) -> None:
+def note_attribute_templates(compiled: Any) -> None:  # a numba compile result, or a dispatcher
     """As :func:`_note_typing_modules` for calls, for each attribute read in ``compiled`` (a numba compile
     result, or a dispatcher: each of its compile results) that typing templates outside numba and overdub
     resolved: an ``@overload_method``, an ``@overload_attribute``, an ``AttributeTemplate``. numba types such
@@ -142,7 +158,7 @@ def note_attribute_templates(compiled) -> None:
                     continue  # modules are overdub's proxies, typed through the bridge)
                 try:  # asked again outside the compile: where numba cannot say, not stored
                     found = context.find_matching_getattr_template(typ, expr.attr) or (
-                        context.find_matching_getattr_template(types.unliteral(typ), expr.attr)
+                        context.find_matching_getattr_template(unliteral(typ), expr.attr)
                     )
                 except Exception:  # whatever resolving it raises here
                     needs.add(TypedByTemplates(type(typ).__module__, f"{type(typ).__qualname__}.{expr.attr}"))
@@ -151,7 +167,9 @@ def note_attribute_templates(compiled) -> None:
                     _note_template(needs, found["template"])
 
 
-def always_inlined_overload(context, callee, args: tuple, kws: dict):
+def always_inlined_overload(
+    context: TypingContext, callee: object, args: tuple[types.Type, ...], kws: dict[str, types.Type]
+) -> pytypes.FunctionType | None:
     """The Python implementation an ``@overload(callee, inline="always")`` gives for these argument types, or
     None. numba inlines such calls in its IR before lowering, which a call typed through overdub's dispatch
     never reaches; overdub compiles the implementation as a callee instead. (numba internals: the template's
@@ -166,14 +184,14 @@ def always_inlined_overload(context, callee, args: tuple, kws: dict):
     return None
 
 
-def numba_implements(context, callee) -> bool:
+def numba_implements(context: TypingContext, callee: object) -> bool:
     """Does numba's typing have its own registration for ``callee`` (``@overload``, ``@intrinsic``, a typing
     template)? Then a Python body it may have is a placeholder. (numba internals: the typing context's
     registry of globals.)"""
-    return context._lookup_global(callee) is not None
+    return context._lookup_global(callee) is not None  # type: ignore[no-untyped-call]  # numba's is unannotated
 
 
-def typing_code(value) -> list[tuple[object, pytypes.FunctionType | None]]:
+def typing_code(value: object) -> list[tuple[object, pytypes.FunctionType | None]]:
     """What numba's registrations of ``value`` (for the CPU target, and the CUDA target where numba-cuda is
     imported) run when they type and lower a call of it, for the disk cache to digest: each template with the
     Python function behind it -- an ``@overload``'s or ``@intrinsic``'s definition -- or None where the
@@ -186,7 +204,7 @@ def typing_code(value) -> list[tuple[object, pytypes.FunctionType | None]]:
     context -- so the answer differs from the installed view only by numba's own declarations, which the
     digest leaves to numba's version. (numba internals: ``Registry.globals``, ``BaseContext._registries``, a
     template's ``_overload_func`` and ``_definition_func``.)"""
-    found = []
+    found: list[tuple[object, pytypes.FunctionType | None]] = []
     for registry in _global_registries():
         for registered, ty in list(registry.globals):
             if registered is not value:
@@ -197,7 +215,7 @@ def typing_code(value) -> list[tuple[object, pytypes.FunctionType | None]]:
     return found
 
 
-def _global_registries() -> list:
+def _global_registries() -> list[Any]:  # numba's typing registries (templates.Registry, untyped)
     """numba's typing registries of globals: the builtin ones and those installed in the typing contexts."""
     from numba.core.typing import templates
 
@@ -222,10 +240,12 @@ def python_function(callee: object) -> pytypes.FunctionType | None:
     return py_func if isinstance(py_func, pytypes.FunctionType) else None
 
 
-def dispatcher_call(context, dispatcher, args: tuple, kws: dict):
+def dispatcher_call(
+    context: TypingContext, dispatcher: Dispatcher, args: tuple[types.Type, ...], kws: dict[str, types.Type]
+) -> tuple[Signature, object]:
     """Type a call of a numba dispatcher (compiling it for ``args``): (signature, impl key)."""
     fnty = types.Dispatcher(dispatcher)
-    sig = context.resolve_function_type(fnty, args, kws)
+    sig: Signature = context.resolve_function_type(fnty, args, kws)  # type: ignore[no-untyped-call]  # numba's is unannotated
     return sig, fnty.get_impl_key(sig)
 
 
@@ -233,9 +253,10 @@ def call_sites() -> list[str]:
     """The source lines of the calls numba is typing on this thread, innermost first ("file.py:12")."""
     # numba internals: the typing constraints on the stack (CallConstraint, IntrinsicCallConstraint,
     # TypeVarConstraint for attribute reads) carry the source location being typed
-    sites, frame = [], sys._getframe(1)
+    sites: list[str] = []
+    frame: pytypes.FrameType | None = sys._getframe(1)
     while frame is not None:
-        constraint = frame.f_locals.get("self")
+        constraint: Any = frame.f_locals.get("self")  # any frame's self: numba's constraints are the ones read
         if type(constraint).__name__.endswith("Constraint") and getattr(constraint, "loc", None) is not None:
             loc = constraint.loc
             site = f"{loc.short()}" if hasattr(loc, "short") else f"{loc.filename}:{loc.line}"
@@ -256,6 +277,6 @@ def compile_error_message(exc: BaseException) -> str | None:
     return None
 
 
-def numba_error_class(exc: BaseException) -> type | None:
+def numba_error_class(exc: BaseException) -> type[BaseException] | None:
     """The class of ``exc`` when it is one of numba's own errors (TypingError, LoweringError, ...), else None."""
     return type(exc) if isinstance(exc, numba.core.errors.NumbaError) else None
