@@ -128,7 +128,7 @@ static int tuple_slots(PyObject *obj, PyObject *name, long ndim, uint64_t *slots
 static Py_ssize_t one_slot(const ArgSpec *spec) { return 1; }
 
 /* For each struct code, the numpy scalar type of that code whose value lies in the object at a known offset
- * (set_scalar_layouts: found and checked by overdub/targets/arraylayout.py): a scalar of exactly that type is
+ * (set_scalar_layouts: found and checked by overdub/targets/cuda/arraylayout.py): a scalar of exactly that type is
  * copied from there, not converted through a Python float or int. */
 typedef struct {
     PyTypeObject *type; /* NULL: none known */
@@ -228,7 +228,7 @@ static int dtype_is(const ArgSpec *spec, PyObject *value) {
     return dtype == spec->dtype;
 }
 
-/* Where cupy's ndarray keeps its fields, in the object (set_array_layout: overdub/targets/arraylayout.py finds
+/* Where cupy's ndarray keeps its fields, in the object (set_array_layout: overdub/targets/cuda/arraylayout.py finds
  * them once per process by reading probe arrays, and sets nothing when it cannot be sure): an array of exactly
  * that class is read in place -- its dtype, contiguity flags, shape and strides vectors and data pointer --
  * instead of through attributes that each build a Python object (a tuple for its shape, an int for its

@@ -8,7 +8,7 @@
     g.launch()                       # the whole sequence, one driver call (a CUDA graph)
 
 On the CUDA target the block's launches (``od.cuda``, ``kernel[b, t]``, cupy's work on the capturing thread)
-are captured by the driver (:mod:`overdub.targets.cudagraph`). The graph records the compiled kernel of
+are captured by the driver (:mod:`overdub.targets.cuda.graph`). The graph records the compiled kernel of
 each launch: a replay first checks that every one is still valid, as a launch does. After a redefinition
 that invalidates one, the replay recompiles it and puts its new code in the executable graph's nodes in place,
 then launches: never stale code, and no new capture. ``g.update(i, *args)`` gives the ``i``-th launch new
@@ -73,7 +73,7 @@ class Graph:
         self.target = target
         self.launches: list[Captured] = []
         self.thread = 0  # the thread capturing into this graph, while it does
-        self._capture: Any = None  # CUDA: overdub.targets.cudagraph.Capture
+        self._capture: Any = None  # CUDA: overdub.targets.cuda.graph.Capture
         self._checked: tuple[Any, ...] = ()  # CUDA: a native launch function per compiled kernel
         self._fast: tuple[Any, ...] = ()  # _checked where it covers every kernel: graph_launch checks them
         self._replay: tuple[int, int, int] = (0, 0, 0)  # CUDA: graph_launch's executable graph, null stream, entry
@@ -93,7 +93,7 @@ class Graph:
         self._captured = True
         try:
             if self.target.name == "cuda":
-                from .targets.cudagraph import Capture
+                from .targets.cuda.graph import Capture
 
                 self._capture = Capture()
                 self._capture.begin()

@@ -345,7 +345,7 @@ def test_the_lookup_serves_the_launch_tables_current_list_for_each_call():
         runtime.launches.pop(key_float, None)
 
 
-# --- cupy arrays read in place (overdub/targets/arraylayout.py) ----------------------------------------------
+# --- cupy arrays read in place (overdub/targets/cuda/arraylayout.py) ----------------------------------------------
 # Stand-ins with cupy's kind of layout: a bytes subclass keeps its contents in the object itself, so its fields
 # -- dtype, shape and strides vectors (begin, end), contiguity flags (C ints), data pointer's object -- lie at
 # known offsets past the bytes header, as a Cython class's fields do.
@@ -381,7 +381,7 @@ def in_place_array(dtype, shape, strides, ptr, c, f, keep: list):
 
 @pytest.fixture
 def in_place():
-    from overdub.targets import arraylayout
+    from overdub.targets.cuda import arraylayout
 
     assert ctypes.string_at(id(b"xyz") + BYTES_HEADER, 3) == b"xyz", "bytes keep their contents in the object"
     fastlaunch.set_array_layout(
@@ -430,7 +430,7 @@ def test_an_array_of_another_class_or_pointer_class_reads_its_attributes(in_plac
 
 
 def test_the_layout_is_found_where_every_probe_holds_each_field_at_one_offset_only():
-    from overdub.targets import arraylayout
+    from overdub.targets.cuda import arraylayout
 
     keep: list = []
     shapes = [
@@ -460,7 +460,7 @@ def test_the_layout_is_found_where_every_probe_holds_each_field_at_one_offset_on
 
 
 def test_numpy_scalars_are_copied_from_where_their_layout_says_and_other_widths_are_converted():
-    from overdub.targets import arraylayout
+    from overdub.targets.cuda import arraylayout
 
     values = [np.int8(-3), np.uint16(65000), np.int32(-7), np.uint64(2**63 + 5), np.float32(1.5), np.float64(-2.25)]
     values.append(np.bool_(True))

@@ -888,10 +888,10 @@ def test_numpy_integer_shmem_launches_through_the_launch_table(cupy, make_module
 
 def test_cupy_arrays_are_read_in_place_by_the_native_launch_and_every_layout_is_right(cupy, make_module):
     """The native launch functions read a cupy array's fields where this cupy keeps them (found once per
-    process: overdub/targets/arraylayout.py): C, F and non-contiguous arrays, views, an array reshaped in place
+    process: overdub/targets/cuda/arraylayout.py): C, F and non-contiguous arrays, views, an array reshaped in place
     and an empty one all give the kernel their own shape, strides and data."""
     from overdub import _fastlaunch
-    from overdub.targets import arraylayout
+    from overdub.targets.cuda import arraylayout
 
     m = make_module(
         """

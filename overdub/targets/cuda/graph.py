@@ -14,10 +14,10 @@ import ctypes
 import sys
 from typing import Any
 
-from .cuda import _checked, driver, make_current
+from .driver import checked, driver, make_current
 
 try:
-    from .._fastlaunch import graph_launch as _graph_launch
+    from ..._fastlaunch import graph_launch as _graph_launch
 except ImportError:  # built without a C compiler: a replay checks its kernels in Python (Graph._refresh)
     _graph_launch = None  # type: ignore[assignment]
 
@@ -31,7 +31,7 @@ class Capture:
         make_current()
         drv = driver().driver
         err, self.stream = drv.cuStreamCreate(CU_STREAM_NON_BLOCKING)
-        _checked("cuStreamCreate", err)
+        checked("cuStreamCreate", err)
         self.handle = int(self.stream)
         self.user_stream = StreamHandle(self.handle)  # as launch functions take a stream
         self.graph: Any = None
@@ -42,7 +42,7 @@ class Capture:
     def begin(self) -> None:
         drv = driver().driver
         mode = drv.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_RELAXED
-        _checked("cuStreamBeginCapture", *drv.cuStreamBeginCapture(self.stream, mode))
+        checked("cuStreamBeginCapture", *drv.cuStreamBeginCapture(self.stream, mode))
         cupy = _cupy()
         if cupy is not None:  # cupy's work on the capturing thread goes to the capture too
             from_external = getattr(cupy.cuda.Stream, "from_external", None)  # cupy 14; ExternalStream before
@@ -62,23 +62,23 @@ class Capture:
             if not int(err) and graph is not None and int(graph):
                 drv.cuGraphDestroy(graph)
             return
-        _checked("cuStreamEndCapture (a launch on the capture stream failed, or work on another stream joined it)", err)
+        checked("cuStreamEndCapture (a launch on the capture stream failed, or work on another stream joined it)", err)
         self.graph = graph
         err, self.exec = drv.cuGraphInstantiate(graph, 0)
-        _checked("cuGraphInstantiate", err)
+        checked("cuGraphInstantiate", err)
         self.exec_handle = int(self.exec)
         self.launch_entry = driver().graph_launch  # cuGraphLaunch, which a replay calls from C
         err, nodes, count = drv.cuGraphGetNodes(graph)
-        _checked("cuGraphGetNodes", err)
+        checked("cuGraphGetNodes", err)
         if count:
             err, nodes, count = drv.cuGraphGetNodes(graph, count)
-            _checked("cuGraphGetNodes", err)
+            checked("cuGraphGetNodes", err)
         kernel = drv.CUgraphNodeType.CU_GRAPH_NODE_TYPE_KERNEL
         for node in nodes or ():
             err, kind = drv.cuGraphNodeGetType(node)
             if not int(err) and kind == kernel:
                 err, params = drv.cuGraphKernelNodeGetParams(node)
-                _checked("cuGraphKernelNodeGetParams", err)
+                checked("cuGraphKernelNodeGetParams", err)
                 self.nodes.setdefault(int(params.func), []).append(node)
 
     def launch(self, launch_functions: tuple[Any, ...], stream: object) -> bool:
@@ -89,7 +89,7 @@ class Capture:
 
     def launch_unchecked(self, stream: object) -> None:
         handle = driver().null_stream if stream is None else driver().stream(stream)  # type: ignore[no-untyped-call]
-        _checked("cuGraphLaunch", *driver().driver.cuGraphLaunch(self.exec, handle))
+        checked("cuGraphLaunch", *driver().driver.cuGraphLaunch(self.exec, handle))
 
     def replace_function(self, old: int, new: int) -> None:
         """Every kernel node launching ``old`` launches ``new`` instead (a recompiled kernel: the same
@@ -107,11 +107,11 @@ class Capture:
     def _set(self, node: Any, **fields: object) -> None:
         drv = driver().driver
         err, params = drv.cuGraphKernelNodeGetParams(node)
-        _checked("cuGraphKernelNodeGetParams", err)
+        checked("cuGraphKernelNodeGetParams", err)
         for name, value in fields.items():
             setattr(params, name, value)
-        _checked("cuGraphExecKernelNodeSetParams", *drv.cuGraphExecKernelNodeSetParams(self.exec, node, params))
-        _checked("cuGraphKernelNodeSetParams", *drv.cuGraphKernelNodeSetParams(node, params))
+        checked("cuGraphExecKernelNodeSetParams", *drv.cuGraphExecKernelNodeSetParams(self.exec, node, params))
+        checked("cuGraphKernelNodeSetParams", *drv.cuGraphKernelNodeSetParams(node, params))
 
     def close(self) -> None:
         drv = driver().driver

@@ -1,0 +1,430 @@
+"""The CUDA target: numba-cuda lowers the rewritten kernel to NVVM IR, libNVVM to PTX, the driver loads it.
+
+Callees are compiled with ``compile_cuda`` for an explicit compute capability and registered with the CUDA
+target context directly, which is what lets kernels calling generic device methods compile to PTX on a
+machine with no GPU (numba's own device functions ask the current device for its compute capability). A
+registration lives exactly as long as the method instance that made it.
+
+Host (numpy) arrays are rejected with a message saying what to pass instead: copying silently in and out
+would hide two transfers in every launch.
+
+The package, one concept a module: this module the target (compiling, registering callees, the compiled
+kernel's launcher made), :mod:`.driver` the driver and host threads' contexts, :mod:`.launcher` a compiled
+kernel's launch, :mod:`.graph` ``od.graph``'s capture and replay, :mod:`.arraylayout` where cupy keeps an
+array's fields for ``_fastlaunch.c`` to read in place.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import functools
+import os
+import weakref
+from collections.abc import Iterator
+
+import numpy as np
+from numba import cuda as numba_cuda
+from numba.core import types
+from numba.core.compiler_lock import global_compiler_lock
+from numba.core.typing.templates import signature
+from numba.cuda import dispatcher as numba_cuda_dispatcher
+from numba.cuda.codegen import CUDACodeLibrary
+from numba.cuda.compiler import compile_cuda, kernel_fixup
+from numba.cuda.cudadrv import nvvm
+from numba.cuda.descriptor import cuda_target
+from numba.cuda.typing.typeof import Purpose
+from numba.cuda.typing.typeof import typeof as cuda_typeof
+
+from ... import arguments, bridge
+from ...arguments import HostMemoryError
+from ...bridge.hidden import HiddenArgumentCall
+from ...bridge.pointers import forwarded_views
+from ...context import CUDA, TargetRoot
+from ...intrinsics import cuprintln
+from ...runtime import runtime
+from ..gpu import DEFAULT_CC, gpu_usable
+from ..options import CompileOptions, Configurable
+from .driver import (
+    check_same_device,
+    check_stream,
+    checked,
+    context_of_stream,
+    device_count,
+    driver,
+    make_current,
+    make_current_if_gpu,
+    pushed,
+    several_devices,
+    toolkit,
+)
+from .launcher import CUDALauncher
+
+__all__ = [  # the target, and what other modules reach through this package
+    "CUDATarget",
+    "CUDALauncher",
+    "HostMemoryError",
+    "Registration",
+    "target_for",
+    "device_cc",
+    "reflecting",
+    "copied_to_device",
+    "copy_back",
+    "driver",
+    "make_current_if_gpu",
+    "toolkit",
+]
+
+# --- the target -----------------------------------------------------------------------------------------
+
+
+def copied_to_device(args: tuple, stream=None) -> tuple:
+    """numba-cuda's treatment of host arrays, for its drop-in (``od.jit``): each numpy array copied to the
+    device; returns the new arguments and the (host, device) pairs to copy back after the launch."""
+    make_current()
+    pairs, moved = [], []
+    for value in args:
+        if isinstance(value, np.ndarray):
+            device = numba_cuda.to_device(value, stream=stream or 0)
+            pairs.append((value, device))
+            value = device
+        elif isinstance(arguments.kind_of(value), arguments.HostRecord):  # passed by its device address
+            device = numba_cuda.to_device(np.array(value).reshape(1), stream=stream or 0)
+            pairs.append((value, device))
+            value = arguments.RecordOnDevice(device.device_ctypes_pointer.value, value.dtype, device)
+        moved.append(value)
+    return tuple(moved), pairs
+
+
+def copy_back(pairs, stream=None) -> None:
+    """Copy each device array back into its writable host array, each record into its host record (waits for
+    the launch, as numba-cuda does)."""
+    for host, device in pairs:
+        if isinstance(host, np.void):
+            back = device.copy_to_host(stream=stream or 0)[0]
+            for name in host.dtype.names:
+                host[name] = back[name]
+        elif host.flags.writeable:
+            device.copy_to_host(host, stream=stream or 0)
+
+
+def _numba_typeof(value):
+    return cuda_typeof(value, Purpose.argument)
+
+
+def _refuse_host_memory(value, kind) -> None:
+    raise HostMemoryError(
+        f"a {kind.name.replace('_', ' ')} ({value!r:.60}) lives in host memory: pass a cupy array, a numba device "
+        f"array (numba.cuda.to_device), any __cuda_array_interface__ object, or od.pointer of one to a CUDA "
+        f"kernel, or launch through od.jit, which copies host arrays and records as numba-cuda does"
+    )
+
+
+class Registration:
+    """A method instance's code, registered with the CUDA target context under ``impl_key`` for as long as
+    this object lives (the method instance holds it)."""
+
+    __slots__ = ("cres", "__weakref__")
+
+    def __init__(self, cres, impl_key):
+        self.cres = cres
+        cres.target_context.insert_user_function(impl_key, cres.fndesc, [cres.library])
+        weakref.finalize(self, cres.target_context.remove_user_function, impl_key)
+
+
+_reflecting = contextvars.ContextVar("overdub_reflecting", default=False)
+
+
+@contextlib.contextmanager
+def reflecting() -> Iterator[None]:
+    """While kernels are compiled to be read (``od.code_ptx`` and the other reflections), not launched: the
+    disk cache entries they make hold PTX, not a cubin linked for the device."""
+    token = _reflecting.set(True)
+    try:
+        yield
+    finally:
+        _reflecting.reset(token)
+
+
+class _CompileDevice:
+    """What numba-cuda's dispatcher reads of "the current device" while compiling: its compute capability."""
+
+    def __init__(self, cc):
+        self.compute_capability = cc
+
+
+@contextlib.contextmanager
+def _compiling_for(cc):
+    """numba internals, the one place overdub patches them: numba-cuda compiles what it implements with
+    ``@overload``, ``@overload_method`` and device dispatchers by a dispatcher that asks the driver for the
+    current device's compute capability (``numba.cuda.dispatcher.get_current_device``), which fails on a
+    machine with no GPU. While overdub compiles for ``cc`` there, that question is answered with ``cc``.
+    With a GPU nothing is patched. tests/test_cuda_codegen.py breaks loudly if numba-cuda moves the name."""
+    if gpu_usable():
+        yield
+        return
+    original = numba_cuda_dispatcher.get_current_device
+    numba_cuda_dispatcher.get_current_device = lambda: _CompileDevice(cc)
+    try:
+        yield
+    finally:
+        numba_cuda_dispatcher.get_current_device = original
+
+
+# numba-cuda internals: array reshapes lower to calls of C functions that numba-cuda's own kernels link from a
+# CUDA source file shipped with it, when the kernel's code names them (dispatcher.py, reshape_funcs)
+_RESHAPE_FUNCTIONS = ("nocopy_empty_reshape", "numba_attempt_nocopy_reshape")
+_RESHAPE_SOURCE = os.path.join(os.path.dirname(os.path.abspath(numba_cuda_dispatcher.__file__)), "reshape_funcs.cu")
+
+
+def _helper_sources(library) -> tuple:
+    """The sources of numba-cuda's helper functions the kernel's code calls, to link with it."""
+    code = library.get_llvm_str()
+    return (_RESHAPE_SOURCE,) if any(name in code for name in _RESHAPE_FUNCTIONS) else ()
+
+
+class CUDATarget(Configurable):
+    name = "cuda"
+    base = CUDA
+    compile_lock = global_compiler_lock
+
+    def __init__(self, cc: tuple, options: CompileOptions = CompileOptions(), root: TargetRoot | None = None):
+        self.cc, self.options = tuple(cc), options
+        arch = "sm_" + "".join(map(str, self.cc))  # sm_90; sm_90a for (9, 0, "a"): an architecture of its own
+        self.label = self._label(f"cuda ({arch})")
+        if root is None:
+            self.root = TargetRoot(f"cuda-{arch}", self)
+            self.root.forward(print, cuprintln)
+            for callee, view in forwarded_views():
+                self.root.forward(callee, view)
+        else:
+            self.root = root.configured_for(self)
+
+    def _with_options(self, options):
+        return CUDATarget(self.cc, options, self.root)
+
+    def __reduce__(self):
+        """Pickled as what makes it in another process (``od.precompile``'s workers): the CUDA target of this
+        compute capability configured with these options."""
+        return _configured, (self.cc, self.options)
+
+    def _compile(self, func, return_type, argtypes):
+        """numba-cuda's compile of ``func`` for this compute capability and these options (no GPU needed)."""
+        options = self.options
+        # debug: NVVM's -g, which numba-cuda warns crashes with optimisation on
+        nvvm_options = {"opt": 3 if options.opt and not options.debug else 0, "fastmath": options.fastmath}
+        if options.debug:
+            nvvm_options["g"] = None
+        make_current_if_gpu()
+        with _compiling_for(self.cc):
+            return compile_cuda(
+                func,
+                return_type,
+                argtypes,
+                cc=self.cc,
+                debug=options.debug,
+                lineinfo=options.lineinfo,
+                fastmath=options.fastmath,
+                nvvm_options=nvvm_options,
+                max_registers=options.max_registers,
+                lto=options.lto,
+            )
+
+    @property
+    def cache_tag(self) -> str:
+        """What the PTX depends on besides the kernel: the compute capability and the compile options."""
+        return f"{self.label}:{self.options!r}"
+
+    def argument(self, value) -> arguments.Argument:
+        described = arguments.describe(value, _numba_typeof, "host", _refuse_host_memory)
+        if described.kind is not None and several_devices():
+            check_same_device(value)
+        return described
+
+    def typeof(self, value):
+        return self.argument(value).type
+
+    def compile_method(self, func, typing_context, argtypes, kws):
+        folded, pysig = bridge.fold_call(func, argtypes, kws)
+        cres = self._compile(func, None, folded)
+        bridge.note_attribute_templates(cres)
+        impl_key = ("overdub", cres.fndesc.mangled_name)
+        sig = signature(cres.signature.return_type, *folded).replace(pysig=pysig)
+        return sig, impl_key, Registration(cres, impl_key)
+
+    def compile_host(self, func, argtypes):
+        raise TypeError("od.overdub runs on the host: its calls compile for the CPU target, not target='cuda'")
+
+    def call_with_state(self, sig, impl_key):
+        from numba.cuda.descriptor import cuda_target
+
+        calls = HiddenArgumentCall(cuda_target.target_context, sig, impl_key)
+        return calls.sig, calls.impl_key, calls
+
+    def compile_kernel(self, func, argtypes):
+        cres = self._kernel_code(func, argtypes)
+        return CUDALauncher(
+            cres.library, argtypes, cres.call_helper if self.options.debug else None, cres.type_annotation
+        )
+
+    def _kernel_code(self, func, argtypes):
+        """numba's compile result for a kernel, its library finished for loading: PTX (``get_asm_str``), LLVM IR
+        (``get_llvm_str``), SASS, LTO PTX."""
+        cres = self._compile(func, types.void, tuple(argtypes))
+        bridge.note_attribute_templates(cres)
+        library = cres.library
+        entry = library.get_function(cres.fndesc.llvm_func_name)
+        library._entry_name = cres.fndesc.llvm_func_name
+        kernel_fixup(entry, debug=self.options.debug)
+        nvvm.set_launch_bounds(entry, self.options.launch_bounds)
+        for path in self.options.link + _helper_sources(library):
+            library.add_linking_file(path)
+        if library.use_cooperative:  # grid sync is implemented in the device runtime library
+            library.needs_cudadevrt = True
+        return cres
+
+    # -- the disk cache's view of a compiled kernel: numba-cuda's own serialisation of a code library (what
+    # its cache=True stores: CUDACodeLibrary._reduce_states / _rebuild), with the code its use needs made
+    # now: for a launch on a GPU of this target's compute capability, the cubin the launch loads; for a
+    # reflection (od.code_ptx, ...) or where no such GPU is, the PTX for this compute capability -------------
+    def launcher_payload(self, launcher):
+        """The kernel library's NVVM IR, PTX or cubin and its typed IR as text, or None where it cannot be
+        serialised (it links files or refers to global device arrays) or needs this process (a debug kernel's
+        error codes).
+
+        The cubin is linked from the PTX for the device's own architecture -- numba-cuda's ``get_cubin()``
+        compiles for the arch-specific target, sm_90a on a 9.0 device -- so the PTX for ``self.cc`` (sm_90)
+        would be a second NVVM run that no launch loads; ``od.code_ptx`` makes it when asked."""
+        library = launcher.library
+        if self.options.debug:
+            return None
+        if self._launches_load_cubins():
+            make_current()  # linking may ask the driver
+            library.get_cubin()
+        else:
+            library.get_asm_str(cc=self.cc)
+        try:
+            states = library._reduce_states()
+        except Exception:  # numba-cuda refuses (pickle.PicklingError, RuntimeError): not cacheable
+            return None
+        return {"library": states, "type_annotation": str(launcher.type_annotation)}
+
+    def launcher_from_payload(self, payload, argtypes):
+        """The loaded kernel's launcher, or None -- a miss -- for a launch here from an entry that holds no
+        cubin (a reflection, or a process without this GPU, stored it): compiling again stores the cubin, so
+        later processes do not link one at every start."""
+        if self._launches_load_cubins() and not payload["library"].get("cubin_cache"):
+            return None
+        codegen = cuda_target.target_context.codegen()
+        library = CUDACodeLibrary._rebuild(**dict(payload["library"], codegen=codegen))
+        return CUDALauncher(library, argtypes, None, payload["type_annotation"])
+
+    def for_current_device(self):
+        """The same options for the current device's architecture, where this is a launch's target (a
+        reflection compiles for the architecture it names)."""
+        if _reflecting.get():
+            return self
+        cc = device_cc()
+        return self if cc == self.cc else target_for(cc).configured(self.options)
+
+    def _launches_load_cubins(self) -> bool:
+        """Is this compile one that a launch here loads (not a reflection, and a usable GPU of this
+        target's compute capability)?"""
+        return not _reflecting.get() and gpu_usable() and self.cc == device_cc()
+
+    def synchronize(self, device=None):
+        """Wait for the work launched in the current context (``device`` None), in device ``device``'s
+        primary context, or in every device's (``"all"``)."""
+        drv = driver().driver
+        if device is None:
+            make_current()
+            checked("cuCtxSynchronize", *drv.cuCtxSynchronize())
+            return
+        for ordinal in range(device_count()) if device == "all" else [device]:
+            with self.on_device(ordinal, "od.synchronize"):
+                checked("cuCtxSynchronize", *drv.cuCtxSynchronize())
+
+    @contextlib.contextmanager
+    def on_device(self, device, what: str = "od.cuda", stream=None):
+        """Device ``device``'s primary context current on this thread for the block (pushed, then popped), a
+        ``stream`` passed being one of that context; ``device`` None: the context current, or the stream's
+        context where it is another one (pushed likewise)."""
+        if device is None:
+            context = context_of_stream(driver().stream(stream)) if stream is not None and gpu_usable() else None
+            with contextlib.nullcontext() if context is None else pushed(context):
+                yield
+            return
+        drv = driver().driver
+        err, context = drv.cuDevicePrimaryCtxRetain(_checked_ordinal(device, what))
+        checked("cuDevicePrimaryCtxRetain", err)
+        try:
+            with pushed(context):
+                if stream is not None:
+                    check_stream(driver().stream(stream), f"{what}(device={device})")
+                yield
+        finally:
+            drv.cuDevicePrimaryCtxRelease(device)
+
+    def check_launchable(self, stream=None):
+        """A usable GPU, and the device's context current on this thread: the slow path of a launch may
+        compile, link and load here (asked of the driver, not a flag: the thread may have popped it)."""
+        if gpu_usable():
+            make_current(verify=True)
+        else:
+            raise RuntimeError(
+                "target='cuda' needs a usable NVIDIA GPU and driver, and numba-cuda finds none here "
+                "(numba.cuda.is_available() is False). Launch with target='cpu' (or set "
+                "OVERDUB_TARGET=cpu) to run kernels on the CPU target; od.code_ptx compiles for "
+                "the GPU without one."
+            )
+
+
+@functools.cache
+def target_for(cc: tuple) -> CUDATarget:
+    """The CUDA target for one compute capability -- (9, 0), or (9, 0, "a") for the arch-specific sm_90a --
+    each keeping its own kernels."""
+    return CUDATarget(cc)
+
+
+runtime.register_cache(f"{__name__}.target_for", target_for, kept="a target is a definition: kernels are keyed by it")
+
+
+def _configured(cc: tuple, options: CompileOptions) -> CUDATarget:
+    return target_for(cc).configured(options)
+
+
+def device_cc(device: int | None = None, what: str = "od.cuda") -> tuple[int, ...]:
+    """The compute capability a kernel launched on ``device`` (an ordinal) compiles for; ``None``: the device
+    of the context current on this thread (none current: device 0, whose context a launch makes current).
+    sm_90 where there is no usable GPU (compiling needs none)."""
+    if device is not None:
+        return _compute_capability(_checked_ordinal(device, what))
+    if not gpu_usable():
+        return DEFAULT_CC
+    err, current = driver().driver.cuCtxGetDevice()
+    return _compute_capability(0 if err else int(current))
+
+
+def _checked_ordinal(device, what: str) -> int:
+    """``device``, refused with a clear ValueError unless it is one of this machine's devices."""
+    count = device_count() if gpu_usable() else 0
+    if isinstance(device, bool) or not isinstance(device, int) or not 0 <= device < count:
+        have = f"devices 0..{count - 1}" if count else "no usable GPU (give cc= to compile for an architecture)"
+        raise ValueError(f"{what}(device={device!r}): this machine has {have}")
+    return device
+
+
+@functools.cache
+def _compute_capability(device: int) -> tuple[int, ...]:
+    drv = driver().driver
+    attribute = drv.CUdevice_attribute
+    err, major = drv.cuDeviceGetAttribute(attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device)
+    err_minor, minor = drv.cuDeviceGetAttribute(attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device)
+    if err or err_minor:  # a broken driver install: compile for the default
+        return DEFAULT_CC
+    return (int(major), int(minor))
+
+
+runtime.register_cache(
+    f"{__name__}._compute_capability", _compute_capability, kept="a fact of the machine, asked once per device"
+)

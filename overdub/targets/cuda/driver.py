@@ -1,0 +1,261 @@
+"""The CUDA driver as the CUDA target uses it: its bindings, loaded on the first launch (compiling needs none);
+the context current on each host thread; streams and the contexts they belong to; the machine's devices.
+
+Host threads: a CUDA context is current per host thread, and cuda.core's ``Device`` also records per thread
+whether ``set_current()`` was called (its ``sync()`` and others refuse until it was). A thread that never used
+the GPU -- a Dask worker's, a ``ThreadPoolExecutor``'s -- may launch, compile, load, synchronize at any time:
+every path that may reach the driver first makes the device's primary context current on the calling thread
+(:func:`make_current`: once per thread, a thread-local flag after that). The launch itself needs none: a
+``CUfunction`` carries its context; a launch the driver refuses for want of a current context
+(``CUDA_ERROR_INVALID_CONTEXT``) makes it current and is tried again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import functools
+import threading
+
+from ...runtime import runtime
+from .. import launchfn
+from ..gpu import gpu_usable
+
+# --- streams --------------------------------------------------------------------------------------------
+
+stream_handle = launchfn.stream_handle  # the CUstream handle of a cupy, numba or cuda.core stream
+
+
+# --- the driver (loaded on first launch; compiling needs none) ------------------------------------------
+
+CUDA_ERROR_INVALID_CONTEXT = 201  # CUresult: no context is current on the calling thread
+
+_thread = threading.local()  # .current: has make_current() run on this host thread?
+
+
+def make_current(verify: bool = False) -> None:
+    """Make the current device's primary context current on the calling host thread (cuda.core
+    ``Device().set_current()``: the thread's current device, else device 0, as the CUDA runtime chooses), once
+    per thread. ``verify``: ask the driver whether a context is still current here (the thread may have popped
+    it, e.g. ``numba.cuda.close()``), for the slow path of a launch, which is not run per launch."""
+    if getattr(_thread, "current", False) and not (verify and not _context_is_current()):
+        return
+    from cuda.core import Device
+
+    Device().set_current()
+    _thread.current = True
+
+
+def _context_is_current() -> bool:
+    err, context = driver().driver.cuCtxGetCurrent()
+    return not err and int(context) != 0
+
+
+def make_current_if_gpu() -> None:
+    """:func:`make_current` where a usable GPU is (compiling needs none; where there is one, numba-cuda and
+    cuda.core may ask the driver while compiling and linking)."""
+    if gpu_usable():
+        make_current()
+
+
+class Driver:
+    """The few driver entry points a launch needs, bound once a GPU is used."""
+
+    def __init__(self):
+        from cuda.bindings import driver  # the CUDA driver bindings load libcuda: only with a GPU
+
+        self.driver = driver
+        self.null_stream = driver.CUstream(0)
+        self.launch_kernel = driver.cuLaunchKernel
+        self.launch_cooperative = driver.cuLaunchCooperativeKernel
+        libcuda = ctypes.CDLL("libcuda.so.1")
+        # what the native launch function calls (its launch follows a stream of another context into it)
+        self.native_entries = tuple(
+            int(ctypes.cast(getattr(libcuda, name), ctypes.c_void_p).value or 0)
+            for name in (
+                *("cuLaunchKernel", "cuCtxGetCurrent", "cuKernelGetFunction"),
+                *("cuStreamGetCtx", "cuCtxPushCurrent_v2", "cuCtxPopCurrent_v2"),
+            )
+        )
+        self.graph_launch = int(ctypes.cast(libcuda.cuGraphLaunch, ctypes.c_void_p).value or 0)  # od.graph's replay
+        self._streams: dict[int, object] = {}
+
+    def stream(self, stream):
+        """The driver's CUstream for a user stream; cached by handle."""
+        handle = stream_handle(stream)
+        wrapped = self._streams.get(handle)
+        if wrapped is None:
+            wrapped = self._streams[handle] = self.driver.CUstream(handle)
+        return wrapped
+
+    def potential_block_size(self, function, shmem: int) -> int:
+        """The block size with the most occupancy for ``function`` (cuOccupancyMaxPotentialBlockSize)."""
+        make_current()
+        err, _, block = self.driver.cuOccupancyMaxPotentialBlockSize(function, None, shmem, 0)
+        if err:
+            raise RuntimeError(f"cuOccupancyMaxPotentialBlockSize failed: {err!r}")
+        return block
+
+    def co_resident_blocks(self, function, threads: int, shmem: int) -> int:
+        """How many blocks of ``threads`` threads (and ``shmem`` bytes of dynamic shared memory) of ``function``
+        the device holds at once: the most a cooperative launch may have."""
+        from cuda.core import Device
+
+        make_current()
+        err, per_sm = self.driver.cuOccupancyMaxActiveBlocksPerMultiprocessor(function, threads, shmem)
+        if err:
+            raise RuntimeError(f"cuOccupancyMaxActiveBlocksPerMultiprocessor failed: {err!r}")
+        return per_sm * Device().properties.multiprocessor_count
+
+    def kernel(self, library):
+        """The kernel library's ``CUkernel``: loaded once, context-independent (``cuLibraryLoadData``, as
+        cuda.core loads it). Launched with it, the driver finds the kernel's function in the context current
+        on the launching thread -- loading it there the first time -- so one launch function serves every
+        context and device of this architecture."""
+        make_current()
+        return library.get_cufunc().kernel._handle
+
+    def function(self, kernel):
+        """The ``CUfunction`` of a ``CUkernel`` in the current context (the driver loads it there the first
+        time), or None where it cannot; with no context current, the device's is made current first."""
+        make_current()
+        err, function = self.driver.cuKernelGetFunction(kernel)
+        return None if err else function
+
+    def current_context(self) -> int:
+        err, context = self.driver.cuCtxGetCurrent()
+        return 0 if err else int(context)
+
+
+@functools.cache
+def driver() -> Driver:
+    return Driver()
+
+
+runtime.register_cache(f"{__name__}.driver", driver, kept="the CUDA driver's bindings, one per process")
+
+
+@contextlib.contextmanager
+def toolkit():
+    """Where the CUDA toolkit's libraries are missing (a plain ``pip install overdub``: the CPU target only),
+    compiling to PTX or a cubin says how to get them, instead of cuda-pathfinder's bare "libnvvm.so not found"."""
+    try:
+        yield
+    except Exception as exc:
+        if type(exc).__name__ != "DynamicLibNotFoundError":
+            raise
+        raise RuntimeError(
+            f"compiling for CUDA needs the CUDA toolkit's libraries (NVVM, NVRTC), which this install lacks "
+            f"({exc}): install the GPU stack with pip install 'overdub[cuda]', or launch with target='cpu'"
+        ) from exc
+
+
+@functools.cache
+def several_devices() -> bool:
+    """Does this machine have more than one GPU (asked once)? Only then are arrays checked for their device."""
+    try:
+        return gpu_usable() and device_count() > 1
+    except Exception:  # no driver: one device at most
+        return False
+
+
+runtime.register_cache(f"{__name__}.several_devices", several_devices, kept="a fact of the machine, asked once")
+
+
+def check_same_device(value) -> None:
+    """Where a machine has several GPUs: an array of another device than the one current for the launch is
+    a clear error naming both (checked on the slow path, where a launch's arguments are described)."""
+    interface = getattr(value, "__cuda_array_interface__", None)
+    pointer = interface.get("data", (0,))[0] if isinstance(interface, dict) else 0
+    if not pointer:
+        return
+    drv = driver().driver
+    try:
+        err, ordinal = drv.cuPointerGetAttribute(drv.CUpointer_attribute.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, pointer)
+        err_here, here = drv.cuCtxGetDevice()
+    except Exception:  # the bindings differ: no check rather than a wrong one
+        return
+    if int(err) == 0 and int(err_here) == 0 and int(ordinal) != int(here):
+        raise ValueError(
+            f"a {type(value).__name__} on device {int(ordinal)} passed to a launch on device {int(here)}: make "
+            f"device {int(ordinal)} current (cupy.cuda.Device({int(ordinal)}).use()) or launch with "
+            f"od.cuda(..., device={int(ordinal)}), or copy the array to device {int(here)}"
+        )
+
+
+def check_stream(hstream, what: str) -> None:
+    """A clear error where ``hstream`` (a CUstream) belongs to another context than the one current on this
+    thread: the driver refuses such a launch (CUDA_ERROR_INVALID_HANDLE)."""
+    stream_context = context_of_stream(hstream)
+    if stream_context is not None:
+        raise ValueError(
+            f"{what}: the stream belongs to {context_label(stream_context)}, the launch to the context current "
+            f"on this thread ({context_label(None)}); launch with the stream's device current "
+            f"(cupy.cuda.Device(N).use()), or without device=, or with a stream of this one"
+        )
+
+
+def context_of_stream(hstream):
+    """The CUDA context ``hstream`` (a CUstream) belongs to, where it is not the one current on this thread
+    (None where it is, for the null stream, or where that cannot be told)."""
+    if hstream is None or not int(hstream):  # the null stream: the current context's
+        return None
+    drv = driver().driver
+    try:
+        err, context = drv.cuStreamGetCtx(hstream)
+        err_here, here = drv.cuCtxGetCurrent()
+    except Exception:  # the bindings differ: the driver's own error rather than a guess
+        return None
+    if int(err) or int(err_here) or int(context) == int(here):
+        return None
+    return context
+
+
+@contextlib.contextmanager
+def pushed(context):
+    """``context`` current on this thread for the block (pushed, then popped)."""
+    drv = driver().driver
+    checked("cuCtxPushCurrent", *drv.cuCtxPushCurrent(context))
+    try:
+        yield
+    finally:
+        drv.cuCtxPopCurrent()
+
+
+def context_label(context) -> str:
+    """``context`` (None: the current one) as "device N's context 0x..." for a message."""
+    drv = driver().driver
+    try:
+        if context is not None:
+            drv.cuCtxPushCurrent(context)
+        try:
+            err, device = drv.cuCtxGetDevice()
+            err_ctx, current = drv.cuCtxGetCurrent()
+        finally:
+            if context is not None:
+                drv.cuCtxPopCurrent()
+    except Exception:
+        return "another context"
+    if int(err) or int(err_ctx):
+        return "another context"
+    return f"device {int(device)}'s context {int(current):#x}"
+
+
+def device_count() -> int:
+    err, count = driver().driver.cuDeviceGetCount()
+    checked("cuDeviceGetCount", err)
+    return int(count)
+
+
+def checked(call: str, err, *_results) -> None:
+    if int(err):
+        raise RuntimeError(f"{call} failed: {err!r}")
+
+
+def in_context_now(err) -> bool:
+    """After a launch the driver refused: was it for want of a current context on this thread, now made
+    current (try again)?"""
+    if int(err) != CUDA_ERROR_INVALID_CONTEXT:
+        return False
+    make_current(verify=True)
+    return True
