@@ -31,16 +31,18 @@ import sys
 import threading
 import typing
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import NoReturn, TypeAlias, TypeGuard
+from typing import TYPE_CHECKING, NoReturn, TypeAlias, TypeGuard
 
 import numpy as np
-from numba.core import types as nt
 
 from . import dunders, world
 from . import types as lattice
 from .arguments import packed_slots
 from .runtime import runtime
 from .types import LatticeMeta, LatticeType, StructPattern, StructType
+
+if TYPE_CHECKING:
+    from numba.core import types as nt
 
 __all__ = ["struct", "struct_array", "StructMeta", "StructValue", "StructDefinition", "bind"]
 

@@ -22,11 +22,22 @@ def _is_extension(module: str) -> bool:
     return PACKAGE.parent.joinpath(*module.split(".")).with_suffix(".c").exists()
 
 
+def _is_type_checking(node: ast.AST) -> bool:
+    test = getattr(node, "test", None) if isinstance(node, ast.If) else None
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
 def _imports(name: str, path: pathlib.Path, modules) -> set[str]:
     """The overdub modules ``name`` imports anywhere in its source (function-level imports included)."""
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    tree = ast.parse(path.read_text())
+    typing_only = {id(n) for block in ast.walk(tree) if _is_type_checking(block) for n in ast.walk(block)}
+    for node in ast.walk(tree):
+        if id(node) in typing_only:  # ``if TYPE_CHECKING:``: for the type checker, never run
+            continue
         if isinstance(node, ast.Import):
             found |= {alias.name for alias in node.names}
         elif isinstance(node, ast.ImportFrom):
@@ -100,7 +111,10 @@ def test_numba_is_reached_only_from_the_bridge_the_targets_and_the_modules_that_
     users = set()
     for name, path in _modules().items():
         tree = ast.parse(path.read_text())
+        typing_only = {id(n) for block in ast.walk(tree) if _is_type_checking(block) for n in ast.walk(block)}
         for node in ast.walk(tree):
+            if id(node) in typing_only:  # types named for the type checker: numba is not reached
+                continue
             names = (
                 [a.name for a in node.names]
                 if isinstance(node, ast.Import)
