@@ -23,8 +23,6 @@ import os
 import weakref
 from collections.abc import Iterator
 
-import numpy as np
-from numba import cuda as numba_cuda
 from numba.core import types
 from numba.core.compiler_lock import global_compiler_lock
 from numba.core.typing.templates import signature
@@ -45,6 +43,7 @@ from ...intrinsics import cuprintln
 from ...runtime import runtime
 from ..gpu import DEFAULT_CC, gpu_usable
 from ..options import CompileOptions, Configurable
+from .copies import copied_to_device, copy_back
 from .driver import (
     check_same_device,
     check_stream,
@@ -76,36 +75,6 @@ __all__ = [  # the target, and what other modules reach through this package
 ]
 
 # --- the target -----------------------------------------------------------------------------------------
-
-
-def copied_to_device(args: tuple, stream=None) -> tuple:
-    """numba-cuda's treatment of host arrays, for its drop-in (``od.jit``): each numpy array copied to the
-    device; returns the new arguments and the (host, device) pairs to copy back after the launch."""
-    make_current()
-    pairs, moved = [], []
-    for value in args:
-        if isinstance(value, np.ndarray):
-            device = numba_cuda.to_device(value, stream=stream or 0)
-            pairs.append((value, device))
-            value = device
-        elif isinstance(arguments.kind_of(value), arguments.HostRecord):  # passed by its device address
-            device = numba_cuda.to_device(np.array(value).reshape(1), stream=stream or 0)
-            pairs.append((value, device))
-            value = arguments.RecordOnDevice(device.device_ctypes_pointer.value, value.dtype, device)
-        moved.append(value)
-    return tuple(moved), pairs
-
-
-def copy_back(pairs, stream=None) -> None:
-    """Copy each device array back into its writable host array, each record into its host record (waits for
-    the launch, as numba-cuda does)."""
-    for host, device in pairs:
-        if isinstance(host, np.void):
-            back = device.copy_to_host(stream=stream or 0)[0]
-            for name in host.dtype.names:
-                host[name] = back[name]
-        elif host.flags.writeable:
-            device.copy_to_host(host, stream=stream or 0)
 
 
 def _numba_typeof(value):

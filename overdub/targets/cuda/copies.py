@@ -1,0 +1,44 @@
+"""numba-cuda's treatment of host memory, for its drop-in (``od.jit``): host arrays and records copied to the
+device before a launch and back after it. (``od.cuda`` itself refuses host memory, naming what to pass.)"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from numba import cuda as numba_cuda
+
+from ... import arguments
+from .driver import make_current
+
+
+def copied_to_device(args: tuple[object, ...], stream: Any = None) -> tuple[tuple[object, ...], list[tuple[Any, Any]]]:
+    """numba-cuda's treatment of host arrays, for its drop-in (``od.jit``): each numpy array copied to the
+    device; returns the new arguments and the (host, device) pairs to copy back after the launch."""
+    make_current()
+    pairs: list[tuple[Any, Any]] = []
+    moved: list[object] = []
+    value: Any
+    for value in args:
+        if isinstance(value, np.ndarray):
+            device = numba_cuda.to_device(value, stream=stream or 0)
+            pairs.append((value, device))
+            value = device
+        elif isinstance(arguments.kind_of(value), arguments.HostRecord):  # passed by its device address
+            device = numba_cuda.to_device(np.array(value).reshape(1), stream=stream or 0)
+            pairs.append((value, device))
+            value = arguments.RecordOnDevice(device.device_ctypes_pointer.value, value.dtype, device)
+        moved.append(value)
+    return tuple(moved), pairs
+
+
+def copy_back(pairs: list[tuple[Any, Any]], stream: Any = None) -> None:
+    """Copy each device array back into its writable host array, each record into its host record (waits for
+    the launch, as numba-cuda does)."""
+    for host, device in pairs:
+        if isinstance(host, np.void):
+            back = device.copy_to_host(stream=stream or 0)[0]
+            for name in host.dtype.names or ():
+                host[name] = back[name]
+        elif host.flags.writeable:
+            device.copy_to_host(host, stream=stream or 0)
