@@ -19,8 +19,8 @@ setup(
             optional=True,
         ),
         Extension(  # the CPU target's grid runner: parallel blocks, fibers for barriers
-            "overdub._cpugrid",
-            ["overdub/_cpugrid.c"],
+            "overdub.targets.cpu._cpugrid",
+            ["overdub/targets/cpu/_cpugrid.c"],
             py_limited_api=True,
             define_macros=[("Py_LIMITED_API", "0x030B0000")],
             libraries=["pthread"],

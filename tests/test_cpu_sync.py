@@ -38,11 +38,13 @@ def native_runner(request):
     if cpu_runner.SYMBOLS is not None or request.node.get_closest_marker("no_runner"):
         return
     if os.environ.get("OVERDUB_ALLOW_NO_CPUGRID") == "1":
-        pytest.skip("overdub._cpugrid is not built (OVERDUB_ALLOW_NO_CPUGRID=1)")
+        pytest.skip("overdub.targets.cpu._cpugrid is not built (OVERDUB_ALLOW_NO_CPUGRID=1)")
     if not _can_build_extensions():
-        pytest.skip("overdub._cpugrid is not built, and this machine has no C compiler or Python headers to build it")
+        pytest.skip(
+            "overdub.targets.cpu._cpugrid is not built, and this machine has no C compiler or Python headers to build it"
+        )
     pytest.fail(
-        "overdub._cpugrid (the CPU grid runner, overdub/_cpugrid.c) is not built: install with "
+        "overdub.targets.cpu._cpugrid (the CPU grid runner, overdub/targets/cpu/_cpugrid.c) is not built: install with "
         "`pip install -e .` where a C compiler is available, or set OVERDUB_ALLOW_NO_CPUGRID=1 to skip"
     )
 
@@ -483,7 +485,7 @@ def test_without_the_native_runner_blocks_run_serially_and_barriers_are_refused(
     script.write_text(
         textwrap.dedent("""
         import sys
-        sys.modules["overdub._cpugrid"] = None          # as where no C compiler built it
+        sys.modules["overdub.targets.cpu._cpugrid"] = None          # as where no C compiler built it
         import numpy as np
         import overdub as od
         from numba import cuda

@@ -688,7 +688,7 @@ def checked_sqrt(a, out):
 SYNC_LAUNCH = """
 import json, sys
 if sys.argv[1] == "serial":
-    sys.modules["overdub._cpugrid"] = None          # as where no C compiler built the runner
+    sys.modules["overdub.targets.cpu._cpugrid"] = None          # as where no C compiler built the runner
 import numpy as np
 import overdub as od
 import synckern as k
@@ -769,7 +769,7 @@ def sync_program(tmp_path):
 
 
 @pytest.mark.skipif(
-    cpu.runner.SYMBOLS is None, reason="overdub._cpugrid is not built (tests/test_cpu_sync.py fails for it)"
+    cpu.runner.SYMBOLS is None, reason="overdub.targets.cpu._cpugrid is not built (tests/test_cpu_sync.py fails for it)"
 )
 def test_cpu_kernels_of_every_grid_mode_are_loaded_by_the_next_process_and_run_in_their_mode(sync_program):
     """Barriers and shared memory (a kernel's own, a callee's), barrier votes, warp shuffles, a grid sync, a

@@ -89,7 +89,7 @@ def test_block_runs(path, first, source, tmp_path):
     from overdub.targets.cpu import runner
 
     if runner.SYMBOLS is None and any(word in source for word in _NEEDS_RUNNER):
-        pytest.skip("the CPU grid runner (overdub._cpugrid) is not built here: barriers run only with it")
+        pytest.skip("the CPU grid runner (overdub.targets.cpu._cpugrid) is not built here: barriers run only with it")
     env = dict(
         os.environ,
         OVERDUB_TARGET="cpu",

@@ -442,7 +442,7 @@ def test_numba_cudas_documentation_example_passes_with_only_its_import_switched(
     from overdub.targets.cpu import runner
 
     if runner.SYMBOLS is None and cpu.in_use():  # barriers, shared memory, grid sync: the native runner's
-        pytest.skip("overdub._cpugrid is not built: the CPU target runs blocks serially, without barriers")
+        pytest.skip("overdub.targets.cpu._cpugrid is not built: the CPU target runs blocks serially, without barriers")
     check_example(name)
 
 

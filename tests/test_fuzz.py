@@ -109,7 +109,8 @@ divergence is a known bug being fixed is marked xfail(strict=True) with it."""
 
 
 @pytest.mark.skipif(
-    runner.SYMBOLS is None, reason="overdub._cpugrid is not built: the grammar's barriers and raises need it"
+    runner.SYMBOLS is None,
+    reason="overdub.targets.cpu._cpugrid is not built: the grammar's barriers and raises need it",
 )
 @pytest.mark.parametrize("seed", SLICE)
 def test_generated_kernels_agree_with_the_reference_guarded_and_checked(seed, request):

@@ -16,7 +16,7 @@ from overdub.targets.cpu import runner
 
 NEEDS_RUNNER = pytest.mark.skipif(
     runner.SYMBOLS is None,
-    reason="overdub._cpugrid is not built: without it the first raise stops the launch (docs/compat.md)",
+    reason="overdub.targets.cpu._cpugrid is not built: without it the first raise stops the launch (docs/compat.md)",
 )
 
 EXTREMES = np.array([np.inf, 1e30, -np.inf, -1e30, np.nan, 3.7, -3.7, 1000.0, 70000.0, -1.0, 2.0**63, -(2.0**63)])

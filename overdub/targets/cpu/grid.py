@@ -1,4 +1,4 @@
-"""Grid bodies on the CPU target: the compiled functions the native runner (``overdub/_cpugrid.c``) calls.
+"""Grid bodies on the CPU target: the compiled functions the native runner (``overdub/targets/cpu/_cpugrid.c``) calls.
 
 A launch calls an *entry* function (compiled without the GIL, one per tuple of argument types): it packs
 (grid, block, kernel arguments) into one tuple on its stack and hands its address to the runner, with the

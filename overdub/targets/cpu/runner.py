@@ -1,4 +1,4 @@
-"""The CPU target's interface to the native grid runner (``overdub/_cpugrid.c``): its functions' addresses,
+"""The CPU target's interface to the native grid runner (``overdub/targets/cpu/_cpugrid.c``): its functions' addresses,
 how compiled code calls them, the build compiled code was made for, and what a kernel needs of it.
 
 Compiled code never holds a runner address: it calls external symbols that the JIT resolves to this process's
@@ -21,7 +21,7 @@ from ... import bridge, world
 from ...runtime import runtime
 
 try:
-    from ... import _cpugrid
+    from . import _cpugrid
 except ImportError:  # built without a C compiler: no fibers, blocks run one after another
     _cpugrid = None
 
@@ -142,7 +142,7 @@ def require_runner(construct: str) -> None:
         sites = bridge.call_sites()
         where = f" (at {sites[0]})" if sites else ""
         raise UnsupportedOnCPU(
-            f"{construct} needs overdub's native CPU grid runner (overdub/_cpugrid.c), which "
+            f"{construct} needs overdub's native CPU grid runner (overdub/targets/cpu/_cpugrid.c), which "
             f"is not built here{where}: reinstall overdub where a C compiler is available"
         )
 

@@ -2,7 +2,7 @@
 
 A kernel that uses a barrier (``cuda.syncthreads`` and its count/and/or forms), shared memory, a warp
 operation (``shfl_*_sync``, ``all/any/eq/ballot_sync``, ``syncwarp``, ``activemask``) or a grid group
-(``cuda.cg.this_grid().sync()``) runs each thread of a block as a fiber (``overdub/_cpugrid.c``): these
+(``cuda.cg.this_grid().sync()``) runs each thread of a block as a fiber (``overdub/targets/cpu/_cpugrid.c``): these
 constructs are calls into that runner, which switches to the next thread of the block when one has to wait.
 Their code generation records what the kernel being built needs (:attr:`~.runner.Need.FIBERS`,
 :attr:`~.runner.Need.GRID_SYNC`), and the target compiles the kernel's grid accordingly (:mod:`overdub.targets.cpu`).

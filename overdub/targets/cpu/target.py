@@ -1,7 +1,7 @@
 """The CPU target: numba machine code; a grid runs on every core, each block's threads in a compiled loop, or
 as fibers where they synchronize.
 
-A kernel is compiled into a *grid body* that the native runner (``overdub/_cpugrid.c``) calls from a pool of
+A kernel is compiled into a *grid body* that the native runner (``overdub/targets/cpu/_cpugrid.c``) calls from a pool of
 worker threads, without the GIL:
 
 * a kernel with no barrier is inlined into a *row loop*: workers take chunks of blocks and cut them into rows
