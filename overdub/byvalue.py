@@ -129,12 +129,13 @@ class Watch:
     changed), value by value; the modules of the user's code it reads attributes of (their tags, then those
     attributes); and each array it read by a digest of its contents."""
 
-    __slots__ = ("func", "state", "namespace", "tag", "version", "values", "imports", "modules", "arrays")
+    __slots__ = ("ref", "key", "state", "namespace", "tag", "version", "values", "imports", "modules", "arrays")
 
     def __init__(
         self, func: pytypes.FunctionType, values: dict[str, object], imports: dict[str, ModuleView] | None = None
     ) -> None:
-        self.func, self.state = func, _def_state(func)
+        # the def held weakly: a cache keyed by it weakly (travel's) must not keep it alive through its watch
+        self.ref, self.key, self.state = weakref.ref(func), id(func), _def_state(func)
         self.namespace, self.values = func.__globals__, values
         self.tag = bindings.version_view(self.namespace)  # held: the namespace outlives this watch
         self.version = _version(self.tag)
@@ -144,8 +145,13 @@ class Watch:
         self.arrays = _contents_read([*views, *self.state[3:], *_defaults(func)])
 
     def unchanged(self) -> bool:
-        func, state = self.func, self.state
-        if func.__code__ is not state[0] or func.__defaults__ is not state[1] or func.__kwdefaults__ is not state[2]:
+        func, state = self.ref(), self.state
+        if (
+            func is None
+            or func.__code__ is not state[0]
+            or func.__defaults__ is not state[1]
+            or func.__kwdefaults__ is not state[2]
+        ):
             return False
         closure = func.__closure__
         if closure is not None and (len(closure) != len(state) - 3 or not _same_cells(closure, state)):

@@ -28,6 +28,7 @@ import sys
 import types as pytypes
 import typing
 import uuid
+import weakref
 from typing import cast
 
 from . import byvalue, fingerprint, postimport, travel
@@ -46,7 +47,30 @@ def reduce_for_engine(obj: object) -> tuple[object, ...] | None:
         return travel.reduce_def(cast("pytypes.FunctionType", obj))
     if isinstance(obj, type):
         return travel.reduce_struct_class(obj)
-    return None
+    if kind is pytypes.MethodType:  # a bound or class method of the user's code, as a task
+        func = getattr(obj, "__func__", None)
+        if type(func) is pytypes.FunctionType and not fingerprint.is_library_module(func.__module__):
+            return travel.reduce_task_object(obj)
+        return None
+    task_class = _task_classes.get(kind)
+    if task_class is None:
+        task_class = _task_classes[kind] = _is_task_class(kind)
+    return travel.reduce_task_object(obj) if task_class else None
+
+
+def _is_task_class(kind: type) -> bool:
+    """Are instances of ``kind`` tasks of the user's code: callable, or a ``Process`` to run (their code calls
+    the user's definitions)? Asked once per class."""
+    if fingerprint.is_library_module(kind.__module__):
+        return False
+    process = sys.modules.get("multiprocessing.process")
+    base = getattr(process, "BaseProcess", None)
+    callable_instances = any("__call__" in vars(c) for c in kind.__mro__[:-1])  # (object's is not)
+    return callable_instances or (isinstance(base, type) and issubclass(kind, base))
+
+
+_task_classes: weakref.WeakKeyDictionary[type, bool] = weakref.WeakKeyDictionary()
+runtime.register_cache(f"{__name__}._task_classes", _task_classes, kept="which classes' instances are tasks: a fact")
 
 
 def _reducer_override(self: object, obj: object) -> object:

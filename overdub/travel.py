@@ -29,6 +29,7 @@ definitions with every piece of work instead.
 
 from __future__ import annotations
 
+import collections
 import hashlib
 import itertools
 import os
@@ -138,7 +139,7 @@ def snapshot() -> Token:
         root = _root()
         others = tuple(sorted({owner for owner in map(_owner_process, (key for key, _ in entries)) if owner}))
         others = tuple(owner for owner in others if owner != root)
-        watches = {id(watch.func): watch for watch in read}  # each def once
+        watches = {watch.key: watch for watch in read}  # each def once
         # numbered by the root's count: a process given an older snapshot of the root than it has adopted
         # (a result of a worker that had not seen the latest, a Ray object put earlier) never goes back to it
         if root == _ORIGIN:
@@ -731,17 +732,27 @@ def pickling_task(dumps: Callable[[object, int | None], bytes], obj: object, pro
 
 
 class _Plain:
-    """A def of plain code as its engine ships it (by reference, or cloudpickle's by value), within a pickle
-    that brings the token first."""
+    """A def of plain code (or a task that is a method or an instance of the user's code) as its engine ships
+    it (by reference, or cloudpickle's by value), within a pickle that brings the token first."""
 
-    __slots__ = ("func",)
+    __slots__ = ("value",)
 
-    def __init__(self, func: pytypes.FunctionType) -> None:
-        self.func = func
+    def __init__(self, value: object) -> None:
+        self.value = value
 
     def __reduce__(self) -> tuple[object, ...]:
-        _local.plain = self.func  # the pickler saves it next: reduce_def lets the engine's reduce take it
-        return _itself, (self.func,)
+        _local.plain = self.value  # the pickler saves it next: reduce_def lets the engine's reduce take it
+        return _itself, (self.value,)
+
+
+def reduce_task_object(obj: object) -> tuple[object, ...] | None:
+    """How an engine's pickler ships a bound method, a class method or a callable instance (a ``Process``
+    subclass's too) of the user's code -- a task that is no def: as it did, with the token first (its code
+    calls the user's definitions, which must be the sender's). None: as the engine would."""
+    if _building() or getattr(_local, "plain", None) is obj:
+        _local.plain = None
+        return None
+    return _with_token, (snapshot(), _Plain(obj))
 
 
 def _itself(value: object) -> object:
@@ -765,12 +776,15 @@ def _def_arriving(token: Token, def_digest: str, blob: bytes) -> pytypes.Functio
         if found is not None:
             return _copy_arrived(found, token, def_digest, blob)  # (which ships on as it came)
     found = _interned.get(def_digest)
+    if found is not None and (not _recent or _recent[-1] is not found):
+        _recent.append(found)
     if found is None:
         try:
             made = interned(pickle.loads(blob))
         except Exception as exc:  # a module only the sender has, say
             return _failing(f"{type(exc).__name__}: {exc}")
         found = _interned.setdefault(def_digest, made)
+        _recent.append(found)
         _arrived_with[found] = (token, def_digest, blob)
         values = {name: value for name, value in found.__globals__.items() if not name.startswith("__")}
         _def_blobs.setdefault(found, ((Watch(found, values),), def_digest, blob, True))  # (its bytes as it came)
@@ -825,9 +839,14 @@ def _failing(why: str) -> pytypes.FunctionType:
     return cast("pytypes.FunctionType", failed)
 
 
-_interned: dict[str, pytypes.FunctionType] = {}  # content digest -> the first def of that content
+# content digest -> the first def of that content, while anything holds it: the tasks running it, and the last
+# few defs that arrived (a worker running one task after another keeps its kernel compiled between them)
+_interned: weakref.WeakValueDictionary[str, pytypes.FunctionType] = weakref.WeakValueDictionary()
+_recent: collections.deque[pytypes.FunctionType] = collections.deque(maxlen=8)
+runtime.register_cache(f"{__name__}._recent", _recent)
 # a def -> (the def it is interned to, its namespace's version tag then)
-_interned_by_id: weakref.WeakKeyDictionary[pytypes.FunctionType, tuple[pytypes.FunctionType, int]] = (
+# (held weakly both ways: an entry naming its own key would keep it alive)
+_interned_by_id: weakref.WeakKeyDictionary[pytypes.FunctionType, tuple[weakref.ref[pytypes.FunctionType], int]] = (
     weakref.WeakKeyDictionary()
 )
 runtime.register_cache(f"{__name__}._interned", _interned)
@@ -844,7 +863,9 @@ def interned(func: pytypes.FunctionType) -> pytypes.FunctionType:
     version = bindings.dict_version(func.__globals__)
     found = _interned_by_id.get(func)
     if found is not None and found[1] == version:
-        return found[0]
+        canonical_now = found[0]()
+        if canonical_now is not None:
+            return canonical_now
     with world.lock:  # the digest asks numba's typing registries, as a compile does (under this lock)
         try:
             digest = fingerprint.embedded_digest(func, typing=False)[0]
@@ -852,7 +873,7 @@ def interned(func: pytypes.FunctionType) -> pytypes.FunctionType:
             canonical = func
         else:
             canonical = _interned.setdefault(digest, func)
-        _interned_by_id[func] = (canonical, version)
+        _interned_by_id[func] = (weakref.ref(canonical), version)
     return canonical
 
 

@@ -806,3 +806,74 @@ def test_plain_code_holding_what_does_not_pickle_by_value_still_ships_by_referen
     assert pickle.loads(multiprocessing.reduction.ForkingPickler.dumps(odplain_lock.task)) is odplain_lock.task
     with multiprocessing.get_context("spawn").Pool(1) as pool:
         assert pool.apply_async(odplain_lock.task, (1,)).get(120) == 2
+
+
+# --- tasks that are no def: methods, callable instances, processes ---------------------------------------
+
+TASK_OBJECTS = """
+import multiprocessing
+import overdub as od
+
+@od.function
+def f(x: od.Float):
+    return x * 2.0
+
+class Scaler:
+    def __call__(self, x):
+        return float(f(x))
+
+    def bound(self, x):
+        return float(f(x))
+
+    @classmethod
+    def cls(cls, x):
+        return float(f(x))
+"""
+
+
+def test_a_method_or_a_callable_instance_as_a_task_runs_the_definitions_the_client_has_now(tmp_path, monkeypatch):
+    import concurrent.futures
+    import importlib
+
+    name = f"odtaskobjects_{os.getpid()}"
+    (tmp_path / f"{name}.py").write_text(TASK_OBJECTS)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    module = importlib.import_module(name)
+    try:
+        scaler = module.Scaler()
+        tasks = (scaler, scaler.bound, module.Scaler.cls)
+        for task in tasks:  # each pickles with the client's definitions first
+            assert b"_with_token" in bytes(multiprocessing.reduction.ForkingPickler.dumps(task))
+        spawn = multiprocessing.get_context("spawn")
+        with spawn.Pool(1) as pool, concurrent.futures.ProcessPoolExecutor(1, mp_context=spawn) as executor:
+            assert [pool.apply_async(t, (1.0,)).get(120) for t in tasks] == [2.0] * 3
+            exec("@od.function\ndef f(x: od.Float):\n    return x * 5.0\n", vars(module))  # a cell run again
+            assert [pool.apply_async(t, (1.0,)).get(120) for t in tasks] == [5.0] * 3
+            assert [executor.submit(t, 1.0).result(120) for t in tasks] == [5.0] * 3
+    finally:
+        sys.modules.pop(name, None)
+
+
+# --- what travels is freed when nothing holds it -------------------------------------------------------------
+
+
+def test_a_def_shipped_and_dropped_is_freed_here_and_where_it_arrived(make_module):
+    import gc
+    import weakref
+
+    module = make_module(
+        "import numpy as np\nimport overdub as od\n\ndef make(w):\n    def k(x):\n        return od, x + w[0]\n    return k\n"
+    )
+    shipped = module.make(np.ones(1_000))
+    digest, blob, _ = travel.def_bytes(shipped)
+    arrived = travel._def_arriving(("1-another0000", "1.x", (), _empty_snapshot()), digest, blob)
+    assert travel.interned(arrived) is arrived
+    here, there = weakref.ref(shipped), weakref.ref(arrived)
+    del shipped, arrived
+    travel._recent.clear()  # the last few arrivals are kept between one task and the next
+    gc.collect()
+    assert (here(), there()) == (None, None)
+
+
+def _empty_snapshot() -> bytes:
+    return pickle.dumps((travel.FORMAT, []))
