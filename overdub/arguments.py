@@ -22,9 +22,9 @@ import operator
 import struct
 import sys
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import ClassVar
+from typing import Any, ClassVar, Generic, Literal, TypeAlias, TypeVar
 
 import numba
 import numpy as np
@@ -67,6 +67,9 @@ SLOT_CODES = {
 }
 MAX_NATIVE_SLOTS = 1024  # _fastlaunch.c's parameter buffer; a kernel with more goes through Python
 
+Layout: TypeAlias = Literal["C", "F", "A"]  # an array's layout: C- or Fortran-contiguous, or any strides
+ArraySignature: TypeAlias = tuple[np.dtype[Any], int, Layout, bool]  # dtype, rank, layout, read-only
+
 
 @dataclass(frozen=True, slots=True)
 class Slot:
@@ -90,13 +93,13 @@ class Slot:
     call, ``interface_fields(a, 4)``: slots with a ``helper`` (path ``(0,)`` to ``(8,)``)."""
 
     code: str
-    path: tuple = ()
+    path: tuple[int | str, ...] = ()
     constant: int | None = None
-    helper: Callable | None = None
-    base: tuple = ()
-    extra: tuple = ()  # the helper's further arguments
+    helper: Callable[..., tuple[int, ...]] | None = None
+    base: tuple[int | str, ...] = ()
+    extra: tuple[object, ...] = ()  # the helper's further arguments
 
-    def under(self, step) -> Slot:
+    def under(self, step: int | str) -> Slot:
         """This slot of an element (``step``: its index or attribute name) of a bigger argument."""
         if self.constant is not None:
             return self
@@ -105,17 +108,19 @@ class Slot:
         return replace(self, path=(step, *self.path))
 
 
-def _scalar_code(ty) -> str:
+def _scalar_code(ty: nt.Type) -> str:
     return SLOT_CODES["bool" if isinstance(ty, nt.Boolean) else str(ty)]
 
 
-def value_slots(ty) -> tuple[Slot, ...]:
+def value_slots(ty: nt.Type) -> tuple[Slot, ...]:
     """The slots of a value passed by value: numba-cuda flattens a struct (or tuple) argument into one kernel
     parameter per scalar leaf, in field order; a complex leaf is two."""
     if isinstance(ty, StructType):
         return tuple(slot.under(name) for name, ftype in ty.fields for slot in value_slots(ftype))
     if isinstance(ty, nt.BaseTuple):
-        return tuple(slot.under(i) for i, etype in enumerate(ty) for slot in value_slots(etype))
+        # every concrete numba tuple type iterates its element types; numba's stubs do not declare it on BaseTuple
+        elements: enumerate[nt.Type] = enumerate(ty)  # type: ignore[arg-type]
+        return tuple(slot.under(i) for i, etype in elements for slot in value_slots(etype))
     if isinstance(ty, nt.Complex):
         code = SLOT_CODES[str(ty.underlying_float)]
         return (Slot(code, ("real",)), Slot(code, ("imag",)))
@@ -124,19 +129,20 @@ def value_slots(ty) -> tuple[Slot, ...]:
     raise TypeError(f"overdub cannot pass a {ty} inside a struct or named tuple to a CUDA kernel")
 
 
-def slot_format(slots) -> str:
+def slot_format(slots: Sequence[Slot]) -> str:
     """The struct format of ``slots``, little-endian."""
     return "<" + "".join(slot.code for slot in slots)
 
 
-def _access(expression: str, path: tuple) -> str:
+def _access(expression: str, path: tuple[int | str, ...]) -> str:
     return expression + "".join(f"[{step}]" if isinstance(step, int) else f".{step}" for step in path)
 
 
-def slot_values(slots, name: str, namespace: dict) -> list[str]:
+def slot_values(slots: Sequence[Slot], name: str, namespace: dict[str, object]) -> list[str]:
     """Python expressions of the slots' values for the argument variable ``name`` (a helper's run of slots is
     one starred call); ``namespace`` receives the helpers they call."""
-    values, i = [], 0
+    values: list[str] = []
+    i = 0
     while i < len(slots):
         slot = slots[i]
         if slot.constant is not None:
@@ -157,13 +163,19 @@ def slot_values(slots, name: str, namespace: dict) -> list[str]:
     return values
 
 
-def _reader(slot: Slot) -> Callable:
+def _reader(slot: Slot) -> Callable[[Any], Any]:
     """A function reading ``slot``'s value from an argument (no generated code: struct packers use it)."""
     if slot.constant is not None:
-        return lambda value, constant=slot.constant: constant
-    steps = [operator.itemgetter(s) if isinstance(s, int) else operator.attrgetter(s) for s in slot.path]
 
-    def read(value):
+        def read_constant(value: Any, constant: int = slot.constant) -> int:
+            return constant
+
+        return read_constant
+    steps: list[Callable[[Any], Any]] = [
+        operator.itemgetter(s) if isinstance(s, int) else operator.attrgetter(s) for s in slot.path
+    ]
+
+    def read(value: Any) -> Any:
         for step in steps:
             value = step(value)
         return value
@@ -171,42 +183,47 @@ def _reader(slot: Slot) -> Callable:
     return read
 
 
-class ArgumentKind:
+S = TypeVar("S")  # a kind's signatures
+T = TypeVar("T", bound=nt.Type)  # a kind's numba types
+
+
+class ArgumentKind(Generic[S, T]):
     """One kind of kernel argument. Subclasses say which values they take and how those are typed,
-    guarded and passed."""
+    guarded and passed: ``S`` is the type of their signatures, ``T`` that of their numba types. Their methods
+    other than ``accepts`` take values it accepted (of any class, where a subclass's annotation says none)."""
 
     name = "argument"
 
-    def memory(self, value) -> str | None:
+    def memory(self, value: Any) -> str | None:
         """Where the value's data lives: "host", "device", or None for a value passed by value."""
         return None
 
-    def accepts(self, value) -> bool:
+    def accepts(self, value: object) -> bool:
         raise NotImplementedError
 
-    def signature(self, value):
+    def signature(self, value: Any) -> S:
         """The hashable properties the value's numba type rests on, read cheaply."""
         raise NotImplementedError
 
-    def numba_type(self, signature) -> nt.Type:
+    def numba_type(self, signature: S) -> T:
         """The numba type of every value with this signature."""
         raise NotImplementedError
 
-    def typeof(self, value) -> nt.Type:
+    def typeof(self, value: Any) -> T:
         return self.numba_type(self.signature(value))
 
-    def guards(self, name: str, signature, consts: dict) -> list[str]:
+    def guards(self, name: str, signature: S, consts: dict[str, object]) -> list[str]:
         """Python conditions over the argument variable ``name`` that hold exactly when the argument has
         ``signature`` (its class is already checked by the launch table's key). ``consts`` receives the
         values the conditions name."""
         return [f"signature_{self.name}({name}) == {name}_signature"]
 
-    def slots(self, signature, ty) -> tuple[Slot, ...]:
+    def slots(self, signature: S, ty: T) -> tuple[Slot, ...]:
         """Its CUDA parameter slots (:class:`Slot`) for values with ``signature`` (typed ``ty``): the one
         layout the generated launch code, the struct packer and the native spec all derive from."""
         raise TypeError(f"overdub cannot pass a {self.name} to a CUDA kernel")
 
-    def native_spec(self, signature, slots: tuple[Slot, ...]) -> tuple | None:
+    def native_spec(self, signature: S, slots: tuple[Slot, ...]) -> tuple[object, ...] | None:
         """How ``_fastlaunch.c`` guards and marshals it (a tuple its table reads), or None where it has no
         entry for this kind."""
         return None
@@ -220,12 +237,12 @@ class Argument:
     guards of its launch functions agree by construction."""
 
     value: object
-    kind: ArgumentKind | None
+    kind: ArgumentKind[Any, Any] | None
     signature: object
     type: nt.Type
 
     @classmethod
-    def of_kind(cls, value, kind: ArgumentKind) -> Argument:
+    def of_kind(cls, value: object, kind: ArgumentKind[Any, Any]) -> Argument:
         signature = kind.signature(value)
         return cls(value, kind, signature, kind.numba_type(signature))
 
@@ -235,67 +252,67 @@ class Argument:
         return cls(None, None, None, ty)
 
 
-class PythonInt(ArgumentKind):
+class PythonInt(ArgumentKind[str, nt.Integer]):
     """A Python ``int``: numba types it as int64, or as uint64 when it does not fit."""
 
     name = "python_int"
 
-    def accepts(self, value) -> bool:
+    def accepts(self, value: object) -> bool:
         return type(value) is int
 
-    def signature(self, value):
+    def signature(self, value: int) -> str:
         return "int64" if -(2**63) <= value < 2**63 else "uint64"
 
-    def numba_type(self, signature):
+    def numba_type(self, signature: str) -> nt.Integer:
         return nt.int64 if signature == "int64" else nt.uint64
 
-    def guards(self, name, signature, consts):
+    def guards(self, name: str, signature: str, consts: dict[str, object]) -> list[str]:
         return [f"-{2**63} <= {name} < {2**63}" if signature == "int64" else f"{name} >= {2**63}"]
 
-    def slots(self, signature, ty):
+    def slots(self, signature: str, ty: nt.Integer) -> tuple[Slot, ...]:
         return value_slots(ty)
 
-    def native_spec(self, signature, slots):
+    def native_spec(self, signature: str, slots: tuple[Slot, ...]) -> tuple[object, ...]:
         return ("s", slots[0].code[0])
 
 
-class Scalar(ArgumentKind):
+class Scalar(ArgumentKind[type, nt.Type]):
     """A float, bool or complex, or a numpy number or bool: the class alone decides the type."""
 
     name = "scalar"
-    _python: ClassVar[dict] = {float: nt.float64, bool: nt.boolean, complex: nt.complex128}
+    _python: ClassVar[dict[type, nt.Type]] = {float: nt.float64, bool: nt.boolean, complex: nt.complex128}
 
-    def accepts(self, value) -> bool:
+    def accepts(self, value: object) -> bool:
         return type(value) in self._python or (
             isinstance(value, (np.number, np.bool_)) and not isinstance(value, np.timedelta64)
         )  # unit in the type
 
-    def signature(self, value):
+    def signature(self, value: object) -> type:
         return type(value)
 
-    def numba_type(self, signature):
+    def numba_type(self, signature: type) -> nt.Type:
         return self._python.get(signature) or numba.from_dtype(np.dtype(signature))
 
-    def guards(self, name, signature, consts):
+    def guards(self, name: str, signature: type, consts: dict[str, object]) -> list[str]:
         return []
 
-    def slots(self, signature, ty):
+    def slots(self, signature: type, ty: nt.Type) -> tuple[Slot, ...]:
         return value_slots(ty)
 
-    def native_spec(self, signature, slots):
+    def native_spec(self, signature: type, slots: tuple[Slot, ...]) -> tuple[object, ...] | None:
         if len(slots) == 1 and slots[0].code != SLOT_CODES["float16"]:  # not complex, not float16
             return ("s", slots[0].code[0])
         return None
 
 
-def _array_type(dtype, ndim: int, layout: str, readonly: bool = False) -> nt.Array:
+def _array_type(dtype: np.dtype[Any], ndim: int, layout: Layout, readonly: bool = False) -> nt.Array:
     element = element_type(dtype)
     if isinstance(element, StructType):
         element.check_current("pass an array of")
     return nt.Array(element, ndim, layout, readonly=readonly)
 
 
-def _array_slots(ty) -> tuple[Slot, ...]:
+def _array_slots(ty: nt.Array) -> tuple[Slot, ...]:
     """numba's exploded array fields: meminfo, parent, nitems, itemsize, data, shape..., strides..."""
     ndim = ty.ndim
     return (
@@ -309,44 +326,45 @@ def _array_slots(ty) -> tuple[Slot, ...]:
     )
 
 
-def struct_of(dtype):
+def struct_of(dtype: np.dtype[Any]) -> StructType | None:
     """The StructType a structured dtype's metadata names, or None. numpy's dtype equality ignores metadata, so
     an array guard compares this too: an array of another struct with the same fields, or a plain record
     array, is not the array a kernel was compiled for."""
     metadata = dtype.metadata
-    return metadata.get(STRUCT_METADATA) if metadata else None
+    struct_type: StructType | None = metadata.get(STRUCT_METADATA) if metadata else None
+    return struct_type
 
 
-def _struct_guard(name: str, dtype, consts: dict) -> list[str]:
+def _struct_guard(name: str, dtype: np.dtype[Any], consts: dict[str, object]) -> list[str]:
     if dtype.fields is None:
         return []
     consts[f"{name}_struct"], consts["struct_of"] = struct_of(dtype), struct_of
     return [f"struct_of({name}.dtype) is {name}_struct"]
 
 
-class NumpyArray(ArgumentKind):
+class NumpyArray(ArgumentKind[ArraySignature, nt.Array]):
     """A numpy array (host memory: the CPU target). numba types it by dtype, rank, layout (C before F) and
     whether it is writeable."""
 
     name = "numpy_array"
 
-    def memory(self, value):
+    def memory(self, value: np.ndarray[Any, Any]) -> str:
         return "host"
 
-    def accepts(self, value) -> bool:
+    def accepts(self, value: object) -> bool:
         # a masked array is none (its mask would be lost); numpy.ma unimported, there is none to ask about
         masked = sys.modules.get("numpy.ma")
         return isinstance(value, np.ndarray) and not (masked is not None and isinstance(value, masked.MaskedArray))
 
-    def signature(self, value):
+    def signature(self, value: np.ndarray[Any, Any]) -> ArraySignature:
         flags = value.flags
-        layout = "C" if flags.c_contiguous else ("F" if flags.f_contiguous else "A")
+        layout: Layout = "C" if flags.c_contiguous else ("F" if flags.f_contiguous else "A")
         return value.dtype, value.ndim, layout, not flags.writeable
 
-    def numba_type(self, signature):
+    def numba_type(self, signature: ArraySignature) -> nt.Array:
         return _array_type(*signature)
 
-    def guards(self, name, signature, consts):
+    def guards(self, name: str, signature: ArraySignature, consts: dict[str, object]) -> list[str]:
         dtype, ndim, layout, readonly = signature
         consts[f"{name}_dtype"] = dtype
         c, f = f"{name}.flags.c_contiguous", f"{name}.flags.f_contiguous"
@@ -358,28 +376,31 @@ class NumpyArray(ArgumentKind):
         ] + _struct_guard(name, dtype, consts)
 
 
-class CupyArray(ArgumentKind):
+CupySignature: TypeAlias = tuple[np.dtype[Any], int, Layout]  # dtype, rank, layout: never read-only
+
+
+class CupyArray(ArgumentKind[CupySignature, nt.Array]):
     """A cupy array: dtype, rank and layout by cupy's own contiguity flags, never read-only."""
 
     name = "cupy_array"
 
-    def __init__(self, cls):
+    def __init__(self, cls: type) -> None:
         self.cls = cls
 
-    def memory(self, value):
+    def memory(self, value: Any) -> str:  # a cupy.ndarray
         return "device"
 
-    def accepts(self, value) -> bool:
+    def accepts(self, value: object) -> bool:
         return type(value) is self.cls
 
-    def signature(self, value):
-        layout = "C" if value._c_contiguous else ("F" if value._f_contiguous else "A")
+    def signature(self, value: Any) -> CupySignature:  # a cupy.ndarray
+        layout: Layout = "C" if value._c_contiguous else ("F" if value._f_contiguous else "A")
         return value.dtype, value.ndim, layout
 
-    def numba_type(self, signature):
+    def numba_type(self, signature: CupySignature) -> nt.Array:
         return _array_type(*signature)
 
-    def guards(self, name, signature, consts):
+    def guards(self, name: str, signature: CupySignature, consts: dict[str, object]) -> list[str]:
         dtype, ndim, layout = signature
         consts[f"{name}_dtype"] = dtype
         c, f = f"{name}._c_contiguous", f"{name}._f_contiguous"
@@ -389,44 +410,44 @@ class CupyArray(ArgumentKind):
             {"C": c, "F": f"(not {c} and {f})", "A": f"not ({c} or {f})"}[layout],
         ] + _struct_guard(name, dtype, consts)
 
-    def slots(self, signature, ty):
+    def slots(self, signature: CupySignature, ty: nt.Array) -> tuple[Slot, ...]:
         return _array_slots(ty)
 
-    def native_spec(self, signature, slots):
+    def native_spec(self, signature: CupySignature, slots: tuple[Slot, ...]) -> tuple[object, ...]:
         dtype, ndim, layout = signature
         # numpy's dtype equality is blind to which struct a record dtype is: an array of records passes the
         # native guard with its very dtype object only (any other takes the Python guard, struct_of)
         return ("a", dtype, ndim, dtype.itemsize, layout, dtype.fields is not None)
 
 
-class DeviceArray(ArgumentKind):
+class DeviceArray(ArgumentKind[ArraySignature, nt.Array]):
     """Any other ``__cuda_array_interface__`` object (numba device arrays, torch tensors, ...): typed from
     its interface -- typestr, rank, layout by exact strides, read-only flag."""
 
     name = "device_array"
 
-    def memory(self, value):
+    def memory(self, value: Any) -> str:
         return "device"
 
-    def accepts(self, value) -> bool:
+    def accepts(self, value: object) -> bool:
         return hasattr(value, "__cuda_array_interface__")
 
-    def signature(self, value):
+    def signature(self, value: Any) -> ArraySignature:  # any __cuda_array_interface__ object
         interface = value.__cuda_array_interface__
         shape, dtype = interface["shape"], interface_dtype(value)
         c, f = contiguity(shape, interface.get("strides"), dtype.itemsize)
         return dtype, len(shape), "C" if c else ("F" if f else "A"), bool(interface["data"][1])
 
-    def numba_type(self, signature):
+    def numba_type(self, signature: ArraySignature) -> nt.Array:
         return _array_type(*signature)
 
-    def slots(self, signature, ty):
+    def slots(self, signature: ArraySignature, ty: nt.Array) -> tuple[Slot, ...]:
         itemsize = dtype_of(ty.dtype).itemsize
         count = len(_array_slots(ty))
         return tuple(Slot("q", (i,), helper=interface_fields, extra=(itemsize,)) for i in range(count))
 
 
-def interface_fields(value, itemsize: int) -> tuple:
+def interface_fields(value: Any, itemsize: int) -> tuple[int, ...]:  # any __cuda_array_interface__ object
     """numba's exploded array fields for any ``__cuda_array_interface__`` object."""
     interface = value.__cuda_array_interface__
     shape = interface["shape"]
@@ -435,59 +456,61 @@ def interface_fields(value, itemsize: int) -> tuple:
     return (0, 0, size, itemsize, interface["data"][0], *shape, *strides)
 
 
-def _c_strides(shape, itemsize) -> tuple:
-    strides, step = [], itemsize
+def _c_strides(shape: Sequence[int], itemsize: int) -> tuple[int, ...]:
+    strides: list[int] = []
+    step = itemsize
     for extent in reversed(shape):
         strides.append(step)
         step *= extent
     return tuple(reversed(strides))
 
 
-class PointerArgument(ArgumentKind):
+class PointerArgument(ArgumentKind[tuple[np.dtype[Any], bool], PtrType]):
     """An :class:`overdub.Pointer`: typed by its element dtype; where its memory is (host or device) is part
     of the signature, since each target takes only its own."""
 
     name = "pointer"
 
-    def memory(self, value):
+    def memory(self, value: Pointer) -> str:
         return "device" if value.device else "host"
 
-    def accepts(self, value) -> bool:
+    def accepts(self, value: object) -> bool:
         return isinstance(value, Pointer)
 
-    def signature(self, value):
+    def signature(self, value: Pointer) -> tuple[np.dtype[Any], bool]:
         return value.dtype, value.device
 
-    def numba_type(self, signature):
+    def numba_type(self, signature: tuple[np.dtype[Any], bool]) -> PtrType:
         return PtrType(numba.from_dtype(signature[0]))
 
-    def guards(self, name, signature, consts):
+    def guards(self, name: str, signature: tuple[np.dtype[Any], bool], consts: dict[str, object]) -> list[str]:
         consts[f"{name}_dtype"] = signature[0]
         return [f"{name}.dtype == {name}_dtype", f"{name}.device is {signature[1]}"]
 
-    def slots(self, signature, ty):
+    def slots(self, signature: tuple[np.dtype[Any], bool], ty: PtrType) -> tuple[Slot, ...]:
         return (Slot("Q", ("address",)),)
 
-    def native_spec(self, signature, slots):
+    def native_spec(self, signature: tuple[np.dtype[Any], bool], slots: tuple[Slot, ...]) -> tuple[object, ...]:
         return ("p", *signature)
 
 
-class HostRecord(ArgumentKind):
+class HostRecord(ArgumentKind[np.dtype[Any], nt.Type]):
     """A record: a numpy structured scalar (``array[i]`` of a structured array), in host memory."""
 
     name = "host_record"
 
-    def memory(self, value):
+    def memory(self, value: np.void) -> str:
         return "host"
 
-    def accepts(self, value) -> bool:
+    def accepts(self, value: object) -> bool:
         return isinstance(value, np.void) and value.dtype.names is not None
 
-    def signature(self, value):
+    def signature(self, value: np.void) -> np.dtype[Any]:
         return value.dtype
 
-    def numba_type(self, signature):
-        return numba.from_dtype(signature)
+    def numba_type(self, signature: np.dtype[Any]) -> nt.Type:
+        ty: nt.Type = numba.from_dtype(signature)  # a record type
+        return ty
 
 
 class RecordOnDevice:
@@ -496,63 +519,64 @@ class RecordOnDevice:
 
     __slots__ = ("address", "dtype", "owner")
 
-    def __init__(self, address: int, dtype, owner):
+    def __init__(self, address: int, dtype: np.dtype[Any], owner: object) -> None:
         self.address, self.dtype, self.owner = int(address), dtype, owner
 
 
-class RecordArgument(ArgumentKind):
+class RecordArgument(ArgumentKind[np.dtype[Any], nt.Type]):
     """A record in device memory (:class:`RecordOnDevice`): passed by address, typed by its dtype."""
 
     name = "record"
 
-    def memory(self, value):
+    def memory(self, value: RecordOnDevice) -> str:
         return "device"
 
-    def accepts(self, value) -> bool:
+    def accepts(self, value: object) -> bool:
         return isinstance(value, RecordOnDevice)
 
-    def signature(self, value):
+    def signature(self, value: RecordOnDevice) -> np.dtype[Any]:
         return value.dtype
 
-    def numba_type(self, signature):
-        return numba.from_dtype(signature)
+    def numba_type(self, signature: np.dtype[Any]) -> nt.Type:
+        ty: nt.Type = numba.from_dtype(signature)  # a record type
+        return ty
 
-    def slots(self, signature, ty):
+    def slots(self, signature: np.dtype[Any], ty: nt.Type) -> tuple[Slot, ...]:
         return (Slot("Q", ("address",)),)
 
 
-class StructArgument(ArgumentKind):
+class StructArgument(ArgumentKind[StructType, StructType]):
     """A value of an ``@od.struct`` class: its class fixes its type (and its fields' types, converted when it
     was made); passed by value, one parameter slot per field."""
 
     name = "struct"
 
-    def accepts(self, value) -> bool:
+    def accepts(self, value: object) -> bool:
         return isinstance(type(value).__dict__.get("__overdub_type__"), StructType)
 
-    def signature(self, value):
-        struct_type = type(value).__overdub_type__
+    def signature(self, value: Any) -> StructType:  # a value of an @od.struct class
+        struct_type: StructType = type(value).__overdub_type__
         struct_type.check_current("pass a value of")
         return struct_type
 
-    def numba_type(self, signature):
+    def numba_type(self, signature: StructType) -> StructType:
         return signature
 
-    def guards(self, name, signature, consts):
+    def guards(self, name: str, signature: StructType, consts: dict[str, object]) -> list[str]:
         consts[f"{name}_definition"] = signature.definition
         return [f"{name}_definition.valid"]  # false once the class is redefined: the slow path refuses it
 
-    def slots(self, signature, ty):
+    def slots(self, signature: StructType, ty: StructType) -> tuple[Slot, ...]:
         return value_slots(ty)
 
-    def native_spec(self, signature, slots):
+    def native_spec(self, signature: StructType, slots: tuple[Slot, ...]) -> tuple[object, ...]:
         return ("v", signature.definition, len(slots))
 
 
-def packed_slots(value) -> bytes:
+def packed_slots(value: Any) -> bytes:  # a value of an @od.struct class
     """A struct value's CUDA parameter slots as bytes (what ``_fastlaunch.c`` copies: a struct value is
     immutable, so its slots are packed once, when it is made)."""
-    struct_type = type(value).__overdub_type__
+    struct_type: StructType = type(value).__overdub_type__
     packer = _packers.get(struct_type)
     if packer is None:
         slots = value_slots(struct_type)
@@ -561,49 +585,54 @@ def packed_slots(value) -> bytes:
     return packer(value)
 
 
-_packers: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_packers: weakref.WeakKeyDictionary[StructType, Callable[[Any], bytes]] = weakref.WeakKeyDictionary()
 runtime.register_cache(f"{__name__}._packers", _packers)
 
 
-def _element_type(item):
+def _element_type(item: object) -> nt.Type:
     kind = kind_of(item)
     return kind.typeof(item) if kind is not None else typeof(item)
 
 
-class NamedTupleArgument(ArgumentKind):
+class NamedTupleArgument(ArgumentKind[tuple[type, tuple[nt.Type, ...]], nt.BaseTuple]):
     """A named tuple (``typing.NamedTuple``, ``collections.namedtuple``): numba types it by its class and its
     elements' types, as it types a tuple; passed by value like a struct."""
 
     name = "namedtuple"
 
-    def accepts(self, value) -> bool:
+    def accepts(self, value: object) -> bool:
         return isinstance(value, tuple) and hasattr(type(value), "_fields")
 
-    def signature(self, value):
+    def signature(self, value: tuple[object, ...]) -> tuple[type, tuple[nt.Type, ...]]:
         return type(value), tuple(_element_type(item) for item in value)
 
-    def numba_type(self, signature):
+    def numba_type(self, signature: tuple[type, tuple[nt.Type, ...]]) -> nt.BaseTuple:
         cls, element_types = signature
-        return nt.BaseTuple.from_types(element_types, cls)
+        made: nt.BaseTuple = nt.BaseTuple.from_types(element_types, cls)  # type: ignore[no-untyped-call]  # numba's own, unannotated
+        return made
 
-    def slots(self, signature, ty):
+    def slots(self, signature: tuple[type, tuple[nt.Type, ...]], ty: nt.BaseTuple) -> tuple[Slot, ...]:
         return value_slots(ty)
 
 
-class TupleArgument(ArgumentKind):
+TupleSignature: TypeAlias = tuple[tuple[ArgumentKind[Any, Any], Any] | None, ...]  # each element's kind and signature
+
+
+class TupleArgument(ArgumentKind[TupleSignature, nt.BaseTuple]):
     """A tuple whose elements each have a kind (numbers, arrays, pointers, nested tuples): typed as numba's
     tuple of their types, passed as their slots one after another (as numba-cuda flattens it)."""
 
     name = "tuple"
 
-    def memory(self, value):
-        places = {kind_of(element).memory(element) for element in value}
+    def memory(self, value: tuple[object, ...]) -> str | None:
+        # every element has a kind: the tuple was accepted
+        places = {kind_of(element).memory(element) for element in value}  # type: ignore[union-attr]
         return "host" if "host" in places else "device" if "device" in places else None
 
-    def accepts(self, value) -> bool:
+    def accepts(self, value: object) -> bool:
         return type(value) is tuple and all(kind_of(element) is not None for element in value)
 
-    def signature(self, value):
+    def signature(self, value: tuple[object, ...]) -> TupleSignature:
         """The elements' kinds and signatures (a None where an element has no kind: no launch function
         made for tuples of kinds then applies)."""
         return tuple(
@@ -611,36 +640,48 @@ class TupleArgument(ArgumentKind):
             for kind, element in zip(map(kind_of, value), value)
         )
 
-    def numba_type(self, signature):
-        return nt.BaseTuple.from_types([kind.numba_type(element) for kind, element in signature])
+    # numba_type and slots: of an accepted tuple's signature, where every element has a kind (no None)
 
-    def typeof(self, value):
+    def numba_type(self, signature: TupleSignature) -> nt.BaseTuple:
+        made: nt.BaseTuple = nt.BaseTuple.from_types(  # type: ignore[no-untyped-call]  # numba's own, unannotated
+            [kind.numba_type(element) for kind, element in signature]  # type: ignore[misc]  # no None (above)
+        )
+        return made
+
+    def typeof(self, value: tuple[object, ...]) -> nt.BaseTuple:
         return self.numba_type(self.signature(value))
 
-    def slots(self, signature, ty):
+    def slots(self, signature: TupleSignature, ty: nt.BaseTuple) -> tuple[Slot, ...]:
         return tuple(
             slot.under(i)
-            for i, ((kind, element), element_ty) in enumerate(zip(signature, ty))
+            # a numba tuple type iterates its element types (numba's stubs do not declare it on BaseTuple)
+            for i, ((kind, element), element_ty) in enumerate(zip(signature, ty))  # type: ignore[call-overload]
             for slot in kind.slots(element, element_ty)
         )
 
 
-def _cupy_ndarray():
+def _cupy_ndarray() -> type | None:
     try:
         import cupy
     except Exception:  # cupy is optional; without it no value is a cupy array
         return None
-    return cupy.ndarray
+    ndarray: type = cupy.ndarray
+    return ndarray
 
 
 _PYTHON_INT, _SCALAR, _NUMPY, _DEVICE, _POINTER = PythonInt(), Scalar(), NumpyArray(), DeviceArray(), PointerArgument()
 _HOST_RECORD, _RECORD, _TUPLE = HostRecord(), RecordArgument(), TupleArgument()
 _STRUCT, _NAMEDTUPLE = StructArgument(), NamedTupleArgument()
-_by_class: dict[type, ArgumentKind | None] = {}
+_by_class: dict[type, ArgumentKind[Any, Any] | None] = {}
 runtime.register_cache(f"{__name__}._by_class", _by_class, kept="a pure function of the class")
 
 
-def describe(value, typeof, foreign: str, refuse) -> Argument:
+def describe(
+    value: object,
+    typeof: Callable[[object], nt.Type],
+    foreign: str,
+    refuse: Callable[[object, ArgumentKind[Any, Any]], object],
+) -> Argument:
     """``value`` described as a target takes it: by its kind, or -- a value of no kind -- typed by the target's
     ``typeof`` (a Python container refused). A value whose memory is the target's ``foreign`` one ("device"
     on the CPU, "host" on CUDA) is refused by ``refuse(value, kind)``, which raises."""
@@ -659,7 +700,7 @@ class HostMemoryError(TypeError):
     ``od.jit`` catches it to copy host arrays as numba-cuda does)."""
 
 
-def refuse_container(value, ty) -> None:
+def refuse_container(value: object, ty: nt.Type) -> None:
     """Raise where ``ty``, numba's type of the launch argument ``value``, is a Python container (list, set, dict):
     kernels are compiled without numba's runtime, which those need, and a GPU cannot read them."""
     if isinstance(ty, (nt.List, nt.Set, nt.DictType, nt.ListType)):
@@ -669,7 +710,7 @@ def refuse_container(value, ty) -> None:
         )
 
 
-def kind_of(value) -> ArgumentKind | None:
+def kind_of(value: object) -> ArgumentKind[Any, Any] | None:
     """The kind of a launch argument, or None when overdub has none for it (cached by class)."""
     cls = type(value)
     if cls is tuple:  # a tuple's kind depends on its elements, not its class
@@ -679,7 +720,16 @@ def kind_of(value) -> ArgumentKind | None:
     except KeyError:
         pass
     cupy_ndarray = _cupy_ndarray()
-    kinds = [_PYTHON_INT, _SCALAR, _NUMPY, _POINTER, _HOST_RECORD, _RECORD, _STRUCT, _NAMEDTUPLE]
+    kinds: list[ArgumentKind[Any, Any]] = [
+        _PYTHON_INT,
+        _SCALAR,
+        _NUMPY,
+        _POINTER,
+        _HOST_RECORD,
+        _RECORD,
+        _STRUCT,
+        _NAMEDTUPLE,
+    ]
     if cupy_ndarray is not None:
         kinds.append(CupyArray(cupy_ndarray))
     kinds.append(_DEVICE)
@@ -687,10 +737,11 @@ def kind_of(value) -> ArgumentKind | None:
     return kind
 
 
-def signature_guards(names, described) -> tuple[list[str], dict] | None:
+def signature_guards(names: Sequence[str], described: Sequence[Argument]) -> tuple[list[str], dict[str, object]] | None:
     """The guard conditions (and the constants they name) under which arguments of the same classes as the
     ``described`` ones (:class:`Argument`) have their types; None when some argument has no kind."""
-    conditions, consts = [], {}
+    conditions: list[str] = []
+    consts: dict[str, object] = {}
     for name, argument in zip(names, described):
         kind, signature = argument.kind, argument.signature
         if kind is None:

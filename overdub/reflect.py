@@ -35,10 +35,10 @@ stats: Callable[[], dict[str, int]] = compiler.stats
 class _Library(Protocol):
     """numba-cuda's ``CUDACodeLibrary``, as the reflections read it (numba is reached from the targets only)."""
 
-    def get_asm_str(self, cc: tuple[int, ...]) -> str: ...
+    def get_asm_str(self, cc: tuple[int | str, ...]) -> str: ...
     def get_llvm_str(self) -> str: ...
-    def get_sass(self, cc: tuple[int, ...]) -> str: ...
-    def get_lto_ptx(self, cc: tuple[int, ...]) -> str: ...
+    def get_sass(self, cc: tuple[int | str, ...]) -> str: ...
+    def get_lto_ptx(self, cc: tuple[int | str, ...]) -> str: ...
 
 
 class Explanation(list[str]):
@@ -169,7 +169,7 @@ def explain(
 def _cuda_compiled(
     kernel: object,
     args: tuple[object, ...],
-    cc: Sequence[int] | None,
+    cc: Sequence[int | str] | None,
     device: int | None,
     context: Context | None,
     state: object,
@@ -185,20 +185,19 @@ def _cuda_compiled(
         cc = cuda_target.device_cc(device, "od.code_*")
     target = cuda_target.target_for(tuple(cc)).configured(CompileOptions.of(**options))
     with cuda_target.reflecting():
-        # CUDATarget is a Target at run time; its declarations (base, compile_lock, cache_tag) are targets/cuda.py's
-        compiled = KernelCall.of(kernel, args, target, context, state, typed=True).compiled()  # type: ignore[arg-type]
+        compiled = KernelCall.of(kernel, args, target, context, state, typed=True).compiled()
         return cast(cuda_target.CUDALauncher, compiled.launcher), target  # a CUDA kernel's launcher
 
 
 def _cuda_library(
     kernel: object,
     args: tuple[object, ...],
-    cc: Sequence[int] | None,
+    cc: Sequence[int | str] | None,
     device: int | None,
     context: Context | None,
     state: object,
     options: dict[str, object],
-) -> tuple[_Library, tuple[int, ...]]:
+) -> tuple[_Library, tuple[int | str, ...]]:
     launcher, target = _cuda_compiled(kernel, args, cc, device, context, state, options)
     return launcher.library, target.cc
 
@@ -206,7 +205,7 @@ def _cuda_library(
 def code_ptx(
     kernel: object,
     *args_or_types: object,
-    cc: Sequence[int] | None = None,
+    cc: Sequence[int | str] | None = None,
     device: int | None = None,
     context: Context | None = None,
     state: object = None,
@@ -225,7 +224,7 @@ def code_ptx(
 def code_llvm(
     kernel: object,
     *args_or_types: object,
-    cc: Sequence[int] | None = None,
+    cc: Sequence[int | str] | None = None,
     device: int | None = None,
     context: Context | None = None,
     state: object = None,
@@ -264,7 +263,7 @@ def _cpu_code(
 def code_sass(
     kernel: object,
     *args_or_types: object,
-    cc: Sequence[int] | None = None,
+    cc: Sequence[int | str] | None = None,
     device: int | None = None,
     context: Context | None = None,
     state: object = None,
@@ -282,7 +281,7 @@ def code_sass(
 def code_typed(
     kernel: object,
     *args_or_types: object,
-    cc: Sequence[int] | None = None,
+    cc: Sequence[int | str] | None = None,
     device: int | None = None,
     context: Context | None = None,
     state: object = None,
@@ -297,7 +296,7 @@ def code_typed(
 def code_lto_ptx(
     kernel: object,
     *args_or_types: object,
-    cc: Sequence[int] | None = None,
+    cc: Sequence[int | str] | None = None,
     device: int | None = None,
     context: Context | None = None,
     state: object = None,

@@ -24,8 +24,10 @@ from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Protocol
 
 from numba import config as numba_config
+from numba.core import types as nt
 
-if numba_config.ENABLE_CUDASIM:
+# numba sets its configuration's attributes at run time (config.reload_config), where mypy does not see them
+if numba_config.ENABLE_CUDASIM:  # type: ignore[attr-defined]
     raise ImportError(
         "overdub does not run under numba's CUDA simulator (NUMBA_ENABLE_CUDASIM=1): the simulator replaces "
         "numba.cuda, which overdub compiles kernels with. Unset NUMBA_ENABLE_CUDASIM; overdub's CPU target runs "
@@ -39,6 +41,9 @@ from .gpu import gpu_usable
 from .options import CompileOptions, debug_default
 
 if TYPE_CHECKING:
+    from numba.core.typing.context import BaseContext as TypingContext
+    from numba.core.typing.templates import Signature
+
     from ..arguments import Argument
     from ..compiler import Kernel
     from ..context import Context, TargetRoot
@@ -67,7 +72,7 @@ class LaunchFunction(Protocol):
 class Launcher(Protocol):
     """What a target makes of a compiled kernel."""
 
-    def launch_function(self, kernel, described: tuple) -> LaunchFunction:
+    def launch_function(self, kernel: Kernel, described: tuple[Argument, ...]) -> LaunchFunction:
         """The launch function for ``kernel`` and arguments like the ``described`` ones (each an
         :class:`overdub.arguments.Argument`). It guards every argument that has a kind; the caller caches it
         only then."""
@@ -81,11 +86,20 @@ class Target(Protocol):
 
     name: str  # "cpu", "cuda": what od.cuda(target=...) takes
     label: str  # how messages name it
-    base: Context  # its base context: od.CPU, od.CUDA
     root: TargetRoot  # the end of every chain: its forwards and replacements
-    compile_lock: AbstractContextManager[Any]  # held while compiling for it
     options: CompileOptions  # how it compiles; another value is another target (``configured``)
-    cache_tag: str  # what its code depends on besides the kernel: CPU or compute capability, options
+
+    @property
+    def base(self) -> Context:
+        """Its base context: od.CPU, od.CUDA."""
+
+    @property
+    def compile_lock(self) -> AbstractContextManager[Any]:
+        """Held while compiling for it."""
+
+    @property
+    def cache_tag(self) -> str:
+        """What its code depends on besides the kernel: CPU or compute capability, options."""
 
     def configured(self, options: CompileOptions) -> Target:
         """This target compiling with ``options`` (itself when they are its own): one object per value."""
@@ -94,26 +108,32 @@ class Target(Protocol):
         """A launch argument described (:class:`overdub.arguments.Argument`: kind, signature, numba type) as this
         target takes it; raises for values it cannot take (device memory on the CPU, host memory on CUDA)."""
 
-    def typeof(self, value) -> Any:
+    def typeof(self, value: object) -> Any:
         """The numba type of a launch argument on this target: ``argument(value).type``."""
 
-    def compile_method(self, func: Callable, typing_context, argtypes: tuple, kwtypes: dict) -> tuple:
+    def compile_method(
+        self,
+        func: Callable[..., Any],
+        typing_context: TypingContext,
+        argtypes: tuple[nt.Type, ...],
+        kwtypes: dict[str, nt.Type],
+    ) -> tuple[Signature, object, object]:
         """Compile a rewritten callee while its caller is typed: (signature, implementation key for numba's
         lowering, an object that keeps the code alive -- and registered -- while referenced)."""
 
-    def call_with_state(self, sig, impl_key) -> tuple:
+    def call_with_state(self, sig: Signature, impl_key: object) -> tuple[Signature, object, object]:
         """How callers call a method compiled (``compile_method``) with a launch's state as its first
         parameter: (their signature, without the state; implementation key; an object keeping the
         implementation registered while referenced). Each call passes the caller's own state along."""
 
-    def compile_kernel(self, func: Callable, argtypes: tuple) -> Launcher:
+    def compile_kernel(self, func: Callable[..., Any], argtypes: tuple[object, ...]) -> Launcher:
         """Compile a rewritten kernel for ``argtypes``."""
 
     def launcher_payload(self, launcher: Launcher) -> Any:
         """What the disk cache stores of a compiled kernel (picklable: machine code, PTX, cubin), or None
         where it holds something of this process and cannot be stored."""
 
-    def launcher_from_payload(self, payload, argtypes: tuple) -> Launcher | None:
+    def launcher_from_payload(self, payload: Any, argtypes: tuple[object, ...]) -> Launcher | None:
         """The launcher of a kernel loaded from the disk cache (``payload`` as ``launcher_payload`` made it),
         or None -- a miss -- where the entry lacks code this process's use needs."""
 
@@ -124,7 +144,9 @@ class Target(Protocol):
     def compile_host(self, func: Callable[..., Any], argtypes: tuple[Any, ...]) -> Callable[..., Any]:
         """A Python-callable compile of ``func`` (rewritten in a chain) for these argument types (``od.overdub``)."""
 
-    def on_device(self, device: int | None, what: str = "od.cuda", stream=None) -> AbstractContextManager[None]:
+    def on_device(
+        self, device: int | None, what: str = "od.cuda", stream: object = None
+    ) -> AbstractContextManager[None]:
         """A context manager making ``device`` the current one on this thread for its block (a clear
         ValueError for a device this machine does not have, or a ``stream`` of another device); ``device``
         None: the current device, or the device of ``stream`` where it is another's -- a launch on a stream
@@ -134,7 +156,7 @@ class Target(Protocol):
         """This target as a launch from this thread compiles for it: itself, or (CUDA) the same options for the
         architecture of the device current here -- a launch loads code for its device."""
 
-    def check_launchable(self, stream=None) -> None:
+    def check_launchable(self, stream: object = None) -> None:
         """Raise a clear error where launching on this target (on ``stream``) is impossible here (no GPU, no
         driver, a stream of another context than the current one)."""
 
@@ -153,10 +175,10 @@ def _cuda_target() -> Target:
     return cuda.target_for(cuda.device_cc())
 
 
-_TARGETS = {"cpu": lambda: cpu.TARGET, "cuda": _cuda_target}
+_TARGETS: dict[str, Callable[[], Target]] = {"cpu": lambda: cpu.TARGET, "cuda": _cuda_target}
 
 
-def get_target(name=None, debug: bool | None = None) -> Target:
+def get_target(name: str | Target | None = None, debug: bool | None = None) -> Target:
     """The target called ``name`` (or ``name`` itself, a target object); None means :func:`default_target` as it
     was when first asked, so that launches and ``synchronize`` agree on it. ``debug`` configures it for checked
     kernels; by default ``OVERDUB_DEBUG`` decides, as it was when first asked."""

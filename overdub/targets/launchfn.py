@@ -14,14 +14,22 @@ the message a launch function gives, on every target.
 from __future__ import annotations
 
 import numbers
+from typing import TYPE_CHECKING, Any
 
 from .. import arguments
 from ..runtime import runtime
 
+if TYPE_CHECKING:
+    from ..arguments import Argument
+    from ..compiler import Kernel
+    from . import LaunchFunction
 
-def _extent(d) -> int | None:
-    if isinstance(d, bool) or not isinstance(d, numbers.Integral) or not 1 <= d <= MAX_GRID[0]:
-        return None
+
+def _extent(d: object) -> int:
+    """``d`` as a grid or block extent, or 0 where it is none (not an integer, a bool, or out of range)."""
+    # numbers.Integral declares only < and <= (typeshed): hence d < 1 rather than 1 <= d
+    if isinstance(d, bool) or not isinstance(d, numbers.Integral) or d < 1 or not d <= MAX_GRID[0]:
+        return 0
     return int(d)
 
 
@@ -35,11 +43,11 @@ MAX_SHMEM = 48 * 1024
 opted in to more (overdub's kernels do not), on every GPU; the driver refuses more with a bare error code."""
 
 
-def dims(value, what: str) -> tuple[int, int, int]:
+def dims(value: object, what: str) -> tuple[int, int, int]:
     """A grid or block shape as three positive ints: an integer (numpy's too, not a bool) or a tuple of 1-3,
     within CUDA's limits for ``what`` ("blocks" or "threads")."""
     shape = tuple(map(_extent, value)) if isinstance(value, (tuple, list)) else (_extent(value),)
-    if not 1 <= len(shape) <= 3 or None in shape:
+    if not 1 <= len(shape) <= 3 or 0 in shape:
         raise ValueError(
             f"{what} must be a positive integer or a tuple of 1-3 positive integers (not bools), not {value!r}"
         )
@@ -50,21 +58,21 @@ def dims(value, what: str) -> tuple[int, int, int]:
     ):
         extra = f" and {MAX_THREADS_PER_BLOCK} in all" if what == "threads" else ""
         raise ValueError(f"{what}={value!r} exceeds CUDA's limits: at most {limits} per dimension{extra}")
-    return shape
+    return shape  # type: ignore[return-value]  # three: 1-3 extents padded with 1s above, which mypy cannot count
 
 
-def shmem_bytes(value) -> int:
+def shmem_bytes(value: object) -> int:
     """The dynamic shared memory of a launch: an integer (numpy's too, not a bool) from 0 to :data:`MAX_SHMEM`."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
         raise ValueError(f"shmem must be a non-negative integer (bytes of dynamic shared memory), not {value!r}")
-    if value > MAX_SHMEM:
+    if not value <= MAX_SHMEM:  # numbers.Integral declares only < and <= (typeshed)
         raise ValueError(
             f"shmem={value!r} exceeds CUDA's limit of {MAX_SHMEM} bytes of dynamic shared memory per block"
         )
     return int(value)
 
 
-def stream_handle(stream) -> int:
+def stream_handle(stream: object) -> int:
     """The CUstream handle of a cupy, numba or cuda.core stream (anything speaking ``__cuda_stream__``); read
     without the driver, so the CPU target refuses what the CUDA target would (it runs launches in order)."""
     if hasattr(stream, "__cuda_stream__"):
@@ -78,7 +86,9 @@ def stream_handle(stream) -> int:
     return int(handle)
 
 
-def checked_config(blocks, threads, shmem, stream) -> tuple[tuple[int, int, int], tuple[int, int, int], int]:
+def checked_config(
+    blocks: object, threads: object, shmem: object, stream: object
+) -> tuple[tuple[int, int, int], tuple[int, int, int], int]:
     """A launch's configuration checked as its launch function checks it: the grid, the block and the dynamic
     shared memory, normalised (three ints each, an int); the stream's kind."""
     config = dims(blocks, "blocks"), dims(threads, "threads"), shmem_bytes(shmem)
@@ -91,7 +101,13 @@ def argument_names(n: int) -> list[str]:
     return [f"a{i}" for i in range(n)]
 
 
-def generate(kernel, described: tuple, body: list[str], namespace: dict, body_reads_stream: bool = False):
+def generate(
+    kernel: Kernel,
+    described: tuple[Argument, ...],
+    body: list[str],
+    namespace: dict[str, object],
+    body_reads_stream: bool = False,
+) -> LaunchFunction:
     """The launch function of ``kernel`` for arguments like the ``described`` ones (:class:`overdub.arguments.
     Argument`): guarded where every argument has a kind (``launch.guarded`` says whether it is), running
     ``body`` (the target's statements) with ``namespace``. ``body_reads_stream``: the body reads the stream's
@@ -119,7 +135,7 @@ def generate(kernel, described: tuple, body: list[str], namespace: dict, body_re
         lines += ["    if stream is not None:", "        stream_handle(stream)"]
     lines += [f"    {statement}" for statement in body]
     lines += ["    count_launch()", "    return True"]
-    scope = dict(
+    scope: dict[str, Any] = dict(
         namespace,
         **consts,
         kernel=kernel,
@@ -132,4 +148,5 @@ def generate(kernel, described: tuple, body: list[str], namespace: dict, body_re
     exec(compile("\n".join(lines) + "\n", f"<overdub launch of {kernel.describe()}>", "exec"), scope)
     launch = scope["launch"]
     launch.kernel, launch.guarded = kernel, guarded is not None
-    return launch
+    function: LaunchFunction = launch  # the def just made, with the attributes the protocol reads
+    return function

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, fields, replace
-from typing import Self
+from typing import Any, Self
 
 from .. import settings
 
@@ -42,26 +42,26 @@ class CompileOptions:
     fastmath: bool = False
     opt: bool = True
     max_registers: int | None = None
-    link: tuple = ()
-    launch_bounds: tuple | None = None
+    link: tuple[str, ...] = ()
+    launch_bounds: tuple[int, ...] | None = None
     lto: bool = False
 
     @classmethod
-    def of(cls, **options) -> CompileOptions:
+    def of(cls, **options: Any) -> CompileOptions:
         """Options from numba-cuda's keyword arguments, checked: an unknown name or a wrong value is a
         TypeError naming it."""
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(options) - known)
         if unknown:
             raise TypeError(f"unknown compile options {unknown}: overdub's are {sorted(known)}")
-        values = {}
+        values: dict[str, Any] = {}
         for name, value in options.items():
             if value is None and name in ("debug", "opt"):
                 continue  # numba-cuda's None: the default
             values[name] = _checked(name, value)
         return cls(**values)
 
-    def replaced(self, **changes) -> CompileOptions:
+    def replaced(self, **changes: Any) -> CompileOptions:
         return replace(self, **{name: _checked(name, value) for name, value in changes.items()})
 
     def describe(self) -> str:
@@ -75,7 +75,7 @@ class CompileOptions:
         return ", ".join(parts)
 
 
-def _checked(name: str, value):
+def _checked(name: str, value: Any) -> Any:  # the user's value, checked: of the type of the field ``name``
     if name in ("debug", "lineinfo", "fastmath", "opt", "lto"):
         if not isinstance(value, bool):
             raise TypeError(f"compile option {name} must be True or False, not {value!r}")
@@ -104,7 +104,8 @@ def _checked(name: str, value):
 def debug_default() -> bool:
     """``OVERDUB_DEBUG=1`` turns debug on for every launch that does not say otherwise (read once per process,
     at the first launch that asks)."""
-    return settings.DEBUG.value()
+    debug: bool = settings.DEBUG.value()
+    return debug
 
 
 class Configurable:
@@ -113,11 +114,13 @@ class Configurable:
     forwards and replacements)."""
 
     options = CompileOptions()
+    _plain: Self  # set on a configuration (``configured``): the plain target it configures
 
     @property
     def plain(self) -> Self:
         """The target with the default options, of which this one is a configuration."""
-        return self.__dict__.get("_plain", self)
+        plain: Self = self.__dict__.get("_plain", self)
+        return plain
 
     def configured(self, options: CompileOptions) -> Self:
         if options == self.options:
@@ -125,7 +128,7 @@ class Configurable:
         plain = self.plain
         if options == plain.options:
             return plain
-        variants = plain.__dict__.setdefault("_variants", {})
+        variants: dict[CompileOptions, Self] = plain.__dict__.setdefault("_variants", {})
         variant = variants.get(options)
         if variant is None:
             made = plain._with_options(options)
@@ -133,7 +136,7 @@ class Configurable:
             variant = variants.setdefault(options, made)
         return variant
 
-    def _with_options(self, options: CompileOptions) -> Configurable:
+    def _with_options(self, options: CompileOptions) -> Self:
         raise NotImplementedError
 
     def _label(self, base: str) -> str:

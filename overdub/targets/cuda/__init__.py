@@ -21,24 +21,41 @@ import contextvars
 import functools
 import os
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 from numba.core import types
 from numba.core.compiler_lock import global_compiler_lock
-from numba.core.typing.templates import signature
-from numba.cuda import dispatcher as numba_cuda_dispatcher
-from numba.cuda.codegen import CUDACodeLibrary
-from numba.cuda.compiler import compile_cuda, kernel_fixup
-from numba.cuda.cudadrv import nvvm
-from numba.cuda.descriptor import cuda_target
-from numba.cuda.typing.typeof import Purpose
-from numba.cuda.typing.typeof import typeof as cuda_typeof
+from numba.core.typing.templates import Signature, signature
+
+if TYPE_CHECKING:
+    from .. import Launcher
+
+    # mypy reads numba.cuda as numba's own, older copy of the package, which numba-cuda replaces at run time
+    # (its .pth redirector): what this module takes of numba-cuda is Any to it
+    numba_cuda_dispatcher: Any
+    CUDACodeLibrary: Any
+    compile_cuda: Any
+    kernel_fixup: Any
+    nvvm: Any
+    cuda_target: Any
+    Purpose: Any
+    cuda_typeof: Callable[[object, Any], types.Type]  # (value, Purpose.argument)
+else:
+    from numba.cuda import dispatcher as numba_cuda_dispatcher
+    from numba.cuda.codegen import CUDACodeLibrary
+    from numba.cuda.compiler import compile_cuda, kernel_fixup
+    from numba.cuda.cudadrv import nvvm
+    from numba.cuda.descriptor import cuda_target
+    from numba.cuda.typing.typeof import Purpose
+    from numba.cuda.typing.typeof import typeof as cuda_typeof
 
 from ... import arguments, bridge
 from ...arguments import HostMemoryError
 from ...bridge.hidden import HiddenArgumentCall
 from ...bridge.pointers import forwarded_views
-from ...context import CUDA, TargetRoot
+from ...context import CUDA, Context, TargetRoot
 from ...intrinsics import cuprintln
 from ...runtime import runtime
 from ..gpu import DEFAULT_CC, gpu_usable
@@ -77,11 +94,11 @@ __all__ = [  # the target, and what other modules reach through this package
 # --- the target -----------------------------------------------------------------------------------------
 
 
-def _numba_typeof(value):
+def _numba_typeof(value: object) -> types.Type:
     return cuda_typeof(value, Purpose.argument)
 
 
-def _refuse_host_memory(value, kind) -> None:
+def _refuse_host_memory(value: object, kind: arguments.ArgumentKind[Any, Any]) -> None:
     raise HostMemoryError(
         f"a {kind.name.replace('_', ' ')} ({value!r:.60}) lives in host memory: pass a cupy array, a numba device "
         f"array (numba.cuda.to_device), any __cuda_array_interface__ object, or od.pointer of one to a CUDA "
@@ -95,7 +112,7 @@ class Registration:
 
     __slots__ = ("cres", "__weakref__")
 
-    def __init__(self, cres, impl_key):
+    def __init__(self, cres: Any, impl_key: tuple[str, str]) -> None:
         self.cres = cres
         cres.target_context.insert_user_function(impl_key, cres.fndesc, [cres.library])
         weakref.finalize(self, cres.target_context.remove_user_function, impl_key)
@@ -118,12 +135,12 @@ def reflecting() -> Iterator[None]:
 class _CompileDevice:
     """What numba-cuda's dispatcher reads of "the current device" while compiling: its compute capability."""
 
-    def __init__(self, cc):
+    def __init__(self, cc: tuple[int | str, ...]) -> None:
         self.compute_capability = cc
 
 
 @contextlib.contextmanager
-def _compiling_for(cc):
+def _compiling_for(cc: tuple[int | str, ...]) -> Iterator[None]:
     """numba internals, the one place overdub patches them: numba-cuda compiles what it implements with
     ``@overload``, ``@overload_method`` and device dispatchers by a dispatcher that asks the driver for the
     current device's compute capability (``numba.cuda.dispatcher.get_current_device``), which fails on a
@@ -146,7 +163,7 @@ _RESHAPE_FUNCTIONS = ("nocopy_empty_reshape", "numba_attempt_nocopy_reshape")
 _RESHAPE_SOURCE = os.path.join(os.path.dirname(os.path.abspath(numba_cuda_dispatcher.__file__)), "reshape_funcs.cu")
 
 
-def _helper_sources(library) -> tuple:
+def _helper_sources(library: Any) -> tuple[str, ...]:
     """The sources of numba-cuda's helper functions the kernel's code calls, to link with it."""
     code = library.get_llvm_str()
     return (_RESHAPE_SOURCE,) if any(name in code for name in _RESHAPE_FUNCTIONS) else ()
@@ -154,10 +171,12 @@ def _helper_sources(library) -> tuple:
 
 class CUDATarget(Configurable):
     name = "cuda"
-    base = CUDA
-    compile_lock = global_compiler_lock
+    base: Context = CUDA
+    compile_lock: AbstractContextManager[Any] = global_compiler_lock
 
-    def __init__(self, cc: tuple, options: CompileOptions = CompileOptions(), root: TargetRoot | None = None):
+    def __init__(
+        self, cc: tuple[int | str, ...], options: CompileOptions = CompileOptions(), root: TargetRoot | None = None
+    ) -> None:
         self.cc, self.options = tuple(cc), options
         arch = "sm_" + "".join(map(str, self.cc))  # sm_90; sm_90a for (9, 0, "a"): an architecture of its own
         self.label = self._label(f"cuda ({arch})")
@@ -169,19 +188,24 @@ class CUDATarget(Configurable):
         else:
             self.root = root.configured_for(self)
 
-    def _with_options(self, options):
+    def _with_options(self, options: CompileOptions) -> CUDATarget:
         return CUDATarget(self.cc, options, self.root)
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[Callable[..., CUDATarget], tuple[object, ...]]:
         """Pickled as what makes it in another process (``od.precompile``'s workers): the CUDA target of this
         compute capability configured with these options."""
         return _configured, (self.cc, self.options)
 
-    def _compile(self, func, return_type, argtypes):
+    def _compile(
+        self, func: Callable[..., object], return_type: types.Type | None, argtypes: tuple[object, ...]
+    ) -> Any:
         """numba-cuda's compile of ``func`` for this compute capability and these options (no GPU needed)."""
         options = self.options
         # debug: NVVM's -g, which numba-cuda warns crashes with optimisation on
-        nvvm_options = {"opt": 3 if options.opt and not options.debug else 0, "fastmath": options.fastmath}
+        nvvm_options: dict[str, object] = {
+            "opt": 3 if options.opt and not options.debug else 0,
+            "fastmath": options.fastmath,
+        }
         if options.debug:
             nvvm_options["g"] = None
         make_current_if_gpu()
@@ -204,39 +228,46 @@ class CUDATarget(Configurable):
         """What the PTX depends on besides the kernel: the compute capability and the compile options."""
         return f"{self.label}:{self.options!r}"
 
-    def argument(self, value) -> arguments.Argument:
+    def argument(self, value: object) -> arguments.Argument:
         described = arguments.describe(value, _numba_typeof, "host", _refuse_host_memory)
         if described.kind is not None and several_devices():
             check_same_device(value)
         return described
 
-    def typeof(self, value):
+    def typeof(self, value: object) -> types.Type:
         return self.argument(value).type
 
-    def compile_method(self, func, typing_context, argtypes, kws):
+    def compile_method(
+        self,
+        func: Callable[..., object],
+        typing_context: object,
+        argtypes: tuple[types.Type, ...],
+        kws: dict[str, types.Type],
+    ) -> tuple[Signature, tuple[str, str], Registration]:
         folded, pysig = bridge.fold_call(func, argtypes, kws)
         cres = self._compile(func, None, folded)
         bridge.note_attribute_templates(cres)
         impl_key = ("overdub", cres.fndesc.mangled_name)
-        sig = signature(cres.signature.return_type, *folded).replace(pysig=pysig)
+        sig = signature(cres.signature.return_type, *folded)  # type: ignore[no-untyped-call]  # numba's is unannotated
+        sig = sig.replace(pysig=pysig)
         return sig, impl_key, Registration(cres, impl_key)
 
-    def compile_host(self, func, argtypes):
+    def compile_host(self, func: Callable[..., Any], argtypes: tuple[Any, ...]) -> NoReturn:
         raise TypeError("od.overdub runs on the host: its calls compile for the CPU target, not target='cuda'")
 
-    def call_with_state(self, sig, impl_key):
+    def call_with_state(self, sig: Signature, impl_key: object) -> tuple[Signature, object, HiddenArgumentCall]:
         from numba.cuda.descriptor import cuda_target
 
-        calls = HiddenArgumentCall(cuda_target.target_context, sig, impl_key)
+        calls = HiddenArgumentCall(cuda_target.target_context, sig, impl_key)  # type: ignore[no-untyped-call]  # the bridge's is unannotated
         return calls.sig, calls.impl_key, calls
 
-    def compile_kernel(self, func, argtypes):
+    def compile_kernel(self, func: Callable[..., object], argtypes: tuple[object, ...]) -> CUDALauncher:
         cres = self._kernel_code(func, argtypes)
         return CUDALauncher(
             cres.library, argtypes, cres.call_helper if self.options.debug else None, cres.type_annotation
         )
 
-    def _kernel_code(self, func, argtypes):
+    def _kernel_code(self, func: Callable[..., object], argtypes: tuple[object, ...]) -> Any:
         """numba's compile result for a kernel, its library finished for loading: PTX (``get_asm_str``), LLVM IR
         (``get_llvm_str``), SASS, LTO PTX."""
         cres = self._compile(func, types.void, tuple(argtypes))
@@ -256,7 +287,7 @@ class CUDATarget(Configurable):
     # its cache=True stores: CUDACodeLibrary._reduce_states / _rebuild), with the code its use needs made
     # now: for a launch on a GPU of this target's compute capability, the cubin the launch loads; for a
     # reflection (od.code_ptx, ...) or where no such GPU is, the PTX for this compute capability -------------
-    def launcher_payload(self, launcher):
+    def launcher_payload(self, launcher: Launcher) -> dict[str, object] | None:
         """The kernel library's NVVM IR, PTX or cubin and its typed IR as text, or None where it cannot be
         serialised (it links files or refers to global device arrays) or needs this process (a debug kernel's
         error codes).
@@ -264,7 +295,8 @@ class CUDATarget(Configurable):
         The cubin is linked from the PTX for the device's own architecture -- numba-cuda's ``get_cubin()``
         compiles for the arch-specific target, sm_90a on a 9.0 device -- so the PTX for ``self.cc`` (sm_90)
         would be a second NVVM run that no launch loads; ``od.code_ptx`` makes it when asked."""
-        library = launcher.library
+        cuda_launcher = cast("CUDALauncher", launcher)  # compiled by this target
+        library = cuda_launcher.library
         if self.options.debug:
             return None
         if self._launches_load_cubins():
@@ -276,9 +308,9 @@ class CUDATarget(Configurable):
             states = library._reduce_states()
         except Exception:  # numba-cuda refuses (pickle.PicklingError, RuntimeError): not cacheable
             return None
-        return {"library": states, "type_annotation": str(launcher.type_annotation)}
+        return {"library": states, "type_annotation": str(cuda_launcher.type_annotation)}
 
-    def launcher_from_payload(self, payload, argtypes):
+    def launcher_from_payload(self, payload: dict[str, Any], argtypes: tuple[object, ...]) -> CUDALauncher | None:
         """The loaded kernel's launcher, or None -- a miss -- for a launch here from an entry that holds no
         cubin (a reflection, or a process without this GPU, stored it): compiling again stores the cubin, so
         later processes do not link one at every start."""
@@ -288,7 +320,7 @@ class CUDATarget(Configurable):
         library = CUDACodeLibrary._rebuild(**dict(payload["library"], codegen=codegen))
         return CUDALauncher(library, argtypes, None, payload["type_annotation"])
 
-    def for_current_device(self):
+    def for_current_device(self) -> CUDATarget:
         """The same options for the current device's architecture, where this is a launch's target (a
         reflection compiles for the architecture it names)."""
         if _reflecting.get():
@@ -301,7 +333,7 @@ class CUDATarget(Configurable):
         target's compute capability)?"""
         return not _reflecting.get() and gpu_usable() and self.cc == device_cc()
 
-    def synchronize(self, device=None):
+    def synchronize(self, device: int | str | None = None) -> None:
         """Wait for the work launched in the current context (``device`` None), in device ``device``'s
         primary context, or in every device's (``"all"``)."""
         drv = driver().driver
@@ -314,7 +346,7 @@ class CUDATarget(Configurable):
                 checked("cuCtxSynchronize", *drv.cuCtxSynchronize())
 
     @contextlib.contextmanager
-    def on_device(self, device, what: str = "od.cuda", stream=None):
+    def on_device(self, device: object, what: str = "od.cuda", stream: object = None) -> Iterator[None]:
         """Device ``device``'s primary context current on this thread for the block (pushed, then popped), a
         ``stream`` passed being one of that context; ``device`` None: the context current, or the stream's
         context where it is another one (pushed likewise)."""
@@ -334,7 +366,7 @@ class CUDATarget(Configurable):
         finally:
             drv.cuDevicePrimaryCtxRelease(device)
 
-    def check_launchable(self, stream=None):
+    def check_launchable(self, stream: object = None) -> None:
         """A usable GPU, and the device's context current on this thread: the slow path of a launch may
         compile, link and load here (asked of the driver, not a flag: the thread may have popped it)."""
         if gpu_usable():
@@ -349,7 +381,7 @@ class CUDATarget(Configurable):
 
 
 @functools.cache
-def target_for(cc: tuple) -> CUDATarget:
+def target_for(cc: tuple[int | str, ...]) -> CUDATarget:
     """The CUDA target for one compute capability -- (9, 0), or (9, 0, "a") for the arch-specific sm_90a --
     each keeping its own kernels."""
     return CUDATarget(cc)
@@ -358,7 +390,7 @@ def target_for(cc: tuple) -> CUDATarget:
 runtime.register_cache(f"{__name__}.target_for", target_for, kept="a target is a definition: kernels are keyed by it")
 
 
-def _configured(cc: tuple, options: CompileOptions) -> CUDATarget:
+def _configured(cc: tuple[int | str, ...], options: CompileOptions) -> CUDATarget:
     return target_for(cc).configured(options)
 
 
@@ -374,7 +406,7 @@ def device_cc(device: int | None = None, what: str = "od.cuda") -> tuple[int, ..
     return _compute_capability(0 if err else int(current))
 
 
-def _checked_ordinal(device, what: str) -> int:
+def _checked_ordinal(device: object, what: str) -> int:
     """``device``, refused with a clear ValueError unless it is one of this machine's devices."""
     count = device_count() if gpu_usable() else 0
     if isinstance(device, bool) or not isinstance(device, int) or not 0 <= device < count:

@@ -16,6 +16,8 @@ import contextlib
 import ctypes
 import functools
 import threading
+from collections.abc import Iterator
+from typing import Any, SupportsInt, cast
 
 from ...runtime import runtime
 from .. import launchfn
@@ -61,7 +63,7 @@ def make_current_if_gpu() -> None:
 class Driver:
     """The few driver entry points a launch needs, bound once a GPU is used."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         from cuda.bindings import driver  # the CUDA driver bindings load libcuda: only with a GPU
 
         self.driver = driver
@@ -70,17 +72,20 @@ class Driver:
         self.launch_cooperative = driver.cuLaunchCooperativeKernel
         libcuda = ctypes.CDLL("libcuda.so.1")
         # what the native launch function calls (its launch follows a stream of another context into it)
-        self.native_entries = tuple(
-            int(ctypes.cast(getattr(libcuda, name), ctypes.c_void_p).value or 0)
-            for name in (
-                *("cuLaunchKernel", "cuCtxGetCurrent", "cuKernelGetFunction"),
-                *("cuStreamGetCtx", "cuCtxPushCurrent_v2", "cuCtxPopCurrent_v2"),
-            )
+        self.native_entries = cast(
+            "tuple[int, int, int, int, int, int]",  # one for each of the six names
+            tuple(
+                int(ctypes.cast(getattr(libcuda, name), ctypes.c_void_p).value or 0)
+                for name in (
+                    *("cuLaunchKernel", "cuCtxGetCurrent", "cuKernelGetFunction"),
+                    *("cuStreamGetCtx", "cuCtxPushCurrent_v2", "cuCtxPopCurrent_v2"),
+                )
+            ),
         )
         self.graph_launch = int(ctypes.cast(libcuda.cuGraphLaunch, ctypes.c_void_p).value or 0)  # od.graph's replay
         self._streams: dict[int, object] = {}
 
-    def stream(self, stream):
+    def stream(self, stream: object) -> Any:
         """The driver's CUstream for a user stream; cached by handle."""
         handle = stream_handle(stream)
         wrapped = self._streams.get(handle)
@@ -88,26 +93,29 @@ class Driver:
             wrapped = self._streams[handle] = self.driver.CUstream(handle)
         return wrapped
 
-    def potential_block_size(self, function, shmem: int) -> int:
+    def potential_block_size(self, function: object, shmem: int) -> int:
         """The block size with the most occupancy for ``function`` (cuOccupancyMaxPotentialBlockSize)."""
         make_current()
+        block: int
         err, _, block = self.driver.cuOccupancyMaxPotentialBlockSize(function, None, shmem, 0)
         if err:
             raise RuntimeError(f"cuOccupancyMaxPotentialBlockSize failed: {err!r}")
         return block
 
-    def co_resident_blocks(self, function, threads: int, shmem: int) -> int:
+    def co_resident_blocks(self, function: object, threads: int, shmem: int) -> int:
         """How many blocks of ``threads`` threads (and ``shmem`` bytes of dynamic shared memory) of ``function``
         the device holds at once: the most a cooperative launch may have."""
         from cuda.core import Device
 
         make_current()
+        per_sm: int
         err, per_sm = self.driver.cuOccupancyMaxActiveBlocksPerMultiprocessor(function, threads, shmem)
         if err:
             raise RuntimeError(f"cuOccupancyMaxActiveBlocksPerMultiprocessor failed: {err!r}")
-        return per_sm * Device().properties.multiprocessor_count
+        multiprocessors: int = Device().properties.multiprocessor_count
+        return per_sm * multiprocessors
 
-    def kernel(self, library):
+    def kernel(self, library: Any) -> Any:
         """The kernel library's ``CUkernel``: loaded once, context-independent (``cuLibraryLoadData``, as
         cuda.core loads it). Launched with it, the driver finds the kernel's function in the context current
         on the launching thread -- loading it there the first time -- so one launch function serves every
@@ -115,7 +123,7 @@ class Driver:
         make_current()
         return library.get_cufunc().kernel._handle
 
-    def function(self, kernel):
+    def function(self, kernel: object) -> Any:
         """The ``CUfunction`` of a ``CUkernel`` in the current context (the driver loads it there the first
         time), or None where it cannot; with no context current, the device's is made current first."""
         make_current()
@@ -136,7 +144,7 @@ runtime.register_cache(f"{__name__}.driver", driver, kept="the CUDA driver's bin
 
 
 @contextlib.contextmanager
-def toolkit():
+def toolkit() -> Iterator[None]:
     """Where the CUDA toolkit's libraries are missing (a plain ``pip install overdub``: the CPU target only),
     compiling to PTX or a cubin says how to get them, instead of cuda-pathfinder's bare "libnvvm.so not found"."""
     try:
@@ -162,7 +170,7 @@ def several_devices() -> bool:
 runtime.register_cache(f"{__name__}.several_devices", several_devices, kept="a fact of the machine, asked once")
 
 
-def check_same_device(value) -> None:
+def check_same_device(value: object) -> None:
     """Where a machine has several GPUs: an array of another device than the one current for the launch is
     a clear error naming both (checked on the slow path, where a launch's arguments are described)."""
     interface = getattr(value, "__cuda_array_interface__", None)
@@ -183,7 +191,7 @@ def check_same_device(value) -> None:
         )
 
 
-def check_stream(hstream, what: str) -> None:
+def check_stream(hstream: SupportsInt | None, what: str) -> None:
     """A clear error where ``hstream`` (a CUstream) belongs to another context than the one current on this
     thread: the driver refuses such a launch (CUDA_ERROR_INVALID_HANDLE)."""
     stream_context = context_of_stream(hstream)
@@ -195,7 +203,7 @@ def check_stream(hstream, what: str) -> None:
         )
 
 
-def context_of_stream(hstream):
+def context_of_stream(hstream: SupportsInt | None) -> Any:
     """The CUDA context ``hstream`` (a CUstream) belongs to, where it is not the one current on this thread
     (None where it is, for the null stream, or where that cannot be told)."""
     if hstream is None or not int(hstream):  # the null stream: the current context's
@@ -212,7 +220,7 @@ def context_of_stream(hstream):
 
 
 @contextlib.contextmanager
-def pushed(context):
+def pushed(context: object) -> Iterator[None]:
     """``context`` current on this thread for the block (pushed, then popped)."""
     drv = driver().driver
     checked("cuCtxPushCurrent", *drv.cuCtxPushCurrent(context))
@@ -222,7 +230,7 @@ def pushed(context):
         drv.cuCtxPopCurrent()
 
 
-def context_label(context) -> str:
+def context_label(context: object) -> str:
     """``context`` (None: the current one) as "device N's context 0x..." for a message."""
     drv = driver().driver
     try:
@@ -247,12 +255,12 @@ def device_count() -> int:
     return int(count)
 
 
-def checked(call: str, err, *_results) -> None:
+def checked(call: str, err: SupportsInt, *_results: object) -> None:
     if int(err):
         raise RuntimeError(f"{call} failed: {err!r}")
 
 
-def in_context_now(err) -> bool:
+def in_context_now(err: SupportsInt) -> bool:
     """After a launch the driver refused: was it for want of a current context on this thread, now made
     current (try again)?"""
     if int(err) != CUDA_ERROR_INVALID_CONTEXT:

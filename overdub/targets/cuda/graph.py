@@ -84,11 +84,11 @@ class Capture:
     def launch(self, launch_functions: tuple[Any, ...], stream: object) -> bool:
         """Launch the executable graph on ``stream`` (None: the null stream) if every native launch function's
         kernel is still valid (True), else False."""
-        handle = 0 if stream is None else int(driver().stream(stream))  # type: ignore[no-untyped-call]
+        handle = 0 if stream is None else int(driver().stream(stream))
         return _graph_launch(launch_functions, self.exec_handle, handle, driver().graph_launch)
 
     def launch_unchecked(self, stream: object) -> None:
-        handle = driver().null_stream if stream is None else driver().stream(stream)  # type: ignore[no-untyped-call]
+        handle = driver().null_stream if stream is None else driver().stream(stream)
         checked("cuGraphLaunch", *driver().driver.cuGraphLaunch(self.exec, handle))
 
     def replace_function(self, old: int, new: int) -> None:

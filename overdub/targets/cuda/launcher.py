@@ -12,6 +12,8 @@ import ctypes
 import os
 import struct
 import threading
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any, SupportsInt
 
 from ... import arguments
 from .. import launchfn
@@ -20,16 +22,21 @@ from . import arraylayout
 try:
     from ... import _fastlaunch
 except ImportError:  # built without a C compiler: the generated Python launch path serves
-    _fastlaunch = None
+    _fastlaunch = None  # type: ignore[assignment]  # None: _native checks for it
 else:
     _fastlaunch.set_scalar_layouts(arraylayout.scalar_layouts())
 
 from .driver import context_of_stream, driver, in_context_now, make_current, stream_handle, toolkit
 
+if TYPE_CHECKING:
+    from ...arguments import Argument, Slot
+    from ...compiler import Kernel
+    from .. import LaunchFunction
+
 # --- launcher -------------------------------------------------------------------------------------------
 
 
-def _slots(argument) -> tuple:
+def _slots(argument: Argument) -> tuple[Slot, ...]:
     """An argument's CUDA parameter slots (:class:`overdub.arguments.Slot`), refusing what has no kind."""
     if argument.kind is None:
         raise TypeError(
@@ -41,26 +48,28 @@ def _slots(argument) -> tuple:
 class CUDALauncher:
     """A compiled kernel (loaded on first launch) and how it is launched."""
 
-    def __init__(self, library, argtypes, call_helper=None, type_annotation=None):
+    def __init__(
+        self, library: Any, argtypes: Iterable[object], call_helper: Any = None, type_annotation: object = None
+    ) -> None:
         self.library = library
         self.type_annotation = type_annotation  # the typed IR, annotated on the source (inspect_types)
         self.call_helper = call_helper  # debug kernels: what the error codes threads record mean
         self.argtypes = tuple(argtypes)
-        self.handle = None  # the CUkernel, loaded on first launch: every context's
+        self.handle: Any = None  # the CUkernel, loaded on first launch: every context's
         self._functions: dict[int, object] = {}  # context -> the kernel's CUfunction there
         self.lock = threading.Lock()
         # a kernel that synchronizes its grid (cuda.cg.this_grid().sync()) needs a cooperative launch
         self.cooperative = bool(getattr(library, "use_cooperative", False))
         self._co_resident: dict[tuple[int, int], int] = {}
 
-    def _kernel(self):
+    def _kernel(self) -> Any:
         with self.lock:
             if self.handle is None:
                 with toolkit():
                     self.handle = driver().kernel(self.library)
         return self.handle
 
-    def _function(self):
+    def _function(self) -> object | None:
         """The kernel's CUfunction in the context current on this thread, or None where the driver cannot load
         it there (a device of another architecture than the code's). The native launch function keeps its own
         per-context table, in C."""
@@ -73,18 +82,23 @@ class CUDALauncher:
                 self._functions[drv.current_context()] = function
         return function
 
-    def launch_function(self, kernel, described):
+    def launch_function(self, kernel: Kernel, described: tuple[Argument, ...]) -> LaunchFunction:
         slots = [_slots(argument) for argument in described]
         if self.cooperative or self.call_helper is not None:
             return self._generated(kernel, described, slots)
         return self._native(kernel, described, slots) or self._generated(kernel, described, slots)
 
-    def _native(self, kernel, described, slots):
+    def _native(
+        self, kernel: Kernel, described: tuple[Argument, ...], slots: list[tuple[Slot, ...]]
+    ) -> LaunchFunction | None:
         """The C launch function, where the extension is built, every argument's kind has a native spec and
         the kernel's parameter slots fit its buffer."""
         if _fastlaunch is None or sum(map(len, slots)) > arguments.MAX_NATIVE_SLOTS:
             return None
-        specs = [a.kind.native_spec(a.signature, arg_slots) for a, arg_slots in zip(described, slots)]
+        specs: list[Any] = [  # each a tuple _fastlaunch.c's table reads, or None: no entry for the kind
+            a.kind.native_spec(a.signature, arg_slots)  # type: ignore[union-attr]  # _slots refused a kind of None
+            for a, arg_slots in zip(described, slots)
+        ]
         checks = kernel.guard.native_checks()
         if None in specs or checks is None:
             return None
@@ -93,24 +107,26 @@ class CUDALauncher:
         return _fastlaunch.Launcher(kernel, checks, specs, int(self._kernel()), driver().native_entries, stream_handle)
 
     @staticmethod
-    def _packing(slots) -> tuple[dict, list[str], struct.Struct]:
+    def _packing(slots: Sequence[tuple[Slot, ...]]) -> tuple[dict[str, object], list[str], struct.Struct]:
         """How the parameter slots are written: the helpers' namespace, one Python expression per slot (of the
         argument variables a0, a1, ...), and the buffer's layout."""
-        namespace: dict = {}
+        namespace: dict[str, object] = {}
         values: list[str] = []
         for name, arg_slots in zip(launchfn.argument_names(len(slots)), slots):
             values += arguments.slot_values(arg_slots, name, namespace)
         return namespace, values, struct.Struct(arguments.slot_format([slot for each in slots for slot in each]))
 
     @staticmethod
-    def _buffer(layout: struct.Struct) -> tuple[ctypes.Array, ctypes.Array]:
+    def _buffer(layout: struct.Struct) -> tuple[ctypes.Array[ctypes.c_char], ctypes.Array[ctypes.c_void_p]]:
         """A parameter buffer of ``layout`` and the array of pointers to its 8-byte slots the driver takes."""
         buffer = ctypes.create_string_buffer(max(layout.size, 8))
         base = ctypes.addressof(buffer)
         addresses = (ctypes.c_void_p * max(layout.size // 8, 1))(*[base + 8 * i for i in range(layout.size // 8)])
         return buffer, addresses
 
-    def parameters(self, described) -> tuple[ctypes.Array, ctypes.Array]:
+    def parameters(
+        self, described: Sequence[Argument]
+    ) -> tuple[ctypes.Array[ctypes.c_char], ctypes.Array[ctypes.c_void_p]]:
         """The kernel's parameters for the ``described`` arguments' values, as a launch passes them: the buffer
         and the array of pointers to its slots (a graph's kernel node takes them: ``od.graph``'s update)."""
         slots = [_slots(argument) for argument in described]
@@ -121,7 +137,9 @@ class CUDALauncher:
         layout.pack_into(buffer, 0, *pack(*(argument.value for argument in described)))
         return buffer, addresses
 
-    def _generated(self, kernel, described, slots):
+    def _generated(
+        self, kernel: Kernel, described: tuple[Argument, ...], slots: list[tuple[Slot, ...]]
+    ) -> LaunchFunction:
         """The Python launch function: one ``struct.pack_into`` writes every slot of one parameter buffer
         (per launcher, under its lock: the driver copies it during the call)."""
         namespace, values, layout = self._packing(slots)
@@ -186,7 +204,7 @@ class CUDALauncher:
 
     # -- debug kernels: numba-cuda's protocol (a thread that raises stores an error code, its thread and block
     # in globals of the module named after the kernel; the host reads them after the launch)
-    def _error_global(self, name: str):
+    def _error_global(self, name: str) -> Any:
         function = self.library.get_cufunc()
         return function.module.get_global_symbol(f"{function.name}__{name}__")[0]
 
@@ -194,14 +212,16 @@ class CUDALauncher:
         from numba.cuda.cudadrv import driver as numba_driver
 
         value = ctypes.c_int()
-        numba_driver.device_to_host(ctypes.addressof(value), self._error_global(name), ctypes.sizeof(value))
+        numba_driver.device_to_host(  # type: ignore[no-untyped-call]  # numba's is unannotated
+            ctypes.addressof(value), self._error_global(name), ctypes.sizeof(value)
+        )
         return value.value
 
     def _clear_error(self) -> None:
         make_current()  # a debug kernel's launch reads and writes its globals through the driver
         self._error_global("errcode").memset(0)
 
-    def _raise_error(self, hstream) -> None:
+    def _raise_error(self, hstream: object) -> None:
         """After a debug kernel's launch (waiting for it): raise what a thread of it raised, if one did."""
         (err,) = driver().driver.cuStreamSynchronize(hstream)
         if err:
@@ -216,7 +236,7 @@ class CUDALauncher:
         message = exc_args[0] if exc_args else exc_class.__name__
         raise exc_class(f"{message}, in thread {thread} of block {block} of kernel {self.library.name}{where}")
 
-    def _failed(self, err, hstream=None) -> bool:
+    def _failed(self, err: object, hstream: SupportsInt | None = None) -> bool:
         """After the driver refused a launch: False where the stream is another context's (the slow path
         launches in the stream's context), else the driver's error."""
         if context_of_stream(hstream) is not None:
