@@ -3,7 +3,12 @@ joblib's loky and Ray, taught to ship the user's code as :mod:`overdub.travel` s
 
 Each engine pickles its tasks with one of a few picklers; each gets one hook, :func:`reduce_for_engine`,
 asked first for every object it pickles: a def of the user's code that reaches overdub or numba ships by
-value with the client's token, a struct class by value, everything else as the engine did before.
+value with the client's token, a struct class by value, plain code and a task that is no def (a method, a
+callable instance, a ``Process``) as the engine did, with the token first; everything else as before.
+
+Work runs the definitions of its submission: a pool's submission pins its function (``Pool.apply_async``,
+``imap``..., ``ProcessPoolExecutor.submit``), Dask's pure keys add the client's definitions, and a Dask
+worker starts each task in the world its def came with.
 
 * ``multiprocessing`` (every start method, ``Pool``, ``Process``) and ``concurrent.futures``: their
   ``ForkingPickler`` gets a ``reducer_override``.

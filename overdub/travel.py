@@ -13,7 +13,9 @@ definitions with every piece of work instead.
   (:func:`reduce_def`); structs (:func:`reduce_struct_class`) and contexts (:func:`reduce_context`) of the
   user's code by value.
 * **When.** The *token* -- (root, digest, others, bytes) -- goes with everything above that a pickle holds,
-  once per pickle (pickle's memo), through each engine's pickler (:mod:`overdub.engines` installs the hooks).
+  once per pickle (pickle's memo), through each engine's pickler (:mod:`overdub.engines` installs the hooks):
+  the token of the work's submission (:class:`Pinned`; a def shipped on keeps the token it came with). Its
+  digest is numbered by the root, and a process never goes back to an older snapshot of its root.
 * **Arrival.** The receiving process compares the digest with the last one it adopted (one string
   comparison: the per-task cost when nothing changed) and otherwise *adopts* it (:func:`adopt`): in each
   table, the methods whose def differs from the one it has are defined again, those the sender has not are

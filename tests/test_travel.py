@@ -57,6 +57,26 @@ def as_sender():
         kept.clear()
 
 
+@pytest.fixture
+def importable(tmp_path, monkeypatch):
+    """``importable(prefix, source)``: a module of ``source`` written to a file on ``sys.path`` and imported, so
+    that spawned workers import it too; removed from ``sys.modules`` after the test."""
+    import importlib
+
+    monkeypatch.syspath_prepend(str(tmp_path))
+    names: list[str] = []
+
+    def make(prefix: str, source: str):
+        name = f"{prefix}_{os.getpid()}_{len(names)}"
+        (tmp_path / f"{name}.py").write_text(source)
+        names.append(name)
+        return importlib.import_module(name)
+
+    yield make
+    for name in names:
+        sys.modules.pop(name, None)
+
+
 def adopt_elsewhere(token):
     """Adopt ``token`` as a process other than the one that made its tables would (one forked from it)."""
     mine = travel._ORIGIN
@@ -235,21 +255,13 @@ def _pool_task(g, x):
     return importlib.import_module(g.__module__).run_here(np.asarray(x))
 
 
-def test_a_spawned_pool_runs_the_method_the_client_redefined_by_exec(tmp_path, monkeypatch):
-    name = f"odtravel_{os.getpid()}"
-    (tmp_path / f"{name}.py").write_text(SOURCE)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    import importlib
-
-    module = importlib.import_module(name)
-    try:
-        with multiprocessing.get_context("spawn").Pool(2) as pool:
-            assert pool.starmap(_pool_task, [(module.g, [1.0, 2.0])] * 2) == [[2.0, 3.0]] * 2
-            exec("@od.function\ndef g(x: od.Float):\n    return x * 10.0\n", vars(module))
-            assert module.run_here(np.asarray([1.0, 2.0])) == [10.0, 20.0]
-            assert pool.starmap(_pool_task, [(module.g, [1.0, 2.0])] * 4) == [[10.0, 20.0]] * 4
-    finally:
-        sys.modules.pop(name, None)
+def test_a_spawned_pool_runs_the_method_the_client_redefined_by_exec(importable):
+    module = importable("odtravel", SOURCE)
+    with multiprocessing.get_context("spawn").Pool(2) as pool:
+        assert pool.starmap(_pool_task, [(module.g, [1.0, 2.0])] * 2) == [[2.0, 3.0]] * 2
+        exec("@od.function\ndef g(x: od.Float):\n    return x * 10.0\n", vars(module))
+        assert module.run_here(np.asarray([1.0, 2.0])) == [10.0, 20.0]
+        assert pool.starmap(_pool_task, [(module.g, [1.0, 2.0])] * 4) == [[10.0, 20.0]] * 4
 
 
 # --- Dask ---------------------------------------------------------------------------------------------------
@@ -746,31 +758,24 @@ def _redefine_f(module, c: float) -> None:
     module.run(f"@od.function\ndef f(x: od.Float):\n    return x * {c}\n")
 
 
-def test_pool_work_runs_the_definitions_of_its_submission_though_a_redefinition_follows_at_once(tmp_path, monkeypatch):
+def test_pool_work_runs_the_definitions_of_its_submission_though_a_redefinition_follows_at_once(importable):
     import concurrent.futures
-    import importlib
 
-    name = f"odsubmitted_{os.getpid()}"
-    (tmp_path / f"{name}.py").write_text(SUBMITTED)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    module = importlib.import_module(name)
+    module = importable("odsubmitted", SUBMITTED)
     module.run = lambda source: exec(source, vars(module))
-    try:
-        spawn = multiprocessing.get_context("spawn")
-        with spawn.Pool(1) as pool, concurrent.futures.ProcessPoolExecutor(1, mp_context=spawn) as executor:
-            assert pool.apply_async(module.task, (1.0,)).get(120) == executor.submit(module.task, 1.0).result(120)
-            for c in (3.0, 4.0, 5.0):
-                due = module.task(1.0)
-                submitted = (
-                    pool.apply_async(module.task, (1.0,)),
-                    executor.submit(module.task, 1.0),
-                    pool.imap(module.task, [1.0, 1.0]),
-                )
-                _redefine_f(module, c)  # the next cell, before the pools' threads pickled the work
-                assert submitted[0].get(120) == submitted[1].result(120) == due
-                assert list(submitted[2]) == [due, due]
-    finally:
-        sys.modules.pop(name, None)
+    spawn = multiprocessing.get_context("spawn")
+    with spawn.Pool(1) as pool, concurrent.futures.ProcessPoolExecutor(1, mp_context=spawn) as executor:
+        assert pool.apply_async(module.task, (1.0,)).get(120) == executor.submit(module.task, 1.0).result(120)
+        for c in (3.0, 4.0, 5.0):
+            due = module.task(1.0)
+            submitted = (
+                pool.apply_async(module.task, (1.0,)),
+                executor.submit(module.task, 1.0),
+                pool.imap(module.task, [1.0, 1.0]),
+            )
+            _redefine_f(module, c)  # the next cell, before the pools' threads pickled the work
+            assert submitted[0].get(120) == submitted[1].result(120) == due
+            assert list(submitted[2]) == [due, due]
 
 
 def test_dask_work_runs_the_definitions_of_its_submission_though_a_redefinition_follows_at_once():
@@ -831,27 +836,20 @@ class Scaler:
 """
 
 
-def test_a_method_or_a_callable_instance_as_a_task_runs_the_definitions_the_client_has_now(tmp_path, monkeypatch):
+def test_a_method_or_a_callable_instance_as_a_task_runs_the_definitions_the_client_has_now(importable):
     import concurrent.futures
-    import importlib
 
-    name = f"odtaskobjects_{os.getpid()}"
-    (tmp_path / f"{name}.py").write_text(TASK_OBJECTS)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    module = importlib.import_module(name)
-    try:
-        scaler = module.Scaler()
-        tasks = (scaler, scaler.bound, module.Scaler.cls)
-        for task in tasks:  # each pickles with the client's definitions first
-            assert b"_with_token" in bytes(multiprocessing.reduction.ForkingPickler.dumps(task))
-        spawn = multiprocessing.get_context("spawn")
-        with spawn.Pool(1) as pool, concurrent.futures.ProcessPoolExecutor(1, mp_context=spawn) as executor:
-            assert [pool.apply_async(t, (1.0,)).get(120) for t in tasks] == [2.0] * 3
-            exec("@od.function\ndef f(x: od.Float):\n    return x * 5.0\n", vars(module))  # a cell run again
-            assert [pool.apply_async(t, (1.0,)).get(120) for t in tasks] == [5.0] * 3
-            assert [executor.submit(t, 1.0).result(120) for t in tasks] == [5.0] * 3
-    finally:
-        sys.modules.pop(name, None)
+    module = importable("odtaskobjects", TASK_OBJECTS)
+    scaler = module.Scaler()
+    tasks = (scaler, scaler.bound, module.Scaler.cls)
+    for task in tasks:  # each pickles with the client's definitions first
+        assert b"_with_token" in bytes(multiprocessing.reduction.ForkingPickler.dumps(task))
+    spawn = multiprocessing.get_context("spawn")
+    with spawn.Pool(1) as pool, concurrent.futures.ProcessPoolExecutor(1, mp_context=spawn) as executor:
+        assert [pool.apply_async(t, (1.0,)).get(120) for t in tasks] == [2.0] * 3
+        exec("@od.function\ndef f(x: od.Float):\n    return x * 5.0\n", vars(module))  # a cell run again
+        assert [pool.apply_async(t, (1.0,)).get(120) for t in tasks] == [5.0] * 3
+        assert [executor.submit(t, 1.0).result(120) for t in tasks] == [5.0] * 3
 
 
 # --- what travels is freed when nothing holds it -------------------------------------------------------------
