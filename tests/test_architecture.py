@@ -1,7 +1,10 @@
 """The shape of the package: imports flow one way, and what depends on numba internals says so."""
 
 import ast
+import os
 import pathlib
+import subprocess
+import sys
 
 import pytest
 
@@ -244,3 +247,59 @@ def test_a_registered_target_is_found_by_name_and_holds_its_memory():
         registry.entry("tpu")
     with pytest.raises(ValueError, match="registered already"):
         registry.register("cpu", "CPU2", "overdub.targets.cpu", lambda value: True)
+
+
+_TOY_TARGET = '''
+"""A third target for the test: the CPU target's compiler under another name, with its own context."""
+from overdub.targets.cpu.target import CPUTarget
+from overdub.targets.registry import register
+
+TOY = register("toy", "TOY", __name__, lambda value: False)
+
+
+class ToyTarget(CPUTarget):
+    name = "toy"
+    base = TOY
+
+    def _with_options(self, options):
+        return ToyTarget(options, self.root)
+
+
+TARGET = ToyTarget()
+
+
+def current_target():
+    return TARGET
+'''
+
+_USES_THE_TOY_TARGET = """
+import numpy as np
+import overdub as od
+import toytarget
+
+@od.function
+def g(x):
+    return x + 1
+
+@toytarget.TOY.overdub(g)
+def _(x):
+    return x + 100
+
+def kernel(out):
+    out[0] = g(out[0])
+
+out = np.zeros(1)
+od.cuda(kernel, out, blocks=1, threads=1, target="toy")
+od.cuda(kernel, out, blocks=1, threads=1, target="cpu")
+assert out[0] == 101, out
+assert "od.TOY" in repr(od.ALL) and od.targets.registry.holding(out).name == "cpu"
+print("ok")
+"""
+
+
+def test_a_third_target_is_one_package_and_a_registry_entry(tmp_path):
+    # the registry is the process's: a subprocess, with the target's module on its path
+    (tmp_path / "toytarget.py").write_text(_TOY_TARGET)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), str(PACKAGE.parent)]))
+    done = subprocess.run([sys.executable, "-c", _USES_THE_TOY_TARGET], env=env, capture_output=True, text=True)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
