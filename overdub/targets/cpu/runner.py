@@ -153,7 +153,7 @@ def require_runner(construct: str) -> None:
         )
 
 
-def need(*what: Need) -> None:
+def need(*what: Need | LocalMemory) -> None:
     """At code generation: the kernel being built needs fibers (and maybe a resident grid)."""
     built = typing.cast("Guarded | None", world.being_built())  # at code generation: a compile's node
     if built is not None:
