@@ -12,6 +12,7 @@ there -- numba internals (the call convention's status), admitted here and in ``
 from __future__ import annotations
 
 import re
+import types as pytypes
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeAlias
 
@@ -233,7 +234,7 @@ def _lines(source: str, placeholder: str, lines: list[str]) -> str:
     )
 
 
-def _takes_state(func: Callable[..., object]) -> bool:
+def _takes_state(func: pytypes.FunctionType) -> bool:
     code = func.__code__
     return code.co_argcount > 0 and code.co_varnames[0] == STATE_PARAMETER
 
@@ -251,7 +252,7 @@ def _stub(header: str, nargs: int) -> Callable[..., None]:
 
 
 def _loops_function(
-    func: Callable[..., object],
+    func: pytypes.FunctionType,
     argtypes: tuple[types.Type, ...],
     header: str,
     loops: str,
@@ -280,7 +281,7 @@ def _loops_function(
 
 
 def compile_body(
-    func: Callable[..., object], argtypes: tuple[types.Type, ...], loops: str, options: _Options
+    func: pytypes.FunctionType, argtypes: tuple[types.Type, ...], loops: str, options: _Options
 ) -> tuple[_Compiled, int]:
     """The grid body of ``func`` (its loops: ROW_LOOP or THREAD_BODY), compiled with numba's ``options``,
     and its address. The body is called from C only: it has no CPython wrapper."""
@@ -426,7 +427,7 @@ def loaded_entry(argtypes: tuple[types.Type, ...], rebuild: Callable[[], Compile
     return compiled
 
 
-def uses_sync(func: Callable[..., object]) -> bool:
+def uses_sync(func: pytypes.FunctionType) -> bool:
     """Does the kernel itself name a construct that needs fibers? (A first guess, read off its code; its
     callees are known only once compiled.)"""
     code = func.__code__
@@ -438,7 +439,7 @@ def uses_sync(func: Callable[..., object]) -> bool:
 
 
 def compile_grid_body(
-    func: Callable[..., object], argtypes: tuple[types.Type, ...], needs: set[object], options: _Options
+    func: pytypes.FunctionType, argtypes: tuple[types.Type, ...], needs: set[object], options: _Options
 ) -> tuple[_Compiled, int, str]:
     """The grid body ``func`` needs, its address and the runner's mode for it. ``needs`` is what the kernel
     being built needs, filled in while its code (and its callees') is generated: a kernel first compiled as a
@@ -470,7 +471,7 @@ def may_raise(body: _Compiled) -> bool:
     return any(status not in ("0", "-2") for status in re.findall(r"\bret i32 (\S+)", code))
 
 
-def compile_serial(func: Callable[..., object], argtypes: tuple[types.Type, ...], options: _Options) -> _Compiled:
+def compile_serial(func: pytypes.FunctionType, argtypes: tuple[types.Type, ...], options: _Options) -> _Compiled:
     """Where the runner is not built: the grid loop as a function of the arguments and the grid, called from
     Python on the launching thread."""
     grid_loop = _loops_function(func, argtypes, _ARGUMENTS_FIRST, SERIAL_LOOP, options, no_cfunc_wrapper=True)
