@@ -330,7 +330,7 @@ def to_integer(rounding: str, toty: types.Integer) -> Codegen:
 
     def codegen(context: BaseContext, builder: ir.IRBuilder, sig: Signature, args: Sequence[ir.Value]) -> ir.Value:
         rounded = llvm_intrinsic(rounding)(context, builder, sig, args)
-        return saturating(builder, rounded, sig.args[0], toty)  # type: ignore[no-untyped-call]  # numba's is unannotated
+        return saturating(builder, rounded, sig.args[0], toty)
 
     return codegen
 
