@@ -207,7 +207,7 @@ def _half(*args: types.Type) -> bool:
 
 def _overload_binary(op: Callable[..., object], function: Callable[..., object]) -> None:
     @overload(op, target="cpu")
-    def binary(a: types.Type, b: types.Type) -> Callable[..., object] | None:
+    def binary(a, b):  # type: ignore[no-untyped-def]  # bare: annotations change how numba's @overload matches (float16 ran in float)
         if _half(a, b):
             return lambda a, b: function(a, b)
         return None
@@ -215,7 +215,7 @@ def _overload_binary(op: Callable[..., object], function: Callable[..., object])
 
 def _overload_unary(op: Callable[..., object], function: Callable[..., object] | None) -> None:
     @overload(op, target="cpu")
-    def unary(a: types.Type) -> Callable[..., object] | None:
+    def unary(a):  # type: ignore[no-untyped-def]  # bare: annotations change how numba's @overload matches (float16 ran in float)
         if _half(a):
             return (lambda a: a) if function is None else (lambda a: function(a))
         return None

@@ -266,8 +266,8 @@ def _grid_sync(typingctx: TypingContext, group: types.Type) -> _Typed:
 
 
 @overload_method(GridGroupType, "sync")
-def _grid_group_sync(group: GridGroupType) -> Callable[[GridGroupType], None]:
-    return lambda group: _grid_sync(group)  # type: ignore[call-arg, arg-type]  # numba's stub of an intrinsic's call counts the typing context
+def _grid_group_sync(group):  # type: ignore[no-untyped-def]  # bare, as numba's @overload takes it (see half.py)
+    return lambda group: _grid_sync(group)  # type: ignore[call-arg]  # numba's stub of an intrinsic's call counts the typing context
 
 
 # --- shared and local arrays -----------------------------------------------------------------------------
