@@ -439,11 +439,12 @@ def uses_sync(func: pytypes.FunctionType) -> bool:
 
 
 def compile_grid_body(
-    func: pytypes.FunctionType, argtypes: tuple[types.Type, ...], needs: set[object], options: _Options
+    func: Callable[..., Any], argtypes: tuple[types.Type, ...], needs: set[object], options: _Options
 ) -> tuple[_Compiled, int, str]:
     """The grid body ``func`` needs, its address and the runner's mode for it. ``needs`` is what the kernel
     being built needs, filled in while its code (and its callees') is generated: a kernel first compiled as a
     grid loop is compiled again as a thread body when it turned out to need fibers."""
+    assert isinstance(func, pytypes.FunctionType)  # a kernel rewritten in its chain
     template = THREAD_BODY if uses_sync(func) else ROW_LOOP
     body, address = compile_body(func, argtypes, template, options)
     # a raise ends its thread alone (not debug): a row loop may raise, so each thread runs as a fiber instead
@@ -471,9 +472,10 @@ def may_raise(body: _Compiled) -> bool:
     return any(status not in ("0", "-2") for status in re.findall(r"\bret i32 (\S+)", code))
 
 
-def compile_serial(func: pytypes.FunctionType, argtypes: tuple[types.Type, ...], options: _Options) -> _Compiled:
+def compile_serial(func: Callable[..., Any], argtypes: tuple[types.Type, ...], options: _Options) -> _Compiled:
     """Where the runner is not built: the grid loop as a function of the arguments and the grid, called from
     Python on the launching thread."""
+    assert isinstance(func, pytypes.FunctionType)  # a kernel rewritten in its chain
     grid_loop = _loops_function(func, argtypes, _ARGUMENTS_FIRST, SERIAL_LOOP, options, no_cfunc_wrapper=True)
     grid_loop.compile(serial_types(argtypes))
     grid_loop.disable_compile()
