@@ -175,3 +175,23 @@ def test_each_launcher_provides_the_launcher_interface():
     members = [name for name in vars(targets.Launcher) if not name.startswith("_")]
     for launcher in (cpu.target.CPULauncher, cuda.CUDALauncher):
         assert [m for m in members if not hasattr(launcher, m)] == []
+
+
+def _mypy_coverage():
+    """.ci/mypy_coverage.py, the measure CI prints, loaded as a module."""
+    import importlib.util
+
+    path = pathlib.Path(__file__).resolve().parent.parent / ".ci" / "mypy_coverage.py"
+    spec = importlib.util.spec_from_file_location("mypy_coverage", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_no_module_of_the_package_is_under_mypy_ignore_errors():
+    assert [p for p in _mypy_coverage().ignored_patterns() if p.startswith("overdub")] == []
+
+
+def test_mypy_strict_covers_at_least_90_percent_of_the_package_lines():
+    strict_lines, total_lines, not_strict = _mypy_coverage().coverage()
+    assert strict_lines >= 0.9 * total_lines, f"strict on {strict_lines} of {total_lines} lines; not: {not_strict}"
