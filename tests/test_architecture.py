@@ -303,3 +303,23 @@ def test_a_third_target_is_one_package_and_a_registry_entry(tmp_path):
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), str(PACKAGE.parent)]))
     done = subprocess.run([sys.executable, "-c", _USES_THE_TOY_TARGET], env=env, capture_output=True, text=True)
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
+
+
+def _mypy_coverage():
+    """.ci/mypy_coverage.py, the measure CI prints, loaded as a module."""
+    import importlib.util
+
+    path = pathlib.Path(__file__).resolve().parent.parent / ".ci" / "mypy_coverage.py"
+    spec = importlib.util.spec_from_file_location("mypy_coverage", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_no_module_of_the_package_is_under_mypy_ignore_errors():
+    assert [p for p in _mypy_coverage().ignored_patterns() if p.startswith("overdub")] == []
+
+
+def test_mypy_strict_covers_at_least_90_percent_of_the_package_lines():
+    strict_lines, total_lines, not_strict = _mypy_coverage().coverage()
+    assert strict_lines >= 0.9 * total_lines, f"strict on {strict_lines} of {total_lines} lines; not: {not_strict}"

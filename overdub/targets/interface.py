@@ -198,6 +198,7 @@ class Target(Protocol):
     def synchronize(self, device: int | str | None = None) -> None:
         """Wait for launched work to finish and flush device printf output: on ``device`` (None: the
         current one; ``"all"``: every one). By default launches finish before they return."""
+        return None
 
     def compile_host(self, func: Callable[..., Any], argtypes: tuple[Any, ...]) -> Callable[..., Any]:
         """A Python-callable compile of ``func`` (rewritten in a chain) for these argument types (``od.overdub``)."""
@@ -221,6 +222,7 @@ class Target(Protocol):
     def check_launchable(self, stream: object = None) -> None:
         """Raise a clear error where launching on this target (on ``stream``) is impossible here (no GPU, no
         driver, a stream of another context than the current one). By default it always is possible."""
+        return None
 
     def graph_capture(self) -> GraphCapture | None:
         """A capture of ``od.graph``'s launches into the target's executable graph; None (the default): the
