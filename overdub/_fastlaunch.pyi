@@ -1,6 +1,6 @@
 """Types of the native launch path (``_fastlaunch.c``): the C launch function and ``od.cuda``'s lookup."""
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from types import ModuleType
 
 from overdub.compiler import Kernel
@@ -19,7 +19,7 @@ class Launcher:
         self,
         kernel: Kernel,
         checks: object,
-        specs: list[object],
+        specs: Sequence[object],  # overdub.targets.cuda.abi's spec records
         kernel_handle: int,
         # cuLaunchKernel, cuCtxGetCurrent, cuKernelGetFunction, cuStreamGetCtx, cuCtxPushCurrent, cuCtxPopCurrent
         driver_entries: tuple[int, int, int, int, int, int],

@@ -221,7 +221,7 @@ def launch_from_table(
     state: object,
     blocks: object,
     threads: object,
-    shmem: object,
+    shmem: int,
     stream: object,
 ) -> bool:
     """The fast path in Python: the launch table's launch functions for the call, tried in turn with the

@@ -51,6 +51,7 @@ __all__ = [
     "slot_values",
     "interface_fields",
     "native_spec",
+    "native_specs",
     "ScalarSpec",
     "PointerSpec",
     "ArraySpec",
@@ -316,6 +317,18 @@ def native_spec(kind: ArgumentKind[Any, Any], signature: Any, slots: tuple[Slot,
     """How ``_fastlaunch.c`` guards and marshals values of ``kind`` with ``signature`` (laid out in ``slots``),
     or None where it has no entry for them: the generated launch function serves."""
     return None
+
+
+def native_specs(described: Sequence[Argument], slots: Sequence[tuple[Slot, ...]]) -> list[NativeSpec] | None:
+    """The native spec of each of the ``described`` arguments (laid out in ``slots``): the records a native
+    launcher is made with, or None where one argument has none."""
+    specs = []
+    for argument, arg_slots in zip(described, slots):
+        spec = None if argument.kind is None else native_spec(argument.kind, argument.signature, arg_slots)
+        if spec is None:
+            return None
+        specs.append(spec)
+    return specs
 
 
 @native_spec.register(arguments.PythonInt)

@@ -25,7 +25,8 @@ except ImportError:  # built without a C compiler: the generated Python launch p
 else:
     _fastlaunch.set_scalar_layouts(arraylayout.scalar_layouts())
 
-from .driver import context_of_stream, driver, in_context_now, make_current, stream_handle, toolkit
+from ...launchconfig import stream_handle
+from .driver import context_of_stream, driver, in_context_now, make_current, toolkit
 
 if TYPE_CHECKING:
     from ...arguments import Argument
@@ -85,11 +86,9 @@ class CUDALauncher:
         the kernel's parameter slots fit its buffer."""
         if _fastlaunch is None or sum(map(len, slots)) > abi.MAX_SLOTS:
             return None
-        specs = [  # each a record _fastlaunch.c reads by field name, or None: no entry for the kind
-            abi.native_spec(a.kind, a.signature, arg_slots) for a, arg_slots in zip(described, slots)
-        ]
+        specs = abi.native_specs(described, slots)
         checks = kernel.guard.native_checks()
-        if None in specs or checks is None:
+        if specs is None or checks is None:
             return None
         if any(isinstance(spec, abi.ArraySpec) for spec in specs):
             arraylayout.install(_fastlaunch)
