@@ -461,14 +461,17 @@ def _forwarded(site: Overdubbed, forward: object) -> Overdubbed:
 
 
 class Kernel(Guarded):
-    """A compiled kernel: its launcher, valid while every edge it consulted holds."""
+    """A compiled kernel: its code and this process's launcher of it, valid while every edge it consulted
+    holds."""
 
-    __slots__ = ("job", "launcher", "launch_keys")
+    __slots__ = ("job", "code", "launcher", "launch_keys")
 
     def __init__(self, job: CompileJob) -> None:
         super().__init__()
         self.job = job
-        # the target's Launcher (overdub.targets, above this module), set once built or loaded, before it is cached
+        # the target's code (what the disk cache stores) and the Launcher it links of it (overdub.targets, above
+        # this module), set once built or loaded, before the kernel is cached
+        self.code: object = None
         self.launcher: object = None
         # where the runtime's launch table holds launch functions for it
         self.launch_keys: set[tuple[object, ...]] = set()
@@ -540,7 +543,8 @@ def _built_kernel(job: CompileJob) -> Kernel:
     target = job.target
     kernel = Kernel(job)
     started = time.perf_counter()
-    kernel.launcher = _build(job, kernel, target.compile_kernel, f"compiling kernel {job.call()} for {target.label}")
+    kernel.code = _build(job, kernel, target.compile_kernel, f"compiling kernel {job.call()} for {target.label}")
+    kernel.launcher = target.link(kernel.code)
     compile_ms[kernel.describe()] = (time.perf_counter() - started) * 1e3
     runtime.count("compiles")
     diskcache.store(job, kernel)

@@ -1,7 +1,8 @@
 """Contexts: tables of overdubs that a kernel is compiled in.
 
 A :class:`Context` maps callees to overdub method tables. A kernel launched in a user context is compiled in
-the *chain* user context -> its parents -> the target's base context (:data:`CPU` or :data:`CUDA`) -> the
+the *chain* user context -> its parents -> the target's base context (``od.CPU``, ``od.CUDA``: made by the
+registry of targets, ``overdub.targets.registry``) -> the
 callee itself; each call asks the chain in that order and the first context with an applicable overdub wins.
 An overdub method's own body is compiled one context down (the chain after the context it came from), the
 way PyTorch's dispatch modes pop themselves while their handler runs: calling ``f`` inside ``f``'s overdub
@@ -27,7 +28,7 @@ from typing import TYPE_CHECKING, NoReturn, TypeVar, cast
 from typing import Any as Arbitrary
 
 from . import postimport, world
-from .registry import Method, MethodError, MethodTable, Reference, methods_from, reference_to
+from .registry import Method, MethodError, MethodTable, methods_from, reference_to
 from .rewrite import is_overdubbable
 from .runtime import runtime
 from .types import (
@@ -53,10 +54,6 @@ __all__ = [
     "Context",
     "BaseContext",
     "TargetRoot",
-    "CPU",
-    "CUDA",
-    "ALL",
-    "EveryTarget",
     "Stack",
     "stacked",
     "when_imported",
@@ -531,9 +528,8 @@ class TargetRoot(Context):
         return root
 
     def overdub(self, callee: Callable[..., Arbitrary]) -> NoReturn:
-        base = "od.CUDA" if self.target.name == "cuda" else "od.CPU"
         raise TypeError(
-            f"the root of the {self.target.label} target holds no overdubs: add them to {base}, "
+            f"the root of the {self.target.label} target holds no overdubs: add them to od.{self.target.base.name}, "
             f"or to a context of your own"
         )
 
@@ -576,10 +572,6 @@ class BaseContext(Context):
 
     Libraries extend it with overdubs like any other context.
     """
-
-
-CPU = BaseContext("CPU")
-CUDA = BaseContext("CUDA")
 
 
 class Stack(Context):
@@ -643,59 +635,6 @@ def resolve(context: Context | tuple[Context, ...] | None) -> Context | None:
     if isinstance(context, tuple):
         return stacked(context) if len(context) > 1 else (context[0] if context else None)
     return context
-
-
-class EveryTarget:
-    """``od.ALL``: every target's own context at once, for a library extending all targets in one call --
-    ``@od.ALL.overdub(f)``, ``@od.ALL.prehook(f)``, ``od.ALL.forward(f, g)`` do to ``od.CPU`` and ``od.CUDA``
-    what each would do alone (and ``od.CPU`` or ``od.CUDA`` where one target needs its own)."""
-
-    def __init__(self, *contexts: BaseContext) -> None:
-        self.contexts = contexts
-
-    def __reduce__(self) -> Reference:
-        return reference_to(self, __name__, "ALL")
-
-    def _each(self, decorator: str, callee: object) -> Callable[[_F], _F]:
-        def define(func: _F) -> _F:
-            for ctx in self.contexts:
-                getattr(ctx, decorator)(callee)(func)
-            return func
-
-        return define
-
-    def overdub(self, callee: Callable[..., Arbitrary]) -> Callable[[_F], _F]:
-        """Decorator: the def as an overdub of ``callee`` in every target's context."""
-        return self._each("overdub", callee)
-
-    def prehook(self, callee: object) -> Callable[[_F], _F]:
-        """Decorator: the def as a prehook of ``callee`` in every target's context."""
-        return self._each("prehook", callee)
-
-    def posthook(self, callee: object) -> Callable[[_F], _F]:
-        """Decorator: the def as a posthook of ``callee`` in every target's context."""
-        return self._each("posthook", callee)
-
-    def forward(self, callee: object, to: object) -> None:
-        """Calls of ``callee`` mean calls of ``to`` on every target (where no overdub takes them)."""
-        for ctx in self.contexts:
-            ctx.forward(callee, to)
-
-    def disablehooks(self, callee: object = Any) -> None:
-        """Every target's context's hooks off (for every call, or for ``callee``): :meth:`Context.disablehooks`."""
-        for ctx in self.contexts:
-            ctx.disablehooks(callee)
-
-    def enablehooks(self, callee: object = Any) -> None:
-        """Every target's context's hooks on again: :meth:`Context.enablehooks`."""
-        for ctx in self.contexts:
-            ctx.enablehooks(callee)
-
-    def __repr__(self) -> str:
-        return f"od.ALL ({' and '.join(f'od.{ctx.name}' for ctx in self.contexts)})"
-
-
-ALL = EveryTarget(CPU, CUDA)
 
 
 def when_imported(module_name: str) -> Callable[[_H], _H]:

@@ -38,7 +38,7 @@ from .launch import launch_configured
 from .launchconfig import LaunchConfig
 from .registry import function
 from .runtime import runtime
-from .targets import CompileOptions, get_target
+from .targets import CompileOptions, Launcher, get_target
 from .types import PtrType, dtype_of
 
 __all__ = ["jit", "Kernel", "Overload"]
@@ -259,13 +259,7 @@ class Overload:
         """The most blocks of ``blockdim`` threads (an int or a tuple) a launch of this kernel that synchronizes
         its grid may have, with ``dynsmem`` bytes of dynamic shared memory: all must be resident at once."""
         threads = math.prod(blockdim) if isinstance(blockdim, tuple) else int(blockdim)
-        launcher = self.kernel.launcher
-        co_resident = getattr(launcher, "co_resident_blocks", None)
-        if co_resident is None:  # the CUDA target's launcher: the driver's occupancy of the kernel's function
-            from .targets import cuda as cuda_target
-
-            return cuda_target.driver().co_resident_blocks(launcher._function(), threads, dynsmem)
-        return int(co_resident(threads, dynsmem))
+        return int(cast("Launcher", self.kernel.launcher).co_resident_blocks(threads, dynsmem))
 
     def __repr__(self) -> str:
         return f"<overload of {self.kernel.describe()}>"
@@ -297,13 +291,10 @@ class _Configured:
             launch_configured(self.function, args, self.config, self.target, self.context)
         except HostMemoryError:
             # as numba-cuda does for its kernels (od.cuda refuses: the copies are not free): host arrays are
-            # copied to the device for the launch and back after it
-            from .targets import cuda as cuda_target
-
-            stream = self.config.stream
-            moved, pairs = cuda_target.copied_to_device(args, stream)
+            # copied to the target's memory for the launch and back after it
+            moved, copy_back = get_target(self.target).host_copies(args, self.config.stream)
             launch_configured(self.function, moved, self.config, self.target, self.context)
-            cuda_target.copy_back(pairs, stream)
+            copy_back()
 
 
 class _Converting:
@@ -351,8 +342,7 @@ def _as_signature(args: tuple, signatures: list, target) -> tuple:
 def _as_pointer(value, ty: PtrType, target):
     """An address (an int, as numba-cuda takes one for a ``CPointer``) as a pointer into ``target``'s memory."""
     if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
-        device = get_target(target).name == "cuda"
-        return Pointer(int(value), dtype_of(ty.dtype), None, device=device)
+        return Pointer(int(value), dtype_of(ty.dtype), None, device=get_target(target).device_memory)
     return value
 
 

@@ -29,7 +29,7 @@ from typing import Any, cast
 from . import call as call_module
 from .launch import capture_into, launch_configured
 from .launchconfig import LaunchConfig
-from .targets import Target, get_target
+from .targets import GraphCapture, Launcher, Target, get_target
 
 try:
     from . import _fastlaunch
@@ -72,12 +72,18 @@ class Graph:
         self.target = target
         self.launches: list[Captured] = []
         self.thread = 0  # the thread capturing into this graph, while it does
-        self._capture: Any = None  # CUDA: overdub.targets.cuda.graph.Capture
+        self._capture: GraphCapture | None = None  # the target's capture (CUDA's); None: launches kept
         self._checked: tuple[Any, ...] = ()  # CUDA: a native launch function per compiled kernel
         self._fast: tuple[Any, ...] = ()  # _checked where it covers every kernel: graph_launch checks them
         self._replay: tuple[int, int, int] = (0, 0, 0)  # CUDA: graph_launch's executable graph, null stream, entry
         self._closed = False
         self._captured = False  # a graph captures once
+
+    @property
+    def _captures(self) -> GraphCapture:
+        """The target's capture, where the graph has one (the paths of a graph of kept launches return before)."""
+        assert self._capture is not None
+        return self._capture
 
     # -- capture ------------------------------------------------------------------------------------------
     def __enter__(self) -> Graph:
@@ -91,10 +97,8 @@ class Graph:
             raise
         self._captured = True
         try:
-            if self.target.name == "cuda":
-                from .targets.cuda.graph import Capture
-
-                self._capture = Capture()
+            self._capture = self.target.graph_capture()
+            if self._capture is not None:
                 self._capture.begin()
         except BaseException:
             self.thread = 0
@@ -141,7 +145,10 @@ class Graph:
             _, compiled, launch = call_module.launch_compiled(
                 kernel, args, on_capture, target, context, state, add=False
             )
-            captured.compiled, captured.function = compiled, int(cast(Any, compiled.launcher)._function())
+            captured.compiled, captured.function = (
+                compiled,
+                self._capture.function_of(cast(Launcher, compiled.launcher)),
+            )
         self.launches.append(captured)
         if launch is not None:
             self._keep_checked(launch)
@@ -157,7 +164,7 @@ class Graph:
         """Each launch's node: the n-th node of its function is the function's n-th launch (capture order)."""
         seen: dict[int, int] = {}
         for captured in self.launches:
-            nodes = self._capture.nodes.get(captured.function, [])
+            nodes = self._captures.nodes.get(captured.function, [])
             seen[captured.function] = seen.get(captured.function, 0) + 1
             if len(nodes) < seen[captured.function]:
                 raise RuntimeError(f"od.graph: the captured graph lacks the launch of {captured.compiled.describe()}")
@@ -171,7 +178,7 @@ class Graph:
         if self._fast:  # every kernel still valid: the graph in one call, checked and launched in C
             if stream is None and _fastlaunch.graph_launch(self._fast, *self._replay):
                 return
-            if stream is not None and self._capture.launch(self._fast, stream):
+            if stream is not None and self._captures.launch(self._fast, stream):
                 return
         if self._capture is None:
             for captured in self.launches:
@@ -179,7 +186,7 @@ class Graph:
             return
         self._check_open()
         self._refresh()
-        self._capture.launch_unchecked(stream)
+        self._captures.launch_unchecked(stream)
 
     def _run(self, captured: Captured) -> None:
         launch_configured(
@@ -203,8 +210,8 @@ class Graph:
                     f"od.graph: {old.describe()} now compiles for other argument types "
                     f"({', '.join(map(str, compiled.job.argtypes))}): capture the graph again"
                 )
-            function = int(cast(Any, compiled.launcher)._function())
-            self._capture.replace_function(captured.function, function)
+            function = self._captures.function_of(cast(Launcher, compiled.launcher))
+            self._captures.replace_function(captured.function, function)
             launch = called.launch_function(compiled)
             self._checked = tuple(c for c in self._checked if c.kernel is not old)
             done[id(old)] = (compiled, function)
@@ -228,13 +235,13 @@ class Graph:
                 f"({', '.join(map(str, captured.compiled.job.argtypes))}), these arguments are "
                 f"({', '.join(str(a.type) for a in called.arguments)}): capture a new graph"
             )
-        kept = captured.compiled.launcher.parameters(called.arguments)
+        kept = self._captures.parameters(cast(Launcher, captured.compiled.launcher), called.arguments)
         occurrence = sum(1 for c in self.launches[:index] if c.function == captured.function)
-        self._capture.replace_arguments(captured.function, occurrence, kept[1])
+        self._captures.replace_arguments(captured.function, occurrence, kept[1])
         captured.args, captured.kept = tuple(args), kept
 
     def _check_open(self) -> None:
-        if self._closed or self._capture.exec is None:
+        if self._closed or self._captures.exec is None:
             raise RuntimeError("od.graph: this graph was closed (or its capture failed)")
 
     def close(self) -> None:

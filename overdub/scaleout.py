@@ -18,14 +18,12 @@ from typing import cast
 
 from . import launch, travel
 from .context import Context
+from .targets import get_target
+from .targets.registry import holding
 
 __all__ = ["map_blocks", "map_overlap"]
 
 _THREADS: dict[int, typing.Any] = {1: (256,), 2: (16, 16), 3: (8, 8, 4)}
-
-
-def _is_cupy(chunk: object) -> bool:
-    return type(chunk).__module__.startswith("cupy")
 
 
 def _run_chunk(
@@ -37,18 +35,14 @@ def _run_chunk(
     *chunks: object,
 ) -> object:
     first = chunks[0]
-    if _is_cupy(first):
-        import cupy as xp
-    else:
-        import numpy as xp
-    out = xp.empty(first.shape, dtype=dtype or first.dtype)  # type: ignore[attr-defined]
+    chosen = target or holding(first).name  # by default, where the chunks are
+    out = get_target(chosen).empty(first.shape, dtype or first.dtype)  # type: ignore[attr-defined]
     if out.size:
         threads = _THREADS[max(out.ndim, 1)] if out.ndim <= 3 else None
         if threads is None:
             raise ValueError(f"od.map_blocks: chunks of {out.ndim} dimensions (a kernel's grid has at most 3)")
         shape = out.shape or (1,)
         grid = tuple(math.ceil(n / t) for n, t in zip(shape, threads))
-        chosen = target or ("cuda" if _is_cupy(first) else "cpu")
         kernel = cast("Callable[..., None]", shipped.kernel)
         launch.cuda(kernel, out, *chunks, *scalars, blocks=grid, threads=threads, target=chosen, context=context)
     return out

@@ -3,6 +3,8 @@
 import ast
 import pathlib
 
+import pytest
+
 import overdub
 
 PACKAGE = pathlib.Path(overdub.__file__).resolve().parent
@@ -98,7 +100,6 @@ def test_numba_is_reached_only_from_the_bridge_the_targets_and_the_modules_that_
     allowed = {
         "overdub.cuda",  # the drop-in namespace, whose names are numba-cuda's
         "overdub.cuda.random",
-        "overdub.cuda.cpu.ufuncs",  # numba-cuda's ufuncs on the CPU target: numba's CPU ufuncs
         "overdub.types",
         "overdub.compiler",
         "overdub.intrinsics",
@@ -175,3 +176,71 @@ def test_each_launcher_provides_the_launcher_interface():
     members = [name for name in vars(targets.Launcher) if not name.startswith("_")]
     for launcher in (cpu.target.CPULauncher, cuda.CUDALauncher):
         assert [m for m in members if not hasattr(launcher, m)] == []
+
+
+def _outside_targets() -> dict[str, pathlib.Path]:
+    return {name: path for name, path in _modules().items() if not name.startswith("overdub.targets")}
+
+
+def test_only_the_targets_and_the_drop_in_namespace_import_numba_cuda():
+    # overdub.cuda is numba-cuda's namespace for a numba-cuda program: its names are numba-cuda's
+    importers = []
+    for name, path in _outside_targets().items():
+        if name == "overdub.cuda" or name.startswith("overdub.cuda."):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            names += [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
+            if any(n == "numba.cuda" or n.startswith("numba.cuda.") or n.startswith("numba_cuda") for n in names):
+                importers.append(name)
+    assert importers == []
+
+
+def test_outside_the_targets_no_module_compares_against_a_target_or_imports_one():
+    from overdub.targets import registry
+
+    names = {entry.name for entry in registry.entries()} | {entry.base.name for entry in registry.entries()}
+    found = []
+    for name, path in _outside_targets().items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Compare):
+                constants = [c for c in ast.walk(node) if isinstance(c, ast.Constant) and c.value in names]
+                found += [f"{name}:{node.lineno} compares against {c.value!r}" for c in constants]
+            if isinstance(node, ast.ImportFrom) and node.module and node.level:
+                target_package = node.module.split(".")[:2] in (["targets", "cpu"], ["targets", "cuda"])
+                from_targets = node.module == "targets" and {a.name for a in node.names} & {"cpu", "cuda"}
+                if target_package or from_targets:
+                    found.append(f"{name}:{node.lineno} imports a target's package")
+    assert found == []
+
+
+def test_no_module_below_the_front_imports_the_targets():
+    # the front: the modules above the targets' face in the diagram (the public API, the launch, the calls)
+    layers = _design_layers()
+    modules = _modules()
+    below = [
+        f"{name} imports {dep}"
+        for name, path in modules.items()
+        if not name.startswith("overdub.targets") and layers[name] > layers["overdub.targets"]
+        for dep in _imports(name, path, modules)
+        if dep.startswith("overdub.targets")
+    ]
+    assert below == []
+
+
+def test_a_registered_target_is_found_by_name_and_holds_its_memory():
+    import numpy as np
+
+    from overdub.targets import registry
+
+    assert [entry.name for entry in registry.entries()][:2] == ["cpu", "cuda"]
+    assert registry.holding(np.zeros(1)).name == "cpu"
+
+    class DeviceArray:
+        __cuda_array_interface__ = None  # the protocol's attribute, read by name
+
+    assert registry.holding(DeviceArray()).name == "cuda"
+    with pytest.raises(ValueError, match="unknown target 'tpu': use 'cpu' or 'cuda'"):
+        registry.entry("tpu")
+    with pytest.raises(ValueError, match="registered already"):
+        registry.register("cpu", "CPU2", "overdub.targets.cpu", lambda value: True)

@@ -74,7 +74,6 @@ def test_settings_py_imports_nothing_of_overdub():
 @pytest.mark.parametrize(
     "setting, text, message",
     [
-        (settings.TARGET, "bogus", "OVERDUB_TARGET is 'bogus': set it to 'cpu' or 'cuda'"),
         (settings.CPU_THREADS, "0", "OVERDUB_CPU_THREADS is '0': set it to a positive number"),
         (settings.CPU_THREADS, "two", "OVERDUB_CPU_THREADS is 'two'"),
         (settings.DEBUG, "yes", "OVERDUB_DEBUG is 'yes': set it to 1"),

@@ -24,14 +24,15 @@ when the grid is done.
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import ctypes
+import dataclasses
 import itertools
 import math
 import secrets
 import types as pytypes
 import weakref
+from typing import Any
 
 import numba
 from numba.core import bytecode, config
@@ -43,17 +44,20 @@ from numba.core.registry import cpu_target
 from ... import arguments, bridge, settings, world
 from ...bridge.hidden import HiddenArgumentCall
 from ...bridge.pointers import forwarded_views
-from ...context import CPU, TargetRoot, when_imported
+from ...context import TargetRoot, when_imported
 from ...intrinsics import LaunchNeed, cuprintln
 from ...runtime import runtime
 from ...types import typeof
 from .. import launchfn
+from ..interface import Target
 from ..options import CompileOptions, Configurable
+from ..registry import CPU
 from . import checks as cpu_checks
 from . import conversions as cpu_conversions  # noqa: F401  (registers the GPU's float to integer conversions)
 from . import devicemath, half, libdevice, runner
 from . import grid as cpu_grid
 from . import libm as cpu_libm
+from . import printing as _printing  # noqa: F401  (registers how CPU code prints)
 from . import state as cpu_state
 from . import sync as cpu_sync
 from .atomics import ATOMIC
@@ -237,7 +241,27 @@ _loaded_code: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 runtime.register_cache(f"{__name__}._loaded_code", _loaded_code, kept="what loaded code was read from, as it lives")
 
 
-class CPUTarget(Configurable):
+@dataclasses.dataclass(frozen=True)
+class CPUCode:
+    """A kernel's code on the CPU target, as ``compile_kernel`` or the disk cache makes it: numba's
+    dispatchers holding its machine code, and the runner's mode for it."""
+
+    mode: str  # the runner's mode (cpu_grid.MODES), or "serial": the grid loop where the runner is not built
+    body: Any  # the grid body's dispatcher; the serial grid loop's where mode is "serial"
+    address: int  # the grid body's compiled address (0: serial)
+    entry: Any  # the entry's dispatcher, shared by the kernels of the same argument types (None: serial)
+    argtypes: tuple[Any, ...]
+    checked: bool
+
+    @property
+    def compiled(self) -> Any:
+        """numba internals: the compile result of the grid body (of the serial grid loop)."""
+        if self.mode == "serial":
+            return _compiled(self.body, cpu_grid.serial_types(self.argtypes))
+        return _compiled(self.body, cpu_grid.BODY_TYPES)
+
+
+class CPUTarget(Configurable, Target):
     name = "cpu"
     base = CPU
     compile_lock = global_compiler_lock
@@ -281,9 +305,6 @@ class CPUTarget(Configurable):
     def argument(self, value) -> arguments.Argument:
         return arguments.describe(value, typeof, "device", _refuse_device_memory)
 
-    def typeof(self, value):
-        return self.argument(value).type
-
     def compile_method(self, func, typing_context, argtypes, kws):
         # called only from compiled code: without the wrappers a call from Python needs (compile latency)
         dispatcher = numba.njit(func, no_cpython_wrapper=True, no_cfunc_wrapper=True, **self._njit_options)
@@ -305,14 +326,13 @@ class CPUTarget(Configurable):
         calls = HiddenArgumentCall(cpu_target.target_context, sig, impl_key)
         return calls.sig, calls.impl_key, calls
 
-    def code(self, launcher, kind: str) -> str:
-        """A compiled kernel's code as this target made it: its LLVM IR ("llvm") or native assembly ("asm") --
-        the grid body's, the kernel's own code (the loop over threads around it is the same for every kernel).
+    def code(self, code: CPUCode, kind: str) -> str:
+        """A kernel's code as this target made it: its LLVM IR ("llvm") or native assembly ("asm") -- the grid
+        body's, the kernel's own code (the loop over threads around it is the same for every kernel).
         (numba internals: a compile result's library.)"""
-        if isinstance(launcher, SerialLauncher):
-            cres = _compiled(launcher.grid_loop, launcher.argtypes)
-        else:
-            cres = _compiled(launcher.body, cpu_grid.BODY_TYPES)
+        if kind not in ("llvm", "asm"):
+            return super().code(code, kind)
+        cres = code.compiled
         if cres.library in _loaded_code:
             raise ValueError(
                 "this kernel was loaded from the disk cache as machine code, which holds no IR: read it with "
@@ -320,7 +340,7 @@ class CPUTarget(Configurable):
             )
         return cres.library.get_llvm_str() if kind == "llvm" else cres.library.get_asm_str()
 
-    def compile_kernel(self, func, argtypes):
+    def compile_kernel(self, func, argtypes) -> CPUCode:
         argtypes, checked = tuple(argtypes), self.options.debug
         needs = world.being_built().needs
         with cpu_checks.checking(checked):
@@ -328,48 +348,42 @@ class CPUTarget(Configurable):
                 grid_loop = cpu_grid.compile_serial(func, argtypes, self._njit_options)
                 bridge.note_attribute_templates(grid_loop)
                 runner.check_local_memory(needs, f"kernel {func.__qualname__}")
-                return SerialLauncher(grid_loop, argtypes, checked)
+                return CPUCode("serial", grid_loop, 0, None, argtypes, checked)
             body, address, mode = cpu_grid.compile_grid_body(func, argtypes, needs, self._njit_options)
         bridge.note_attribute_templates(body)
         runner.check_local_memory(needs, f"kernel {func.__qualname__}")
-        return CPULauncher(body, address, mode, cpu_grid.entry(argtypes), argtypes, checked)
+        return CPUCode(mode, body, address, cpu_grid.entry(argtypes), argtypes, checked)
 
-    # -- the disk cache's view of a compiled kernel: the runner's mode for it, the grid body's machine code
-    # (the serial grid loop's where the runner is not built) and the entry's (shared by the kernels taking the
+    def link(self, code: CPUCode) -> CPULauncher | SerialLauncher:
+        if code.mode == "serial":
+            return SerialLauncher(code.body, code.argtypes, code.checked)
+        return CPULauncher(code.body, code.address, code.mode, code.entry, code.argtypes, code.checked)
+
+    # -- the disk cache's view of a kernel's code: the runner's mode for it, the grid body's machine code (the
+    # serial grid loop's where the runner is not built) and the entry's (shared by the kernels taking the
     # same argument types, and most of a small kernel's compile), each serialised as numba's own cache does
     # (numba/core/caching.py, CompileResultCacheImpl: CompileResult._reduce / _rebuild). ---------------------
-    def launcher_payload(self, launcher):
+    def serialized(self, code: CPUCode):
         """The mode, the code of the grid body and of the entry, or None where the code holds addresses of
         this process (numba's "dynamic globals"; a checked kernel's record of a failed check)."""
         if self.options.debug:
             return None
-        if isinstance(launcher, SerialLauncher):
-            body = _serialised(_compiled(launcher.grid_loop, launcher.argtypes))
+        body = _serialised(code.compiled)
+        if code.mode == "serial":
             return None if body is None else ("serial", body, None)
-        body = _serialised(_compiled(launcher.body, cpu_grid.BODY_TYPES))
-        entry = _serialised(_compiled(launcher.entry, next(iter(launcher.entry.overloads))))
-        return None if body is None or entry is None else (launcher.mode, body, entry)
+        entry = _serialised(_compiled(code.entry, next(iter(code.entry.overloads))))
+        return None if body is None or entry is None else (code.mode, body, entry)
 
-    def launcher_from_payload(self, payload, argtypes):
-        mode, body, entry = payload
+    def deserialized(self, stored, argtypes) -> CPUCode:
+        mode, body, entry = stored
         if (mode == "serial") != (runner.SYMBOLS is None) or (mode != "serial" and mode not in cpu_grid.MODES):
             raise ValueError(f"a {mode!r} grid cannot run here")  # the cache tag keys by the runner: not reached
-        argtypes = tuple(argtypes)
+        argtypes, checked = tuple(argtypes), self.options.debug
         if mode == "serial":
-            return SerialLauncher(
-                cpu_grid.loaded_serial(_rebuilt(body), len(argtypes), self._njit_options), argtypes, self.options.debug
-            )
+            grid_loop = cpu_grid.loaded_serial(_rebuilt(body), len(argtypes), self._njit_options)
+            return CPUCode("serial", grid_loop, 0, None, argtypes, checked)
         body, address = cpu_grid.loaded_body(_rebuilt(body), self._njit_options)
-        return CPULauncher(
-            body, address, mode, cpu_grid.loaded_entry(argtypes, lambda: _rebuilt(entry)), argtypes, self.options.debug
-        )
-
-    @contextlib.contextmanager
-    def on_device(self, device, what: str = "od.cuda", stream=None):
-        """The CPU target has one device, 0 (None: the current one), where every stream is."""
-        if device is not None and (device != 0 or isinstance(device, bool)):
-            raise ValueError(f"{what}(device={device!r}): the CPU target has one device, 0")
-        yield
+        return CPUCode(mode, body, address, cpu_grid.loaded_entry(argtypes, lambda: _rebuilt(entry)), argtypes, checked)
 
     def synchronize(self, device=None):
         """Launches return when their grid is done: nothing is left to wait for but printf's buffer (the CPU
@@ -378,18 +392,13 @@ class CPUTarget(Configurable):
             raise ValueError(f"od.synchronize(device={device!r}): the CPU target has one device, 0")
         _libc.fflush(None)
 
-    def for_current_device(self):
-        return self
-
-    def check_launchable(self, stream=None):
-        """The CPU target runs anywhere (a stream's launches in order)."""
-
 
 def _configured(options: CompileOptions) -> CPUTarget:
     return TARGET.configured(options)
 
 
 TARGET = CPUTarget()
+bridge.name_typing_context(type(cpu_target.typing_context), "CPU")
 TARGET.root.forward(print, cuprintln)
 for _name in ("fmod", "remainder", "modf"):  # numba-cuda compiles them, numba's CPU target does not
     TARGET.root.forward(getattr(math, _name), getattr(cpu_libm, _name))

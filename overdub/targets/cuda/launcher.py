@@ -177,11 +177,17 @@ class CUDALauncher:
         """The driver's occupancy-optimal block size for this kernel."""
         return driver().potential_block_size(self._function(), shmem)
 
-    def _check_co_resident(self, blocks: int, threads: int, shmem: int) -> None:
-        """A cooperative grid must be resident all at once, as numba-cuda requires: say so before launching."""
+    def co_resident_blocks(self, threads: int, shmem: int = 0) -> int:
+        """How many blocks of ``threads`` threads (and ``shmem`` bytes of dynamic shared memory) the current
+        device holds at once: the most a cooperative launch may have (the driver's occupancy)."""
         limit = self._co_resident.get((threads, shmem))
         if limit is None:
             limit = self._co_resident[(threads, shmem)] = driver().co_resident_blocks(self._function(), threads, shmem)
+        return limit
+
+    def _check_co_resident(self, blocks: int, threads: int, shmem: int) -> None:
+        """A cooperative grid must be resident all at once, as numba-cuda requires: say so before launching."""
+        limit = self.co_resident_blocks(threads, shmem)
         if blocks > limit:
             raise ValueError(
                 f"the kernel synchronizes its whole grid (cuda.cg.this_grid().sync()), so every block "
