@@ -18,12 +18,12 @@ from __future__ import annotations
 import numbers
 from dataclasses import dataclass
 
-__all__ = ["LaunchConfig", "Dims", "dims", "shmem_bytes", "stream_handle"]
+__all__ = ["LaunchConfig", "Shape", "Extents", "dims", "shmem_bytes", "stream_handle"]
 
-Dims = tuple[int, int, int]
+Shape = tuple[int, int, int]
 """A grid or block shape, normalised: three positive ints."""
 
-Extents = int | Dims
+Extents = int | Shape
 """A grid or block shape as a :class:`LaunchConfig` keeps it: a plain int for one dimension (what a launch
 function reads fastest), else three ints."""
 
@@ -90,7 +90,7 @@ def _extents(value: object, what: str) -> Extents:
     return shape[0] if shape[1:] == (1, 1) else shape
 
 
-def dims(value: object, what: str) -> Dims:
+def dims(value: object, what: str) -> Shape:
     """A grid or block shape as three positive ints: an integer (numpy's too, not a bool) or a tuple of 1-3,
     within CUDA's limits for ``what`` ("blocks" or "threads")."""
     shape = tuple(map(_extent, value)) if isinstance(value, (tuple, list)) else (_extent(value),)
