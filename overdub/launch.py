@@ -130,7 +130,8 @@ _python_cuda = cuda  # what the native od.cuda calls for the keywords it leaves 
 
 
 def install_lookup(slow_path: Callable[..., None] = launch_slow) -> None:
-    """Give the native od.cuda its launch table and its slow path (a test may wrap it). The lookup caches each
+    """Give the native od.cuda its launch table and its slow path (a test may wrap it), which it calls as
+    ``slow_path(kernel, args, **options)``, each of ``_fastlaunch.OPTIONS`` by its name. The lookup caches each
     kernel's last key while the table is unchanged (its version tag), and reads each kernel's valid flag in
     its slot."""
     assert _fastlaunch is not None
