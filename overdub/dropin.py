@@ -34,7 +34,8 @@ from .bridge.signatures import array_fits, as_scalar_of, signature_argtypes, typ
 from .call import KernelCall
 from .context import Context
 from .intrinsics import Pointer
-from .launch import cuda
+from .launch import launch_configured
+from .launchconfig import LaunchConfig
 from .registry import function
 from .runtime import runtime
 from .targets import CompileOptions, Launcher, get_target
@@ -147,13 +148,15 @@ class Kernel:
     def __getitem__(self, config) -> Callable[..., None]:
         configured = self._configs.get(config)
         if configured is None:
-            plain = _Configured(self, *_launch_config(config))
-            # nothing converts the arguments first (signatures, numba-cuda's extensions): the native front
-            fast = not (plain.signatures or plain.extensions)
-            configured = self._configs[config] = (
-                launch.configured(plain, plain.function, plain.options) if fast else plain
-            )
+            configured = self._configs[config] = self._configured(_launch_config(config))
         return configured
+
+    def _configured(self, config: LaunchConfig) -> Callable[..., None]:
+        """Calling it launches with ``config``: the native front where the extension is built (the lookup
+        with the configuration held), after the arguments' conversions where the kernel has some."""
+        plain = _Configured(self, config)
+        front = launch.configured(plain, plain.function, config, plain.target, plain.context)
+        return _Converting(self, front, plain.target, config.stream) if self.signatures or self.extensions else front
 
     def __reduce__(self):
         # what makes it: its def (which engines ship by value), its options and context; no compiled state
@@ -262,63 +265,64 @@ class Overload:
         return f"<overload of {self.kernel.describe()}>"
 
 
-def _launch_config(config) -> tuple:
-    """(blocks, threads, stream, shmem) from numba-cuda's ``[blocks, threads(, stream(, shmem))]``."""
+def _launch_config(config) -> LaunchConfig:
+    """The launch configuration of numba-cuda's ``[blocks, threads(, stream(, shmem))]``, checked (a stream of
+    0 is the default stream)."""
     if not isinstance(config, tuple) or not 2 <= len(config) <= 4:
         raise ValueError(
             f"launch configuration must be [blocks, threads], [blocks, threads, stream] or "
             f"[blocks, threads, stream, shmem], not {config!r}"
         )
     blocks, threads, stream, shmem = config + (0, 0)[len(config) - 2 :]
-    return blocks, threads, stream, shmem
+    return LaunchConfig.of(blocks, threads, shmem, None if isinstance(stream, int) and stream == 0 else stream)
 
 
 class _Configured:
-    """``kernel[blocks, threads, ...]``: calling it launches."""
+    """``kernel[blocks, threads, ...]``: calling it launches, with its configuration (one checked record)."""
 
-    __slots__ = ("function", "options", "signatures", "extensions")
+    __slots__ = ("function", "config", "target", "context")
 
-    def __init__(self, kernel: Kernel, blocks, threads, stream, shmem):
-        self.function, self.signatures, self.extensions = kernel.py_func, kernel.signatures, kernel.extensions
-        target = kernel.target_name if kernel.options == CompileOptions() else kernel.target
-        self.options = {
-            "blocks": blocks,
-            "threads": threads,
-            "shmem": shmem,
-            "stream": None if isinstance(stream, int) and stream == 0 else stream,  # 0: default
-            "context": kernel.context,
-            "target": target,
-        }
+    def __init__(self, kernel: Kernel, config: LaunchConfig):
+        self.function, self.config, self.context = kernel.py_func, config, kernel.context
+        self.target = kernel.target_name if kernel.options == CompileOptions() else kernel.target
+
+    def __call__(self, *args):
+        try:
+            launch_configured(self.function, args, self.config, self.target, self.context)
+        except HostMemoryError:
+            # as numba-cuda does for its kernels (od.cuda refuses: the copies are not free): host arrays are
+            # copied to the target's memory for the launch and back after it
+            moved, copy_back = get_target(self.target).host_copies(args, self.config.stream)
+            launch_configured(self.function, moved, self.config, self.target, self.context)
+            copy_back()
+
+
+class _Converting:
+    """``kernel[blocks, threads, ...]`` of a kernel whose arguments are converted before each launch (explicit
+    signatures, numba-cuda's extensions): the conversions, then the launch (``front``)."""
+
+    __slots__ = ("front", "target", "signatures", "extensions", "stream")
+
+    def __init__(self, kernel: Kernel, front: Callable[..., None], target, stream):
+        self.front, self.target, self.stream = front, target, stream
+        self.signatures, self.extensions = kernel.signatures, kernel.extensions
 
     def __call__(self, *args):
         if self.signatures:
-            args = _as_signature(args, self.signatures, self.options["target"])
-        if self.extensions:
-            return self._extended(args)
-        self._launch(args)
-
-    def _extended(self, args):
-        """numba-cuda's extensions: each converts the arguments before the launch (``prepare_args(ty, value,
-        stream=, retr=)``, ``ty`` the value's numba type where it has one) and may queue write-backs."""
-        stream, retr, prepared = self.options["stream"] or 0, [], []
+            args = _as_signature(args, self.signatures, self.target)
+        if not self.extensions:
+            return self.front(*args)
+        # numba-cuda's extensions: each converts the arguments before the launch (``prepare_args(ty, value,
+        # stream=, retr=)``, ``ty`` the value's numba type where it has one) and may queue write-backs
+        stream, retr, prepared = self.stream or 0, [], []
         for value in args:
             ty = typeof_or_none(value)
             for extension in self.extensions:
                 ty, value = extension.prepare_args(ty, value, stream=stream, retr=retr)
             prepared.append(value)
-        self._launch(tuple(prepared))
+        self.front(*prepared)
         for write_back in retr:
             write_back()
-
-    def _launch(self, args):
-        try:
-            cuda(self.function, *args, **self.options)
-        except HostMemoryError:
-            # as numba-cuda does for its kernels (od.cuda refuses: the copies are not free): host arrays are
-            # copied to the target's memory for the launch and back after it
-            moved, copy_back = get_target(self.options["target"]).host_copies(args, self.options["stream"])
-            cuda(self.function, *moved, **self.options)
-            copy_back()
 
 
 def _as_signature(args: tuple, signatures: list, target) -> tuple:
@@ -353,7 +357,8 @@ class _ForAll:
     def __call__(self, *args):
         threads = self.tpb or self._suggested_threads(args)
         threads = max(min(threads, self.ntasks), 1)
-        _Configured(self.kernel, max(math.ceil(self.ntasks / threads), 1), threads, self.stream, self.sharedmem)(*args)
+        blocks = max(math.ceil(self.ntasks / threads), 1)
+        self.kernel._configured(_launch_config((blocks, threads, self.stream, self.sharedmem)))(*args)
 
     def _suggested_threads(self, args) -> int:
         try:

@@ -23,11 +23,12 @@ A graph belongs to the thread that captured it while capturing; one graph captur
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, cast
 
 from . import call as call_module
-from .launch import capture_into, cuda
+from .launch import capture_into, launch_configured
+from .launchconfig import LaunchConfig
 from .targets import GraphCapture, Launcher, Target, get_target
 
 try:
@@ -50,9 +51,7 @@ class Captured:
 
     kernel: Any  # as od.cuda took them
     args: tuple[object, ...]
-    threads: Any
-    blocks: Any
-    shmem: int
+    config: LaunchConfig
     target: Any
     context: Any
     state: object
@@ -122,33 +121,29 @@ class Graph:
         self,
         kernel: object,
         args: tuple[object, ...],
-        threads: object,
-        blocks: object,
-        shmem: int,
-        stream: object,
+        config: LaunchConfig,
         target: str | Target | None,
         context: Any,
         state: object,
-        debug: bool | None,
-        device: int | None,
     ) -> None:
-        """``od.cuda``'s call while this graph captures: checked as a launch is, then captured (CUDA) or kept
-        (CPU)."""
+        """``od.cuda``'s call while this graph captures (its configuration checked already): checked as a
+        launch is, then captured (CUDA) or kept (CPU)."""
         where = f"od.graph: the launch of {getattr(kernel, '__qualname__', kernel)!r}"
-        if stream is not None or device is not None or debug:
+        if config.stream is not None or config.device is not None or config.debug:
             raise ValueError(
                 f"{where} passes stream=, device= or debug=: a graph's launches run on its replay's stream and "
                 f"device, unchecked (launch checked kernels outside the graph)"
             )
         if get_target(target).name != self.target.name:
             raise ValueError(f"{where} is on another target than the graph's ({self.target.label})")
-        blocks, threads, shmem = call_module.checked_launch(kernel, args, blocks, threads, shmem, None)
-        captured = Captured(kernel, tuple(args), threads, blocks, shmem, target, context, state)
+        call_module.check_call(kernel, args)
+        captured = Captured(kernel, tuple(args), config, target, context, state)
         launch = None
         if self._capture is not None:
             self.target.check_launchable(None)
+            on_capture = replace(config, stream=self._capture.user_stream)
             _, compiled, launch = call_module.launch_compiled(
-                kernel, args, threads, blocks, shmem, self._capture.user_stream, target, context, state, add=False
+                kernel, args, on_capture, target, context, state, add=False
             )
             captured.compiled, captured.function = (
                 compiled,
@@ -194,8 +189,9 @@ class Graph:
         self._captures.launch_unchecked(stream)
 
     def _run(self, captured: Captured) -> None:
-        cuda(captured.kernel, *captured.args, threads=captured.threads, blocks=captured.blocks,
-             shmem=captured.shmem, target=captured.target, context=captured.context, state=captured.state)  # fmt: skip
+        launch_configured(
+            captured.kernel, captured.args, captured.config, captured.target, captured.context, captured.state
+        )
 
     def _refresh(self) -> None:
         """Recompile each captured kernel no longer valid and put the new code in its nodes."""
@@ -227,7 +223,7 @@ class Graph:
         was captured with; no new capture)."""
         captured = self.launches[index]
         if self._capture is None:
-            call_module.checked_launch(captured.kernel, args, captured.blocks, captured.threads, captured.shmem, None)
+            call_module.check_call(captured.kernel, args)
             captured.args = tuple(args)
             return
         self._check_open()

@@ -40,8 +40,8 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from . import bridge, compiler, diskcache, dropin, travel
-from .call import KernelCall, check_kernel
+from . import compiler, diskcache, dropin, travel
+from .call import KernelCall, check_call
 from .context import Context
 from .registry import reference_to, resolve_reference
 from .runtime import runtime
@@ -195,7 +195,7 @@ def _call_of(
 ) -> KernelCall:
     """The call, checked and described as a launch's would be (an ``od.jit`` kernel's on its own target and
     context)."""
-    check_kernel(bridge.python_function(kernel) or kernel, args)
+    check_call(kernel, args)
     if isinstance(kernel, dropin.Kernel):
         target, context = kernel.target, kernel.context
     return KernelCall.of(kernel, args, target, context, state, typed=True)

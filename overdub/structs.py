@@ -37,7 +37,6 @@ import numpy as np
 
 from . import dunders, world
 from . import types as lattice
-from .arguments import packed_slots
 from .runtime import runtime
 from .types import LatticeMeta, LatticeType, StructPattern, StructType
 
@@ -208,7 +207,6 @@ class StructMeta(LatticeMeta):
         value = object.__new__(typing.cast("type[StructValue]", concrete))  # a struct class
         for (name, ftype), item in zip(concrete.__overdub_type__.fields, values):
             object.__setattr__(value, name, _convert(concrete, name, item, ftype))
-        object.__setattr__(value, "__overdub_slots__", packed_slots(value))  # for the native launch path
         return value
 
     def __getitem__(cls, params: object) -> StructMeta | StructPattern:

@@ -10,8 +10,9 @@ would hide two transfers in every launch.
 
 The package, one concept a module: this module the target (compiling, registering callees, the compiled
 kernel's launcher made), :mod:`.driver` the driver and host threads' contexts, :mod:`.launcher` a compiled
-kernel's launch, :mod:`.graph` ``od.graph``'s capture and replay, :mod:`.arraylayout` where cupy keeps an
-array's fields for ``_fastlaunch.c`` to read in place.
+kernel's launch, :mod:`.abi` the parameter ABI (how each argument kind is passed: its slots, its native spec,
+a struct value's bytes), :mod:`.graph` ``od.graph``'s capture and replay, :mod:`.arraylayout` where cupy keeps
+an array's fields for ``_fastlaunch.c`` to read in place.
 """
 
 from __future__ import annotations
