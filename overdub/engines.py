@@ -36,7 +36,8 @@ import uuid
 import weakref
 from typing import cast
 
-from . import byvalue, fingerprint, postimport, travel
+from . import byvalue, postimport, travel
+from .libraries import is_library_module
 from .runtime import runtime
 
 __all__ = ["reduce_for_engine"]
@@ -47,14 +48,14 @@ def reduce_for_engine(obj: object) -> tuple[object, ...] | None:
     kind = type(obj)
     if kind is pytypes.FunctionType:
         module = obj.__module__
-        if fingerprint.is_library_module(module):
+        if is_library_module(module):
             return None
         return travel.reduce_def(cast("pytypes.FunctionType", obj))
     if isinstance(obj, type):
         return travel.reduce_struct_class(obj)
     if kind is pytypes.MethodType:  # a bound or class method of the user's code, as a task
         func = getattr(obj, "__func__", None)
-        if type(func) is pytypes.FunctionType and not fingerprint.is_library_module(func.__module__):
+        if type(func) is pytypes.FunctionType and not is_library_module(func.__module__):
             return travel.reduce_task_object(obj)
         return None
     task_class = _task_classes.get(kind)
@@ -66,7 +67,7 @@ def reduce_for_engine(obj: object) -> tuple[object, ...] | None:
 def _is_task_class(kind: type) -> bool:
     """Are instances of ``kind`` tasks of the user's code: callable, or a ``Process`` to run (their code calls
     the user's definitions)? Asked once per class."""
-    if fingerprint.is_library_module(kind.__module__):
+    if is_library_module(kind.__module__):
         return False
     process = sys.modules.get("multiprocessing.process")
     base = getattr(process, "BaseProcess", None)
@@ -179,7 +180,7 @@ def _install_dask(module: pytypes.ModuleType) -> None:
 def _dask_token(func: object) -> tuple[str, ...] | None:
     """What a Dask token of ``func`` adds to (or, for a def, is instead of) Dask's (None: nothing)."""
     func = getattr(func, "__func__", func)  # a bound method: its def
-    if type(func) is not pytypes.FunctionType or fingerprint.is_library_module(func.__module__):
+    if type(func) is not pytypes.FunctionType or is_library_module(func.__module__):
         return None
     try:
         digest, _, reaches = travel.def_bytes(func)
@@ -230,7 +231,7 @@ def _install_dask_delayed(module: pytypes.ModuleType) -> None:
 
 
 def _ray_key(func: object) -> tuple[str, str] | None:
-    if type(func) is not pytypes.FunctionType or fingerprint.is_library_module(func.__module__):
+    if type(func) is not pytypes.FunctionType or is_library_module(func.__module__):
         return None
     try:
         return travel.snapshot()[1], travel.def_bytes(func)[0]

@@ -47,8 +47,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import cast
 
-from . import bindings, bridge, byvalue, context, extending, fingerprint, registry, structs, world
+from . import bindings, bridge, byvalue, context, extending, registry, structs, world
 from .byvalue import Watch, arrived_by_value, dumps
+from .digests import Uncacheable
+from .embedded import embedded_digest
+from .libraries import is_library_module
 from .registry import GenericFunction, MethodTable, Signature
 from .runtime import runtime
 from .types import StructType
@@ -177,7 +180,7 @@ def _owner_process(key: str) -> str | None:
 def _ships(module: str | None) -> bool:
     """Are definitions made by ``module`` shipped (the user's code), rather than the same in every process
     (an installed package's, at the version the worker has too)?"""
-    return not fingerprint.is_library_module(module)
+    return not is_library_module(module)
 
 
 def _tables() -> list[tuple[str, object, MethodTable]]:
@@ -571,7 +574,7 @@ def reduce_struct_class(obj: object) -> tuple[object, ...] | None:
     redefined on the sender supersedes the one it replaces there, as it does here). None: not such a class."""
     if not isinstance(obj, structs.StructMeta) or obj.__dict__.get("__overdub_base__") is not None:
         return None
-    if fingerprint.is_library_module(obj.__module__):
+    if is_library_module(obj.__module__):
         return None
     cached = _struct_digests.get(obj)
     if cached is None:
@@ -870,8 +873,8 @@ def interned(func: pytypes.FunctionType) -> pytypes.FunctionType:
             return canonical_now
     with world.lock:  # the digest asks numba's typing registries, as a compile does (under this lock)
         try:
-            digest = fingerprint.embedded_digest(func, typing=False)[0]
-        except fingerprint.Uncacheable:  # holds something with no content digest: compiled as it is
+            digest = embedded_digest(func, typing=False)[0]
+        except Uncacheable:  # holds something with no content digest: compiled as it is
             canonical = func
         else:
             canonical = _interned.setdefault(digest, func)
@@ -898,7 +901,7 @@ class Shipped:
             return Shipped, (self.kernel,)
         if isinstance(func, pytypes.FunctionType) and func in _arrived_with:  # shipped on: as it came
             return _shipped_def_arriving, _arrived_with[func]
-        if isinstance(func, pytypes.FunctionType) and not fingerprint.is_library_module(func.__module__):
+        if isinstance(func, pytypes.FunctionType) and not is_library_module(func.__module__):
             digest, blob, _ = def_bytes(func)
             return _shipped_def_arriving, (snapshot(), digest, blob)
         return _kernel_arriving, (snapshot(), pickle.dumps(self.kernel))

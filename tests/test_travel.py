@@ -339,7 +339,7 @@ def test_map_blocks_and_map_overlap_run_a_kernel_per_chunk(make_module):
 def test_a_package_installed_with_its_metadata_anywhere_travels_by_reference(tmp_path, monkeypatch):
     """pip install --target puts a package and its *.dist-info in any directory: an installed package, whose
     functions (cloudpickle's own, say) travel by reference, not as the user's code does."""
-    from overdub import fingerprint
+    from overdub import libraries
 
     name = f"odinstalled_{os.getpid()}"
     (tmp_path / name).mkdir()
@@ -350,7 +350,7 @@ def test_a_package_installed_with_its_metadata_anywhere_travels_by_reference(tmp
 
     module = importlib.import_module(name)
     try:
-        assert fingerprint.is_library_module(name)
+        assert libraries.is_library_module(name)
         assert pickle.loads(travel.dumps(module.helper)) is module.helper
     finally:
         sys.modules.pop(name, None)
