@@ -56,7 +56,8 @@ from .registry import resolve_reference
 from .runtime import runtime
 
 if TYPE_CHECKING:
-    from .compiler import CompileJob, Kernel
+    from .compiler import Kernel
+    from .job import CompileJob
     from .targets import Launcher
 
 log = logging.getLogger("overdub")

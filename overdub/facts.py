@@ -23,7 +23,7 @@ from .locators import Locator, find_function, find_namespace, find_table, resolv
 from .registry import Signature
 
 if TYPE_CHECKING:
-    from .compiler import CompileJob
+    from .job import CompileJob
 
 __all__ = ["Fact", "DispatchFact", "EmptyTableFact", "StructFact", "FunctionFact", "GlobalFact", "EmbeddedFact"]
 

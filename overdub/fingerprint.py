@@ -42,7 +42,8 @@ from .locators import Locator, context_ref, function_ref, namespace_ref, object_
 from .registry import EmptyTable, MethodMatch, Signature
 
 if TYPE_CHECKING:
-    from .compiler import CompileJob, Kernel
+    from .compiler import Kernel
+    from .job import CompileJob
 
 __all__ = ["record", "replay", "context_digest"]
 

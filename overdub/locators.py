@@ -28,7 +28,7 @@ from .registry import GenericFunction, MethodTable, TableOwner
 from .runtime import runtime
 
 if TYPE_CHECKING:
-    from .compiler import CompileJob
+    from .job import CompileJob
 
 __all__ = [
     "Locator",

@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any
 from . import bridge, compiler, diskcache, dropin, travel
 from .call import KernelCall, check_kernel
 from .context import Context
+from .job import CompileError, CompileJob
 from .registry import reference_to, resolve_reference
 from .runtime import runtime
 
@@ -147,14 +148,14 @@ def precompile(
     are compiled and cached. Returns what happened to each call (:class:`Precompiled`)."""
     if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
         raise ValueError(f"od.precompile(workers={workers!r}): give a positive number of processes, or None")
-    pending: dict[compiler.CompileJob, KernelCall] = {}
+    pending: dict[CompileJob, KernelCall] = {}
     for kernel, args in _pairs(calls):
         call = _call_of(kernel, args, target, context, state)
         pending.setdefault(call.job, call)
     done = {job: _found(call) for job, call in pending.items()}
     to_compile = [call for job, call in pending.items() if done[job] is None]
     here, shares, notes = _assigned(to_compile, min(len(to_compile), workers or os.cpu_count() or 1))
-    failures: dict[compiler.CompileJob, str] = {}
+    failures: dict[CompileJob, str] = {}
     with contextlib.ExitStack() as stack:
         futures = _started(stack, [[by_name for _, by_name in share] for share in shares])
         for call in here:  # while the workers start
@@ -166,7 +167,7 @@ def precompile(
         if done[call.job] is None and call.job not in failures:  # a worker left no entry usable here
             done[call.job] = _compiled_here(call, notes[call.job], failures)
     if failures:
-        raise compiler.CompileError(
+        raise CompileError(
             f"od.precompile: {len(failures)} of {len(pending)} kernel calls failed to compile (the others are "
             f"compiled and cached):\n\n" + "\n\n".join(failures.values())
         )
@@ -213,9 +214,7 @@ def _found(call: KernelCall) -> PrecompiledCall | None:
 _Share = list[tuple[KernelCall, _ByName]]
 
 
-def _assigned(
-    calls: list[KernelCall], processes: int
-) -> tuple[list[KernelCall], list[_Share], dict[compiler.CompileJob, str]]:
+def _assigned(calls: list[KernelCall], processes: int) -> tuple[list[KernelCall], list[_Share], dict[CompileJob, str]]:
     """Which process compiles each call: the calls this process compiles, a share for each worker process (of
     ``processes`` in all, this one included: every ``processes``-th call a worker can compile, round
     robin), and why a call is not a worker's."""
@@ -226,7 +225,7 @@ def _assigned(
         return calls, [], {call.job: why for call in calls}
     shippable: _Share = []
     here: list[KernelCall] = []
-    notes: dict[compiler.CompileJob, str] = {}
+    notes: dict[CompileJob, str] = {}
     for call in calls:
         by_name, why = _by_name(call)
         if by_name is None:
@@ -322,7 +321,7 @@ def _loaded(call: KernelCall, answer: _Answer) -> tuple[PrecompiledCall | None, 
     return PrecompiledCall(call.job.call(), answer.how, process), ""
 
 
-def _compiled_here(call: KernelCall, note: str, failures: dict[compiler.CompileJob, str]) -> PrecompiledCall | None:
+def _compiled_here(call: KernelCall, note: str, failures: dict[CompileJob, str]) -> PrecompiledCall | None:
     """The call compiled in this process; None where it fails, the failure (naming the call) in ``failures``."""
     try:
         call.compiled()
@@ -333,4 +332,4 @@ def _compiled_here(call: KernelCall, note: str, failures: dict[compiler.CompileJ
 
 
 def _message(exc: Exception) -> str:
-    return str(exc) if isinstance(exc, compiler.CompileError) else f"{type(exc).__name__}: {exc}"
+    return str(exc) if isinstance(exc, CompileError) else f"{type(exc).__name__}: {exc}"

@@ -100,7 +100,7 @@ def test_numba_is_reached_only_from_the_bridge_the_targets_and_the_modules_that_
         "overdub.cuda.random",
         "overdub.cuda.cpu.ufuncs",  # numba-cuda's ufuncs on the CPU target: numba's CPU ufuncs
         "overdub.types",
-        "overdub.compiler",
+        "overdub.resolve",  # OverdubCallType, numba's type of an Overdubbed callee
         "overdub.intrinsics",
         "overdub.arguments",
         "overdub.operators",
