@@ -49,10 +49,18 @@ except ImportError:  # pragma: no cover - cloudpickle comes with dask; plain pic
     _BasePickler = pickle.Pickler
 
 _REACHING = ("overdub", "numba")  # the packages whose objects make a def one that must travel by value
-_PLUMBING = ("overdub.byvalue", "overdub.travel", "overdub.engines")  # what a pickle calls to rebuild, not code
+# what a pickle calls to rebuild, not code (and the modules of the package overdub.travel)
+_PLUMBING = ("overdub.byvalue", "overdub.travel", "overdub.engines")
 # reducers of other modules for objects only they know (a struct class: overdub.travel's), asked first
 class_reducers: list[Callable[[object], tuple[object, ...] | None]] = []
 runtime.register_cache(f"{__name__}.class_reducers", class_reducers, kept="reducers other modules install: code")
+
+
+def _plumbing(obj: object) -> bool:
+    """Is ``obj`` of the modules a pickle calls to rebuild what travels (this one's, the engines',
+    overdub.travel's), which make no def one that reaches overdub?"""
+    module = getattr(obj, "__module__", None)
+    return module in _PLUMBING or (isinstance(module, str) and module.startswith("overdub.travel."))
 
 
 def reaches(obj: object) -> bool:
@@ -79,7 +87,7 @@ class Shipper(_BasePickler):  # type: ignore[misc, valid-type]  # cloudpickle's 
         self.reaches = False
 
     def reducer_override(self, obj: object) -> object:
-        if not self.reaches and reaches(obj) and getattr(obj, "__module__", None) not in _PLUMBING:
+        if not self.reaches and reaches(obj) and not _plumbing(obj):
             self.reaches = True
         kind = type(obj)
         if kind is pytypes.FunctionType and not is_library_module(obj.__module__):

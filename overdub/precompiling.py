@@ -14,7 +14,7 @@ Each call takes the first tier that has it:
 * **in memory** -- compiled or loaded in this process already;
 * **on disk** -- loaded from the disk cache (:func:`overdub.compiler.loaded_kernel`): a warm start's
   ``od.precompile`` starts no process;
-* **in a worker** -- the worker adopts this process's definitions (the snapshot of :mod:`overdub.travel`: a
+* **in a worker** -- the worker adopts this process's definitions (the snapshot of :mod:`overdub.travel.snapshots`: a
   method redefined or added at run time), imports the kernel by its module and qualified name, compiles it
   for the call's argument types, target, context and state type, and stores it; this process loads the entry;
 * **here** -- compiled in this process: its share; every call with ``workers=1`` or where the disk cache is
@@ -40,12 +40,13 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from . import bridge, compiler, diskcache, dropin, travel
+from . import bridge, compiler, diskcache, dropin
 from .call import KernelCall, check_kernel
 from .context import Context
 from .job import CompileError, CompileJob
 from .registry import reference_to, resolve_reference
 from .runtime import runtime
+from .travel import arrival, snapshots
 
 if TYPE_CHECKING:
     from .targets import Target
@@ -275,7 +276,7 @@ def _started(stack: contextlib.ExitStack, shares: list[list[_ByName]]) -> list[F
     down). Each process first adopts this process's definitions."""
     if not shares:
         return []
-    snapshot = travel.snapshot()
+    snapshot = snapshots.snapshot()
     spawn = multiprocessing.get_context("spawn")
     futures = []
     for share in shares:
@@ -293,9 +294,9 @@ def _answers(future: Future[list[_Answer]], size: int) -> list[_Answer]:
         return [_Answer(None, f"its worker failed ({type(exc).__name__}: {exc})", 0)] * size
 
 
-def _compile_share(snapshot: travel.Token, share: list[_ByName]) -> list[_Answer]:
+def _compile_share(snapshot: snapshots.Token, share: list[_ByName]) -> list[_Answer]:
     """In a worker process: adopt the sender's definitions, then compile (or load) each call of the share."""
-    travel.adopt(*snapshot)
+    arrival.adopt(*snapshot)
     return [_compile_in_worker(by_name) for by_name in share]
 
 
