@@ -8,13 +8,13 @@ the next launch recompile.
 from typing import TYPE_CHECKING
 
 from . import engines as _engines  # noqa: F401  (the engines' picklers ship the user's code: overdub.travel)
-from .compiler import CompileError
 from .context import Context, when_imported
 from .dropin import jit
 from .extending import method
 from .graphs import Graph, graph
 from .host import overdub
 from .intrinsics import Pointer, cuprintln, pointer, state, unsafe_load, unsafe_store, vload, vstore
+from .job import CompileError
 from .launch import default_target, synchronize
 from .memory import struct_array
 from .precompiling import precompile

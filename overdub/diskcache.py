@@ -49,12 +49,15 @@ from typing import TYPE_CHECKING, Any
 
 from . import settings, world
 from .bindings import Guarded
-from .fingerprint import Fact, Uncacheable, context_digest, function_digest, record, replay, type_digest
+from .digests import Uncacheable, function_digest, type_digest
+from .facts import Fact
+from .fingerprint import context_digest, record, replay
 from .registry import resolve_reference
 from .runtime import runtime
 
 if TYPE_CHECKING:
-    from .compiler import CompileJob, Kernel
+    from .compiler import Kernel
+    from .job import CompileJob
 
 log = logging.getLogger("overdub")
 

@@ -28,7 +28,7 @@ from typing import cast
 
 import numpy as np
 
-from . import compiler, launch, reflect, travel
+from . import compiler, launch, reflect
 from .arguments import HostMemoryError
 from .bridge.signatures import array_fits, as_scalar_of, signature_argtypes, typeof_or_none
 from .call import KernelCall
@@ -39,6 +39,7 @@ from .launchconfig import LaunchConfig
 from .registry import function
 from .runtime import runtime
 from .targets import CompileOptions, Launcher, get_target
+from .travel import defs
 from .types import PtrType, dtype_of
 
 __all__ = ["jit", "Kernel", "Overload"]
@@ -121,7 +122,7 @@ class Kernel:
         self.__name__, self.__qualname__ = py_func.__name__, py_func.__qualname__
         self.__doc__, self.__module__ = py_func.__doc__, py_func.__module__
         self._configs: dict = {}
-        travel.note_kernel(py_func)
+        defs.note_kernel(py_func)
         self.signatures = [signature_argtypes(sig) for sig in signatures]
         for argtypes in self.signatures:
             self.compile(argtypes)

@@ -6,7 +6,7 @@ context's overdub of ``operator.getitem`` nor a method added to ``operator.add``
 pass, registered before type inference with numba's and numba-cuda's rewrite registries (numba-cuda's once a
 program imports it), turns each operator node of a function overdub compiled (the rewrite marks its clones:
 :data:`~overdub.rewrite.CHAIN_MARK` in their globals) into a call of an :class:`OperatorSite`: an Overdubbed
-callee, so numba's typing of the call is :func:`overdub.compiler.resolve_call` -- the chain's overdubs, then
+callee, so numba's typing of the call is :func:`overdub.resolve.resolve_call` -- the chain's overdubs, then
 methods added with ``od.method``, then dunders, then numba's own typing of the operator, done as numba types
 that node (:func:`numba_signature`).
 

@@ -104,7 +104,7 @@ def test_numba_is_reached_only_from_the_bridge_the_targets_and_the_modules_that_
         "overdub.cuda",  # the drop-in namespace, whose names are numba-cuda's
         "overdub.cuda.random",
         "overdub.types",
-        "overdub.compiler",
+        "overdub.resolve",  # OverdubCallType, numba's type of an Overdubbed callee
         "overdub.intrinsics",
         "overdub.arguments",
         "overdub.operators",

@@ -117,7 +117,7 @@ def _kernel(out):
 def test_the_disk_cache_key_changes_with_a_setting_that_changes_code(monkeypatch):
     from numba import types
 
-    from overdub.compiler import CompileJob
+    from overdub.job import CompileJob
     from overdub.targets import get_target
 
     target = get_target("cpu")

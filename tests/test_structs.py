@@ -14,7 +14,7 @@ from numba.core import types
 
 import overdub as od
 from helpers import in_threads, run, unique_name
-from overdub.compiler import CompileError
+from overdub.job import CompileError
 
 SHAPES = """
 import typing

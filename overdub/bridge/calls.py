@@ -1,6 +1,6 @@
 """The typing bridge proper: how calls in compiled code are typed through numba.
 
-* :func:`register_opaque`, through which the driver (:mod:`overdub.compiler`) gives each
+* :func:`register_opaque`, through which dispatch during typing (:mod:`overdub.resolve`) gives each
   :class:`~overdub.rewrite.Overdubbed` callee the numba type whose typing is where dispatch happens;
 * :func:`delegate` and :func:`dispatcher_call`, which type calls numba itself knows, and what numba's own
   registrations say of a callee (:func:`numba_implements`, :func:`always_inlined_overload`); a call typed by

@@ -81,7 +81,7 @@ from ...tables import asked
 from ...types import StructType
 
 if TYPE_CHECKING:
-    from ...compiler import Chain
+    from ...job import Chain
 
 __all__ = ["x_bounds"]
 
