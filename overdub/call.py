@@ -14,7 +14,7 @@ The lookup reads as tiers, GPUCompiler's shape (``cached_compilation``):
 * **somewhat fast path** -- the kernel compiled in this process for the call's job, still valid: a new
   launch function for these argument classes (:meth:`KernelCall.compiled`);
 * **slow path** -- under the compile lock, the disk cache (its facts re-checked here), else a compile
-  (:func:`overdub.compiler.compile_kernel`).
+  (:func:`overdub.compiler.cached_kernel`: the target's ``compile_kernel``, then its ``link``).
 
 A launch's configuration -- grid, block, shared memory, stream, device, debug -- is one
 :class:`overdub.launchconfig.LaunchConfig`, made (and checked) where the fast path leaves off: by
@@ -40,6 +40,7 @@ from . import arguments, bridge, closures, compiler, travel
 from . import context as context_module
 from .arguments import Argument
 from .context import Context
+from .job import CompileError, CompileJob
 from .launchconfig import LaunchConfig
 from .registry import GenericFunction
 from .runtime import Launch, launch_key, runtime
@@ -75,7 +76,7 @@ class KernelCall:
     chain: tuple[Context, ...]
     lifted: closures.Lifted | None
     arguments: tuple[Argument, ...]
-    job: compiler.CompileJob
+    job: CompileJob
     typed: bool  # may arguments be numba types (a reflection)?
     defaults: tuple[object, ...] = ()  # the default values of the parameters the call leaves out, passed
     interned: bool = False  # a def that arrived by value, compiled as the first of its content (travel.interned)
@@ -110,7 +111,7 @@ class KernelCall:
         values = hidden + (() if lifted is None else lifted.captured_values()) + tuple(args) + defaults
         # named by the compiled function's parameters: a lifted closure's captured variables come first
         described = tuple(_named(describe, compiled, i - len(hidden), value) for i, value in enumerate(values))
-        job = compiler.CompileJob.of(compiled, tuple(a.type for a in described), chain)
+        job = CompileJob.of(compiled, tuple(a.type for a in described), chain)
         return cls(
             kernel,
             function,
@@ -140,7 +141,7 @@ class KernelCall:
         from then on: then the kernel of :meth:`unlifted`."""
         try:
             return compiler.cached_kernel(self.job)
-        except compiler.CompileError:
+        except CompileError:
             if self.lifted is None:
                 raise
         closures.keep_unlifted(self.function)

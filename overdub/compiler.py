@@ -21,7 +21,7 @@ from typing import TypeVar, cast
 from . import bridge, diskcache, world
 from . import resolve as _resolve  # noqa: F401  (it registers the numba type of Overdubbed callees: typing calls it)
 from .bindings import Guarded
-from .job import CompileError, CompileJob, chain_name, compile_error, consult_chain
+from .job import CompileJob, chain_name, compile_error, consult_chain
 from .registry import MethodError
 from .rewrite import rewrite, state_type
 from .runtime import runtime
@@ -39,9 +39,6 @@ __all__ = [
     "stats",
     "reset",
     "compile_ms",
-    # made in overdub.job; named here too for the modules that reach them through the driver (overdub.call)
-    "CompileJob",
-    "CompileError",
 ]
 
 stats = runtime.stats

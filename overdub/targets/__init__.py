@@ -4,8 +4,8 @@ Each target is one package under ``targets/`` -- ``cpu/`` (numba's machine code,
 ``cuda/`` (numba-cuda's PTX, loaded by the driver) -- implementing :class:`Target` (:mod:`.interface`, where
 the optional hooks have their defaults), and one entry of :mod:`.registry`, which gives it its name (what
 users pass: ``od.cuda(..., target="cuda")``), its own context (``od.CUDA``) and the memory it holds. The
-driver (:mod:`overdub.compiler`) calls ``compile_method`` while numba types a caller and ``compile_kernel``
-then ``link`` for a kernel; the launch path (:mod:`overdub.launch`) asks the kernel's launcher for a launch
+driver calls ``compile_method`` while numba types a caller (:mod:`overdub.instances`) and ``compile_kernel``
+then ``link`` for a kernel (:mod:`overdub.compiler`); the launch path (:mod:`overdub.launch`) asks the kernel's launcher for a launch
 function and caches it. A target's package is imported when the target is first asked for: the CUDA
 target's imports numba-cuda, which takes longer to import than numba itself, and whether a GPU is usable is
 answered without it where no NVIDIA driver is (:mod:`.gpu`).
