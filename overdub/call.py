@@ -36,8 +36,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, cast
 
-from . import arguments, bridge, closures, compiler, travel
-from . import context as context_module
+from . import arguments, bridge, closures, compiler, stacks, travel
 from .arguments import Argument
 from .context import Context
 from .job import CompileError, CompileJob
@@ -102,7 +101,7 @@ class KernelCall:
         # an od.jit kernel launched by od.cuda: its own target (its compile options) and context, unless given
         tgt, own_context = getattr(kernel, "launch_defaults", _launch_defaults)(target)
         describe = _describer(tgt, typed)
-        ctx = context_module.resolve(own_context if context is None else context) or tgt.base  # a tuple: a stack
+        ctx = stacks.resolve(own_context if context is None else context) or tgt.base  # a tuple: a stack
         chain = ctx.chain(tgt, ctx.launch_state_type(state, lambda value: describe(value).type))
         lifted = closures.lift(function)
         compiled = function if lifted is None else lifted.function

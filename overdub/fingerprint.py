@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeGuard
 
 from . import bridge, world
 from .bindings import Binding, CellBinding, FunctionState, Guarded
-from .context import POSTHOOK, PREHOOK, Context, ContextShape, TargetRoot
+from .context import Context, ContextShape
 from .digests import (
     Uncacheable,
     answer_digest,
@@ -37,9 +37,11 @@ from .digests import (
 )
 from .embedded import embedded_digest, embeds_numba_code, target_digest
 from .facts import DispatchFact, EmbeddedFact, EmptyTableFact, Fact, FunctionFact, GlobalFact, StructFact
+from .hooktables import POSTHOOK, PREHOOK
 from .libraries import is_library_module, is_versioned_module
 from .locators import Locator, context_ref, function_ref, namespace_ref, object_ref, table_ref
 from .registry import EmptyTable, MethodMatch, Signature
+from .roots import TargetRoot
 
 if TYPE_CHECKING:
     from .compiler import Kernel

@@ -19,9 +19,10 @@ from typing import Any
 
 from . import compiler, world
 from .bindings import Guarded
-from .context import Context, resolve
+from .context import Context
 from .job import CompileJob, chain_name
 from .runtime import runtime
+from .stacks import resolve
 from .targets import get_target
 
 __all__ = ["overdub", "HostCall", "host_call"]

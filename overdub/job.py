@@ -22,7 +22,8 @@ from . import world
 from .runtime import runtime
 
 if TYPE_CHECKING:
-    from .context import Context, TargetRoot
+    from .context import Context
+    from .roots import TargetRoot
     from .targets import Target
 
 __all__ = ["CompileJob", "CompileError", "Chain", "compile_error", "consult_chain", "chain_name", "type_list"]

@@ -22,9 +22,10 @@ from typing import TYPE_CHECKING, Any, TypeAlias, cast
 import numpy as np
 
 from . import bridge
-from .context import Context, TargetRoot
+from .context import Context
 from .digests import Uncacheable, signature_digest
 from .registry import GenericFunction, MethodTable, TableOwner
+from .roots import TargetRoot
 from .runtime import runtime
 
 if TYPE_CHECKING:

@@ -28,7 +28,8 @@ if TYPE_CHECKING:
 
     from ..arguments import Argument
     from ..compiler import Kernel
-    from ..context import Context, TargetRoot
+    from ..context import Context
+    from ..roots import TargetRoot
 
 __all__ = ["Target", "Launcher", "LaunchFunction", "GraphCapture"]
 

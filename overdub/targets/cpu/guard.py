@@ -75,8 +75,9 @@ from numba.core import ir
 from numba.core import types as nt
 from numba.core.compiler import run_frontend
 
-from ...context import POSTHOOK, PREHOOK, TargetRoot
+from ...hooktables import POSTHOOK, PREHOOK
 from ...rewrite import CHAIN_MARK, ModuleProxy, Overdubbed
+from ...roots import TargetRoot
 from ...tables import asked
 from ...types import StructType
 

@@ -46,8 +46,9 @@ from numba.core.registry import cpu_target
 from ... import arguments, bridge, settings, world
 from ...bridge.hidden import HiddenArgumentCall
 from ...bridge.pointers import forwarded_views
-from ...context import TargetRoot, when_imported
+from ...context import when_imported
 from ...intrinsics import LaunchNeed, cuprintln
+from ...roots import TargetRoot
 from ...runtime import runtime
 from ...types import typeof
 from .. import launchfn
@@ -440,7 +441,7 @@ cpu_checks.install(cpu_state.read_slot)
 @when_imported("numba.cuda")
 def _define_numba_cuda(numba_cuda: pytypes.ModuleType) -> None:
     """What numba-cuda's names mean on the CPU target, added once numba-cuda is imported -- only then can a
-    kernel name them, so nothing compiled before recompiles (:meth:`~overdub.context.TargetRoot.add_imported`).
+    kernel name them, so nothing compiled before recompiles (:meth:`~overdub.roots.TargetRoot.add_imported`).
     The kernel idiom: calls are forwarded (so a context's overdub of ``cuda.grid`` still applies on the CPU),
     objects read for their attributes are replaced; numba-cuda's libdevice and fp16 placeholders, which mean
     nothing on the CPU, are forwarded to functions that compute there."""

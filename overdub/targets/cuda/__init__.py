@@ -55,8 +55,9 @@ from ... import arguments, bridge
 from ...arguments import HostMemoryError
 from ...bridge.hidden import HiddenArgumentCall
 from ...bridge.pointers import forwarded_views
-from ...context import Context, TargetRoot
+from ...context import Context
 from ...intrinsics import cuprintln
+from ...roots import TargetRoot
 from ...runtime import runtime
 from ..gpu import DEFAULT_CC, gpu_usable
 from ..interface import Target
