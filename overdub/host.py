@@ -24,6 +24,7 @@ from .job import CompileJob, chain_name
 from .runtime import runtime
 from .stacks import resolve
 from .targets import get_target
+from .targets.registry import HOST
 
 __all__ = ["overdub", "HostCall", "host_call"]
 
@@ -34,7 +35,7 @@ def overdub(
     """Call ``f(*args)`` on the host in ``ctx`` (None: the CPU target's own context): compiled, with the
     context's overdubs and hooks, and the value ``f`` returns. A context that declares state takes its value
     as a launch does (``state=``): ``od.state()`` in its overdubs and hooks reads it."""
-    target = get_target("cpu")
+    target = get_target(HOST)
     context = resolve(ctx) or target.base
     func = _as_def(f, len(args))
     hidden = () if state is None else (state,)  # the hidden first argument, as a launch passes it

@@ -11,6 +11,7 @@ from .call import KernelCall
 from .context import Context
 from .registry import EmptyTable, GenericFunction, MethodMatch
 from .targets import CompileOptions, get_target
+from .targets.registry import DEVICE, HOST
 
 __all__ = [
     "explain",
@@ -181,7 +182,7 @@ def code_ptx(
     device: int | None = None,
     context: Context | None = None,
     state: object = None,
-    target: str = "cuda",
+    target: str = DEVICE,
     **options: object,
 ) -> str:
     """The PTX of ``kernel`` for these arguments or numba types, for compute capability ``cc``, compiled with
@@ -197,7 +198,7 @@ def code_llvm(
     device: int | None = None,
     context: Context | None = None,
     state: object = None,
-    target: str = "cuda",
+    target: str = DEVICE,
     **options: object,
 ) -> str:
     """The optimised LLVM IR of ``kernel``: NVVM IR on the CUDA target (needs no GPU); with ``target="cpu"``,
@@ -210,7 +211,7 @@ def code_native(
     kernel: object, *args_or_types: object, context: Context | None = None, state: object = None, **options: object
 ) -> str:
     """The CPU target's machine code (assembly) for ``kernel``'s body; ``od.code_sass`` is the GPU's."""
-    return _code("asm", kernel, args_or_types, "cpu", None, None, context, state, options)
+    return _code("asm", kernel, args_or_types, HOST, None, None, context, state, options)
 
 
 def code_sass(
@@ -220,7 +221,7 @@ def code_sass(
     device: int | None = None,
     context: Context | None = None,
     state: object = None,
-    target: str = "cuda",
+    target: str = DEVICE,
     **options: object,
 ) -> str:
     """The SASS of ``kernel`` (needs a GPU, or ptxas and nvdisasm; ``cc`` defaults to the device's)."""
@@ -234,7 +235,7 @@ def code_typed(
     device: int | None = None,
     context: Context | None = None,
     state: object = None,
-    target: str = "cuda",
+    target: str = DEVICE,
     **options: object,
 ) -> str:
     """The typed numba IR of ``kernel`` on the CUDA target, annotated on its source lines (numba's
@@ -249,7 +250,7 @@ def code_lto_ptx(
     device: int | None = None,
     context: Context | None = None,
     state: object = None,
-    target: str = "cuda",
+    target: str = DEVICE,
     **options: object,
 ) -> str:
     """The PTX of ``kernel`` compiled with ``lto=True`` after link-time optimisation with everything it links

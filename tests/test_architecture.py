@@ -209,6 +209,10 @@ def test_outside_the_targets_no_module_compares_against_a_target_or_imports_one(
             if isinstance(node, ast.Compare):
                 constants = [c for c in ast.walk(node) if isinstance(c, ast.Constant) and c.value in names]
                 found += [f"{name}:{node.lineno} compares against {c.value!r}" for c in constants]
+            if isinstance(node, ast.Call):  # get_target("cpu"), od.cuda(..., target="cuda")
+                given = [*node.args, *(keyword.value for keyword in node.keywords)]
+                constants = [c for c in given if isinstance(c, ast.Constant) and c.value in names]
+                found += [f"{name}:{node.lineno} passes {c.value!r}" for c in constants]
             if isinstance(node, ast.ImportFrom) and node.module and node.level:
                 target_package = node.module.split(".")[:2] in (["targets", "cpu"], ["targets", "cuda"])
                 from_targets = node.module == "targets" and {a.name for a in node.names} & {"cpu", "cuda"}

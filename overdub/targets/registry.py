@@ -24,7 +24,20 @@ from ..types import Any
 if TYPE_CHECKING:
     from . import Target
 
-__all__ = ["TargetEntry", "register", "entry", "entries", "names", "holding", "EveryTarget", "ALL", "CPU", "CUDA"]
+__all__ = [
+    "HOST",
+    "DEVICE",
+    "TargetEntry",
+    "register",
+    "entry",
+    "entries",
+    "names",
+    "holding",
+    "EveryTarget",
+    "ALL",
+    "CPU",
+    "CUDA",
+]
 
 _F = TypeVar("_F", bound="Callable[..., object]")
 
@@ -108,6 +121,11 @@ def _in_host_memory(value: object) -> bool:
 def _in_cuda_memory(value: object) -> bool:
     return hasattr(value, "__cuda_array_interface__")
 
+
+HOST = "cpu"
+"""The target running code on this machine's host, in host memory: ``od.overdub``'s, ``od.code_native``'s."""
+DEVICE = "cuda"
+"""The target device code compiles for by default where no target is named (``od.code_ptx``)."""
 
 CPU = register("cpu", "CPU", "overdub.targets.cpu", _in_host_memory, "overdub.targets.cpu.hostapi")
 CUDA = register("cuda", "CUDA", "overdub.targets.cuda", _in_cuda_memory)
