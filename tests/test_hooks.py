@@ -353,12 +353,10 @@ def test_hooks_dispatch_on_their_annotations(make_module):
     assert s.tolist() == [2, 1, 1]
 
 
-ANY = """
+GEN = """
 import math
 import overdub as od
 from numba import cuda, float64
-
-ctx = od.Context("ctx", state=od.Array[od.int64, 1])
 
 @od.function
 def gen(x: od.Float):
@@ -366,6 +364,13 @@ def gen(x: od.Float):
 
 def plain(x):
     return math.sin(x)
+"""
+"""Module source of the call tree gen -> plain -> math.sin, for hooks to observe."""
+
+ANY = (
+    GEN
+    + """
+ctx = od.Context("ctx", state=od.Array[od.int64, 1])
 
 @ctx.prehook(od.Any)
 def _(*args):
@@ -378,6 +383,7 @@ def kernel(out):
     out[i] = scratch[0]
     cuda.atomic.add(out, 0, 0.0)      # numba-cuda's atomics are no functions: not observed on either target
 """
+)
 
 
 def test_a_prehook_of_any_observes_every_call_of_the_call_tree(make_module):
@@ -615,23 +621,28 @@ def test_redefining_a_catch_all_hook_replaces_it(make_module):
     assert s[0] == 11
 
 
+QUIET = """
+quiet = od.Context("quiet")
+
+def unrelated(x):
+    return x
+
+@quiet.prehook(unrelated)
+def _(x):
+    print(x)
+
+def plain_kernel(out, x):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = f(x[i]) + math.sin(x[i])
+"""
+"""Source run in ``counting``'s module: a context hooking only a function no kernel calls, and a kernel calling
+f and math.sin."""
+
+
 def test_hooks_of_other_functions_leave_a_kernel_as_it_was(make_module):
     m, x, out = counting(make_module)
-    m.run("""
-        quiet = od.Context("quiet")
-
-        def unrelated(x):
-            return x
-
-        @quiet.prehook(unrelated)
-        def _(x):
-            print(x)
-
-        def plain_kernel(out, x):
-            i = cuda.grid(1)
-            if i < out.size:
-                out[i] = f(x[i]) + math.sin(x[i])
-    """)
+    m.run(QUIET)
     od.cuda(m.plain_kernel, out, x, threads=8, context=m.quiet, target="cpu")
     assert od.stats()["method_instances"] == 1  # f only: no hooked call was generated
 
@@ -647,25 +658,8 @@ def _normalized(ptx: str) -> str:
 
 def test_a_kernel_in_a_context_with_hooks_for_other_functions_has_the_same_ptx(make_module):
     m, _, _ = counting(make_module)
-    m.run("""
-        quiet = od.Context("quiet")
-
-        def unrelated(x):
-            return x
-
-        @quiet.prehook(unrelated)
-        def _(x):
-            print(x)
-
-        @quiet.posthook(unrelated)
-        def _(r, x):
-            print(r)
-
-        def plain_kernel(out, x):
-            i = cuda.grid(1)
-            if i < out.size:
-                out[i] = f(x[i]) + math.sin(x[i])
-    """)
+    m.run(QUIET)
+    m.run("@quiet.posthook(unrelated)\ndef _(r, x):\n    print(r)\n")
     arrays = (numba.float64[::1], numba.float64[::1])
     hooked = od.code_ptx(m.plain_kernel, *arrays, context=m.quiet)
     plain = od.code_ptx(m.plain_kernel, *arrays, context=od.Context("nothing"))
@@ -800,19 +794,10 @@ def test_gpu_a_scalar_state_is_launch_data(make_module, cupy):
     assert results == [3.0, -8.0, 0.5] and od.stats()["compiles"] == 1
 
 
-CALLEE = """
-import math
-import overdub as od
-from numba import cuda
-
+CALLEE = (
+    GEN
+    + """
 trace = od.Context("trace", state=od.Array[od.int64, 1])
-
-@od.function
-def gen(x: od.Float):
-    return plain(x) + 1.0
-
-def plain(x):
-    return math.sin(x)
 
 @od.function
 def slot(f: od.Callee[gen]):
@@ -833,6 +818,7 @@ def kernel(out):
 def only_plain(out):
     out[0] = plain(0.5)
 """
+)
 
 
 def _count(m, kernel=None, threads=4):

@@ -12,7 +12,7 @@ import threading
 import numpy as np
 
 import overdub as od
-from helpers import CALLS_F, CALLS_HELPER, compiles, method_f, run
+from helpers import CALLS_F, CALLS_HELPER, compiles, method_f, methods, run
 
 # --- redefinition and rebinding make the next launch see the new code -----------------------------------
 
@@ -67,30 +67,9 @@ def test_rebound_global_constant_read_by_a_callee_is_used_by_the_next_launch(mak
 
 
 def test_redefining_the_end_of_a_call_chain_is_seen_through_the_chain(make_module):
-    m = make_module("""
-        import overdub as od
-
-        @od.function
-        def c(x: od.Integer):
-            return 1
-
-        @od.function
-        def b(x: od.Integer):
-            return c(x) + 10
-
-        @od.function
-        def a(x: od.Integer):
-            return b(x) + 100
-
-        def kernel(out):
-            out[0] = a(0)
-    """)
+    m = make_module(methods(c="1", b="c(x) + 10", a="b(x) + 100"), "def kernel(out):\n    out[0] = a(0)\n")
     assert run(m.kernel) == [111]
-    m.run("""
-        @od.function
-        def c(x: od.Integer):
-            return 7
-    """)
+    m.run(methods(c="7"))
     assert run(m.kernel) == [117]
 
 
@@ -136,23 +115,8 @@ def test_every_kernel_calling_a_generic_function_sees_a_method_added_later(make_
 
 
 def test_redefining_a_function_leaves_a_kernel_that_does_not_use_it_cached(make_module):
-    m = make_module("""
-        import overdub as od
-
-        @od.function
-        def f(x: od.Integer):
-            return 1
-
-        @od.function
-        def g(x: od.Integer):
-            return 2
-
-        def uses_f(out):
-            out[0] = f(0)
-
-        def uses_g(out):
-            out[0] = g(0)
-    """)
+    kernels = "\n\ndef uses_f(out):\n    out[0] = f(0)\n\n\ndef uses_g(out):\n    out[0] = g(0)\n"
+    m = make_module(methods(f="1", g="2") + kernels)
     run(m.uses_f)
     run(m.uses_g)
     before = compiles()
