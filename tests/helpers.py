@@ -115,12 +115,19 @@ def method_f(returns: str) -> str:
     return f"import overdub as od\n\n\n@od.function\ndef f(x: od.Integer):\n    return {returns}\n"
 
 
-def methods(**returns: str) -> str:
-    """Module source defining, for each ``name=expression``, the method ``name(x: Integer) = expression`` of a
-    generic function ``name``: ``methods(f="1", g="2")``."""
+def methods(on: str = "Integer", **returns: str) -> str:
+    """Module source defining, for each ``name=expression``, the method ``name(x: on) = expression`` of a
+    generic function ``name``: ``methods(f="1", g="2")``, ``methods("Number", f="1")``."""
     return "import overdub as od\n" + "".join(
-        f"\n\n@od.function\ndef {name}(x: od.Integer):\n    return {value}\n" for name, value in returns.items()
+        f"\n\n@od.function\ndef {name}(x: od.{on}):\n    return {value}\n" for name, value in returns.items()
     )
+
+
+def writes_seven(out):
+    """A kernel writing 7 to each element of ``out``, one thread an element."""
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = 7
 
 
 WRITES_ONE = "def kernel(out):\n    out[0] = 1\n"

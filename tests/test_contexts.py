@@ -155,11 +155,7 @@ def test_overdub_dispatches_on_argument_types(make_module):
     """)
     ctx = od.Context("ctx")
     overdub_returning(ctx, m.helper, 1)
-
-    @ctx.overdub(m.helper)
-    def _(x: od.Float):
-        return 2
-
+    overdub_returning(ctx, m.helper, 2, on=od.Float)
     assert run(m.kernel, 3, 3.0, n=2, context=ctx) == [1, 2]
 
 
@@ -274,12 +270,16 @@ def test_a_more_specific_parent_overdub_loses_to_any_applicable_child_overdub(g)
 # --- overdubs added after a compile ---------------------------------------------------------------------
 
 
-def test_overdub_added_after_compilation_triggers_a_recompile(g):
-    ctx = od.Context("ctx")
+@pytest.mark.parametrize("added_to", ["the launch's context", "its parent", "od.CPU"])
+def test_an_overdub_added_after_compilation_reaches_the_next_launch(g, added_to):
+    """Added to the context the kernel launches in, to that context's parent, or to od.CPU (under every launch,
+    one without a context too): the next launch recompiles and calls it."""
+    parent = od.Context("parent")
+    launched_in = {"the launch's context": parent, "its parent": od.Context("child", parent=parent)}.get(added_to)
     kernel = kernel_calling(g)
-    assert run(kernel, context=ctx) == [11]
-    overdub_returning(ctx, g, 1000)
-    assert run(kernel, context=ctx) == [1000]
+    assert run(kernel, context=launched_in) == [11]
+    overdub_returning(od.CPU if added_to == "od.CPU" else parent, g, 1000)
+    assert run(kernel, context=launched_in) == [1000]
 
 
 def test_overdub_of_a_plain_function_added_after_compilation_triggers_a_recompile(make_module):
@@ -288,22 +288,6 @@ def test_overdub_of_a_plain_function_added_after_compilation_triggers_a_recompil
     assert run(m.kernel, context=ctx) == [11]
     overdub_returning(ctx, m.helper, 7)
     assert run(m.kernel, context=ctx) == [7]
-
-
-def test_overdub_added_to_a_parent_after_compilation_reaches_the_child(g):
-    parent = od.Context("parent")
-    child = od.Context("child", parent=parent)
-    kernel = kernel_calling(g)
-    assert run(kernel, context=child) == [11]
-    overdub_returning(parent, g, 1000)
-    assert run(kernel, context=child) == [1000]
-
-
-def test_overdub_added_to_od_cpu_after_compilation_reaches_launches_without_context(g):
-    kernel = kernel_calling(g)
-    assert run(kernel) == [11]
-    overdub_returning(od.CPU, g, 1000)
-    assert run(kernel) == [1000]
 
 
 def test_redefining_an_overdub_is_used_by_the_next_launch(g):

@@ -13,7 +13,7 @@ import pytest
 from numba import cuda
 
 import overdub as od
-from helpers import CALLS_F_OF_X, NUMBA_CALLEES, ROOT, SEED, TWO_ARGS, in_threads, method_f, run_python
+from helpers import CALLS_F_OF_X, NUMBA_CALLEES, ROOT, SEED, TWO_ARGS, in_threads, method_f, run_python, writes_seven
 from overdub.targets import cuda as cuda_target
 
 pytestmark = pytest.mark.gpu
@@ -581,12 +581,7 @@ def test_od_jit_passes_a_record_by_its_device_copy_and_copies_it_back():
 
 
 def test_forall_sizes_blocks_by_occupancy_and_covers_every_task(cupy):
-    @od.jit
-    def fill(out):
-        i = cuda.grid(1)
-        if i < out.size:
-            out[i] = 7
-
+    fill = od.jit(writes_seven)
     out = cupy.zeros(100_000, dtype=cupy.int64)
     fill.forall(out.size)(out)
     assert int((out == 7).sum()) == out.size
