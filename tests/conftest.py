@@ -20,7 +20,8 @@ def _gpu_usable() -> bool:
 
 def _skips() -> dict:
     """Marker -> the skip a test with it gets here (None: it runs). ``soak`` and ``model`` tests run in CI's full
-    run (OVERDUB_FULL=1, .ci/run); ``slow`` ones, the same for minutes to hours, with OVERDUB_SLOW=1 (which runs those too)."""
+    run (OVERDUB_FULL=1, .ci/run); ``slow`` ones, the same for minutes to hours, with OVERDUB_SLOW=1, which runs
+    the ``soak`` and ``model`` ones too."""
     slow = bool(os.environ.get("OVERDUB_SLOW"))
     full = slow or bool(os.environ.get("OVERDUB_FULL"))
     return {

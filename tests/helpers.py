@@ -1,7 +1,9 @@
 """Helpers shared by the test files (imported as ``from helpers import ...``; tests/ is on ``sys.path``
 because pytest's default ``prepend`` import mode inserts the directory of tests/conftest.py).
 
-Pytest hooks and fixtures live in conftest.py; everything else the tests share lives here.
+Pytest hooks and fixtures live in conftest.py; everything else the tests share lives here: module sources and
+builders of them, the launch helper ``run``, and the one way a test runs Python in a fresh interpreter
+(``run_python``; ``start_python`` and ``finish_python`` for several at once).
 """
 
 import itertools

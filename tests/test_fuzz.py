@@ -2,11 +2,11 @@
 bounds guard, checked (``debug=True``), on CUDA where a GPU is, and with the plain-Python reference.
 
 The default run checks a slice (16 kernels, in this process), CI's full run (``OVERDUB_FULL=1``) 64;
-``OVERDUB_SLOW=1`` runs ``OVERDUB_FUZZ_N`` kernels (default
-10^4) on the CPU target and ``pytest -m gpu tests/test_fuzz.py`` ``OVERDUB_FUZZ_N`` kernels (default 1000) on
-both targets, each in ``OVERDUB_FUZZ_PROCESSES`` subprocesses (default: one a core) from seed
-``OVERDUB_FUZZ_SEED``. A divergence prints its seed and the shrunk kernel; reproduce it with
-``python tests/fuzz_kernels.py SEED 8`` (docs/fuzzing.md).
+``OVERDUB_SLOW=1`` runs ``OVERDUB_FUZZ_N`` kernels (default 10^4) on the CPU target and ``pytest -m gpu
+tests/test_fuzz.py`` ``OVERDUB_FUZZ_N`` kernels (default 1000) on both targets, each in
+``OVERDUB_FUZZ_PROCESSES`` subprocesses (default: one a core) from seed ``OVERDUB_FUZZ_SEED``. A divergence
+prints its seed and the shrunk kernel; reproduce it with ``python tests/fuzz_kernels.py SEED 8``
+(docs/fuzzing.md).
 """
 
 import json
