@@ -15,7 +15,7 @@ chunks mapped with
 and with ``--gpu`` (cupy chunks, dask-cuda's ``LocalCUDACluster`` when installed) the same with the CUDA
 target against numba-cuda and cupy. Each graph is computed once to warm up (compiles) and then timed; the
 per-task figure is the graph's time over its tasks. It also measures, in this process, the receiving side's
-check when nothing changed (``travel.adopt`` of the snapshot adopted last, and a generic function's whole
+check when nothing changed (``arrival.adopt`` of the snapshot adopted last, and a generic function's whole
 unpickling) and the snapshot's bytes per generic function. Prints one JSON line.
 """
 
@@ -38,7 +38,9 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
 import overdub as od  # noqa: E402
-from overdub import registry, travel  # noqa: E402
+from overdub import registry  # noqa: E402
+from overdub.travel import arrival, defs, origins, snapshots  # noqa: E402
+from overdub.travel.tasks import reduce_def  # noqa: E402
 
 LIB = """
 import numba
@@ -140,20 +142,20 @@ def _sync_costs(generic_functions: int) -> dict:
     module.od = od
     sys.modules[module.__name__] = module
     exec(source, vars(module))
-    _root, digest, others, blob = travel.snapshot()
-    n = sum(1 for gf in registry.every_generic_function() if gf.table.methods and travel._ships(gf.__module__))
-    travel._adopted["digest"] = digest  # as a worker that adopted it: the check is the per-task cost
+    _root, digest, others, blob = snapshots.snapshot()
+    n = sum(1 for gf in registry.every_generic_function() if gf.table.methods and snapshots.ships(gf.__module__))
+    origins.adopted["digest"] = digest  # as a worker that adopted it: the check is the per-task cost
     loops = 200_000
     start = time.perf_counter()
     for _ in range(loops):
-        travel.adopt("another process", digest, others, blob)
+        arrival.adopt("another process", digest, others, blob)
     adopt_us = (time.perf_counter() - start) / loops * 1e6
     data = pickle.dumps(module.h0)
     start = time.perf_counter()
     for _ in range(20_000):
         pickle.loads(data)
     loads_us = (time.perf_counter() - start) / 20_000 * 1e6
-    travel._adopted.clear()
+    origins.adopted.clear()
     return {
         "sync_check_us": adopt_us,
         "generic_function_unpickle_us": loads_us,
@@ -223,13 +225,13 @@ def _engine_rows(quick: bool) -> dict:
     for _ in range(loops):
         ForkingPickler.dumps(run_main)
     ship_us = (time.perf_counter() - start) / loops * 1e6
-    token, digest, blob = travel.reduce_def(run_main)[1]
-    travel._adopted["digest"] = token[1]  # as a worker that adopted it
+    token, digest, blob = reduce_def(run_main)[1]
+    origins.adopted["digest"] = token[1]  # as a worker that adopted it
     start = time.perf_counter()
     for _ in range(loops):
-        travel._def_arriving(token, digest, blob)
+        defs.def_arriving(token, digest, blob)
     arrive_us = (time.perf_counter() - start) / loops * 1e6
-    travel._adopted.clear()
+    origins.adopted.clear()
     return {"engines": rows, "engines_right": right, "ship_us": ship_us, "arrive_us": arrive_us}
 
 

@@ -8,19 +8,21 @@ the next launch recompile.
 from typing import TYPE_CHECKING
 
 from . import engines as _engines  # noqa: F401  (the engines' picklers ship the user's code: overdub.travel)
-from .compiler import CompileError
-from .context import ALL, CPU, CUDA, Context, when_imported
+from .context import Context, when_imported
 from .dropin import jit
 from .extending import method
 from .graphs import Graph, graph
 from .host import overdub
 from .intrinsics import Pointer, cuprintln, pointer, state, unsafe_load, unsafe_store, vload, vstore
+from .job import CompileError
 from .launch import default_target, synchronize
+from .memory import struct_array
 from .precompiling import precompile
 from .reflect import code_llvm, code_native, code_ptx, code_sass, code_typed, explain, invalidation_tree, stats
 from .registry import AmbiguityError, GenericFunction, Method, MethodError, function, methods, which
 from .scaleout import map_blocks, map_overlap
-from .structs import struct, struct_array
+from .structs import struct
+from .targets.registry import ALL, CPU, CUDA
 from .types import AbstractType, PtrType, issubtype
 from .world import current_world, invalidation_log
 

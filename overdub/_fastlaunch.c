@@ -7,10 +7,12 @@
  * cuLaunchKernel. It returns True when it launched, False when a check failed (the caller then takes the
  * slow path, which may recompile), and raises when the driver refuses the launch.
  *
- * How each kind of argument is checked and marshalled is one entry of the `kinds` table below, matching an
- * argument kind of overdub/arguments.py (its native_spec). The slots of a launch live on the C stack; a
- * Launcher whose kernel takes more than MAX_SLOTS refuses to be made (OverflowError) and the Python launch
- * path serves that kernel instead.
+ * How each kind of argument is checked and marshalled is one entry of the `kinds` table below; the CUDA
+ * target's parameter ABI (overdub/targets/cuda/abi.py) hands each argument's spec over as a record whose fields
+ * this table names and reads by name (SPEC_FIELDS). The slots of a launch live on the C stack; a Launcher whose
+ * kernel takes more than MAX_SLOTS refuses to be made (OverflowError) and the Python launch path serves that
+ * kernel instead. What Python must agree on is written here once and exported as module attributes -- MAX_SLOTS,
+ * SCALAR_CODES, SPEC_FIELDS, OPTIONS and launch_key -- which tests/test_fastlaunch.py checks Python against.
  *
  * Built against the limited API (abi3): one binary serves every CPython from 3.11 on.
  */
@@ -40,14 +42,15 @@ typedef struct {
 enum kind { SCALAR = 's', POINTER = 'p', ARRAY = 'a', VALUE = 'v' };
 
 typedef struct {
-    char kind;          /* SCALAR, POINTER, ARRAY or VALUE */
-    char code;          /* SCALAR: struct code q Q i I h H b B f d ? */
-    char layout;        /* ARRAY: 'C', 'F' or 'A' */
-    char exact;         /* ARRAY: the dtype is this very object (a record dtype: == is blind to its struct) */
-    int device;         /* POINTER: the pointer's device flag */
-    long ndim;          /* ARRAY; VALUE: its slot count */
-    long long itemsize; /* ARRAY */
-    PyObject *dtype;    /* POINTER, ARRAY: the numpy dtype the guard expects; VALUE: its class's definition */
+    char code;             /* SCALAR: struct code q Q i I h H b B f d ? */
+    char layout;           /* ARRAY: 'C', 'F' or 'A' */
+    char exact;            /* ARRAY: the dtype is this very object (a record dtype: == is blind to its struct) */
+    char device;           /* POINTER: the pointer's device flag */
+    long long ndim;        /* ARRAY; VALUE: its slot count (nslots) */
+    long long itemsize;    /* ARRAY */
+    PyObject *dtype;       /* POINTER, ARRAY: the numpy dtype the guard expects */
+    PyObject *definition;  /* VALUE: its class's definition node */
+    PyObject *pack;        /* VALUE: value -> the bytes of its slots, called on its first launch */
     const struct Kind_ *ops;
 } ArgSpec;
 
@@ -75,7 +78,7 @@ typedef struct {
 } Launcher;
 
 static PyObject *s_valid, *s_usable, *s_dtype, *s_ndim, *s_c_contiguous, *s_f_contiguous, *s_size, *s_data, *s_ptr,
-    *s_shape, *s_strides, *s_address, *s_device, *s_overdub_slots;
+    *s_shape, *s_strides, *s_address, *s_device, *s_cuda_slots;
 static unsigned long long launches = 0;
 static PyObject *node_type = NULL; /* world.Node, whose instances keep `valid` at valid_offset (install()) */
 static Py_ssize_t valid_offset = 0;
@@ -136,12 +139,15 @@ typedef struct {
 } ScalarLayout;
 static ScalarLayout scalar_layouts[128];
 
+/* The width of each scalar code this path converts (0: none), in bytes of its slot: the one list of them
+ * (SCALAR_CODES exports it; scalar_pack converts each). */
 static size_t code_size(char code) {
     switch (code) {
     case 'q': case 'Q': case 'd': return 8;
     case 'i': case 'I': case 'f': return 4;
     case 'h': case 'H': return 2;
-    default: return 1; /* b B ? */
+    case 'b': case 'B': case '?': return 1;
+    default: return 0;
     }
 }
 
@@ -323,16 +329,27 @@ static int array_pack(const ArgSpec *spec, PyObject *value, uint64_t *slots) {
     return 1;
 }
 
-/* A struct value (overdub/structs.py), passed by value: the bytes of its parameter slots, packed once when it
- * was made (it is immutable) into its `__overdub_slots__`, behind the guard that its class's definition node
- * is still valid (a redefined class's values take the slow path, which refuses them). */
+/* A struct value (overdub/structs.py), passed by value: the bytes of its parameter slots, packed by the spec's
+ * `pack` on the value's first launch and kept on the value (it is immutable) as its `__overdub_cuda_slots__`,
+ * behind the guard that its class's definition node is still valid (a redefined class's values take the slow
+ * path, which refuses them). */
 static Py_ssize_t value_slots(const ArgSpec *spec) { return (Py_ssize_t)spec->ndim; }
 
+static PyObject *packed_value(const ArgSpec *spec, PyObject *value) {
+    PyObject *bytes = PyObject_GetAttr(value, s_cuda_slots);
+    if (bytes != NULL || !PyErr_ExceptionMatches(PyExc_AttributeError)) return bytes;
+    PyErr_Clear();
+    bytes = PyObject_CallFunctionObjArgs(spec->pack, value, NULL);
+    /* kept past the class's immutability (a value without a dict is packed at each launch) */
+    if (bytes != NULL && PyObject_GenericSetAttr(value, s_cuda_slots, bytes) < 0) PyErr_Clear();
+    return bytes;
+}
+
 static int value_pack(const ArgSpec *spec, PyObject *value, uint64_t *slots) {
-    int valid = attr_truth(spec->dtype, s_valid);
+    int valid = attr_truth(spec->definition, s_valid);
     if (valid != 1) return 0;
-    PyObject *bytes = PyObject_GetAttr(value, s_overdub_slots);
-    if (bytes == NULL) { PyErr_Clear(); return 0; }
+    PyObject *bytes = packed_value(spec, value);
+    if (bytes == NULL) return -1;
     char *data;
     Py_ssize_t size;
     if (PyBytes_AsStringAndSize(bytes, &data, &size) < 0) { Py_DECREF(bytes); PyErr_Clear(); return 0; }
@@ -342,23 +359,124 @@ static int value_pack(const ArgSpec *spec, PyObject *value, uint64_t *slots) {
     return packed;
 }
 
+/* --- the specs: records with named fields -------------------------------------------------------------
+ * Each kind's spec is a record (overdub/targets/cuda/abi.py) whose `kind` is the kind's letter and whose
+ * fields are the kind's `fields` below, read by name in that order by its `parse`. */
+
+static int field_object(PyObject *spec, const char *name, PyObject **out) { /* a new reference */
+    *out = PyObject_GetAttrString(spec, name);
+    return *out == NULL ? -1 : 0;
+}
+
+static int field_char(PyObject *spec, const char *name, char *out) { /* a one-character string's character */
+    PyObject *value = PyObject_GetAttrString(spec, name);
+    if (value == NULL) return -1;
+    Py_ssize_t size;
+    const char *text = PyUnicode_Check(value) ? PyUnicode_AsUTF8AndSize(value, &size) : NULL;
+    if (text != NULL && size == 1) *out = text[0];
+    Py_DECREF(value);
+    if (text == NULL || size != 1) {
+        if (!PyErr_Occurred()) PyErr_Format(PyExc_ValueError, "a spec's %s is one character", name);
+        return -1;
+    }
+    return 0;
+}
+
+static int field_ll(PyObject *spec, const char *name, long long *out) {
+    PyObject *value = PyObject_GetAttrString(spec, name);
+    if (value == NULL) return -1;
+    *out = PyLong_AsLongLong(value);
+    Py_DECREF(value);
+    return (*out == -1 && PyErr_Occurred()) ? -1 : 0;
+}
+
+static int field_truth(PyObject *spec, const char *name, char *out) {
+    PyObject *value = PyObject_GetAttrString(spec, name);
+    if (value == NULL) return -1;
+    int truth = PyObject_IsTrue(value);
+    Py_DECREF(value);
+    *out = (char)(truth == 1);
+    return truth < 0 ? -1 : 0;
+}
+
+static const char *const scalar_fields[] = {"code", NULL};
+static const char *const pointer_fields[] = {"dtype", "device", NULL};
+static const char *const array_fields[] = {"dtype", "ndim", "itemsize", "layout", "exact", NULL};
+static const char *const value_fields[] = {"definition", "nslots", "pack", NULL};
+
+static int scalar_parse(PyObject *spec, ArgSpec *out) {
+    if (field_char(spec, scalar_fields[0], &out->code) < 0) return -1;
+    if (code_size(out->code) == 0) {
+        PyErr_Format(PyExc_ValueError, "no scalar code %c (SCALAR_CODES)", out->code);
+        return -1;
+    }
+    return 0;
+}
+
+static int pointer_parse(PyObject *spec, ArgSpec *out) {
+    const char *const *f = pointer_fields;
+    return field_object(spec, f[0], &out->dtype) < 0 || field_truth(spec, f[1], &out->device) < 0 ? -1 : 0;
+}
+
+static int array_parse(PyObject *spec, ArgSpec *out) {
+    const char *const *f = array_fields;
+    if (field_object(spec, f[0], &out->dtype) < 0 || field_ll(spec, f[1], &out->ndim) < 0 ||
+        field_ll(spec, f[2], &out->itemsize) < 0 || field_char(spec, f[3], &out->layout) < 0 ||
+        field_truth(spec, f[4], &out->exact) < 0)
+        return -1;
+    return 0;
+}
+
+static int value_parse(PyObject *spec, ArgSpec *out) {
+    const char *const *f = value_fields;
+    if (field_object(spec, f[0], &out->definition) < 0 || field_ll(spec, f[1], &out->ndim) < 0 ||
+        field_object(spec, f[2], &out->pack) < 0)
+        return -1;
+    if (!PyCallable_Check(out->pack)) {
+        PyErr_SetString(PyExc_TypeError, "a value spec's pack must be callable");
+        return -1;
+    }
+    return 0;
+}
+
 typedef struct Kind_ {
     char kind;
+    const char *const *fields;                      /* the spec record's fields, read by parse */
+    int (*parse)(PyObject *, ArgSpec *);
     Py_ssize_t (*slots)(const ArgSpec *);
     int (*pack)(const ArgSpec *, PyObject *, uint64_t *);
 } Kind;
 
 static const Kind kinds[] = {
-    {SCALAR, one_slot, scalar_pack},
-    {POINTER, one_slot, pointer_pack},
-    {ARRAY, array_slots, array_pack},
-    {VALUE, value_slots, value_pack},
+    {SCALAR, scalar_fields, scalar_parse, one_slot, scalar_pack},
+    {POINTER, pointer_fields, pointer_parse, one_slot, pointer_pack},
+    {ARRAY, array_fields, array_parse, array_slots, array_pack},
+    {VALUE, value_fields, value_parse, value_slots, value_pack},
 };
+#define NKINDS (sizeof kinds / sizeof kinds[0])
 
 static const Kind *kind_named(char name) {
-    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
+    for (size_t i = 0; i < NKINDS; i++)
         if (kinds[i].kind == name) return &kinds[i];
     return NULL;
+}
+
+/* An argument's spec: its record's kind, then that kind's fields. */
+static int parse_spec(PyObject *spec, ArgSpec *out) {
+    char kind;
+    memset(out, 0, sizeof *out);
+    if (field_char(spec, "kind", &kind) < 0) return -1;
+    if ((out->ops = kind_named(kind)) == NULL) {
+        PyErr_Format(PyExc_ValueError, "no argument kind %c (SPEC_FIELDS)", kind);
+        return -1;
+    }
+    return out->ops->parse(spec, out);
+}
+
+static void spec_clear(ArgSpec *spec) {
+    Py_CLEAR(spec->dtype);
+    Py_CLEAR(spec->definition);
+    Py_CLEAR(spec->pack);
 }
 
 /* One extent of a grid or block: any integer but a bool (numpy's integers too), from 1 to 2^31 - 1. */
@@ -392,7 +510,7 @@ static int parse_dims(PyObject *value, unsigned out[3]) {
     return -1;
 }
 
-/* CUDA's limits, as launchfn.dims states them (the driver would refuse with a bare error code). */
+/* CUDA's limits, as overdub/launchconfig.py's dims states them (the driver would refuse with a bare error code). */
 static int check_limits(const unsigned grid[3], const unsigned block[3], PyObject *blocks, PyObject *threads) {
     if (block[0] > 1024 || block[1] > 1024 || block[2] > 64 ||
         (unsigned long long)block[0] * block[1] * block[2] > 1024) {
@@ -406,6 +524,16 @@ static int check_limits(const unsigned grid[3], const unsigned block[3], PyObjec
         return -1;
     }
     return 0;
+}
+
+/* A launch's grid and block, parsed and checked (once per call of od.cuda; once for kernel[blocks, threads]). */
+typedef struct {
+    unsigned grid[3], block[3];
+} Dims;
+
+static int dims_of(PyObject *blocks, PyObject *threads, Dims *out) {
+    if (parse_dims(blocks, out->grid) < 0 || parse_dims(threads, out->block) < 0) return -1;
+    return check_limits(out->grid, out->block, blocks, threads);
 }
 
 /* The kernel's flag, then the words it watches (the version tags of the modules it read, the content
@@ -456,8 +584,8 @@ static void forget_context(Launcher *self, void *context) {
 #define NOT_HERE (-1) /* not a CUresult: the kernel has no function in the context */
 
 /* 1: launched, 0: a check failed (take the slow path), -1: error. */
-static int launcher_run(Launcher *self, PyObject *const *args, Py_ssize_t nargs, PyObject *blocks,
-                        PyObject *threads, PyObject *shmem_obj, PyObject *stream) {
+static int launcher_run(Launcher *self, PyObject *const *args, Py_ssize_t nargs, const Dims *dims,
+                        PyObject *shmem_obj, PyObject *stream) {
     int valid = still_valid(self);
     if (valid <= 0) return valid;
     if (nargs != self->nargs) return 0;
@@ -470,9 +598,7 @@ static int launcher_run(Launcher *self, PyObject *const *args, Py_ssize_t nargs,
         if (packed <= 0) return packed;
         n += spec->ops->slots(spec);
     }
-    unsigned grid[3], block[3];
-    if (parse_dims(blocks, grid) < 0 || parse_dims(threads, block) < 0 ||
-        check_limits(grid, block, blocks, threads) < 0) return -1;
+    const unsigned *grid = dims->grid, *block = dims->block;
     /* shmem other than an int in 0..48 KiB (numpy's, a bad value): the slow path normalises it or says why */
     if (!PyLong_CheckExact(shmem_obj)) return 0;
     unsigned long shmem = PyLong_AsUnsignedLong(shmem_obj);
@@ -534,54 +660,17 @@ static PyObject **tuple_items(PyObject *tuple, PyObject **out, Py_ssize_t room, 
 
 static PyObject *Launcher_call(Launcher *self, PyObject *call_args, PyObject *kwargs) {
     PyObject *args, *blocks, *threads, *shmem_obj, *stream, *local[32];
+    Dims dims;
     if (!PyArg_ParseTuple(call_args, "O!OOOO", &PyTuple_Type, &args, &blocks, &threads, &shmem_obj, &stream))
         return NULL;
+    if (dims_of(blocks, threads, &dims) < 0) return NULL;
     Py_ssize_t n;
     PyObject **items = tuple_items(args, local, 32, &n);
     if (items == NULL) return NULL;
-    int launched = launcher_run(self, items, n, blocks, threads, shmem_obj, stream);
+    int launched = launcher_run(self, items, n, &dims, shmem_obj, stream);
     if (items != local) PyMem_Free(items);
     if (launched < 0) return NULL;
     return PyBool_FromLong(launched);
-}
-
-static int parse_spec(PyObject *spec, ArgSpec *out) {
-    /* ('s', code) | ('p', dtype, device) | ('a', dtype, ndim, itemsize, layout, exact) | ('v', definition, nslots) */
-    const char *kind = NULL;
-    memset(out, 0, sizeof *out);
-    if (!PyTuple_Check(spec) || PyTuple_Size(spec) < 2) goto bad;
-    kind = PyUnicode_AsUTF8AndSize(PyTuple_GetItem(spec, 0), NULL);
-    if (kind == NULL) return -1;
-    out->kind = kind[0];
-    if ((out->ops = kind_named(out->kind)) == NULL) goto bad;
-    if (out->kind == SCALAR) {
-        const char *code = PyUnicode_AsUTF8AndSize(PyTuple_GetItem(spec, 1), NULL);
-        if (code == NULL) return -1;
-        out->code = code[0];
-        return 0;
-    }
-    out->dtype = PyTuple_GetItem(spec, 1);
-    Py_XINCREF(out->dtype);
-    if (out->kind == POINTER && PyTuple_Size(spec) == 3) {
-        out->device = PyObject_IsTrue(PyTuple_GetItem(spec, 2));
-        return 0;
-    }
-    if (out->kind == VALUE && PyTuple_Size(spec) == 3) {
-        out->ndim = PyLong_AsLong(PyTuple_GetItem(spec, 2));
-        return PyErr_Occurred() ? -1 : 0;
-    }
-    if (out->kind == ARRAY && PyTuple_Size(spec) == 6) {
-        out->ndim = PyLong_AsLong(PyTuple_GetItem(spec, 2));
-        out->itemsize = PyLong_AsLongLong(PyTuple_GetItem(spec, 3));
-        const char *layout = PyUnicode_AsUTF8AndSize(PyTuple_GetItem(spec, 4), NULL);
-        if (layout == NULL || PyErr_Occurred()) return -1;
-        out->layout = layout[0];
-        out->exact = (char)PyObject_IsTrue(PyTuple_GetItem(spec, 5));
-        return 0;
-    }
-bad:
-    PyErr_SetString(PyExc_ValueError, "bad argument spec");
-    return -1;
 }
 
 static int Launcher_init(Launcher *self, PyObject *args, PyObject *kwargs) {
@@ -660,7 +749,7 @@ static void Launcher_dealloc(Launcher *self) {
     Py_XDECREF(self->kernel);
     Py_XDECREF(self->stream_handle);
     for (Py_ssize_t i = 0; self->keep && i < self->nchecks; i++) Py_XDECREF(self->keep[i]);
-    for (Py_ssize_t i = 0; self->specs && i < self->nargs; i++) Py_XDECREF(self->specs[i].dtype);
+    for (Py_ssize_t i = 0; self->specs && i < self->nargs; i++) spec_clear(&self->specs[i]);
     PyMem_Free(self->versions);
     PyMem_Free(self->expected);
     PyMem_Free(self->keep);
@@ -701,13 +790,15 @@ static PyType_Spec Launcher_spec = {
 /* od.cuda itself: the key (kernel, context, target, argument classes), one dict lookup, and the launch
  * functions found there, native ones called without a Python frame; the slow path otherwise. */
 static PyObject *LauncherType, *launch_table, *slow_path, *python_launch, *state_mark, *py_one, *py_zero;
-static PyObject *s_threads, *s_blocks, *s_shmem, *s_stream, *s_target, *s_context, *s_state;
-
-/* A launch's options, in this order, and their defaults (options_init). */
-enum { THREADS, BLOCKS, SHMEM, STREAM, TARGET, CONTEXT, STATE, NOPTIONS };
+/* The options of a launch this lookup takes, and their defaults (options_init): the keywords of od.cuda it
+ * serves (OPTIONS exports them; others, debug= and device=, go to the Python definition), the first CONFIG of
+ * them fields of the launch's configuration record (overdub.launchconfig.LaunchConfig) too. */
+enum { BLOCKS, THREADS, SHMEM, STREAM, CONFIG, TARGET = CONFIG, CONTEXT, STATE, NOPTIONS };
+static const char *const option_text[NOPTIONS] = {"blocks", "threads", "shmem", "stream", "target", "context", "state"};
+static PyObject *option_names[NOPTIONS]; /* interned */
 
 static void options_init(PyObject *options[NOPTIONS]) {
-    options[THREADS] = options[BLOCKS] = py_one;
+    options[BLOCKS] = options[THREADS] = py_one;
     options[SHMEM] = py_zero;
     options[STREAM] = options[TARGET] = options[CONTEXT] = options[STATE] = Py_None;
 }
@@ -715,7 +806,7 @@ static void options_init(PyObject *options[NOPTIONS]) {
 /* Assign a keyword argument to its option: 0, or 1 for another keyword (the Python launch path takes the
  * rarer options, and says what it does not know). */
 static int option_set(PyObject *options[NOPTIONS], PyObject *key, PyObject *value) {
-    PyObject *names[NOPTIONS] = {s_threads, s_blocks, s_shmem, s_stream, s_target, s_context, s_state};
+    PyObject *const *names = option_names;
     int i = 0;
     while (i < NOPTIONS && key != names[i]) i++; /* keywords are interned: compare pointers */
     if (i == NOPTIONS) {
@@ -870,13 +961,26 @@ static int capturing_here(void) {
     return capturing_thread != 0 && PyThread_get_thread_ident() == capturing_thread;
 }
 
-/* A launch of ``kernel`` with ``args`` and its options: the table's launch functions, native ones called in
+/* The slow path's call: slow_path(kernel, args, **options), each option by its name. */
+static PyObject *call_slow_path(PyObject *kernel, PyObject *args, PyObject *options[NOPTIONS]) {
+    PyObject *positional = PyTuple_Pack(2, kernel, args), *keywords = PyDict_New(), *result = NULL;
+    int failed = positional == NULL || keywords == NULL;
+    for (int i = 0; i < NOPTIONS && !failed; i++) failed = PyDict_SetItem(keywords, option_names[i], options[i]) < 0;
+    if (!failed) result = PyObject_Call(slow_path, positional, keywords);
+    Py_XDECREF(positional);
+    Py_XDECREF(keywords);
+    return result;
+}
+
+/* A launch of ``kernel`` with ``args`` and its options (``dims``: its grid and block parsed, or NULL: parsed
+ * here where a native launch function needs them): the table's launch functions, native ones called in
  * place; where none launches, ``otherwise`` (called with the arguments), or the slow path. */
 static PyObject *launch_call(PyObject *kernel, PyObject *const *args, Py_ssize_t n, PyObject *options[NOPTIONS],
-                             PyObject *otherwise) {
+                             const Dims *dims, PyObject *otherwise) {
     PyObject *threads = options[THREADS], *blocks = options[BLOCKS], *shmem = options[SHMEM],
              *stream = options[STREAM], *target = options[TARGET], *context = options[CONTEXT],
              *state = options[STATE];
+    Dims parsed;
     PyObject *candidates = candidates_for(kernel, args, n, context, target, state);
     if (candidates == NULL) return NULL;
     Py_ssize_t count = candidates == Py_None ? 0 : PyList_Size(candidates);
@@ -896,7 +1000,14 @@ static PyObject *launch_call(PyObject *kernel, PyObject *const *args, Py_ssize_t
     for (Py_ssize_t i = 0; i < count && !launched; i++) {
         PyObject *launch = PyList_GetItem(candidates, i);
         if (Py_TYPE(launch) == (PyTypeObject *)LauncherType) {
-            launched = launcher_run((Launcher *)launch, native_args, native_n, blocks, threads, shmem, stream);
+            if (dims == NULL) { /* parsed once for every native launch function of the call */
+                if (dims_of(blocks, threads, &parsed) < 0) {
+                    launched = -1;
+                    break;
+                }
+                dims = &parsed;
+            }
+            launched = launcher_run((Launcher *)launch, native_args, native_n, dims, shmem, stream);
             continue;
         }
         if (kernel_args == NULL && (kernel_args = as_tuple(state == Py_None ? NULL : state, args, n)) == NULL) {
@@ -917,8 +1028,7 @@ static PyObject *launch_call(PyObject *kernel, PyObject *const *args, Py_ssize_t
         PyObject *user_args = as_tuple(NULL, args, n);
         if (user_args != NULL) {
             result = otherwise != NULL ? PyObject_Call(otherwise, user_args, NULL)
-                                       : PyObject_CallFunctionObjArgs(slow_path, kernel, user_args, threads, blocks,
-                                                                      shmem, stream, target, context, state, NULL);
+                                       : call_slow_path(kernel, user_args, options);
             Py_DECREF(user_args);
         }
     }
@@ -936,7 +1046,7 @@ static PyObject *cuda(PyObject *module, PyObject *const *argv, Py_ssize_t nargs,
     options_init(options);
     for (Py_ssize_t k = 0; kwnames != NULL && k < PyTuple_Size(kwnames); k++)
         if (option_set(options, PyTuple_GetItem(kwnames, k), argv[nargs + k])) return call_python(argv, nargs, kwnames);
-    return launch_call(argv[0], argv + 1, nargs - 1, options, NULL);
+    return launch_call(argv[0], argv + 1, nargs - 1, options, NULL, NULL);
 }
 
 /* The class of the module ``overdub.cuda`` (its Python class derives from this one), whose call is od.cuda:
@@ -957,7 +1067,7 @@ static PyObject *Namespace_call(PyObject *self, PyObject *args, PyObject *kwargs
     if (n < 1)
         PyErr_SetString(PyExc_TypeError, "cuda() needs the kernel to launch");
     else
-        result = launch_call(items[0], items + 1, n - 1, options, NULL);
+        result = launch_call(items[0], items + 1, n - 1, options, NULL, NULL);
     if (items != local) PyMem_Free(items);
     return result;
 }
@@ -976,14 +1086,17 @@ static PyType_Spec Namespace_spec = {
 };
 
 /* numba-cuda's ``kernel[blocks, threads(, stream(, shmem))]`` (overdub/dropin.py's _Configured, which it
- * fronts): calling it is od.cuda's launch with the configuration's options, without parsing them per call;
- * where no launch function launches -- a first launch, host arrays to copy, a capture on this thread --
- * the Python definition it fronts takes the call. */
+ * fronts): calling it is od.cuda's launch with the configuration held -- read off its record
+ * (overdub.launchconfig.LaunchConfig) by field name, its grid and block parsed once, not per call; where no
+ * launch function launches -- a first launch, host arrays to copy, a capture on this thread -- the Python
+ * definition it fronts takes the call. */
 typedef struct {
     PyObject_HEAD
     PyObject *configured;          /* the Python _Configured: what a launch that is not native calls */
     PyObject *function;            /* the kernel */
+    PyObject *config;              /* the launch's configuration record */
     PyObject *options[NOPTIONS];   /* the launch's options (its state: None) */
+    Dims dims;                     /* its grid and block */
 } Configured;
 
 static PyObject *Configured_call(Configured *self, PyObject *args, PyObject *kwargs) {
@@ -993,7 +1106,7 @@ static PyObject *Configured_call(Configured *self, PyObject *args, PyObject *kwa
     PyObject *local[32];
     PyObject **items = tuple_items(args, local, 32, &n);
     if (items == NULL) return NULL;
-    PyObject *result = launch_call(self->function, items, n, self->options, self->configured);
+    PyObject *result = launch_call(self->function, items, n, self->options, &self->dims, self->configured);
     if (items != local) PyMem_Free(items);
     return result;
 }
@@ -1001,28 +1114,31 @@ static PyObject *Configured_call(Configured *self, PyObject *args, PyObject *kwa
 static void Configured_clear(Configured *self) {
     Py_CLEAR(self->configured);
     Py_CLEAR(self->function);
+    Py_CLEAR(self->config);
     for (int i = 0; i < NOPTIONS; i++) Py_CLEAR(self->options[i]);
 }
 
 static int Configured_init(Configured *self, PyObject *args, PyObject *kwargs) {
-    PyObject *configured, *function, *options[NOPTIONS], *key, *value;
-    if (!PyArg_ParseTuple(args, "OO", &configured, &function)) return -1;
-    options_init(options);
-    for (Py_ssize_t pos = 0; kwargs != NULL && PyDict_Next(kwargs, &pos, &key, &value);) {
-        if (option_set(options, key, value)) {
-            PyErr_Format(PyExc_TypeError, "Configured() takes od.cuda's launch options, not %R", key);
-            return -1;
-        }
-    }
+    PyObject *configured, *function, *config, *target, *context;
+    if (!PyArg_ParseTuple(args, "OOOOO", &configured, &function, &config, &target, &context)) return -1;
     Configured_clear(self);
+    PyObject *given[NOPTIONS] = {NULL};
+    given[TARGET] = target;
+    given[CONTEXT] = context;
+    given[STATE] = Py_None;
+    for (int i = 0; i < NOPTIONS; i++) {
+        /* the configuration's fields by name; the call's own (target, context, state) as given */
+        self->options[i] = i < CONFIG ? PyObject_GetAttr(config, option_names[i]) : given[i];
+        if (self->options[i] == NULL) return -1;
+        if (i >= CONFIG) Py_INCREF(self->options[i]);
+    }
+    if (dims_of(self->options[BLOCKS], self->options[THREADS], &self->dims) < 0) return -1;
     Py_INCREF(configured);
     Py_INCREF(function);
+    Py_INCREF(config);
     self->configured = configured;
     self->function = function;
-    for (int i = 0; i < NOPTIONS; i++) {
-        Py_INCREF(options[i]);
-        self->options[i] = options[i];
-    }
+    self->config = config;
     return 0;
 }
 
@@ -1038,19 +1154,15 @@ static PyObject *Configured_get_configured(Configured *self, void *closure) {
 
 static PyObject *Configured_repr(Configured *self) { return PyObject_Repr(self->configured); }
 
-/* Pickled as what makes it: overdub.launch.configured(the Python definition, the kernel, the options) -- a
- * configured kernel sent to another process launches there. */
+/* Pickled as what makes it: overdub.launch.configured(the Python definition, the kernel, the configuration,
+ * the target, the context) -- a configured kernel sent to another process launches there. */
 static PyObject *Configured_reduce(Configured *self, PyObject *unused) {
-    PyObject *names[NOPTIONS] = {s_threads, s_blocks, s_shmem, s_stream, s_target, s_context, s_state};
-    PyObject *launch = PyImport_ImportModule("overdub.launch"), *make = NULL, *options = PyDict_New(), *result = NULL;
-    if (launch != NULL && options != NULL && (make = PyObject_GetAttrString(launch, "configured")) != NULL) {
-        int failed = 0;
-        for (int i = 0; i < NOPTIONS && !failed; i++) failed = PyDict_SetItem(options, names[i], self->options[i]);
-        if (!failed) result = Py_BuildValue("(O(OOO))", make, self->configured, self->function, options);
-    }
+    PyObject *launch = PyImport_ImportModule("overdub.launch"), *make = NULL, *result = NULL;
+    if (launch != NULL && (make = PyObject_GetAttrString(launch, "configured")) != NULL)
+        result = Py_BuildValue("(O(OOOOO))", make, self->configured, self->function, self->config,
+                               self->options[TARGET], self->options[CONTEXT]);
     Py_XDECREF(launch);
     Py_XDECREF(make);
-    Py_XDECREF(options);
     return result;
 }
 
@@ -1065,7 +1177,8 @@ static PyGetSetDef Configured_getset[] = {
 };
 
 static PyType_Slot Configured_slots[] = {
-    {Py_tp_doc, "Configured(configured, function, **options): kernel[blocks, threads]'s launch, options held"},
+    {Py_tp_doc, "Configured(configured, function, config, target, context): kernel[blocks, threads]'s launch, "
+                "its configuration held"},
     {Py_tp_init, Configured_init},
     {Py_tp_call, Configured_call},
     {Py_tp_dealloc, Configured_dealloc},
@@ -1226,13 +1339,53 @@ static PyMethodDef module_methods[] = {
     {"launch_key", py_launch_key, METH_VARARGS,
      "launch_key(kernel, args, context, target, state): the launch table's key of a call (runtime.launch_key)"},
     {"cuda", (PyCFunction)(void (*)(void))cuda, METH_FASTCALL | METH_KEYWORDS,
-     "cuda(kernel, /, *args, threads=1, blocks=1, shmem=0, stream=None, target=None, context=None, state=None,\n"
+     "cuda(kernel, /, *args, blocks=1, threads=1, shmem=0, stream=None, target=None, context=None, state=None,\n"
      "     debug=None)\n"
      "--\n\n"
      "Launch ``kernel`` over ``blocks`` x ``threads`` in ``context``: od.cuda's lookup in C. Its documentation\n"
      "is that of the Python definition it stands in for, overdub.launch.cuda (the API reference)."},
     {NULL},
 };
+
+/* What Python must agree on, written here once: MAX_SLOTS, the parameter buffer; SCALAR_CODES, each scalar code
+ * this path converts and its width; SPEC_FIELDS, each kind's letter and the fields of its spec record, in order;
+ * OPTIONS, the keywords of od.cuda this lookup serves, the first CONFIG_OPTIONS of them a LaunchConfig's. */
+static int add_constants(PyObject *module) {
+    PyObject *codes = PyDict_New(), *fields = PyDict_New(), *options = PyTuple_New(NOPTIONS);
+    int failed = codes == NULL || fields == NULL || options == NULL;
+    for (int c = 1; c < 128 && !failed; c++) {
+        if (code_size((char)c) == 0) continue;
+        PyObject *code = PyUnicode_FromOrdinal(c), *size = PyLong_FromSize_t(code_size((char)c));
+        failed = code == NULL || size == NULL || PyDict_SetItem(codes, code, size) < 0;
+        Py_XDECREF(code);
+        Py_XDECREF(size);
+    }
+    for (size_t k = 0; k < NKINDS && !failed; k++) {
+        Py_ssize_t n = 0;
+        while (kinds[k].fields[n] != NULL) n++;
+        PyObject *names = PyTuple_New(n), *letter = PyUnicode_FromOrdinal(kinds[k].kind);
+        for (Py_ssize_t i = 0; names != NULL && i < n && !failed; i++) {
+            PyObject *name = PyUnicode_FromString(kinds[k].fields[i]);
+            failed = name == NULL || PyTuple_SetItem(names, i, name) < 0;
+        }
+        failed = failed || names == NULL || letter == NULL || PyDict_SetItem(fields, letter, names) < 0;
+        Py_XDECREF(names);
+        Py_XDECREF(letter);
+    }
+    for (int i = 0; i < NOPTIONS && !failed; i++) {
+        Py_INCREF(option_names[i]);
+        PyTuple_SetItem(options, i, option_names[i]);
+    }
+    failed = failed || PyModule_AddIntConstant(module, "MAX_SLOTS", MAX_SLOTS) < 0 ||
+             PyModule_AddIntConstant(module, "CONFIG_OPTIONS", CONFIG) < 0 ||
+             PyModule_AddObjectRef(module, "SCALAR_CODES", codes) < 0 ||
+             PyModule_AddObjectRef(module, "SPEC_FIELDS", fields) < 0 ||
+             PyModule_AddObjectRef(module, "OPTIONS", options) < 0;
+    Py_XDECREF(codes);
+    Py_XDECREF(fields);
+    Py_XDECREF(options);
+    return failed ? -1 : 0;
+}
 
 static struct PyModuleDef module_def = {
     PyModuleDef_HEAD_INIT, "_fastlaunch", "The native launch path of overdub's CUDA target.", -1,
@@ -1245,12 +1398,15 @@ PyMODINIT_FUNC PyInit__fastlaunch(void) {
     INTERN(s_c_contiguous, "_c_contiguous"); INTERN(s_f_contiguous, "_f_contiguous");
     INTERN(s_size, "size"); INTERN(s_data, "data"); INTERN(s_ptr, "ptr"); INTERN(s_shape, "shape");
     INTERN(s_strides, "strides"); INTERN(s_address, "address"); INTERN(s_device, "device");
-    INTERN(s_overdub_slots, "__overdub_slots__");
-    INTERN(s_threads, "threads"); INTERN(s_blocks, "blocks"); INTERN(s_shmem, "shmem"); INTERN(s_stream, "stream");
-    INTERN(s_target, "target"); INTERN(s_context, "context"); INTERN(s_state, "state");
+    INTERN(s_cuda_slots, "__overdub_cuda_slots__");
+    for (int i = 0; i < NOPTIONS; i++) INTERN(option_names[i], option_text[i]);
     if ((py_one = PyLong_FromLong(1)) == NULL || (py_zero = PyLong_FromLong(0)) == NULL) return NULL;
     PyObject *module = PyModule_Create(&module_def);
     if (module == NULL) return NULL;
+    if (add_constants(module) < 0) {
+        Py_DECREF(module);
+        return NULL;
+    }
     PyObject *type = PyType_FromSpec(&Launcher_spec);
     if (type == NULL) {
         Py_DECREF(module);

@@ -1,10 +1,16 @@
 """Types of the native launch path (``_fastlaunch.c``): the C launch function and ``od.cuda``'s lookup."""
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from types import ModuleType
 
 from overdub.compiler import Kernel
 from overdub.runtime import Launch
+
+MAX_SLOTS: int  # the native launcher's parameter buffer, in 8-byte slots
+SCALAR_CODES: dict[str, int]  # each scalar struct code the native path converts, and its width in bytes
+SPEC_FIELDS: dict[str, tuple[str, ...]]  # each argument kind's letter, and the fields of its spec record
+OPTIONS: tuple[str, ...]  # the keywords of od.cuda the native lookup serves, in its order
+CONFIG_OPTIONS: int  # how many of OPTIONS, from the first, are fields of a LaunchConfig
 
 class Launcher:
     """A native launch function: guards every argument, marshals it and calls ``cuLaunchKernel``."""
@@ -13,7 +19,7 @@ class Launcher:
         self,
         kernel: Kernel,
         checks: object,
-        specs: list[object],
+        specs: Sequence[object],  # overdub.targets.cuda.abi's spec records
         kernel_handle: int,
         # cuLaunchKernel, cuCtxGetCurrent, cuKernelGetFunction, cuStreamGetCtx, cuCtxPushCurrent, cuCtxPopCurrent
         driver_entries: tuple[int, int, int, int, int, int],
@@ -36,10 +42,16 @@ class Namespace(ModuleType):
     def __call__(self, kernel: Callable[..., None], /, *args: object, **options: object) -> None: ...
 
 class Configured:
-    """``kernel[blocks, threads]``'s launch with its options held: the native lookup, else ``configured(*args)``."""
+    """``kernel[blocks, threads]``'s launch with its configuration held: the native lookup, else ``configured(*args)``."""
 
     def __init__(
-        self, configured: Callable[..., None], function: Callable[..., None], /, **options: object
+        self,
+        configured: Callable[..., None],
+        function: Callable[..., None],
+        config: object,  # a LaunchConfig: its fields read by name
+        target: object,
+        context: object,
+        /,
     ) -> None: ...
     @property
     def configured(self) -> Callable[..., None]: ...
@@ -49,8 +61,8 @@ def cuda(
     kernel: Callable[..., None],
     /,
     *args: object,
-    threads: object = 1,
     blocks: object = 1,
+    threads: object = 1,
     shmem: int = 0,
     stream: object = None,
     target: object = None,

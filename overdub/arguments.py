@@ -8,22 +8,19 @@ layout, read-only flag) -- and derives the numba type from the signature alone (
 numba_type`): the type a kernel is compiled for and the guard of its launch functions agree by construction.
 These types are numba's own (numba-cuda puts the read-only flag into a device array's type; so do we).
 
-Each kind also says how a value is passed: its CUDA parameter slots (a numba array is its exploded fields:
-meminfo, parent, nitems, itemsize, data, shape..., strides...) and, where ``_fastlaunch.c`` has a table entry
-for it, its native spec. On the CPU target numba's own unboxing passes the value. Adding a kind is one class
-here plus, for the native path, one entry in the C table.
+How a value is *passed* is each target's business, asked of the target: on the CPU target numba's own
+unboxing passes it; the CUDA target lays each kind out in parameter slots (:mod:`overdub.targets.cuda.abi`,
+a dispatch on the kind, which this module does not import). Adding a kind is one class here plus, for the
+CUDA target, its slots there (and, for the native path, one entry in the C table).
 
 A value of no kind is typed by the target's numba typeof; its launches always take the slow path.
 """
 
 from __future__ import annotations
 
-import operator
-import struct
 import sys
-import weakref
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, Literal, TypeAlias, TypeVar
 
 import numba
@@ -32,7 +29,7 @@ from numba.core import types as nt
 
 from .intrinsics import Pointer, contiguity, interface_dtype
 from .runtime import runtime
-from .types import STRUCT_METADATA, PtrType, StructType, dtype_of, element_type, typeof
+from .types import STRUCT_METADATA, PtrType, StructType, element_type, typeof
 
 __all__ = [
     "Argument",
@@ -42,145 +39,10 @@ __all__ = [
     "kind_of",
     "signature_guards",
     "refuse_container",
-    "SLOT_CODES",
-    "MAX_NATIVE_SLOTS",
-    "Slot",
-    "value_slots",
-    "slot_values",
-    "slot_format",
 ]
-
-# the struct code of each scalar's 8-byte parameter slot, padding included
-SLOT_CODES = {
-    "int8": "b7x",
-    "int16": "h6x",
-    "int32": "i4x",
-    "int64": "q",
-    "uint8": "B7x",
-    "uint16": "H6x",
-    "uint32": "I4x",
-    "uint64": "Q",
-    "float16": "e6x",
-    "float32": "f4x",
-    "float64": "d",
-    "bool": "?7x",
-}
-MAX_NATIVE_SLOTS = 1024  # _fastlaunch.c's parameter buffer; a kernel with more goes through Python
 
 Layout: TypeAlias = Literal["C", "F", "A"]  # an array's layout: C- or Fortran-contiguous, or any strides
 ArraySignature: TypeAlias = tuple[np.dtype[Any], int, Layout, bool]  # dtype, rank, layout, read-only
-
-
-@dataclass(frozen=True, slots=True)
-class Slot:
-    """One 8-byte CUDA parameter slot of an argument: its struct format (padding included) and where its value
-    is -- a constant, a path from the argument (attribute names and indexes, read in turn), or an element of
-    what a ``helper`` computes once for several slots from the value at ``base``.
-
-    To gain a mental model, consider a kernel taking a cupy array ``a`` (float32, 2 dimensions) and a tuple
-    ``t = (n, z)`` of an int and a complex64. numba-cuda passes the array as its exploded fields and the tuple
-    as its scalar leaves, each in slots of its own::
-
-        code   "q"  "q"  "q"       "q"  "q"           "q"           "q"           "q"             "q"
-        from    0    0   a.size     4   a.data.ptr    a.shape[0]    a.shape[1]    a.strides[0]    a.strides[1]
-
-        code   "q"     "f4x"       "f4x"
-        from   t[0]    t[1].real   t[1].imag
-
-    The generated launch function packs exactly these expressions (:func:`slot_values`), a struct value packs
-    its leaves by the same paths once, when it is made (:func:`packed_slots`), and the native spec of each
-    kind is read off the same slots. An array behind ``__cuda_array_interface__`` has its nine slots from one
-    call, ``interface_fields(a, 4)``: slots with a ``helper`` (path ``(0,)`` to ``(8,)``)."""
-
-    code: str
-    path: tuple[int | str, ...] = ()
-    constant: int | None = None
-    helper: Callable[..., tuple[int, ...]] | None = None
-    base: tuple[int | str, ...] = ()
-    extra: tuple[object, ...] = ()  # the helper's further arguments
-
-    def under(self, step: int | str) -> Slot:
-        """This slot of an element (``step``: its index or attribute name) of a bigger argument."""
-        if self.constant is not None:
-            return self
-        if self.helper is not None:
-            return replace(self, base=(step, *self.base))
-        return replace(self, path=(step, *self.path))
-
-
-def _scalar_code(ty: nt.Type) -> str:
-    return SLOT_CODES["bool" if isinstance(ty, nt.Boolean) else str(ty)]
-
-
-def value_slots(ty: nt.Type) -> tuple[Slot, ...]:
-    """The slots of a value passed by value: numba-cuda flattens a struct (or tuple) argument into one kernel
-    parameter per scalar leaf, in field order; a complex leaf is two."""
-    if isinstance(ty, StructType):
-        return tuple(slot.under(name) for name, ftype in ty.fields for slot in value_slots(ftype))
-    if isinstance(ty, nt.BaseTuple):
-        # every concrete numba tuple type iterates its element types; numba's stubs do not declare it on BaseTuple
-        elements: enumerate[nt.Type] = enumerate(ty)  # type: ignore[arg-type]
-        return tuple(slot.under(i) for i, etype in elements for slot in value_slots(etype))
-    if isinstance(ty, nt.Complex):
-        code = SLOT_CODES[str(ty.underlying_float)]
-        return (Slot(code, ("real",)), Slot(code, ("imag",)))
-    if isinstance(ty, (nt.Integer, nt.Float, nt.Boolean)):
-        return (Slot(_scalar_code(ty)),)
-    raise TypeError(f"overdub cannot pass a {ty} inside a struct or named tuple to a CUDA kernel")
-
-
-def slot_format(slots: Sequence[Slot]) -> str:
-    """The struct format of ``slots``, little-endian."""
-    return "<" + "".join(slot.code for slot in slots)
-
-
-def _access(expression: str, path: tuple[int | str, ...]) -> str:
-    return expression + "".join(f"[{step}]" if isinstance(step, int) else f".{step}" for step in path)
-
-
-def slot_values(slots: Sequence[Slot], name: str, namespace: dict[str, object]) -> list[str]:
-    """Python expressions of the slots' values for the argument variable ``name`` (a helper's run of slots is
-    one starred call); ``namespace`` receives the helpers they call."""
-    values: list[str] = []
-    i = 0
-    while i < len(slots):
-        slot = slots[i]
-        if slot.constant is not None:
-            values.append(repr(slot.constant))
-        elif slot.helper is None:
-            values.append(_access(name, slot.path))
-        else:
-            group = (slot.helper, slot.base, slot.extra)
-            end = i
-            while end < len(slots) and (slots[end].helper, slots[end].base, slots[end].extra) == group:
-                end += 1
-            namespace[slot.helper.__name__] = slot.helper
-            extra = "".join(f", {value!r}" for value in slot.extra)
-            values.append(f"*{slot.helper.__name__}({_access(name, slot.base)}{extra})")
-            i = end
-            continue
-        i += 1
-    return values
-
-
-def _reader(slot: Slot) -> Callable[[Any], Any]:
-    """A function reading ``slot``'s value from an argument (no generated code: struct packers use it)."""
-    if slot.constant is not None:
-
-        def read_constant(value: Any, constant: int = slot.constant) -> int:
-            return constant
-
-        return read_constant
-    steps: list[Callable[[Any], Any]] = [
-        operator.itemgetter(s) if isinstance(s, int) else operator.attrgetter(s) for s in slot.path
-    ]
-
-    def read(value: Any) -> Any:
-        for step in steps:
-            value = step(value)
-        return value
-
-    return read
 
 
 S = TypeVar("S")  # a kind's signatures
@@ -217,16 +79,6 @@ class ArgumentKind(Generic[S, T]):
         ``signature`` (its class is already checked by the launch table's key). ``consts`` receives the
         values the conditions name."""
         return [f"signature_{self.name}({name}) == {name}_signature"]
-
-    def slots(self, signature: S, ty: T) -> tuple[Slot, ...]:
-        """Its CUDA parameter slots (:class:`Slot`) for values with ``signature`` (typed ``ty``): the one
-        layout the generated launch code, the struct packer and the native spec all derive from."""
-        raise TypeError(f"overdub cannot pass a {self.name} to a CUDA kernel")
-
-    def native_spec(self, signature: S, slots: tuple[Slot, ...]) -> tuple[object, ...] | None:
-        """How ``_fastlaunch.c`` guards and marshals it (a tuple its table reads), or None where it has no
-        entry for this kind."""
-        return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -269,12 +121,6 @@ class PythonInt(ArgumentKind[str, nt.Integer]):
     def guards(self, name: str, signature: str, consts: dict[str, object]) -> list[str]:
         return [f"-{2**63} <= {name} < {2**63}" if signature == "int64" else f"{name} >= {2**63}"]
 
-    def slots(self, signature: str, ty: nt.Integer) -> tuple[Slot, ...]:
-        return value_slots(ty)
-
-    def native_spec(self, signature: str, slots: tuple[Slot, ...]) -> tuple[object, ...]:
-        return ("s", slots[0].code[0])
-
 
 class Scalar(ArgumentKind[type, nt.Type]):
     """A float, bool or complex, or a numpy number or bool: the class alone decides the type."""
@@ -296,34 +142,12 @@ class Scalar(ArgumentKind[type, nt.Type]):
     def guards(self, name: str, signature: type, consts: dict[str, object]) -> list[str]:
         return []
 
-    def slots(self, signature: type, ty: nt.Type) -> tuple[Slot, ...]:
-        return value_slots(ty)
-
-    def native_spec(self, signature: type, slots: tuple[Slot, ...]) -> tuple[object, ...] | None:
-        if len(slots) == 1 and slots[0].code != SLOT_CODES["float16"]:  # not complex, not float16
-            return ("s", slots[0].code[0])
-        return None
-
 
 def _array_type(dtype: np.dtype[Any], ndim: int, layout: Layout, readonly: bool = False) -> nt.Array:
     element = element_type(dtype)
     if isinstance(element, StructType):
         element.check_current("pass an array of")
     return nt.Array(element, ndim, layout, readonly=readonly)
-
-
-def _array_slots(ty: nt.Array) -> tuple[Slot, ...]:
-    """numba's exploded array fields: meminfo, parent, nitems, itemsize, data, shape..., strides..."""
-    ndim = ty.ndim
-    return (
-        Slot("q", constant=0),
-        Slot("q", constant=0),
-        Slot("q", ("size",)),
-        Slot("q", constant=dtype_of(ty.dtype).itemsize),
-        Slot("q", ("data", "ptr")),
-        *(Slot("q", ("shape", i)) for i in range(ndim)),
-        *(Slot("q", ("strides", i)) for i in range(ndim)),
-    )
 
 
 def struct_of(dtype: np.dtype[Any]) -> StructType | None:
@@ -410,15 +234,6 @@ class CupyArray(ArgumentKind[CupySignature, nt.Array]):
             {"C": c, "F": f"(not {c} and {f})", "A": f"not ({c} or {f})"}[layout],
         ] + _struct_guard(name, dtype, consts)
 
-    def slots(self, signature: CupySignature, ty: nt.Array) -> tuple[Slot, ...]:
-        return _array_slots(ty)
-
-    def native_spec(self, signature: CupySignature, slots: tuple[Slot, ...]) -> tuple[object, ...]:
-        dtype, ndim, layout = signature
-        # numpy's dtype equality is blind to which struct a record dtype is: an array of records passes the
-        # native guard with its very dtype object only (any other takes the Python guard, struct_of)
-        return ("a", dtype, ndim, dtype.itemsize, layout, dtype.fields is not None)
-
 
 class DeviceArray(ArgumentKind[ArraySignature, nt.Array]):
     """Any other ``__cuda_array_interface__`` object (numba device arrays, torch tensors, ...): typed from
@@ -440,29 +255,6 @@ class DeviceArray(ArgumentKind[ArraySignature, nt.Array]):
 
     def numba_type(self, signature: ArraySignature) -> nt.Array:
         return _array_type(*signature)
-
-    def slots(self, signature: ArraySignature, ty: nt.Array) -> tuple[Slot, ...]:
-        itemsize = dtype_of(ty.dtype).itemsize
-        count = len(_array_slots(ty))
-        return tuple(Slot("q", (i,), helper=interface_fields, extra=(itemsize,)) for i in range(count))
-
-
-def interface_fields(value: Any, itemsize: int) -> tuple[int, ...]:  # any __cuda_array_interface__ object
-    """numba's exploded array fields for any ``__cuda_array_interface__`` object."""
-    interface = value.__cuda_array_interface__
-    shape = interface["shape"]
-    strides = interface.get("strides") or _c_strides(shape, itemsize)
-    size = int(np.prod(shape, dtype=np.int64)) if shape else 1
-    return (0, 0, size, itemsize, interface["data"][0], *shape, *strides)
-
-
-def _c_strides(shape: Sequence[int], itemsize: int) -> tuple[int, ...]:
-    strides: list[int] = []
-    step = itemsize
-    for extent in reversed(shape):
-        strides.append(step)
-        step *= extent
-    return tuple(reversed(strides))
 
 
 class PointerArgument(ArgumentKind[tuple[np.dtype[Any], bool], PtrType]):
@@ -486,12 +278,6 @@ class PointerArgument(ArgumentKind[tuple[np.dtype[Any], bool], PtrType]):
     def guards(self, name: str, signature: tuple[np.dtype[Any], bool], consts: dict[str, object]) -> list[str]:
         consts[f"{name}_dtype"] = signature[0]
         return [f"{name}.dtype == {name}_dtype", f"{name}.device is {signature[1]}"]
-
-    def slots(self, signature: tuple[np.dtype[Any], bool], ty: PtrType) -> tuple[Slot, ...]:
-        return (Slot("Q", ("address",)),)
-
-    def native_spec(self, signature: tuple[np.dtype[Any], bool], slots: tuple[Slot, ...]) -> tuple[object, ...]:
-        return ("p", *signature)
 
 
 class HostRecord(ArgumentKind[np.dtype[Any], nt.Type]):
@@ -541,9 +327,6 @@ class RecordArgument(ArgumentKind[np.dtype[Any], nt.Type]):
         ty: nt.Type = numba.from_dtype(signature)  # a record type
         return ty
 
-    def slots(self, signature: np.dtype[Any], ty: nt.Type) -> tuple[Slot, ...]:
-        return (Slot("Q", ("address",)),)
-
 
 class StructArgument(ArgumentKind[StructType, StructType]):
     """A value of an ``@od.struct`` class: its class fixes its type (and its fields' types, converted when it
@@ -565,28 +348,6 @@ class StructArgument(ArgumentKind[StructType, StructType]):
     def guards(self, name: str, signature: StructType, consts: dict[str, object]) -> list[str]:
         consts[f"{name}_definition"] = signature.definition
         return [f"{name}_definition.valid"]  # false once the class is redefined: the slow path refuses it
-
-    def slots(self, signature: StructType, ty: StructType) -> tuple[Slot, ...]:
-        return value_slots(ty)
-
-    def native_spec(self, signature: StructType, slots: tuple[Slot, ...]) -> tuple[object, ...]:
-        return ("v", signature.definition, len(slots))
-
-
-def packed_slots(value: Any) -> bytes:  # a value of an @od.struct class
-    """A struct value's CUDA parameter slots as bytes (what ``_fastlaunch.c`` copies: a struct value is
-    immutable, so its slots are packed once, when it is made)."""
-    struct_type: StructType = type(value).__overdub_type__
-    packer = _packers.get(struct_type)
-    if packer is None:
-        slots = value_slots(struct_type)
-        layout, readers = struct.Struct(slot_format(slots)), [_reader(slot) for slot in slots]
-        packer = _packers[struct_type] = lambda v: layout.pack(*[read(v) for read in readers])
-    return packer(value)
-
-
-_packers: weakref.WeakKeyDictionary[StructType, Callable[[Any], bytes]] = weakref.WeakKeyDictionary()
-runtime.register_cache(f"{__name__}._packers", _packers)
 
 
 def _element_type(item: object) -> nt.Type:
@@ -611,16 +372,13 @@ class NamedTupleArgument(ArgumentKind[tuple[type, tuple[nt.Type, ...]], nt.BaseT
         made: nt.BaseTuple = nt.BaseTuple.from_types(element_types, cls)  # type: ignore[no-untyped-call]  # numba's own, unannotated
         return made
 
-    def slots(self, signature: tuple[type, tuple[nt.Type, ...]], ty: nt.BaseTuple) -> tuple[Slot, ...]:
-        return value_slots(ty)
-
 
 TupleSignature: TypeAlias = tuple[tuple[ArgumentKind[Any, Any], Any] | None, ...]  # each element's kind and signature
 
 
 class TupleArgument(ArgumentKind[TupleSignature, nt.BaseTuple]):
     """A tuple whose elements each have a kind (numbers, arrays, pointers, nested tuples): typed as numba's
-    tuple of their types, passed as their slots one after another (as numba-cuda flattens it)."""
+    tuple of their types."""
 
     name = "tuple"
 
@@ -640,7 +398,7 @@ class TupleArgument(ArgumentKind[TupleSignature, nt.BaseTuple]):
             for kind, element in zip(map(kind_of, value), value)
         )
 
-    # numba_type and slots: of an accepted tuple's signature, where every element has a kind (no None)
+    # numba_type: of an accepted tuple's signature, where every element has a kind (no None)
 
     def numba_type(self, signature: TupleSignature) -> nt.BaseTuple:
         made: nt.BaseTuple = nt.BaseTuple.from_types(  # type: ignore[no-untyped-call]  # numba's own, unannotated
@@ -650,14 +408,6 @@ class TupleArgument(ArgumentKind[TupleSignature, nt.BaseTuple]):
 
     def typeof(self, value: tuple[object, ...]) -> nt.BaseTuple:
         return self.numba_type(self.signature(value))
-
-    def slots(self, signature: TupleSignature, ty: nt.BaseTuple) -> tuple[Slot, ...]:
-        return tuple(
-            slot.under(i)
-            # a numba tuple type iterates its element types (numba's stubs do not declare it on BaseTuple)
-            for i, ((kind, element), element_ty) in enumerate(zip(signature, ty))  # type: ignore[call-overload]
-            for slot in kind.slots(element, element_ty)
-        )
 
 
 def _cupy_ndarray() -> type | None:

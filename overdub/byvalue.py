@@ -33,7 +33,9 @@ from collections.abc import Callable
 
 import numpy as np
 
-from . import bindings, fingerprint, rewrite
+from . import bindings, rewrite
+from .embedded import all_names
+from .libraries import SHIPPED, is_library_module
 from .runtime import runtime
 
 __all__ = ["Shipper", "Watch", "ModuleView", "dumps", "reaches", "arrived_by_value"]
@@ -47,10 +49,18 @@ except ImportError:  # pragma: no cover - cloudpickle comes with dask; plain pic
     _BasePickler = pickle.Pickler
 
 _REACHING = ("overdub", "numba")  # the packages whose objects make a def one that must travel by value
-_PLUMBING = ("overdub.byvalue", "overdub.travel", "overdub.engines")  # what a pickle calls to rebuild, not code
+# what a pickle calls to rebuild, not code (and the modules of the package overdub.travel)
+_PLUMBING = ("overdub.byvalue", "overdub.travel", "overdub.engines")
 # reducers of other modules for objects only they know (a struct class: overdub.travel's), asked first
 class_reducers: list[Callable[[object], tuple[object, ...] | None]] = []
 runtime.register_cache(f"{__name__}.class_reducers", class_reducers, kept="reducers other modules install: code")
+
+
+def _plumbing(obj: object) -> bool:
+    """Is ``obj`` of the modules a pickle calls to rebuild what travels (this one's, the engines',
+    overdub.travel's), which make no def one that reaches overdub?"""
+    module = getattr(obj, "__module__", None)
+    return module in _PLUMBING or (isinstance(module, str) and module.startswith("overdub.travel."))
 
 
 def reaches(obj: object) -> bool:
@@ -77,10 +87,10 @@ class Shipper(_BasePickler):  # type: ignore[misc, valid-type]  # cloudpickle's 
         self.reaches = False
 
     def reducer_override(self, obj: object) -> object:
-        if not self.reaches and reaches(obj) and getattr(obj, "__module__", None) not in _PLUMBING:
+        if not self.reaches and reaches(obj) and not _plumbing(obj):
             self.reaches = True
         kind = type(obj)
-        if kind is pytypes.FunctionType and not fingerprint.is_library_module(obj.__module__):
+        if kind is pytypes.FunctionType and not is_library_module(obj.__module__):
             return function_reduce(obj, self.read)  # type: ignore[arg-type]
         if kind is pytypes.ModuleType and _cloudpickle is None:  # plain pickle has no reduce for modules
             return importlib.import_module, (obj.__name__,)  # type: ignore[attr-defined]
@@ -262,12 +272,12 @@ def _def_state(func: pytypes.FunctionType) -> tuple[object, ...]:
 
 def function_reduce(func: pytypes.FunctionType, read: list[Watch]) -> tuple[object, ...]:
     """``func`` by value: a skeleton made first (so a def naming itself pickles), then its state."""
-    namespace, names = func.__globals__, fingerprint._all_names(func.__code__)
+    namespace, names = func.__globals__, all_names(func.__code__)
     values: dict[str, object] = {}
     for name in rewrite.global_names(func.__code__):
         if name in namespace:
             value = namespace[name]
-            if type(value) is pytypes.ModuleType and not fingerprint.is_library_module(value.__name__):
+            if type(value) is pytypes.ModuleType and not is_library_module(value.__name__):
                 value = ModuleView(value, names)
             values[name] = value
     imports = _imported_views(func.__code__, names)
@@ -296,7 +306,7 @@ def _function_skeleton(
 ) -> pytypes.FunctionType:
     # a function's builtins are fixed when it is made: an importer of its own goes in now, its modules later
     own = {**vars(builtins), "__import__": Importer()} if imports else builtins
-    namespace = {"__builtins__": own, "__name__": module, fingerprint.SHIPPED: True}
+    namespace = {"__builtins__": own, "__name__": module, SHIPPED: True}
     cells = tuple(pytypes.CellType() for _ in range(ncells))
     func = pytypes.FunctionType(marshal.loads(code), namespace, name, None, cells or None)
     func.__qualname__, func.__module__ = qualname, module
@@ -392,7 +402,7 @@ def _imported_views(code: pytypes.CodeType, names: frozenset[str]) -> dict[str, 
     for imported in _imported_names(code):
         for name in dict.fromkeys((imported, imported.partition(".")[0])):
             module = sys.modules.get(name)
-            if isinstance(module, pytypes.ModuleType) and not fingerprint.is_library_module(name):
+            if isinstance(module, pytypes.ModuleType) and not is_library_module(name):
                 views[name] = ModuleView(module, names)
     return views
 
@@ -453,11 +463,7 @@ class ModuleView:
         self.module = module
         self.attributes = {n: namespace[n] for n in sorted(names) if n in namespace and not n.startswith("__")}
         for name, value in self.attributes.items():  # ``cfg.sub.K``: a submodule of the user's code as read too
-            if (
-                isinstance(value, pytypes.ModuleType)
-                and depth < 4
-                and not fingerprint.is_library_module(value.__name__)
-            ):
+            if isinstance(value, pytypes.ModuleType) and depth < 4 and not is_library_module(value.__name__):
                 self.attributes[name] = ModuleView(value, names, depth + 1)
 
     def watch(self) -> ModuleWatch:

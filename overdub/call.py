@@ -2,8 +2,8 @@
 
 Every way of naming a kernel call -- ``od.cuda(kernel, *args, ...)``, ``kernel[blocks, threads](...)`` of
 ``od.jit``, ``od.code_ptx(kernel, *types)``, ``od.explain`` -- builds one :class:`KernelCall`: the kernel's
-Python function (lifted, for a closure over data: :mod:`overdub.closures`), the target and the device it runs
-on, the context chain, the launch's hidden state, and per argument one :class:`overdub.arguments.Argument`
+Python function (lifted, for a closure over data: :mod:`overdub.closures`), the target, the context chain, the
+launch's hidden state, and per argument one :class:`overdub.arguments.Argument`
 (its kind, signature and numba type, read once). From it follow the compile job, the launch table's key and
 the launch function; nothing below re-derives them.
 
@@ -14,10 +14,15 @@ The lookup reads as tiers, GPUCompiler's shape (``cached_compilation``):
 * **somewhat fast path** -- the kernel compiled in this process for the call's job, still valid: a new
   launch function for these argument classes (:meth:`KernelCall.compiled`);
 * **slow path** -- under the compile lock, the disk cache (its facts re-checked here), else a compile
-  (:func:`overdub.compiler.compile_kernel`).
+  (:func:`overdub.compiler.cached_kernel`: the target's ``compile_kernel``, then its ``link``).
 
-The device: a ``KernelCall`` records the device it runs on (``None``: the target's current device); the
-several-GPUs work makes it a real key of the launch table and of the compiled code.
+A launch's configuration -- grid, block, shared memory, stream, device, debug -- is one
+:class:`overdub.launchconfig.LaunchConfig`, made (and checked) where the fast path leaves off: by
+:func:`launch_slow` from the options the fast path was given, or by the caller (``od.cuda``'s rarer keywords,
+``kernel[blocks, threads]``, ``od.graph``), and passed on as one value. The device a launch runs on is the
+one current on the launching thread when the call is built: the configuration's ``device`` is made current
+around the whole launch (:func:`overdub.launch.launch_configured`), and the call's target is the target for
+that device's architecture (``Target.for_current_device``), so a ``KernelCall`` needs no device of its own.
 """
 
 from __future__ import annotations
@@ -31,19 +36,28 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, cast
 
-from . import arguments, bridge, closures, compiler, travel
-from . import context as context_module
+from . import arguments, bridge, closures, compiler, stacks, travel
 from .arguments import Argument
 from .context import Context
+from .job import CompileError, CompileJob
+from .launchconfig import LaunchConfig
 from .registry import GenericFunction
 from .runtime import Launch, launch_key, runtime
-from .targets import get_target, launchfn
+from .targets import get_target
 from .types import is_concrete
 
 if TYPE_CHECKING:
     from .targets import Launcher, Target
 
-__all__ = ["KernelCall", "launch_slow", "launch_compiled", "checked_launch", "check_kernel"]
+__all__ = [
+    "KernelCall",
+    "launch_slow",
+    "slow_path",
+    "launch_compiled",
+    "launch_from_table",
+    "check_call",
+    "check_kernel",
+]
 
 
 @dataclass(frozen=True, eq=False, slots=True)
@@ -55,14 +69,13 @@ class KernelCall:
     function: pytypes.FunctionType  # what is compiled: the kernel's function, or its lifted form
     args: tuple[object, ...]  # the call's own arguments (values, or numba types for a reflection)
     target_option: str | Target | None  # the target as the call named it (part of the launch table's key)
-    target: Target  # the Target it resolves to
-    device: object  # the device it runs on; None: the target's current device
+    target: Target  # the Target it resolves to (for a launch, the architecture of the device current here)
     context: Context | tuple[Context, ...] | None
     state: object
     chain: tuple[Context, ...]
     lifted: closures.Lifted | None
     arguments: tuple[Argument, ...]
-    job: compiler.CompileJob
+    job: CompileJob
     typed: bool  # may arguments be numba types (a reflection)?
     defaults: tuple[object, ...] = ()  # the default values of the parameters the call leaves out, passed
     interned: bool = False  # a def that arrived by value, compiled as the first of its content (travel.interned)
@@ -88,7 +101,7 @@ class KernelCall:
         # an od.jit kernel launched by od.cuda: its own target (its compile options) and context, unless given
         tgt, own_context = getattr(kernel, "launch_defaults", _launch_defaults)(target)
         describe = _describer(tgt, typed)
-        ctx = context_module.resolve(own_context if context is None else context) or tgt.base  # a tuple: a stack
+        ctx = stacks.resolve(own_context if context is None else context) or tgt.base  # a tuple: a stack
         chain = ctx.chain(tgt, ctx.launch_state_type(state, lambda value: describe(value).type))
         lifted = closures.lift(function)
         compiled = function if lifted is None else lifted.function
@@ -97,14 +110,13 @@ class KernelCall:
         values = hidden + (() if lifted is None else lifted.captured_values()) + tuple(args) + defaults
         # named by the compiled function's parameters: a lifted closure's captured variables come first
         described = tuple(_named(describe, compiled, i - len(hidden), value) for i, value in enumerate(values))
-        job = compiler.CompileJob.of(compiled, tuple(a.type for a in described), chain)
+        job = CompileJob.of(compiled, tuple(a.type for a in described), chain)
         return cls(
             kernel,
             function,
             tuple(args),
             target,
             tgt,
-            None,
             context,
             state,
             chain,
@@ -128,7 +140,7 @@ class KernelCall:
         from then on: then the kernel of :meth:`unlifted`."""
         try:
             return compiler.cached_kernel(self.job)
-        except compiler.CompileError:
+        except CompileError:
             if self.lifted is None:
                 raise
         closures.keep_unlifted(self.function)
@@ -201,25 +213,58 @@ def _named(
         raise
 
 
+def launch_from_table(
+    kernel: object,
+    args: tuple[object, ...],
+    target: str | Target | None,
+    context: Context | tuple[Context, ...] | None,
+    state: object,
+    blocks: object,
+    threads: object,
+    shmem: int,
+    stream: object,
+) -> bool:
+    """The fast path in Python: the launch table's launch functions for the call, tried in turn with the
+    launch's raw options; True when one launched (``od.cuda``'s own lookup is in C where the extension is
+    built)."""
+    launched = args if state is None else (state, *args)
+    functions = runtime.launches.get(launch_key(kernel, context, target, args, state), ())
+    return any(launch(launched, blocks, threads, shmem, stream) for launch in functions)
+
+
 def launch_slow(
     kernel: object,
     args: tuple[object, ...],
-    threads: object,
-    blocks: object,
-    shmem: int,
-    stream: object,
+    *,
+    blocks: object = 1,
+    threads: object = 1,
+    shmem: object = 0,
+    stream: object = None,
+    target: str | Target | None = None,
+    context: Context | tuple[Context, ...] | None = None,
+    state: object = None,
+) -> None:
+    """A launch the launch table could not serve (the fast path missed, or its launch functions' checks
+    failed), as the fast path hands it over: its options by name (``_fastlaunch.OPTIONS``), made one checked
+    :class:`LaunchConfig` here, then :func:`slow_path`."""
+    slow_path(kernel, args, LaunchConfig.of(blocks, threads, shmem, stream), target, context, state)
+
+
+def slow_path(
+    kernel: object,
+    args: tuple[object, ...],
+    config: LaunchConfig,
     target: str | Target | None,
     context: Context | tuple[Context, ...] | None,
     state: object = None,
 ) -> None:
-    """A launch the launch table could not serve (the fast path missed, or its launch functions' checks
-    failed): build the call, get its compiled kernel, add a launch function for these argument classes,
-    launch. A launch passing state passes it as the kernel's hidden first argument.
+    """The slow path: build the call, get its compiled kernel, add a launch function for these argument
+    classes, launch with ``config``. A launch passing state passes it as the kernel's hidden first argument.
 
     Every check of the launch runs before anything is compiled or read from the disk cache, with the message
-    the launch function would give: the kernel and the arguments' binding, the target, the grid, the block, the
-    dynamic shared memory and the stream (:func:`overdub.targets.launchfn.checked_config`), then each argument's
-    kind and memory (described by the target in :meth:`KernelCall.of`).
+    the launch function would give: the configuration (checked when ``config`` was made), the kernel and the
+    arguments' binding (:func:`check_call`), the target, then each argument's kind and memory (described by
+    the target in :meth:`KernelCall.of`).
 
     A redefinition on another thread may invalidate the kernel between its compile and its launch; then the
     kernel is compiled again, as many times as that happens: a launch always runs a valid kernel."""
@@ -227,54 +272,46 @@ def launch_slow(
     travel.note_kernel(kernel)
     canonical = travel.interned(kernel) if type(kernel) is pytypes.FunctionType else kernel
     if canonical is not kernel:  # a def arrived by value (a task's copy): launch as the first of its content
-        launched = args if state is None else (state, *args)
-        for launch in runtime.launches.get(launch_key(canonical, context, target, args, state), ()):
-            if launch(launched, blocks, threads, shmem, stream):
-                return
+        if launch_from_table(canonical, args, target, context, state, *config.options()):
+            return
         kernel = canonical
-    blocks, threads, shmem = checked_launch(kernel, args, blocks, threads, shmem, stream)
+    check_call(kernel, args)
     tgt = get_target(target)
-    with tgt.on_device(None, "a launch", stream):  # on a stream: in the stream's context
-        tgt.check_launchable(stream)
-        launch_compiled(kernel, args, threads, blocks, shmem, stream, target, context, state)
+    with tgt.on_device(None, "a launch", config.stream):  # on a stream: in the stream's context
+        tgt.check_launchable(config.stream)
+        launch_compiled(kernel, args, config, target, context, state)
 
 
 def _launch_defaults(target: str | Target | None) -> tuple[Target, None]:
     return get_target(target), None
 
 
-def checked_launch(
-    kernel: object, args: tuple[object, ...], blocks: object, threads: object, shmem: object, stream: object
-) -> tuple[tuple[int, int, int], tuple[int, int, int], int]:
-    """A launch's checks before anything compiles (the kernel and its arguments' binding, the grid, the block,
-    the dynamic shared memory, the stream's kind): the grid, block and shared memory normalised."""
+def check_call(kernel: object, args: tuple[object, ...]) -> None:
+    """A launch's checks of the kernel and its arguments' binding, before anything compiles (the kernel as
+    launched: a def, or a numba or ``od.jit`` kernel)."""
     check_kernel(bridge.python_function(kernel) or kernel, args)
-    return launchfn.checked_config(blocks, threads, shmem, stream)
 
 
 def launch_compiled(
     kernel: object,
     args: tuple[object, ...],
-    threads: object,
-    blocks: object,
-    shmem: int,
-    stream: object,
+    config: LaunchConfig,
     target: str | Target | None,
     context: Context | tuple[Context, ...] | None,
     state: object,
     add: bool = True,
 ) -> tuple[KernelCall, compiler.Kernel, Launch]:
     """The slow path's launch, in the launch's context: the compiled kernel for the device current here and a
-    launch function for these argument classes, which launches; ``add``: the launch function is added to the
-    launch table -- unless the table has one already (a launch on a stream of another context, which the
-    Python launch function leaves to this path). Returns the call, its compiled kernel and the launch
+    launch function for these argument classes, which launches with ``config``; ``add``: the launch function
+    is added to the launch table -- unless the table has one already (a launch on a stream of another context,
+    which the Python launch function leaves to this path). Returns the call, its compiled kernel and the launch
     function (a graph's capture keeps them)."""
     launched = args if state is None else (state, *args)
     while True:
         call = KernelCall.of(kernel, args, target, context, state)  # describes (and checks) every argument
         compiled = call.compiled()
         launch = call.launch_function(compiled)
-        if launch(launched, blocks, threads, shmem, stream):
+        if launch(launched, *config.options()):
             if add and launch.guarded and not call.interned and not _served(call.key, compiled):
                 runtime.add_launch(call.key, launch)
             return call, compiled, launch

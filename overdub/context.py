@@ -1,7 +1,8 @@
 """Contexts: tables of overdubs that a kernel is compiled in.
 
 A :class:`Context` maps callees to overdub method tables. A kernel launched in a user context is compiled in
-the *chain* user context -> its parents -> the target's base context (:data:`CPU` or :data:`CUDA`) -> the
+the *chain* user context -> its parents -> the target's base context (``od.CPU``, ``od.CUDA``: made by the
+registry of targets, ``overdub.targets.registry``) -> the
 callee itself; each call asks the chain in that order and the first context with an applicable overdub wins.
 An overdub method's own body is compiled one context down (the chain after the context it came from), the
 way PyTorch's dispatch modes pop themselves while their handler runs: calling ``f`` inside ``f``'s overdub
@@ -18,29 +19,24 @@ no overdub of a context before it in the chain took (see docs/contexts.md).
 
 from __future__ import annotations
 
-import inspect
 import sys
 import types as pytypes
 import weakref
-from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, NoReturn, TypeVar, cast
+from collections.abc import Callable
+from typing import TYPE_CHECKING, TypeVar, cast
 from typing import Any as Arbitrary
 
 from . import postimport, world
-from .registry import Method, MethodError, MethodTable, Reference, methods_from, reference_to
+from .hooktables import HookTables
+from .registry import MethodTable, methods_from, reference_to
 from .rewrite import is_overdubbable
 from .runtime import runtime
 from .types import (
-    Any,
-    Callee,
-    CalleePattern,
-    CalleeType,
     LatticeType,
     as_type,
     callee_key,
     callee_name,
     issubtype,
-    subtype,
     type_name,
 )
 
@@ -52,51 +48,12 @@ if TYPE_CHECKING:
 __all__ = [
     "Context",
     "BaseContext",
-    "TargetRoot",
-    "CPU",
-    "CUDA",
-    "ALL",
-    "EveryTarget",
-    "Stack",
-    "stacked",
     "when_imported",
     "callee_key",
 ]
 
 _F = TypeVar("_F", bound=Callable[..., Arbitrary])  # a def a decorator registers, and returns as it is
 _H = TypeVar("_H", bound=postimport.Hook)
-
-
-def _callee_parameter(func: Callable[..., Arbitrary], kind: str) -> str | None:
-    """The parameter of a hook of every call that receives the callee: the first (a prehook's) or the second
-    (a posthook's, after the result), or None where the hook names no such parameter."""
-    code, position = func.__code__, _callee_position(kind)
-    return code.co_varnames[position] if code.co_argcount > position else None
-
-
-def _callee_position(kind: str) -> int:
-    """Where a hook of every call receives the callee: first (a prehook), after the result (a posthook)."""
-    return 0 if kind == PREHOOK else 1
-
-
-def _callee_pattern(label: str, func: Callable[..., Arbitrary], kind: str) -> LatticeType:
-    """What the callee parameter of a hook of every call matches (``od.Any`` where unannotated): a clear error
-    where the hook has no such parameter, or annotates it with a type no callee has (a hook written for
-    the arguments alone would otherwise never run)."""
-    name = _callee_parameter(func, kind)
-    where = f"{label}: a hook of every call receives the callee {'first' if kind == PREHOOK else 'after the result'}"
-    if name is None:
-        if func.__code__.co_flags & inspect.CO_VARARGS:
-            return Any  # def hook(*args): the callee is args[0]
-        raise TypeError(
-            f"{where} (def _({'' if kind == PREHOOK else 'result, '}f, *args)); {func.__qualname__} takes no "
-            f"parameter for it"
-        )
-    annotation = func.__annotations__.get(name, Any)
-    pattern = as_type(annotation)
-    if pattern is not Any and not isinstance(pattern, (CalleePattern, CalleeType)):
-        raise TypeError(f"{where}: its parameter {name!r} takes od.Callee or od.Callee[f], not {annotation!r}")
-    return pattern
 
 
 class ContextShape(world.Node):
@@ -113,31 +70,6 @@ class ContextShape(world.Node):
         return f"the parent, forwards, replacements and catch-all hooks of {self.context!r}"
 
 
-PREHOOK, POSTHOOK = "prehook", "posthook"
-
-
-def _is_catch_all(label: str, func: Callable[..., Arbitrary], every: bool, kind: str) -> bool:
-    """Is ``func`` a hook for calls of any arity: ``def hook(*args)`` (or ``(result, *args)`` after)? Such a
-    hook dispatches on nothing, so annotations on it would be silently ignored: they are refused -- but for
-    the callee of a hook of every call (``every``): ``def hook(f: od.Callee[g], *args)`` dispatches on it."""
-    code = getattr(func, "__code__", None)
-    if code is None or not code.co_flags & inspect.CO_VARARGS:
-        return False
-    callee_parameter = _callee_parameter(func, kind) if every else None
-    annotated = [
-        name
-        for name, annotation in getattr(func, "__annotations__", {}).items()
-        if name not in ("return", callee_parameter) and annotation not in (Any, "od.Any", "Any")
-    ]
-    if annotated or func.__defaults__:
-        raise TypeError(
-            f"{label}: a hook taking *args observes calls of any arity and dispatches on nothing, so it "
-            f"takes no annotations ({', '.join(annotated)}) or defaults; write a hook per arity to "
-            f"dispatch on argument types"
-        )
-    return True
-
-
 _every_context: weakref.WeakSet[Context] = weakref.WeakSet()
 runtime.register_cache(f"{__name__}._every_context", _every_context, kept="definitions, not a cache")
 
@@ -147,7 +79,7 @@ def every_context() -> list[Context]:
     return list(_every_context)
 
 
-class Context:
+class Context(HookTables):
     """A named table of overdubs, optionally inheriting from a parent context.
 
     Its parent, forwards and replacements may change at any time; whatever was compiled in a chain through
@@ -163,11 +95,7 @@ class Context:
         self._parent = parent
         self._state: LatticeType | None = None if state is None else as_type(state)
         self._tables: dict[object, MethodTable] = {}  # callee key -> its overdub table
-        self._hook_tables: dict[tuple[str, object], MethodTable] = {}  # (PREHOOK or POSTHOOK, callee key) -> table
-        # (PREHOOK or POSTHOOK, callee key, callee pattern) -> an *args hook's Method
-        self._catch_all: dict[tuple[str, object, LatticeType], Method] = {}
-        self._observes: set[str] = set()  # the kinds of hooks ever defined here (others are not looked up)
-        self._hooks_off: dict[object, bool] = {}  # callee key (od.Any: every call) -> are its hooks off?
+        HookTables.__init__(self)
         self._forwards: dict[object, object] = {}  # callee key -> what calls of the callee mean
         self._replacements: dict[int, tuple[object, object]] = {}  # id(obj) -> (obj, its replacement)
         # keeps the module namespaces named by callee keys alive
@@ -355,106 +283,6 @@ class Context:
         every chain) hides any: :meth:`TargetRoot.hide`."""
         return False
 
-    # -- hooks -----------------------------------------------------------------------------------------
-    def prehook(self, callee: object) -> Callable[[_F], _F]:
-        """Decorator: run the def before each call of ``callee`` (``od.Any``: of every function) that reaches
-        this context, with the call's arguments; its return value is ignored. It dispatches on its
-        annotations like a method (several prehooks for different types); ``def hook(*args)`` observes
-        calls of any arity. Its body runs one context down, like an overdub's."""
-        return self._hook(PREHOOK, callee)
-
-    def posthook(self, callee: object) -> Callable[[_F], _F]:
-        """Decorator: run the def after each call of ``callee`` (``od.Any``: of every function) that reaches
-        this context, with ``(result, *args)`` (Cassette's order); its return value is ignored."""
-        return self._hook(POSTHOOK, callee)
-
-    def _hook(self, kind: str, callee: object) -> Callable[[_F], _F]:
-        if callee is not Any and not is_overdubbable(callee):
-            raise TypeError(
-                f"{self.name}.{kind}({callee!r}): hooks observe calls of functions (or od.Any: every "
-                f"call), not {type(callee).__name__} values"
-            )
-        label = f"{self.name}.{kind}({'od.Any' if callee is Any else callee_name(callee)})"
-
-        def define(func: _F) -> _F:
-            if kind not in self._observes:  # from now on calls through this context look these hooks up
-                self._reshape(f"{label} defined: the first {kind} of {self!r}", lambda: self._observes.add(kind))
-            every = callee is Any
-            pattern = _callee_pattern(label, func, kind) if every else Any  # (checked for every such hook)
-            if _is_catch_all(label, func, every, kind):  # "any arguments": a second one (same callees) replaces it
-                method = Method(label, func, (), (), origin=func)
-                self._reshape(
-                    f"{label} defined for any arguments at {method.location}",
-                    lambda: self._catch_all.__setitem__((kind, self._hook_key(callee), pattern), method),
-                )
-                return func
-            for method in methods_from(label, func):
-                self._hook_table(kind, callee).add(method)
-            return func
-
-        return define
-
-    def _hook_key(self, callee: object) -> object:
-        return Any if callee is Any else self._key(callee)
-
-    def _hook_table(self, kind: str, callee: object) -> MethodTable:
-        key = (kind, self._hook_key(callee))
-        table = self._hook_tables.get(key)
-        if table is None:
-            with world.lock:
-                name = f"{self.name}.{kind}({'od.Any' if callee is Any else callee_name(callee)})"
-                table = self._hook_tables.setdefault(key, MethodTable(name))
-        return table
-
-    def observes(self, kind: str) -> bool:
-        """Has a hook of this kind ever been defined here? (Until one is, calls do not look them up; the first
-        one changes the context's shape.)"""
-        return kind in self._observes
-
-    def hooks(self, kind: str, callee: object, argtypes: tuple[LatticeType, ...]) -> list[tuple[Method, bool]]:
-        """The hook methods of this context observing a call of ``callee`` with ``argtypes`` (for posthooks,
-        the result's type first), each with whether it takes the callee: those for ``callee``, then those for
-        every call (``od.Any``), which receive the callee first (after the result, for a posthook) as a value
-        of ``od.Callee[callee]`` and dispatch on it too; catch-all ``*args`` hooks before dispatched ones.
-        Hooks turned off (:meth:`disablehooks`) are not asked. Each lookup is an edge of the node being
-        built; a context that never had a hook of this kind answers at once."""
-        if kind not in self._observes or self._hooks_off.get(Any) or self._hooks_off.get(self._key(callee)):
-            return []
-        found: list[tuple[Method, bool]] = []
-        callee_type, at = Callee[callee], _callee_position(kind)
-        for key in (callee, Any):
-            every = key is Any
-            typed = (*argtypes[:at], callee_type, *argtypes[at:]) if every else argtypes
-            hook_key = self._hook_key(key)
-            for (hook_kind, each_key, pattern), method in list(self._catch_all.items()):
-                if hook_kind == kind and each_key == hook_key and (not every or subtype(callee_type, pattern)):
-                    found.append((method, every))
-            match = self._hook_table(kind, key).dispatch(typed)
-            if match.ambiguous:
-                raise cast(MethodError, match.error())  # an ambiguity's
-            if match.method is not None:
-                found.append((match.method, every))
-        return found
-
-    def disablehooks(self, callee: object = Any) -> None:
-        """Turn this context's hooks off -- for every call (``od.Any``, the default) or for calls of
-        ``callee`` -- without redefining them: what was compiled through the context recompiles without them.
-        :meth:`enablehooks` turns them on again."""
-        self._switch_hooks(callee, True)
-
-    def enablehooks(self, callee: object = Any) -> None:
-        """Turn hooks that :meth:`disablehooks` turned off on again (for every call, or for ``callee``)."""
-        self._switch_hooks(callee, False)
-
-    def _switch_hooks(self, callee: object, off: bool) -> None:
-        key = Any if callee is Any else self._key(callee)
-        if bool(self._hooks_off.get(key)) != off:
-            label = "every call" if callee is Any else callee_name(callee)
-            self._reshape(
-                f"{self!r}: hooks {'off' if off else 'on'} for {label}",
-                lambda: self._hooks_off.__setitem__(key, off),
-            )
-
     # -- chains ----------------------------------------------------------------------------------------
     def chain(self, target: Target, state: object = None) -> tuple[Context, ...]:
         """This context, its parents, the target's base context (other targets' base contexts are
@@ -476,101 +304,6 @@ class Context:
         return f"Context({self.name!r})"
 
 
-class TargetRoot(Context):
-    """The end of every chain of a target: no overdubs (so never popped), only the target's fixed meaning
-    of names -- its forwards (``print`` -> ``cuprintln``) and replacements (the CUDA kernel idiom on the CPU).
-    """
-
-    overdubbable = False
-    state: nt.Type | None = None  # the numba type of the state launches in chains ending here pass, if any
-
-    def __init__(self, name: str, target: Target) -> None:
-        super().__init__(name)
-        self.target = target
-        self._with_state: dict[nt.Type, StateRoot] = {}  # state type -> this root for launches passing it
-        self._hidden: dict[int, object] = {}  # id(callee) -> callee
-
-    def hide(self, *callees: object) -> None:
-        """Keep calls of ``callees`` -- the target's stand-ins for what is no function on other targets (the
-        CPU target's ``cuda.atomic.add``, ``cuda.local.array``) -- out of what hooks observe, so that a hook of
-        ``od.Any`` observes the same calls on every target."""
-        self._hidden.update((id(callee), callee) for callee in callees)
-
-    def hides(self, callee: object) -> bool:
-        return self._hidden.get(id(callee)) is callee
-
-    def with_state(self, state_type: nt.Type) -> StateRoot:
-        """This root for launches passing state of the numba type ``state_type``: what is compiled for them
-        takes it as a hidden first parameter, so it is compiled apart (one compile per state type)."""
-        root = self._with_state.get(state_type)
-        if root is None:
-            with world.lock:
-                root = self._with_state.setdefault(state_type, StateRoot(self, state_type))
-        return root
-
-    def add_imported(
-        self, forwards: Iterable[tuple[object, object]] = (), replacements: Iterable[tuple[object, object]] = ()
-    ) -> None:
-        """Add forwards -- ``(callee, to)`` pairs -- and replacements -- ``(obj, replacement)`` pairs -- of the
-        objects of a module being imported, from its post-import hook (:func:`when_imported`), without
-        reshaping the root. Until the module is imported no code can name its objects, so nothing compiled
-        so far depends on what they mean here, and nothing recompiles: a reshape would recompile every kernel
-        of the target. (The CPU target's meaning of numba-cuda's kernel idiom, added once a program imports
-        numba-cuda: a program that never names it does not wait for its import.)"""
-        for callee, to in forwards:
-            self._forwards[self._key(callee)] = to
-        for obj, replacement in replacements:
-            self._replacements[id(obj)] = (obj, replacement)
-
-    def configured_for(self, target: Target) -> TargetRoot:
-        """The root of ``target``, a configuration of this root's target: the same meaning of names -- the
-        very tables, so that what this root adds later (:meth:`add_imported`) every configuration means too."""
-        root = TargetRoot(f"{self.name}[{target.options.describe()}]", target)
-        root._forwards, root._replacements = self._forwards, self._replacements
-        root._namespaces, root._hidden = self._namespaces, self._hidden
-        return root
-
-    def overdub(self, callee: Callable[..., Arbitrary]) -> NoReturn:
-        base = "od.CUDA" if self.target.name == "cuda" else "od.CPU"
-        raise TypeError(
-            f"the root of the {self.target.label} target holds no overdubs: add them to {base}, "
-            f"or to a context of your own"
-        )
-
-
-class StateRoot(TargetRoot):
-    """A target's root for launches passing state of one numba type: the root's meaning of names, and the
-    state's type."""
-
-    def __init__(self, root: TargetRoot, state_type: nt.Type) -> None:
-        Context.__init__(self, f"{root.name}[state {state_type}]")
-        self.target, self.state, self.root = root.target, state_type, root
-
-    @property
-    def shape(self) -> ContextShape:
-        return self.root.shape
-
-    # set once by Context.__init__; the root's shape is the one that changes
-    @shape.setter
-    def shape(self, node: ContextShape) -> None:
-        pass
-
-    def forwarded(self, callee: object) -> object:
-        return self.root.forwarded(callee)
-
-    def replacement(self, obj: object) -> object:
-        return self.root.replacement(obj)
-
-    def hides(self, callee: object) -> bool:
-        return self.root.hides(callee)
-
-    def forward(self, callee: object, to: object) -> None:
-        self.root.forward(callee, to)
-
-    def replace(self, obj: object, replacement: object) -> None:
-        self.root.replace(obj, replacement)
-
-
 class BaseContext(Context):
     """A target's own context (``od.CPU``, ``od.CUDA``): the last one asked before the callee itself.
 
@@ -578,124 +311,8 @@ class BaseContext(Context):
     """
 
 
-CPU = BaseContext("CPU")
-CUDA = BaseContext("CUDA")
-
-
-class Stack(Context):
-    """Several contexts used together, as if stacked (``od.cuda(..., context=(ad, checking))``): a call asks the
-    first, its parents, then the second and its parents, ... then the target's own context -- each context
-    appears once, where it first does. An overdub's body runs one level down the stack (the contexts after
-    its own), so an overdub of ``f`` in the first context that calls ``f`` reaches the second's overdub of
-    ``f``: of two contexts overdubbing the same callee, the one listed first wins and may delegate. Hooks of
-    every context fire. At most one of them may declare state (the launch's ``state=``). One stack per tuple
-    of contexts: its compiled code is cached and invalidated as a single context's."""
-
-    def __init__(self, contexts: tuple[Context, ...]) -> None:
-        super().__init__("+".join(ctx.name for ctx in contexts))
-        self.__module__ = __name__
-        self.contexts = contexts
-        declared = [ctx for ctx in contexts if ctx.state is not None]
-        if len(declared) > 1:
-            raise TypeError(
-                f"context={contexts!r}: {declared[0]!r} and {declared[1]!r} both declare device state; a launch "
-                f"passes one state, so at most one context of a stack may declare it"
-            )
-        self._state = declared[0].state if declared else None
-
-    def __reduce__(self) -> tuple[object, ...]:
-        return stacked, (self.contexts,)
-
-    def chain(self, target: Target, state: object = None) -> tuple[Context, ...]:
-        members: list[Context] = []
-        for ctx in self.contexts:
-            for member in ctx.chain(target, state)[:-2]:  # without the target's own context and root
-                if member not in members:
-                    members.append(member)
-        root = target.root if state is None else target.root.with_state(cast("nt.Type", state))
-        return (self, *members, target.base, root)
-
-    def __repr__(self) -> str:
-        return f"Stack({', '.join(map(repr, self.contexts))})"
-
-
 # how a context of the user's code travels by value (set by overdub.travel; None: by reference)
 reduce_context = None
-
-_stacks: dict[tuple[Context, ...], Stack] = {}
-runtime.register_cache(f"{__name__}._stacks", _stacks, kept="a stack is a definition: its kernels are keyed by it")
-
-
-def stacked(contexts: tuple[Context, ...]) -> Stack:
-    """The one :class:`Stack` of these contexts (in this order)."""
-    stack = _stacks.get(contexts)
-    if stack is None:
-        for ctx in contexts:
-            if not isinstance(ctx, Context):
-                raise TypeError(f"context=(...) takes contexts, not {type(ctx).__name__} {ctx!r:.60}")
-        with world.lock:
-            stack = _stacks.setdefault(contexts, Stack(contexts))
-    return stack
-
-
-def resolve(context: Context | tuple[Context, ...] | None) -> Context | None:
-    """A launch's ``context=``: a context, None, or a tuple of contexts (their stack)."""
-    if isinstance(context, tuple):
-        return stacked(context) if len(context) > 1 else (context[0] if context else None)
-    return context
-
-
-class EveryTarget:
-    """``od.ALL``: every target's own context at once, for a library extending all targets in one call --
-    ``@od.ALL.overdub(f)``, ``@od.ALL.prehook(f)``, ``od.ALL.forward(f, g)`` do to ``od.CPU`` and ``od.CUDA``
-    what each would do alone (and ``od.CPU`` or ``od.CUDA`` where one target needs its own)."""
-
-    def __init__(self, *contexts: BaseContext) -> None:
-        self.contexts = contexts
-
-    def __reduce__(self) -> Reference:
-        return reference_to(self, __name__, "ALL")
-
-    def _each(self, decorator: str, callee: object) -> Callable[[_F], _F]:
-        def define(func: _F) -> _F:
-            for ctx in self.contexts:
-                getattr(ctx, decorator)(callee)(func)
-            return func
-
-        return define
-
-    def overdub(self, callee: Callable[..., Arbitrary]) -> Callable[[_F], _F]:
-        """Decorator: the def as an overdub of ``callee`` in every target's context."""
-        return self._each("overdub", callee)
-
-    def prehook(self, callee: object) -> Callable[[_F], _F]:
-        """Decorator: the def as a prehook of ``callee`` in every target's context."""
-        return self._each("prehook", callee)
-
-    def posthook(self, callee: object) -> Callable[[_F], _F]:
-        """Decorator: the def as a posthook of ``callee`` in every target's context."""
-        return self._each("posthook", callee)
-
-    def forward(self, callee: object, to: object) -> None:
-        """Calls of ``callee`` mean calls of ``to`` on every target (where no overdub takes them)."""
-        for ctx in self.contexts:
-            ctx.forward(callee, to)
-
-    def disablehooks(self, callee: object = Any) -> None:
-        """Every target's context's hooks off (for every call, or for ``callee``): :meth:`Context.disablehooks`."""
-        for ctx in self.contexts:
-            ctx.disablehooks(callee)
-
-    def enablehooks(self, callee: object = Any) -> None:
-        """Every target's context's hooks on again: :meth:`Context.enablehooks`."""
-        for ctx in self.contexts:
-            ctx.enablehooks(callee)
-
-    def __repr__(self) -> str:
-        return f"od.ALL ({' and '.join(f'od.{ctx.name}' for ctx in self.contexts)})"
-
-
-ALL = EveryTarget(CPU, CUDA)
 
 
 def when_imported(module_name: str) -> Callable[[_H], _H]:

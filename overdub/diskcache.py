@@ -45,17 +45,19 @@ import tempfile
 import threading
 import time
 import warnings
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from . import settings, world
 from .bindings import Guarded
-from .fingerprint import Fact, Uncacheable, context_digest, function_digest, record, replay, type_digest
+from .digests import Uncacheable, function_digest, type_digest
+from .facts import Fact
+from .fingerprint import context_digest, record, replay
 from .registry import resolve_reference
 from .runtime import runtime
 
 if TYPE_CHECKING:
-    from .compiler import CompileJob, Kernel
-    from .targets import Launcher
+    from .compiler import Kernel
+    from .job import CompileJob
 
 log = logging.getLogger("overdub")
 
@@ -271,12 +273,13 @@ def _checked_aside(job: CompileJob, facts: list[Fact]) -> str | None:
 
 def _loaded(job: CompileJob, kernel: Kernel, entry: dict[str, Any], path: pathlib.Path) -> bool:
     try:
-        kernel.launcher = job.target.launcher_from_payload(entry["payload"], job.argtypes)
+        code = job.target.deserialized(entry["payload"], job.argtypes)
+        if code is None:  # it lacks what this process needs (a CUDA launch: the cubin)
+            log.debug("the disk cache entry of %s is not used: it holds no code this use loads", job.call())
+            return False
+        kernel.code, kernel.launcher = code, job.target.link(code)
     except Exception as exc:  # an entry that unpickled but does not load: as corrupt
         _corrupt(path, f"its code does not load ({type(exc).__name__}: {exc})")
-        return False
-    if kernel.launcher is None:  # it lacks what this process needs (a CUDA launch: the cubin)
-        log.debug("the disk cache entry of %s is not used: it holds no code this use loads", job.call())
         return False
     kernel.needs |= entry["needs"]
     return True
@@ -293,7 +296,7 @@ def store(job: CompileJob, kernel: Kernel) -> None:
     try:
         key = _key(job)
         entry: dict[str, Any] = {"call": job.call(), "facts": record(job, kernel), "needs": set(kernel.needs)}
-        payload = job.target.launcher_payload(cast("Launcher", kernel.launcher))  # what the target built
+        payload = job.target.serialized(kernel.code)  # the target's code of it
         if payload is None:
             raise Uncacheable(f"the {job.target.label} target cannot serialise its code")
         entry["payload"] = payload

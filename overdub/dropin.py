@@ -28,16 +28,18 @@ from typing import cast
 
 import numpy as np
 
-from . import compiler, launch, reflect, travel
+from . import compiler, launch, reflect
 from .arguments import HostMemoryError
 from .bridge.signatures import array_fits, as_scalar_of, signature_argtypes, typeof_or_none
 from .call import KernelCall
 from .context import Context
 from .intrinsics import Pointer
-from .launch import cuda
+from .launch import launch_configured
+from .launchconfig import LaunchConfig
 from .registry import function
 from .runtime import runtime
-from .targets import CompileOptions, get_target
+from .targets import CompileOptions, Launcher, get_target
+from .travel import defs
 from .types import PtrType, dtype_of
 
 __all__ = ["jit", "Kernel", "Overload"]
@@ -120,7 +122,7 @@ class Kernel:
         self.__name__, self.__qualname__ = py_func.__name__, py_func.__qualname__
         self.__doc__, self.__module__ = py_func.__doc__, py_func.__module__
         self._configs: dict = {}
-        travel.note_kernel(py_func)
+        defs.note_kernel(py_func)
         self.signatures = [signature_argtypes(sig) for sig in signatures]
         for argtypes in self.signatures:
             self.compile(argtypes)
@@ -147,13 +149,15 @@ class Kernel:
     def __getitem__(self, config) -> Callable[..., None]:
         configured = self._configs.get(config)
         if configured is None:
-            plain = _Configured(self, *_launch_config(config))
-            # nothing converts the arguments first (signatures, numba-cuda's extensions): the native front
-            fast = not (plain.signatures or plain.extensions)
-            configured = self._configs[config] = (
-                launch.configured(plain, plain.function, plain.options) if fast else plain
-            )
+            configured = self._configs[config] = self._configured(_launch_config(config))
         return configured
+
+    def _configured(self, config: LaunchConfig) -> Callable[..., None]:
+        """Calling it launches with ``config``: the native front where the extension is built (the lookup
+        with the configuration held), after the arguments' conversions where the kernel has some."""
+        plain = _Configured(self, config)
+        front = launch.configured(plain, plain.function, config, plain.target, plain.context)
+        return _Converting(self, front, plain.target, config.stream) if self.signatures or self.extensions else front
 
     def __reduce__(self):
         # what makes it: its def (which engines ship by value), its options and context; no compiled state
@@ -256,78 +260,70 @@ class Overload:
         """The most blocks of ``blockdim`` threads (an int or a tuple) a launch of this kernel that synchronizes
         its grid may have, with ``dynsmem`` bytes of dynamic shared memory: all must be resident at once."""
         threads = math.prod(blockdim) if isinstance(blockdim, tuple) else int(blockdim)
-        launcher = self.kernel.launcher
-        co_resident = getattr(launcher, "co_resident_blocks", None)
-        if co_resident is None:  # the CUDA target's launcher: the driver's occupancy of the kernel's function
-            from .targets import cuda as cuda_target
-
-            return cuda_target.driver().co_resident_blocks(launcher._function(), threads, dynsmem)
-        return int(co_resident(threads, dynsmem))
+        return int(cast("Launcher", self.kernel.launcher).co_resident_blocks(threads, dynsmem))
 
     def __repr__(self) -> str:
         return f"<overload of {self.kernel.describe()}>"
 
 
-def _launch_config(config) -> tuple:
-    """(blocks, threads, stream, shmem) from numba-cuda's ``[blocks, threads(, stream(, shmem))]``."""
+def _launch_config(config) -> LaunchConfig:
+    """The launch configuration of numba-cuda's ``[blocks, threads(, stream(, shmem))]``, checked (a stream of
+    0 is the default stream)."""
     if not isinstance(config, tuple) or not 2 <= len(config) <= 4:
         raise ValueError(
             f"launch configuration must be [blocks, threads], [blocks, threads, stream] or "
             f"[blocks, threads, stream, shmem], not {config!r}"
         )
     blocks, threads, stream, shmem = config + (0, 0)[len(config) - 2 :]
-    return blocks, threads, stream, shmem
+    return LaunchConfig.of(blocks, threads, shmem, None if isinstance(stream, int) and stream == 0 else stream)
 
 
 class _Configured:
-    """``kernel[blocks, threads, ...]``: calling it launches."""
+    """``kernel[blocks, threads, ...]``: calling it launches, with its configuration (one checked record)."""
 
-    __slots__ = ("function", "options", "signatures", "extensions")
+    __slots__ = ("function", "config", "target", "context")
 
-    def __init__(self, kernel: Kernel, blocks, threads, stream, shmem):
-        self.function, self.signatures, self.extensions = kernel.py_func, kernel.signatures, kernel.extensions
-        target = kernel.target_name if kernel.options == CompileOptions() else kernel.target
-        self.options = {
-            "blocks": blocks,
-            "threads": threads,
-            "shmem": shmem,
-            "stream": None if isinstance(stream, int) and stream == 0 else stream,  # 0: default
-            "context": kernel.context,
-            "target": target,
-        }
+    def __init__(self, kernel: Kernel, config: LaunchConfig):
+        self.function, self.config, self.context = kernel.py_func, config, kernel.context
+        self.target = kernel.target_name if kernel.options == CompileOptions() else kernel.target
+
+    def __call__(self, *args):
+        try:
+            launch_configured(self.function, args, self.config, self.target, self.context)
+        except HostMemoryError:
+            # as numba-cuda does for its kernels (od.cuda refuses: the copies are not free): host arrays are
+            # copied to the target's memory for the launch and back after it
+            moved, copy_back = get_target(self.target).host_copies(args, self.config.stream)
+            launch_configured(self.function, moved, self.config, self.target, self.context)
+            copy_back()
+
+
+class _Converting:
+    """``kernel[blocks, threads, ...]`` of a kernel whose arguments are converted before each launch (explicit
+    signatures, numba-cuda's extensions): the conversions, then the launch (``front``)."""
+
+    __slots__ = ("front", "target", "signatures", "extensions", "stream")
+
+    def __init__(self, kernel: Kernel, front: Callable[..., None], target, stream):
+        self.front, self.target, self.stream = front, target, stream
+        self.signatures, self.extensions = kernel.signatures, kernel.extensions
 
     def __call__(self, *args):
         if self.signatures:
-            args = _as_signature(args, self.signatures, self.options["target"])
-        if self.extensions:
-            return self._extended(args)
-        self._launch(args)
-
-    def _extended(self, args):
-        """numba-cuda's extensions: each converts the arguments before the launch (``prepare_args(ty, value,
-        stream=, retr=)``, ``ty`` the value's numba type where it has one) and may queue write-backs."""
-        stream, retr, prepared = self.options["stream"] or 0, [], []
+            args = _as_signature(args, self.signatures, self.target)
+        if not self.extensions:
+            return self.front(*args)
+        # numba-cuda's extensions: each converts the arguments before the launch (``prepare_args(ty, value,
+        # stream=, retr=)``, ``ty`` the value's numba type where it has one) and may queue write-backs
+        stream, retr, prepared = self.stream or 0, [], []
         for value in args:
             ty = typeof_or_none(value)
             for extension in self.extensions:
                 ty, value = extension.prepare_args(ty, value, stream=stream, retr=retr)
             prepared.append(value)
-        self._launch(tuple(prepared))
+        self.front(*prepared)
         for write_back in retr:
             write_back()
-
-    def _launch(self, args):
-        try:
-            cuda(self.function, *args, **self.options)
-        except HostMemoryError:
-            # as numba-cuda does for its kernels (od.cuda refuses: the copies are not free): host arrays are
-            # copied to the device for the launch and back after it
-            from .targets import cuda as cuda_target
-
-            stream = self.options["stream"]
-            moved, pairs = cuda_target.copied_to_device(args, stream)
-            cuda(self.function, *moved, **self.options)
-            cuda_target.copy_back(pairs, stream)
 
 
 def _as_signature(args: tuple, signatures: list, target) -> tuple:
@@ -347,8 +343,7 @@ def _as_signature(args: tuple, signatures: list, target) -> tuple:
 def _as_pointer(value, ty: PtrType, target):
     """An address (an int, as numba-cuda takes one for a ``CPointer``) as a pointer into ``target``'s memory."""
     if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
-        device = get_target(target).name == "cuda"
-        return Pointer(int(value), dtype_of(ty.dtype), None, device=device)
+        return Pointer(int(value), dtype_of(ty.dtype), None, device=get_target(target).device_memory)
     return value
 
 
@@ -363,7 +358,8 @@ class _ForAll:
     def __call__(self, *args):
         threads = self.tpb or self._suggested_threads(args)
         threads = max(min(threads, self.ntasks), 1)
-        _Configured(self.kernel, max(math.ceil(self.ntasks / threads), 1), threads, self.stream, self.sharedmem)(*args)
+        blocks = max(math.ceil(self.ntasks / threads), 1)
+        self.kernel._configured(_launch_config((blocks, threads, self.stream, self.sharedmem)))(*args)
 
     def _suggested_threads(self, args) -> int:
         try:

@@ -36,8 +36,11 @@ import uuid
 import weakref
 from typing import cast
 
-from . import byvalue, fingerprint, postimport, travel
+from . import byvalue, postimport
+from .libraries import is_library_module
 from .runtime import runtime
+from .travel import arrival, defs, shipped, snapshots, structclasses, tasks
+from .travel.snapshots import Token
 
 __all__ = ["reduce_for_engine"]
 
@@ -47,26 +50,26 @@ def reduce_for_engine(obj: object) -> tuple[object, ...] | None:
     kind = type(obj)
     if kind is pytypes.FunctionType:
         module = obj.__module__
-        if fingerprint.is_library_module(module):
+        if is_library_module(module):
             return None
-        return travel.reduce_def(cast("pytypes.FunctionType", obj))
+        return tasks.reduce_def(cast("pytypes.FunctionType", obj))
     if isinstance(obj, type):
-        return travel.reduce_struct_class(obj)
+        return structclasses.reduce_struct_class(obj)
     if kind is pytypes.MethodType:  # a bound or class method of the user's code, as a task
         func = getattr(obj, "__func__", None)
-        if type(func) is pytypes.FunctionType and not fingerprint.is_library_module(func.__module__):
-            return travel.reduce_task_object(obj)
+        if type(func) is pytypes.FunctionType and not is_library_module(func.__module__):
+            return tasks.reduce_task_object(obj)
         return None
     task_class = _task_classes.get(kind)
     if task_class is None:
         task_class = _task_classes[kind] = _is_task_class(kind)
-    return travel.reduce_task_object(obj) if task_class else None
+    return tasks.reduce_task_object(obj) if task_class else None
 
 
 def _is_task_class(kind: type) -> bool:
     """Are instances of ``kind`` tasks of the user's code: callable, or a ``Process`` to run (their code calls
     the user's definitions)? Asked once per class."""
-    if fingerprint.is_library_module(kind.__module__):
+    if is_library_module(kind.__module__):
         return False
     process = sys.modules.get("multiprocessing.process")
     base = getattr(process, "BaseProcess", None)
@@ -109,8 +112,8 @@ def _install_forking_pickler(module: pytypes.ModuleType) -> None:
 # --- cloudpickle (Dask, loky, Ray's copy) -----------------------------------------------------------------
 
 
-def _overdub_arriving(token: travel.Token) -> pytypes.ModuleType:
-    travel.adopt(*token)
+def _overdub_arriving(token: Token) -> pytypes.ModuleType:
+    arrival.adopt(*token)
     return sys.modules["overdub"]
 
 
@@ -131,8 +134,8 @@ def _install_cloudpickle(module: pytypes.ModuleType) -> None:
         reduce_module = table[pytypes.ModuleType]
 
         def reduce(obj: pytypes.ModuleType) -> tuple[object, ...]:
-            if obj.__name__ == "overdub" and not travel._building():
-                return (_overdub_arriving, (travel.snapshot(),))
+            if obj.__name__ == "overdub" and not snapshots.building():
+                return (_overdub_arriving, (snapshots.snapshot(),))
             return cast("tuple[object, ...]", reduce_module(obj))
 
         table[pytypes.ModuleType] = _wrapper(reduce, reduce_module)
@@ -172,18 +175,18 @@ def _install_dask(module: pytypes.ModuleType) -> None:
 # collection), the new work gets the old result. A module function tokenizes by its name, so a redefinition
 # the task reaches -- a generic function redefined by ``exec`` or ``%autoreload``, the function's own code, a
 # global or an array it reads -- must change its token: a def of the user's code that reaches overdub or numba
-# tokenizes as its content (:func:`overdub.travel.def_bytes`) and the client's definitions (the snapshot's
+# tokenizes as its content (:func:`overdub.travel.defs.def_bytes`) and the client's definitions (the snapshot's
 # digest), both cached until something changes; any other function tokenizes as Dask did.
 
 
 def _dask_token(func: object) -> tuple[str, ...] | None:
     """What a Dask token of ``func`` adds to (or, for a def, is instead of) Dask's (None: nothing)."""
     func = getattr(func, "__func__", func)  # a bound method: its def
-    if type(func) is not pytypes.FunctionType or fingerprint.is_library_module(func.__module__):
+    if type(func) is not pytypes.FunctionType or is_library_module(func.__module__):
         return None
     try:
-        digest, _, reaches = travel.def_bytes(func)
-        return ("overdub", digest, travel.snapshot()[1]) if reaches else None
+        digest, _, reaches = defs.def_bytes(func)
+        return ("overdub", digest, snapshots.snapshot()[1]) if reaches else None
     except Exception:  # it fails as Dask tokenizes or pickles it, with Dask's error
         return None
 
@@ -230,10 +233,10 @@ def _install_dask_delayed(module: pytypes.ModuleType) -> None:
 
 
 def _ray_key(func: object) -> tuple[str, str] | None:
-    if type(func) is not pytypes.FunctionType or fingerprint.is_library_module(func.__module__):
+    if type(func) is not pytypes.FunctionType or is_library_module(func.__module__):
         return None
     try:
-        return travel.snapshot()[1], travel.def_bytes(func)[0]
+        return snapshots.snapshot()[1], defs.def_bytes(func)[0]
     except Exception:  # it fails as Ray pickles it, with Ray's error
         return None
 
@@ -255,8 +258,8 @@ def _install_ray_remote(module: pytypes.ModuleType) -> None:
     remote_function._remote = _wrapper(_remote, remote)
 
 
-def _adopt_on_actor(actor: object, token: travel.Token) -> None:
-    travel.adopt(*token)
+def _adopt_on_actor(actor: object, token: Token) -> None:
+    arrival.adopt(*token)
 
 
 _actors_synced: dict[object, str] = {}  # an actor's id -> the digest it was last sent
@@ -271,7 +274,7 @@ def _install_ray_actor(module: pytypes.ModuleType) -> None:
 
     def _actor_method_call(self: typing.Any, method_name: str, *args: object, **kwargs: object) -> object:
         if method_name != "__ray_call__":
-            token = travel.snapshot()
+            token = snapshots.snapshot()
             actor = getattr(self, "_actor_id", None)
             if actor is not None and _actors_synced.get(actor) != token[1]:
                 self.__ray_call__.remote(_adopt_on_actor, token)
@@ -283,7 +286,7 @@ def _install_ray_actor(module: pytypes.ModuleType) -> None:
 
 # --- the definitions of a task's submission -----------------------------------------------------------------
 # A pool pickles a task in a thread of its own, after ``apply_async`` or ``submit`` returned: the task's function
-# is pinned when it is submitted (:class:`overdub.travel.Pinned`), and the pickle of the task, wherever it runs,
+# is pinned when it is submitted (:class:`overdub.travel.tasks.Pinned`), and the pickle of the task, wherever it runs,
 # uses the definitions of that moment. A Dask worker unpickles the tasks it is sent before it runs them: each
 # starts in the world of its submission (the token its def came with).
 
@@ -296,7 +299,7 @@ def _pinning(
 
     def submit(self: object, *args: object, **kwargs: object) -> object:
         if args and not (unpickled is not None and isinstance(self, unpickled)):
-            args = (travel.Pinned(args[0]), *args[1:])
+            args = (tasks.Pinned(args[0]), *args[1:])
         return method(self, *args, **kwargs)
 
     return _wrapper(submit, method)
@@ -319,17 +322,17 @@ def _install_process_pool(module: pytypes.ModuleType) -> None:
 
 def _task_dumps(dumps: typing.Callable[..., bytes]) -> typing.Callable[..., bytes]:
     def task_dumps(obj: object, protocol: int | None = None) -> bytes:
-        return travel.pickling_task(dumps, obj, protocol)
+        return tasks.pickling_task(dumps, obj, protocol)
 
     return _wrapper(task_dumps, dumps)
 
 
-def _task_token(task: object, depth: int = 0) -> travel.Token | None:
+def _task_token(task: object, depth: int = 0) -> Token | None:
     """The token of the def a Dask task runs (its function, a partial's, a kernel it ships), if it came by
     value."""
     for part in (getattr(task, "func", None), *(getattr(task, "args", None) or ())):
-        found = travel.token_of(getattr(part, "kernel", part))
-        if found is None and depth < 2 and (hasattr(part, "func") or isinstance(part, travel.Shipped)):
+        found = defs.token_of(getattr(part, "kernel", part))
+        if found is None and depth < 2 and (hasattr(part, "func") or isinstance(part, shipped.Shipped)):
             found = _task_token(part, depth + 1)
         if found is not None:
             return found
@@ -344,7 +347,7 @@ def _install_dask_worker(module: pytypes.ModuleType) -> None:
     def _run_task_simple(task: object, *args: object, **kwargs: object) -> object:
         token = _task_token(task)
         if token is not None:
-            travel.adopt(*token, starting=True)
+            arrival.adopt(*token, starting=True)
         return run(task, *args, **kwargs)
 
     module._run_task_simple = _wrapper(_run_task_simple, run)  # type: ignore[attr-defined]

@@ -7,7 +7,7 @@ its module and qualified name, anything else by identity). A generic function ha
 method for it is simply defined there.
 
 A call inside a kernel asks the context chain first, then this table, then the callee itself
-(:func:`overdub.compiler.resolve_call`): a call whose argument types a user method applies to reaches it;
+(:func:`overdub.resolve.resolve_call`): a call whose argument types a user method applies to reaches it;
 every other call reaches the original, compiled exactly as before. The tables are ordinary method tables,
 so a redefinition or a more specific method invalidates what relied on the old answer, and "no method for
 these types" is an edge too.

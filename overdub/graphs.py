@@ -23,12 +23,13 @@ A graph belongs to the thread that captured it while capturing; one graph captur
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, cast
 
 from . import call as call_module
-from .launch import capture_into, cuda
-from .targets import Target, get_target
+from .launch import capture_into, launch_configured
+from .launchconfig import LaunchConfig
+from .targets import GraphCapture, Launcher, Target, get_target
 
 try:
     from . import _fastlaunch
@@ -50,9 +51,7 @@ class Captured:
 
     kernel: Any  # as od.cuda took them
     args: tuple[object, ...]
-    threads: Any
-    blocks: Any
-    shmem: int
+    config: LaunchConfig
     target: Any
     context: Any
     state: object
@@ -73,12 +72,18 @@ class Graph:
         self.target = target
         self.launches: list[Captured] = []
         self.thread = 0  # the thread capturing into this graph, while it does
-        self._capture: Any = None  # CUDA: overdub.targets.cuda.graph.Capture
+        self._capture: GraphCapture | None = None  # the target's capture (CUDA's); None: launches kept
         self._checked: tuple[Any, ...] = ()  # CUDA: a native launch function per compiled kernel
         self._fast: tuple[Any, ...] = ()  # _checked where it covers every kernel: graph_launch checks them
         self._replay: tuple[int, int, int] = (0, 0, 0)  # CUDA: graph_launch's executable graph, null stream, entry
         self._closed = False
         self._captured = False  # a graph captures once
+
+    @property
+    def _captures(self) -> GraphCapture:
+        """The target's capture, where the graph has one (the paths of a graph of kept launches return before)."""
+        assert self._capture is not None
+        return self._capture
 
     # -- capture ------------------------------------------------------------------------------------------
     def __enter__(self) -> Graph:
@@ -92,10 +97,8 @@ class Graph:
             raise
         self._captured = True
         try:
-            if self.target.name == "cuda":
-                from .targets.cuda.graph import Capture
-
-                self._capture = Capture()
+            self._capture = self.target.graph_capture()
+            if self._capture is not None:
                 self._capture.begin()
         except BaseException:
             self.thread = 0
@@ -118,35 +121,34 @@ class Graph:
         self,
         kernel: object,
         args: tuple[object, ...],
-        threads: object,
-        blocks: object,
-        shmem: int,
-        stream: object,
+        config: LaunchConfig,
         target: str | Target | None,
         context: Any,
         state: object,
-        debug: bool | None,
-        device: int | None,
     ) -> None:
-        """``od.cuda``'s call while this graph captures: checked as a launch is, then captured (CUDA) or kept
-        (CPU)."""
+        """``od.cuda``'s call while this graph captures (its configuration checked already): checked as a
+        launch is, then captured (CUDA) or kept (CPU)."""
         where = f"od.graph: the launch of {getattr(kernel, '__qualname__', kernel)!r}"
-        if stream is not None or device is not None or debug:
+        if config.stream is not None or config.device is not None or config.debug:
             raise ValueError(
                 f"{where} passes stream=, device= or debug=: a graph's launches run on its replay's stream and "
                 f"device, unchecked (launch checked kernels outside the graph)"
             )
         if get_target(target).name != self.target.name:
             raise ValueError(f"{where} is on another target than the graph's ({self.target.label})")
-        blocks, threads, shmem = call_module.checked_launch(kernel, args, blocks, threads, shmem, None)
-        captured = Captured(kernel, tuple(args), threads, blocks, shmem, target, context, state)
+        call_module.check_call(kernel, args)
+        captured = Captured(kernel, tuple(args), config, target, context, state)
         launch = None
         if self._capture is not None:
             self.target.check_launchable(None)
+            on_capture = replace(config, stream=self._capture.user_stream)
             _, compiled, launch = call_module.launch_compiled(
-                kernel, args, threads, blocks, shmem, self._capture.user_stream, target, context, state, add=False
+                kernel, args, on_capture, target, context, state, add=False
             )
-            captured.compiled, captured.function = compiled, int(cast(Any, compiled.launcher)._function())
+            captured.compiled, captured.function = (
+                compiled,
+                self._capture.function_of(cast(Launcher, compiled.launcher)),
+            )
         self.launches.append(captured)
         if launch is not None:
             self._keep_checked(launch)
@@ -162,7 +164,7 @@ class Graph:
         """Each launch's node: the n-th node of its function is the function's n-th launch (capture order)."""
         seen: dict[int, int] = {}
         for captured in self.launches:
-            nodes = self._capture.nodes.get(captured.function, [])
+            nodes = self._captures.nodes.get(captured.function, [])
             seen[captured.function] = seen.get(captured.function, 0) + 1
             if len(nodes) < seen[captured.function]:
                 raise RuntimeError(f"od.graph: the captured graph lacks the launch of {captured.compiled.describe()}")
@@ -176,7 +178,7 @@ class Graph:
         if self._fast:  # every kernel still valid: the graph in one call, checked and launched in C
             if stream is None and _fastlaunch.graph_launch(self._fast, *self._replay):
                 return
-            if stream is not None and self._capture.launch(self._fast, stream):
+            if stream is not None and self._captures.launch(self._fast, stream):
                 return
         if self._capture is None:
             for captured in self.launches:
@@ -184,11 +186,12 @@ class Graph:
             return
         self._check_open()
         self._refresh()
-        self._capture.launch_unchecked(stream)
+        self._captures.launch_unchecked(stream)
 
     def _run(self, captured: Captured) -> None:
-        cuda(captured.kernel, *captured.args, threads=captured.threads, blocks=captured.blocks,
-             shmem=captured.shmem, target=captured.target, context=captured.context, state=captured.state)  # fmt: skip
+        launch_configured(
+            captured.kernel, captured.args, captured.config, captured.target, captured.context, captured.state
+        )
 
     def _refresh(self) -> None:
         """Recompile each captured kernel no longer valid and put the new code in its nodes."""
@@ -207,8 +210,8 @@ class Graph:
                     f"od.graph: {old.describe()} now compiles for other argument types "
                     f"({', '.join(map(str, compiled.job.argtypes))}): capture the graph again"
                 )
-            function = int(cast(Any, compiled.launcher)._function())
-            self._capture.replace_function(captured.function, function)
+            function = self._captures.function_of(cast(Launcher, compiled.launcher))
+            self._captures.replace_function(captured.function, function)
             launch = called.launch_function(compiled)
             self._checked = tuple(c for c in self._checked if c.kernel is not old)
             done[id(old)] = (compiled, function)
@@ -220,7 +223,7 @@ class Graph:
         was captured with; no new capture)."""
         captured = self.launches[index]
         if self._capture is None:
-            call_module.checked_launch(captured.kernel, args, captured.blocks, captured.threads, captured.shmem, None)
+            call_module.check_call(captured.kernel, args)
             captured.args = tuple(args)
             return
         self._check_open()
@@ -232,13 +235,13 @@ class Graph:
                 f"({', '.join(map(str, captured.compiled.job.argtypes))}), these arguments are "
                 f"({', '.join(str(a.type) for a in called.arguments)}): capture a new graph"
             )
-        kept = captured.compiled.launcher.parameters(called.arguments)
+        kept = self._captures.parameters(cast(Launcher, captured.compiled.launcher), called.arguments)
         occurrence = sum(1 for c in self.launches[:index] if c.function == captured.function)
-        self._capture.replace_arguments(captured.function, occurrence, kept[1])
+        self._captures.replace_arguments(captured.function, occurrence, kept[1])
         captured.args, captured.kept = tuple(args), kept
 
     def _check_open(self) -> None:
-        if self._closed or self._capture.exec is None:
+        if self._closed or self._captures.exec is None:
             raise RuntimeError("od.graph: this graph was closed (or its capture failed)")
 
     def close(self) -> None:

@@ -32,7 +32,7 @@ from collections.abc import Callable
 from typing import Any
 
 from . import bridge
-from .context import POSTHOOK, PREHOOK
+from .hooktables import POSTHOOK, PREHOOK
 from .registry import Method
 from .rewrite import Direct, Overdubbed, Unobserved, interned
 from .types import Callee, CalleeType

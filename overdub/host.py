@@ -5,7 +5,9 @@ Everything a kernel gets, a host call gets: dispatch of generic functions at com
 overdubs and hooks (then its parents', then ``od.CPU``'s), and edges, so a redefinition of anything the call
 consulted makes the next call compile again. Compiled calls are kept per (function, argument types, chain).
 A call whose arguments or body the compiler cannot take (a Python object without a numba type, say) is a
-:class:`~overdub.compiler.CompileError` naming the function, the types and the line.
+:class:`~overdub.job.CompileError` naming the function, the types and the line. The compiled call is a
+:class:`HostCall`: the chain's target's dispatcher of the rewritten function, an :mod:`overdub.world` node kept
+per job while every edge it consulted holds.
 """
 
 from __future__ import annotations
@@ -15,12 +17,15 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-from . import compiler
-from .context import Context, resolve
+from . import compiler, world
+from .bindings import Guarded
+from .context import Context
+from .job import CompileJob, chain_name
 from .runtime import runtime
+from .stacks import resolve
 from .targets import get_target
 
-__all__ = ["overdub"]
+__all__ = ["overdub", "HostCall", "host_call"]
 
 
 def overdub(
@@ -35,7 +40,7 @@ def overdub(
     hidden = () if state is None else (state,)  # the hidden first argument, as a launch passes it
     argtypes = tuple(_typed(target, func, i - len(hidden), a) for i, a in enumerate(hidden + args))
     chain = context.chain(target, context.launch_state_type(state, lambda value: argtypes[0]))
-    node = compiler.host_call(compiler.CompileJob.of(func, argtypes, chain))
+    node = host_call(CompileJob.of(func, argtypes, chain))
     return node.dispatcher(*hidden, *args)  # type: ignore[operator]  # the target's dispatcher
 
 
@@ -78,3 +83,40 @@ def _as_def(f: object, arity: int) -> pytypes.FunctionType:
 # a callable -> its arity -> the def calling it (a generic function's, a builtin's)
 _callers: weakref.WeakKeyDictionary[object, dict[int, pytypes.FunctionType]] = weakref.WeakKeyDictionary()
 runtime.register_cache(f"{__name__}._callers", _callers)
+
+
+class HostCall(Guarded):
+    """A function compiled for calls on the host in a context chain (``od.overdub``): a numba dispatcher of
+    it rewritten in the chain, valid while every edge it consulted holds."""
+
+    __slots__ = ("job", "dispatcher")
+
+    def __init__(self, job: CompileJob) -> None:
+        super().__init__()
+        self.job = job
+        self.dispatcher: object = None
+
+    def on_invalidate(self, cause: str) -> None:
+        _host_calls.pop(self.job, None)
+
+    def describe(self) -> str:
+        return f"host call {self.job.call()} in {chain_name(self.job.chain)}"
+
+
+_host_calls: dict[CompileJob, HostCall] = {}
+runtime.register_cache(f"{__name__}._host_calls", _host_calls)
+
+
+def host_call(job: CompileJob) -> HostCall:
+    """The compiled host call of ``job`` (the function rewritten in its chain, compiled by the chain's target
+    with a Python entry point): reused while valid, else compiled again."""
+    node = _host_calls.get(job)
+    if node is not None and node.usable():
+        return node
+    with job.target.compile_lock, world.lock:
+        node = HostCall(job)
+        what = f"compiling {job.call()} for a host call in {chain_name(job.chain)}"
+        node.dispatcher = compiler.build(job, node, job.target.compile_host, what)
+        _host_calls[job] = node
+        runtime.count("compiles")
+        return node

@@ -20,8 +20,8 @@ from llvmlite import ir
 from numba.core import cgutils, types
 from numba.core.extending import intrinsic, typeof_impl
 
-from . import world
 from .bridge.pointers import load_element, store_element
+from .runtime import runtime
 from .types import PtrType
 
 if TYPE_CHECKING:
@@ -29,12 +29,24 @@ if TYPE_CHECKING:
     from numba.core.typing.context import BaseContext as TypingContext
     from numba.core.typing.templates import Signature
 
-    from .bindings import Guarded
 
 # what an intrinsic's typing answers: the call's signature and its code generator, or None (no such call)
 _Typed: TypeAlias = "tuple[Signature, Callable[..., ir.Value]] | None"
 
-__all__ = ["Pointer", "pointer", "unsafe_load", "unsafe_store", "vload", "vstore", "cuprintln", "state", "Intrinsic"]
+__all__ = [
+    "Pointer",
+    "pointer",
+    "unsafe_load",
+    "unsafe_store",
+    "vload",
+    "vstore",
+    "cuprintln",
+    "state",
+    "Intrinsic",
+    "PrintLowering",
+    "register_print_lowering",
+    "LaunchNeed",
+]
 
 
 class Intrinsic:
@@ -299,54 +311,52 @@ vstore = Intrinsic(_vstore_host, _vstore)
 
 # --- printing -------------------------------------------------------------------------------------------
 
-_I8P = ir.IntType(8).as_pointer()
+
+class PrintLowering(typing.Protocol):
+    """How a target's code prints: its string constants and its printf (C's, CUDA's vprintf)."""
+
+    def string(self, context: BaseContext, builder: ir.IRBuilder, text: str) -> ir.Value:
+        """A pointer to the constant C string ``text``."""
+
+    def printf(self, context: BaseContext, builder: ir.IRBuilder, fmt: str, values: list[ir.Value]) -> None:
+        """Print ``values`` (promoted as C varargs are) with the format ``fmt``."""
 
 
-def _is_cuda(context: BaseContext) -> bool:
-    return type(context).__module__.startswith("numba.cuda")
+# numba's target context class -> how code it lowers prints (each target registers its own)
+_print_lowerings: dict[type, PrintLowering] = {}
+runtime.register_cache(
+    f"{__name__}._print_lowerings", _print_lowerings, kept="what each target registered when imported"
+)
 
 
-def _c_string(context: BaseContext, builder: ir.IRBuilder, text: str) -> ir.Value:
-    if _is_cuda(context):
-        return context.insert_string_const_addrspace(builder, text)  # type: ignore[attr-defined]  # numba-cuda's context's
-    return context.insert_const_string(builder.module, text)  # type: ignore[no-untyped-call]  # numba's is unannotated
+def register_print_lowering(context_class: type, lowering: PrintLowering) -> None:
+    """Print with ``lowering`` in the code numba's target context ``context_class`` lowers (a target's)."""
+    _print_lowerings[context_class] = lowering
+
+
+def _print_lowering(context: BaseContext) -> PrintLowering:
+    for cls in type(context).__mro__:
+        lowering = _print_lowerings.get(cls)
+        if lowering is not None:
+            return lowering
+    raise TypeError(f"no target lowers od.cuprintln for numba's {type(context).__name__}")
 
 
 def _format_item(
-    context: BaseContext, builder: ir.IRBuilder, ty: types.Type, value: ir.Value
+    context: BaseContext, builder: ir.IRBuilder, ty: types.Type, value: ir.Value, lowering: PrintLowering
 ) -> tuple[str, ir.Value | None]:
     """(printf conversion, promoted value or None) for one argument of cuprintln."""
     if isinstance(ty, types.StringLiteral):
         return ty.literal_value.replace("%", "%%"), None
     if isinstance(ty, types.Boolean):
         flag = context.cast(builder, value, ty, types.boolean)  # type: ignore[no-untyped-call]  # numba's is unannotated
-        return "%s", builder.select(flag, _c_string(context, builder, "True"), _c_string(context, builder, "False"))
+        yes, no = lowering.string(context, builder, "True"), lowering.string(context, builder, "False")
+        return "%s", builder.select(flag, yes, no)
     if isinstance(ty, types.Integer):
         signed: bool = ty.signed  # type: ignore[attr-defined]  # numba's stub of Integer omits it
         wide = types.int64 if signed else types.uint64
         return ("%lld" if signed else "%llu"), context.cast(builder, value, ty, wide)  # type: ignore[no-untyped-call]  # numba's is unannotated
     return "%g", context.cast(builder, value, ty, types.float64)  # type: ignore[no-untyped-call]  # C varargs promote floats to double
-
-
-def _emit_printf(context: BaseContext, builder: ir.IRBuilder, fmt: str, values: list[ir.Value]) -> None:
-    if _is_cuda(context):
-        from numba.cuda import nvvmutils  # lowering for CUDA: numba-cuda is imported
-
-        vprintf = nvvmutils.declare_vprint(builder.module)  # type: ignore[no-untyped-call]  # numba's is unannotated
-        if values:
-            packed = cgutils.make_anonymous_struct(builder, values)  # type: ignore[no-untyped-call]  # numba's is unannotated
-            buffer = builder.bitcast(cgutils.alloca_once_value(builder, packed), _I8P)  # type: ignore[no-untyped-call]  # numba's is unannotated
-        else:
-            buffer = ir.Constant(_I8P, None)
-        builder.call(vprintf, (_c_string(context, builder, fmt), buffer))
-        return
-    printf = cgutils.get_or_insert_function(  # type: ignore[no-untyped-call]  # numba's is unannotated
-        builder.module, ir.FunctionType(ir.IntType(32), [_I8P], var_arg=True), "printf"
-    )
-    builder.call(printf, [_c_string(context, builder, fmt)] + values)
-    built = typing.cast("Guarded | None", world.being_built())  # at code generation: a compile's node
-    if built is not None:
-        built.needs.add(LaunchNeed.FLUSH_STDOUT)
 
 
 class LaunchNeed(enum.Enum):
@@ -367,14 +377,15 @@ def _println(typingctx: TypingContext, *args: types.Type) -> _Typed:
     def codegen(context: BaseContext, builder: ir.IRBuilder, sig: Signature, llargs: Sequence[ir.Value]) -> ir.Value:
         tuple_type = sig.args[0]
         items = cgutils.unpack_tuple(builder, llargs[0], len(tuple_type))  # type: ignore[no-untyped-call]  # numba's is unannotated
+        lowering = _print_lowering(context)
         parts: list[str] = []
         values: list[ir.Value] = []
         for ty, value in zip(tuple_type.types, items):
-            conversion, promoted = _format_item(context, builder, ty, value)
+            conversion, promoted = _format_item(context, builder, ty, value, lowering)
             parts.append(conversion)
             if promoted is not None:
                 values.append(promoted)
-        _emit_printf(context, builder, " ".join(parts) + "\n", values)
+        lowering.printf(context, builder, " ".join(parts) + "\n", values)
         return context.get_dummy_value()  # type: ignore[no-untyped-call]  # numba's is unannotated
 
     return sig, codegen

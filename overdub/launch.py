@@ -7,10 +7,16 @@ signature and documentation of :func:`cuda` below) and native launch functions a
 frame. When none applies, the launch is a :class:`overdub.call.KernelCall`: its slow path
 (:func:`overdub.call.launch_slow`) finds or makes the compiled kernel and a launch function for these argument
 classes, caches it when it guards every argument, and launches.
+
+The lookup takes the launch's options as given (``_fastlaunch.OPTIONS``, the keywords it serves), building no
+record; the slow path makes them one :class:`overdub.launchconfig.LaunchConfig`. The rarer keywords
+(``debug=``, ``device=``) and a launch while ``od.graph`` captures on this thread make the record at once and
+go through :func:`launch_configured`, as ``kernel[blocks, threads]`` of ``od.jit`` does with the record it holds.
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import types as pytypes
 from collections.abc import Callable
@@ -18,9 +24,10 @@ from typing import Any
 
 from . import world
 from .bindings import valid_slot_offset, version_tag_address
-from .call import launch_slow
+from .call import launch_from_table, launch_slow, slow_path
 from .context import Context
-from .runtime import STATE_MARK, launch_key, runtime
+from .launchconfig import LaunchConfig
+from .runtime import STATE_MARK, runtime
 from .targets import Target, default_target, get_target
 
 try:
@@ -28,7 +35,7 @@ try:
 except ImportError:  # built without a C compiler: od.cuda is the Python function below
     _fastlaunch = None  # type: ignore[assignment]  # mypy types a module, not "the module or None"
 
-__all__ = ["cuda", "synchronize", "default_target", "get_target"]
+__all__ = ["cuda", "launch_configured", "synchronize", "default_target", "get_target"]
 
 Dims = int | tuple[int] | tuple[int, int] | tuple[int, int, int]
 """A grid or block shape: a positive int, or a tuple of 1-3 of them."""
@@ -37,8 +44,8 @@ Dims = int | tuple[int] | tuple[int, int] | tuple[int, int, int]
 def cuda(
     kernel: Callable[..., None],
     *args: object,
-    threads: Dims = 1,
     blocks: Dims = 1,
+    threads: Dims = 1,
     shmem: int = 0,
     stream: object = None,
     target: str | Target | None = None,
@@ -64,26 +71,47 @@ def cuda(
     device of ``stream``, else the device current on this thread (cupy's, numba-cuda's, or one a thread made
     current). A kernel compiles for the launch's device's architecture and is loaded once in each context it
     is launched in."""
-    graph = _capturing
-    if graph is not None and graph.thread == threading.get_ident():  # od.graph's block: captured, not launched
-        graph.record(kernel, args, threads, blocks, shmem, stream, target, context, state, debug, device)
-        return None
-    if device is not None:
-        with get_target(target).on_device(device, stream=stream):
-            return cuda(kernel, *args, threads=threads, blocks=blocks, shmem=shmem, stream=stream, target=target,
-                        context=context, state=state, debug=debug)  # fmt: skip
-    if debug is not None:
-        target = get_target(target, debug=bool(debug))
-    launched = args if state is None else (state, *args)
+    if debug is not None or device is not None or _capturing_here():
+        config = LaunchConfig.of(blocks, threads, shmem, stream, device, debug)
+        return launch_configured(kernel, args, config, target, context, state)
     # fast path: the launch table
-    for launch in runtime.launches.get(launch_key(kernel, context, target, args, state), ()):
-        if launch(launched, blocks, threads, shmem, stream):
-            return
-    launch_slow(kernel, args, threads, blocks, shmem, stream, target, context, state)
+    if not launch_from_table(kernel, args, target, context, state, blocks, threads, shmem, stream):
+        launch_slow(kernel, args, blocks=blocks, threads=threads, shmem=shmem, stream=stream, target=target,
+                    context=context, state=state)  # fmt: skip
+
+
+def launch_configured(
+    kernel: Callable[..., None] | object,
+    args: tuple[object, ...],
+    config: LaunchConfig,
+    target: str | Target | None = None,
+    context: Context | tuple[Context, ...] | None = None,
+    state: object = None,
+) -> None:
+    """``od.cuda(kernel, *args, ...)`` with its configuration one checked record: captured while ``od.graph``
+    captures on this thread; else launched -- on ``config.device`` (made current around the lookup and the
+    slow path) with a checked kernel where ``config.debug`` says so (the target configured for it, which keys
+    the launch table)."""
+    if _capturing_here():  # od.graph's block: captured, not launched
+        _capturing.record(kernel, args, config, target, context, state)
+        return
+    if config.debug is not None:
+        target = get_target(target, debug=config.debug)
+    on_device = contextlib.nullcontext() if config.device is None else get_target(target).on_device(
+        config.device, stream=config.stream
+    )  # fmt: skip
+    with on_device:
+        if not launch_from_table(kernel, args, target, context, state, *config.options()):
+            slow_path(kernel, args, config, target, context, state)
 
 
 _capturing: Any = None  # the graph (overdub.graphs) capturing this process's launches on its thread
 _capture_lock = threading.Lock()
+
+
+def _capturing_here() -> bool:
+    graph = _capturing
+    return graph is not None and bool(graph.thread == threading.get_ident())
 
 
 def capture_into(graph: Any) -> None:
@@ -102,7 +130,8 @@ _python_cuda = cuda  # what the native od.cuda calls for the keywords it leaves 
 
 
 def install_lookup(slow_path: Callable[..., None] = launch_slow) -> None:
-    """Give the native od.cuda its launch table and its slow path (a test may wrap it). The lookup caches each
+    """Give the native od.cuda its launch table and its slow path (a test may wrap it), which it calls as
+    ``slow_path(kernel, args, **options)``, each of ``_fastlaunch.OPTIONS`` by its name. The lookup caches each
     kernel's last key while the table is unchanged (its version tag), and reads each kernel's valid flag in
     its slot."""
     assert _fastlaunch is not None
@@ -133,14 +162,19 @@ Namespace: type = _PythonNamespace if _fastlaunch is None else _fastlaunch.Names
 
 
 def configured(
-    launch: Callable[..., None], kernel: Callable[..., None], options: dict[str, object]
+    launch: Callable[..., None],
+    kernel: Callable[..., None],
+    config: LaunchConfig,
+    target: str | Target | None,
+    context: Context | tuple[Context, ...] | None,
 ) -> Callable[..., None]:
-    """``launch`` -- a call of ``cuda(kernel, *args, **options)`` with the options fixed (numba-cuda's
+    """``launch`` -- a launch of ``kernel`` with ``config`` on ``target`` in ``context`` (numba-cuda's
     ``kernel[blocks, threads]``) -- fronted where the extension is built by its own: the same lookup with the
-    options held, not parsed per call, and ``launch(*args)`` where no launch function launches."""
+    configuration held (its fields read by name, its grid and block parsed once), and ``launch(*args)`` where
+    no launch function launches."""
     if _fastlaunch is None:
         return launch
-    return _fastlaunch.Configured(launch, kernel, **options)
+    return _fastlaunch.Configured(launch, kernel, config, target, context)
 
 
 def synchronize(target: str | None = None, device: int | str | None = None) -> None:

@@ -6,7 +6,7 @@ context's overdub of ``operator.getitem`` nor a method added to ``operator.add``
 pass, registered before type inference with numba's and numba-cuda's rewrite registries (numba-cuda's once a
 program imports it), turns each operator node of a function overdub compiled (the rewrite marks its clones:
 :data:`~overdub.rewrite.CHAIN_MARK` in their globals) into a call of an :class:`OperatorSite`: an Overdubbed
-callee, so numba's typing of the call is :func:`overdub.compiler.resolve_call` -- the chain's overdubs, then
+callee, so numba's typing of the call is :func:`overdub.resolve.resolve_call` -- the chain's overdubs, then
 methods added with ``od.method``, then dunders, then numba's own typing of the operator, done as numba types
 that node (:func:`numba_signature`).
 
@@ -41,7 +41,6 @@ from numba.core import types
 from numba.core.typing.templates import signature
 
 from . import bridge, settings
-from .context import when_imported
 from .rewrite import CHAIN_MARK, Overdubbed
 from .tables import asked
 
@@ -51,7 +50,7 @@ if TYPE_CHECKING:
 
     from .context import Context
 
-__all__ = ["OperatorSite", "numba_signature", "INPLACE"]
+__all__ = ["OperatorSite", "numba_signature", "INPLACE", "join_pipeline"]
 
 # Which operator nodes become calls is ``settings.REROUTE`` (``OVERDUB_REROUTE``): ``"when-extended"`` (those of
 # operators some table of the chain has a method for), ``"always"`` or ``"never"`` (then operators reach no
@@ -319,13 +318,10 @@ def _register(registry_module: ModuleType, ir: ModuleType, errors: ModuleType, n
     after.insert(0, after.pop(after.index(restore)))  # ahead of numba's own after-inference rewrites
 
 
-@when_imported("numba.cuda")
-def _register_with_numba_cuda(numba_cuda: ModuleType) -> None:
-    """numba-cuda's pipeline has its own IR modules and rewrite registry: the passes join it once numba-cuda
-    is imported, before it compiles anything."""
-    # numba.cuda is numba-cuda's package at run time; mypy finds numba's own numba/cuda, which has no core/
-    from numba.cuda.core import errors, ir, rewrites  # type: ignore[import-not-found]
-
+def join_pipeline(rewrites: ModuleType, ir: ModuleType, errors: ModuleType) -> None:
+    """The passes join another numba pipeline, with its own IR modules and rewrite registry (numba-cuda's:
+    ``overdub.targets`` joins them once numba-cuda is imported, before it compiles anything). Its IR module
+    lists each node kind's classes in ``*_types`` tuples."""
     nodes = _Nodes(ir.setitem_types, ir.staticsetitem_types, ir.assign_types, ir.expr_types, ir.global_types)
     _register(rewrites, ir, errors, nodes)
 

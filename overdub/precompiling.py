@@ -14,7 +14,7 @@ Each call takes the first tier that has it:
 * **in memory** -- compiled or loaded in this process already;
 * **on disk** -- loaded from the disk cache (:func:`overdub.compiler.loaded_kernel`): a warm start's
   ``od.precompile`` starts no process;
-* **in a worker** -- the worker adopts this process's definitions (the snapshot of :mod:`overdub.travel`: a
+* **in a worker** -- the worker adopts this process's definitions (the snapshot of :mod:`overdub.travel.snapshots`: a
   method redefined or added at run time), imports the kernel by its module and qualified name, compiles it
   for the call's argument types, target, context and state type, and stores it; this process loads the entry;
 * **here** -- compiled in this process: its share; every call with ``workers=1`` or where the disk cache is
@@ -40,11 +40,13 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from . import bridge, compiler, diskcache, dropin, travel
-from .call import KernelCall, check_kernel
+from . import compiler, diskcache, dropin
+from .call import KernelCall, check_call
 from .context import Context
+from .job import CompileError, CompileJob
 from .registry import reference_to, resolve_reference
 from .runtime import runtime
+from .travel import arrival, snapshots
 
 if TYPE_CHECKING:
     from .targets import Target
@@ -147,14 +149,14 @@ def precompile(
     are compiled and cached. Returns what happened to each call (:class:`Precompiled`)."""
     if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
         raise ValueError(f"od.precompile(workers={workers!r}): give a positive number of processes, or None")
-    pending: dict[compiler.CompileJob, KernelCall] = {}
+    pending: dict[CompileJob, KernelCall] = {}
     for kernel, args in _pairs(calls):
         call = _call_of(kernel, args, target, context, state)
         pending.setdefault(call.job, call)
     done = {job: _found(call) for job, call in pending.items()}
     to_compile = [call for job, call in pending.items() if done[job] is None]
     here, shares, notes = _assigned(to_compile, min(len(to_compile), workers or os.cpu_count() or 1))
-    failures: dict[compiler.CompileJob, str] = {}
+    failures: dict[CompileJob, str] = {}
     with contextlib.ExitStack() as stack:
         futures = _started(stack, [[by_name for _, by_name in share] for share in shares])
         for call in here:  # while the workers start
@@ -166,7 +168,7 @@ def precompile(
         if done[call.job] is None and call.job not in failures:  # a worker left no entry usable here
             done[call.job] = _compiled_here(call, notes[call.job], failures)
     if failures:
-        raise compiler.CompileError(
+        raise CompileError(
             f"od.precompile: {len(failures)} of {len(pending)} kernel calls failed to compile (the others are "
             f"compiled and cached):\n\n" + "\n\n".join(failures.values())
         )
@@ -195,7 +197,7 @@ def _call_of(
 ) -> KernelCall:
     """The call, checked and described as a launch's would be (an ``od.jit`` kernel's on its own target and
     context)."""
-    check_kernel(bridge.python_function(kernel) or kernel, args)
+    check_call(kernel, args)
     if isinstance(kernel, dropin.Kernel):
         target, context = kernel.target, kernel.context
     return KernelCall.of(kernel, args, target, context, state, typed=True)
@@ -213,9 +215,7 @@ def _found(call: KernelCall) -> PrecompiledCall | None:
 _Share = list[tuple[KernelCall, _ByName]]
 
 
-def _assigned(
-    calls: list[KernelCall], processes: int
-) -> tuple[list[KernelCall], list[_Share], dict[compiler.CompileJob, str]]:
+def _assigned(calls: list[KernelCall], processes: int) -> tuple[list[KernelCall], list[_Share], dict[CompileJob, str]]:
     """Which process compiles each call: the calls this process compiles, a share for each worker process (of
     ``processes`` in all, this one included: every ``processes``-th call a worker can compile, round
     robin), and why a call is not a worker's."""
@@ -226,7 +226,7 @@ def _assigned(
         return calls, [], {call.job: why for call in calls}
     shippable: _Share = []
     here: list[KernelCall] = []
-    notes: dict[compiler.CompileJob, str] = {}
+    notes: dict[CompileJob, str] = {}
     for call in calls:
         by_name, why = _by_name(call)
         if by_name is None:
@@ -276,7 +276,7 @@ def _started(stack: contextlib.ExitStack, shares: list[list[_ByName]]) -> list[F
     down). Each process first adopts this process's definitions."""
     if not shares:
         return []
-    snapshot = travel.snapshot()
+    snapshot = snapshots.snapshot()
     spawn = multiprocessing.get_context("spawn")
     futures = []
     for share in shares:
@@ -294,9 +294,9 @@ def _answers(future: Future[list[_Answer]], size: int) -> list[_Answer]:
         return [_Answer(None, f"its worker failed ({type(exc).__name__}: {exc})", 0)] * size
 
 
-def _compile_share(snapshot: travel.Token, share: list[_ByName]) -> list[_Answer]:
+def _compile_share(snapshot: snapshots.Token, share: list[_ByName]) -> list[_Answer]:
     """In a worker process: adopt the sender's definitions, then compile (or load) each call of the share."""
-    travel.adopt(*snapshot)
+    arrival.adopt(*snapshot)
     return [_compile_in_worker(by_name) for by_name in share]
 
 
@@ -322,7 +322,7 @@ def _loaded(call: KernelCall, answer: _Answer) -> tuple[PrecompiledCall | None, 
     return PrecompiledCall(call.job.call(), answer.how, process), ""
 
 
-def _compiled_here(call: KernelCall, note: str, failures: dict[compiler.CompileJob, str]) -> PrecompiledCall | None:
+def _compiled_here(call: KernelCall, note: str, failures: dict[CompileJob, str]) -> PrecompiledCall | None:
     """The call compiled in this process; None where it fails, the failure (naming the call) in ``failures``."""
     try:
         call.compiled()
@@ -333,4 +333,4 @@ def _compiled_here(call: KernelCall, note: str, failures: dict[compiler.CompileJ
 
 
 def _message(exc: Exception) -> str:
-    return str(exc) if isinstance(exc, compiler.CompileError) else f"{type(exc).__name__}: {exc}"
+    return str(exc) if isinstance(exc, CompileError) else f"{type(exc).__name__}: {exc}"

@@ -4,17 +4,13 @@ from __future__ import annotations
 
 import html
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Protocol, cast
+from typing import Any
 
 from . import compiler, world
 from .call import KernelCall
 from .context import Context
 from .registry import EmptyTable, GenericFunction, MethodMatch
 from .targets import CompileOptions, get_target
-
-if TYPE_CHECKING:
-    from .targets import cuda as cuda_target
-    from .targets.cpu.target import CPUTarget
 
 __all__ = [
     "explain",
@@ -30,15 +26,6 @@ __all__ = [
 ]
 
 stats: Callable[[], dict[str, int]] = compiler.stats
-
-
-class _Library(Protocol):
-    """numba-cuda's ``CUDACodeLibrary``, as the reflections read it (numba is reached from the targets only)."""
-
-    def get_asm_str(self, cc: tuple[int | str, ...]) -> str: ...
-    def get_llvm_str(self) -> str: ...
-    def get_sass(self, cc: tuple[int | str, ...]) -> str: ...
-    def get_lto_ptx(self, cc: tuple[int | str, ...]) -> str: ...
 
 
 class Explanation(list[str]):
@@ -166,40 +153,25 @@ def explain(
     return Explanation(groups, negative)
 
 
-def _cuda_compiled(
+def _code(
+    kind: str,
     kernel: object,
     args: tuple[object, ...],
+    target: str,
     cc: Sequence[int | str] | None,
     device: int | None,
     context: Context | None,
     state: object,
     options: dict[str, object],
-) -> tuple[cuda_target.CUDALauncher, cuda_target.CUDATarget]:
-    """The launcher of the kernel compiled on the CUDA target -- if it is not yet -- to be read, not launched:
-    for compute capability ``cc``, else for ``device``'s, else for the current device's (sm_90 with no GPU)."""
-    from .targets import cuda as cuda_target  # (numba-cuda: imported on the first reflection of CUDA code)
-
-    if cc is not None and device is not None:
-        raise TypeError(f"give cc= ({tuple(cc)}) or device= ({device}), not both: a device has one architecture")
-    if cc is None:
-        cc = cuda_target.device_cc(device, "od.code_*")
-    target = cuda_target.target_for(tuple(cc)).configured(CompileOptions.of(**options))
-    with cuda_target.reflecting():
-        compiled = KernelCall.of(kernel, args, target, context, state, typed=True).compiled()
-        return cast(cuda_target.CUDALauncher, compiled.launcher), target  # a CUDA kernel's launcher
-
-
-def _cuda_library(
-    kernel: object,
-    args: tuple[object, ...],
-    cc: Sequence[int | str] | None,
-    device: int | None,
-    context: Context | None,
-    state: object,
-    options: dict[str, object],
-) -> tuple[_Library, tuple[int | str, ...]]:
-    launcher, target = _cuda_compiled(kernel, args, cc, device, context, state, options)
-    return launcher.library, target.cc
+) -> str:
+    """``kernel``'s code of ``kind`` on ``target``, compiled -- if it is not yet -- to be read, not launched:
+    for compute capability ``cc``, else for ``device``'s, else for the current device's (sm_90 with no GPU),
+    with these compile options."""
+    arch = None if cc is None else tuple(cc)
+    reading = get_target(target).for_reflection(arch, device).configured(CompileOptions.of(**options))
+    with reading.reflecting():
+        compiled = KernelCall.of(kernel, args, reading, context, state, typed=True).compiled()
+    return reading.code(compiled.code, kind)
 
 
 def code_ptx(
@@ -209,16 +181,13 @@ def code_ptx(
     device: int | None = None,
     context: Context | None = None,
     state: object = None,
+    target: str = "cuda",
     **options: object,
 ) -> str:
     """The PTX of ``kernel`` for these arguments or numba types, for compute capability ``cc``, compiled with
     these compile options (``fastmath=True``, ``max_registers=32``, ...: :class:`CompileOptions`). Needs no GPU.
     In a context with state, ``state`` is the state's value or numba type (the kernel's first parameter)."""
-    from .targets import cuda as cuda_target
-
-    library, cc = _cuda_library(kernel, args_or_types, cc, device, context, state, options)
-    with cuda_target.toolkit():
-        return library.get_asm_str(cc=cc)
+    return _code("ptx", kernel, args_or_types, target, cc, device, context, state, options)
 
 
 def code_llvm(
@@ -234,30 +203,14 @@ def code_llvm(
     """The optimised LLVM IR of ``kernel``: NVVM IR on the CUDA target (needs no GPU); with ``target="cpu"``,
     the CPU target's code for the kernel's body (what runs for each thread). Arguments as ``od.cuda`` takes
     them (host arrays too) or numba types."""
-    if target == "cpu":
-        return _cpu_code(kernel, args_or_types, context, state, options, "llvm")
-    library, _ = _cuda_library(kernel, args_or_types, cc, device, context, state, options)
-    return library.get_llvm_str()
+    return _code("llvm", kernel, args_or_types, target, cc, device, context, state, options)
 
 
 def code_native(
     kernel: object, *args_or_types: object, context: Context | None = None, state: object = None, **options: object
 ) -> str:
     """The CPU target's machine code (assembly) for ``kernel``'s body; ``od.code_sass`` is the GPU's."""
-    return _cpu_code(kernel, args_or_types, context, state, options, "asm")
-
-
-def _cpu_code(
-    kernel: object,
-    args: tuple[object, ...],
-    context: Context | None,
-    state: object,
-    options: dict[str, object],
-    kind: str,
-) -> str:
-    target = get_target("cpu").configured(CompileOptions.of(**options))
-    compiled = KernelCall.of(kernel, args, target, context, state, typed=True).compiled()
-    return cast("CPUTarget", target).code(compiled.launcher, kind)  # the CPU target reads out its code
+    return _code("asm", kernel, args_or_types, "cpu", None, None, context, state, options)
 
 
 def code_sass(
@@ -267,15 +220,11 @@ def code_sass(
     device: int | None = None,
     context: Context | None = None,
     state: object = None,
+    target: str = "cuda",
     **options: object,
 ) -> str:
     """The SASS of ``kernel`` (needs a GPU, or ptxas and nvdisasm; ``cc`` defaults to the device's)."""
-    from .targets import cuda as cuda_target
-
-    library, cc = _cuda_library(kernel, args_or_types, cc, device, context, state, options)
-    cuda_target.make_current_if_gpu()  # a kernel compiled on another thread: linking its cubin asks the driver
-    with cuda_target.toolkit():
-        return library.get_sass(cc=cc)
+    return _code("sass", kernel, args_or_types, target, cc, device, context, state, options)
 
 
 def code_typed(
@@ -285,12 +234,12 @@ def code_typed(
     device: int | None = None,
     context: Context | None = None,
     state: object = None,
+    target: str = "cuda",
     **options: object,
 ) -> str:
     """The typed numba IR of ``kernel`` on the CUDA target, annotated on its source lines (numba's
     ``inspect_types``; Julia's ``@code_typed``): the type of every variable after dispatch. Needs no GPU."""
-    launcher, _ = _cuda_compiled(kernel, args_or_types, cc, device, context, state, options)
-    return str(launcher.type_annotation)
+    return _code("typed", kernel, args_or_types, target, cc, device, context, state, options)
 
 
 def code_lto_ptx(
@@ -300,12 +249,9 @@ def code_lto_ptx(
     device: int | None = None,
     context: Context | None = None,
     state: object = None,
+    target: str = "cuda",
     **options: object,
 ) -> str:
     """The PTX of ``kernel`` compiled with ``lto=True`` after link-time optimisation with everything it links
     (numba-cuda's ``inspect_lto_ptx``; needs nvJitLink)."""
-    from .targets import cuda as cuda_target
-
-    library, cc = _cuda_library(kernel, args_or_types, cc, device, context, state, dict(options, lto=True))
-    with cuda_target.toolkit():
-        return library.get_lto_ptx(cc=cc)
+    return _code("lto_ptx", kernel, args_or_types, target, cc, device, context, state, dict(options, lto=True))

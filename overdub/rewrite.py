@@ -5,7 +5,7 @@ on the function's *names* rather than its IR: the function is cloned with a glob
 callable it names is an :class:`Overdubbed` (the callee, seen from a context chain) and each module it
 names a :class:`ModuleProxy` (whose callable attributes become Overdubbed when typing reads them). Which
 implementation a call reaches is decided later, during numba's type inference, where the argument types are
-known (see :mod:`overdub.compiler`). Every global the clone reads becomes an edge of the node being built
+known (see :mod:`overdub.resolve`). Every global the clone reads becomes an edge of the node being built
 (:mod:`overdub.bindings`).
 
 Free variables get the same treatment through fresh closure cells, so kernels defined inside functions

@@ -63,7 +63,7 @@ STATE_MARK = _StateMark()
 
 
 class Job(Protocol):
-    """What the caches key nodes by, as this layer sees it: a compile job (:class:`overdub.compiler.CompileJob`),
+    """What the caches key nodes by, as this layer sees it: a compile job (:class:`overdub.job.CompileJob`),
     hashable, holding its function by ``func_ref``."""
 
     @property
@@ -188,7 +188,7 @@ class Runtime:
 
     def __init__(self) -> None:
         self.kernels = FunctionCache(self)  # CompileJob -> compiler.Kernel
-        self.methods = FunctionCache(self)  # CompileJob -> compiler.MethodInstance
+        self.methods = FunctionCache(self)  # CompileJob -> instances.MethodInstance
         # launch_key(...) -> [launch functions], replaced, never mutated
         self.launches: dict[tuple[object, ...], list[Launch]] = {}
         self._launch_keys: dict[object, set[tuple[object, ...]]] = {}  # kernel function's reference -> its launch keys

@@ -4,7 +4,7 @@ of a ``dask.array`` -- numpy chunks on the CPU target, cupy chunks on the CUDA t
 The kernel takes the output chunk first, then the input chunks (the same shape as the output: the
 dask arrays are aligned chunk by chunk), then any scalar arguments: ``kernel(out, a, b, alpha)``, with one
 thread per element of ``out`` on a grid of ``out.ndim`` dimensions (``cuda.grid(out.ndim)``). Each task
-holds the kernel as :class:`overdub.travel.Shipped`: the worker runs the definitions the client has when the
+holds the kernel as :class:`overdub.travel.shipped.Shipped`: the worker runs the definitions the client has when the
 graph is built, and compiles each once (a task's own work is the launch).
 """
 
@@ -16,20 +16,19 @@ import typing
 from collections.abc import Callable, Sequence
 from typing import cast
 
-from . import launch, travel
+from . import launch
 from .context import Context
+from .targets import get_target
+from .targets.registry import holding
+from .travel.shipped import Shipped
 
 __all__ = ["map_blocks", "map_overlap"]
 
 _THREADS: dict[int, typing.Any] = {1: (256,), 2: (16, 16), 3: (8, 8, 4)}
 
 
-def _is_cupy(chunk: object) -> bool:
-    return type(chunk).__module__.startswith("cupy")
-
-
 def _run_chunk(
-    shipped: travel.Shipped,
+    shipped: Shipped,
     dtype: object,
     target: str | None,
     context: Context | None,
@@ -37,18 +36,14 @@ def _run_chunk(
     *chunks: object,
 ) -> object:
     first = chunks[0]
-    if _is_cupy(first):
-        import cupy as xp
-    else:
-        import numpy as xp
-    out = xp.empty(first.shape, dtype=dtype or first.dtype)  # type: ignore[attr-defined]
+    chosen = target or holding(first).name  # by default, where the chunks are
+    out = get_target(chosen).empty(first.shape, dtype or first.dtype)  # type: ignore[attr-defined]
     if out.size:
         threads = _THREADS[max(out.ndim, 1)] if out.ndim <= 3 else None
         if threads is None:
             raise ValueError(f"od.map_blocks: chunks of {out.ndim} dimensions (a kernel's grid has at most 3)")
         shape = out.shape or (1,)
         grid = tuple(math.ceil(n / t) for n, t in zip(shape, threads))
-        chosen = target or ("cuda" if _is_cupy(first) else "cpu")
         kernel = cast("Callable[..., None]", shipped.kernel)
         launch.cuda(kernel, out, *chunks, *scalars, blocks=grid, threads=threads, target=chosen, context=context)
     return out
@@ -72,7 +67,7 @@ def map_blocks(
     default is the chunks' (cupy: CUDA, numpy: CPU)."""
     import dask.array as da
 
-    run = functools.partial(_run_chunk, travel.Shipped(kernel), dtype, target, context, tuple(args))
+    run = functools.partial(_run_chunk, Shipped(kernel), dtype, target, context, tuple(args))
     first = arrays[0]
     dtype = dtype or getattr(first, "dtype", None)
     return da.map_blocks(run, *arrays, dtype=dtype, meta=_meta(first, dtype))  # type: ignore[no-untyped-call]
@@ -93,7 +88,7 @@ def map_overlap(
     and the halo is trimmed off the result."""
     import dask.array as da
 
-    run = functools.partial(_run_chunk, travel.Shipped(kernel), dtype, target, context, tuple(args))
+    run = functools.partial(_run_chunk, Shipped(kernel), dtype, target, context, tuple(args))
     first = arrays[0]
     dtype = dtype or getattr(first, "dtype", None)
     return da.map_overlap(  # type: ignore[no-untyped-call]

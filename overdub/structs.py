@@ -37,14 +37,13 @@ import numpy as np
 
 from . import dunders, world
 from . import types as lattice
-from .arguments import packed_slots
 from .runtime import runtime
 from .types import LatticeMeta, LatticeType, StructPattern, StructType
 
 if TYPE_CHECKING:
     from numba.core import types as nt
 
-__all__ = ["struct", "struct_array", "StructMeta", "StructValue", "StructDefinition", "bind"]
+__all__ = ["struct", "struct_dtype", "StructMeta", "StructValue", "StructDefinition", "bind"]
 
 _lock = threading.RLock()  # instantiations: one at a time
 _PYTHON_FIELDS: dict[object, nt.Type] = {
@@ -208,7 +207,6 @@ class StructMeta(LatticeMeta):
         value = object.__new__(typing.cast("type[StructValue]", concrete))  # a struct class
         for (name, ftype), item in zip(concrete.__overdub_type__.fields, values):
             object.__setattr__(value, name, _convert(concrete, name, item, ftype))
-        object.__setattr__(value, "__overdub_slots__", packed_slots(value))  # for the native launch path
         return value
 
     def __getitem__(cls, params: object) -> StructMeta | StructPattern:
@@ -540,26 +538,14 @@ def _supersede(cls: StructMeta) -> None:
 # --- arrays -----------------------------------------------------------------------------------------------
 
 
-def struct_array(
-    cls: object, shape: typing.SupportsIndex | Sequence[typing.SupportsIndex], target: str | None = None
-) -> typing.Any:  # a numpy array, or a cupy array (cupy is untyped)
-    """A zeroed array of ``shape`` values of the struct ``cls``: numpy for the CPU target, cupy for CUDA (the
-    default target when None). Any numpy or cupy array of ``cls.dtype`` serves as well."""
+def struct_dtype(cls: object, what: str = "od.struct_array") -> np.dtype[typing.Any]:
+    """The numpy dtype of values of the struct ``cls`` (a concrete, current @od.struct class), as an array of
+    them holds them; a clear error naming ``what`` for anything else."""
     t = cls.__dict__.get("__overdub_type__") if isinstance(cls, StructMeta) else None
     if not isinstance(t, StructType):
         raise TypeError(
-            f"od.struct_array takes a concrete @od.struct class, not {cls!r:.60}"
+            f"{what} takes a concrete @od.struct class, not {cls!r:.60}"
             + (" (a parametric one: instantiate it, Dual[od.float64])" if t is not None else "")
         )
     t.check_current("make an array of")
-    if target is None:
-        from .targets import default_target
-
-        target = default_target()
-    if target == "cpu":
-        return np.zeros(shape, dtype=t.numpy_dtype)
-    if target == "cuda":
-        import cupy
-
-        return cupy.zeros(shape, dtype=t.numpy_dtype)
-    raise ValueError(f"unknown target {target!r}: use 'cpu' or 'cuda'")
+    return typing.cast("np.dtype[typing.Any]", t.numpy_dtype)

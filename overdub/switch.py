@@ -32,12 +32,15 @@ _HARNESS = "|".join(HARNESS_MODULES)
 _FROM_NUMBA_CUDA = re.compile(rf"^([ \t]*)from numba\.cuda((?:\.(?!(?:{_HARNESS})\b)\w+)*) import\b", re.M)
 
 
+_NUMBA_CUDA_MODULE = "cuda"  # numba's submodule that overdub's namespace replaces
+
+
 def _from_numba(match: re.Match[str]) -> str:
     """``from numba import ...`` naming ``cuda``: ``cuda`` (under its alias, if any) from overdub, the rest from
     numba, on the same line."""
     indent, names, comment = match.groups()
     aliases = [name.strip() for name in names.split(",") if name.strip()]
-    switched = [alias for alias in aliases if alias.split()[0] == "cuda"]
+    switched = [alias for alias in aliases if alias.split()[0] == _NUMBA_CUDA_MODULE]
     if not switched:
         return match.group(0)
     kept = [alias for alias in aliases if alias not in switched]

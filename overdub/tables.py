@@ -1,5 +1,5 @@
 """Which method tables a call asks, and in which order: the one answer that dispatch during typing
-(:mod:`overdub.compiler`), the operator rewrite (:mod:`overdub.operators`) and the CPU target's bounds guard
+(:mod:`overdub.resolve`), the operator rewrite (:mod:`overdub.operators`) and the CPU target's bounds guard
 (:mod:`overdub.targets.cpu.guard`) share.
 
 A call of ``f`` in a context chain asks, in turn:

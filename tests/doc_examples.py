@@ -63,7 +63,7 @@ def _harness() -> types.ModuleType:
     from numba.cuda import config
 
     from overdub import cuda
-    from overdub.cuda import cpu
+    from overdub.targets import get_target
 
     harness = types.ModuleType(_HARNESS_MODULE)
     harness.CUDATestCase = unittest.TestCase
@@ -77,7 +77,7 @@ def _harness() -> types.ModuleType:
 
     def skip_if_cudadevrt_missing(fn):
         """numba-cuda links cudadevrt into a kernel that synchronizes its grid; the CPU target needs none."""
-        if cpu.in_use():
+        if get_target(None).name == "cpu":
             return fn
         from numba.cuda.cudadrv import libs
 
@@ -125,11 +125,11 @@ def run(name: str, stream=None) -> unittest.TestResult:
 
 
 def _main(names: list[str]) -> int:
-    from overdub.cuda import cpu
+    from overdub.targets import get_target
 
     failed = 0
     for name in names or EXAMPLES:
-        if name in NEED_A_GPU and cpu.in_use():
+        if name in NEED_A_GPU and get_target(None).name == "cpu":
             print(f"{name}: skipped on the CPU target: {NEED_A_GPU[name]}")
             continue
         result = run(name)

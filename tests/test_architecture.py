@@ -3,7 +3,10 @@
 import ast
 import pathlib
 
+import pytest
+
 import overdub
+from helpers import run_python
 
 PACKAGE = pathlib.Path(overdub.__file__).resolve().parent
 
@@ -98,9 +101,8 @@ def test_numba_is_reached_only_from_the_bridge_the_targets_and_the_modules_that_
     allowed = {
         "overdub.cuda",  # the drop-in namespace, whose names are numba-cuda's
         "overdub.cuda.random",
-        "overdub.cuda.cpu.ufuncs",  # numba-cuda's ufuncs on the CPU target: numba's CPU ufuncs
         "overdub.types",
-        "overdub.compiler",
+        "overdub.resolve",  # OverdubCallType, numba's type of an Overdubbed callee
         "overdub.intrinsics",
         "overdub.arguments",
         "overdub.operators",
@@ -175,3 +177,145 @@ def test_each_launcher_provides_the_launcher_interface():
     members = [name for name in vars(targets.Launcher) if not name.startswith("_")]
     for launcher in (cpu.target.CPULauncher, cuda.CUDALauncher):
         assert [m for m in members if not hasattr(launcher, m)] == []
+
+
+def _outside_targets() -> dict[str, pathlib.Path]:
+    return {name: path for name, path in _modules().items() if not name.startswith("overdub.targets")}
+
+
+def test_only_the_targets_and_the_drop_in_namespace_import_numba_cuda():
+    # overdub.cuda is numba-cuda's namespace for a numba-cuda program: its names are numba-cuda's
+    importers = []
+    for name, path in _outside_targets().items():
+        if name == "overdub.cuda" or name.startswith("overdub.cuda."):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            names += [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
+            if any(n == "numba.cuda" or n.startswith("numba.cuda.") or n.startswith("numba_cuda") for n in names):
+                importers.append(name)
+    assert importers == []
+
+
+def test_outside_the_targets_no_module_compares_against_a_target_or_imports_one():
+    from overdub.targets import registry
+
+    names = {entry.name for entry in registry.entries()} | {entry.base.name for entry in registry.entries()}
+    found = []
+    for name, path in _outside_targets().items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Compare):
+                constants = [c for c in ast.walk(node) if isinstance(c, ast.Constant) and c.value in names]
+                found += [f"{name}:{node.lineno} compares against {c.value!r}" for c in constants]
+            if isinstance(node, ast.ImportFrom) and node.module and node.level:
+                target_package = node.module.split(".")[:2] in (["targets", "cpu"], ["targets", "cuda"])
+                from_targets = node.module == "targets" and {a.name for a in node.names} & {"cpu", "cuda"}
+                if target_package or from_targets:
+                    found.append(f"{name}:{node.lineno} imports a target's package")
+    assert found == []
+
+
+def test_no_module_below_the_front_imports_the_targets():
+    # the front: the modules above the targets' face in the diagram (the public API, the launch, the calls)
+    layers = _design_layers()
+    modules = _modules()
+    below = [
+        f"{name} imports {dep}"
+        for name, path in modules.items()
+        if not name.startswith("overdub.targets") and layers[name] > layers["overdub.targets"]
+        for dep in _imports(name, path, modules)
+        if dep.startswith("overdub.targets")
+    ]
+    assert below == []
+
+
+def test_a_registered_target_is_found_by_name_and_holds_its_memory():
+    import numpy as np
+
+    from overdub.targets import registry
+
+    assert [entry.name for entry in registry.entries()][:2] == ["cpu", "cuda"]
+    assert registry.holding(np.zeros(1)).name == "cpu"
+
+    class DeviceArray:
+        __cuda_array_interface__ = None  # the protocol's attribute, read by name
+
+    assert registry.holding(DeviceArray()).name == "cuda"
+    with pytest.raises(ValueError, match="unknown target 'tpu': use 'cpu' or 'cuda'"):
+        registry.entry("tpu")
+    with pytest.raises(ValueError, match="registered already"):
+        registry.register("cpu", "CPU2", "overdub.targets.cpu", lambda value: True)
+
+
+_TOY_TARGET = '''
+"""A third target for the test: the CPU target's compiler under another name, with its own context."""
+from overdub.targets.cpu.target import CPUTarget
+from overdub.targets.registry import register
+
+TOY = register("toy", "TOY", __name__, lambda value: False)
+
+
+class ToyTarget(CPUTarget):
+    name = "toy"
+    base = TOY
+
+    def _with_options(self, options):
+        return ToyTarget(options, self.root)
+
+
+TARGET = ToyTarget()
+
+
+def current_target():
+    return TARGET
+'''
+
+_USES_THE_TOY_TARGET = """
+import numpy as np
+import overdub as od
+import toytarget
+
+@od.function
+def g(x):
+    return x + 1
+
+@toytarget.TOY.overdub(g)
+def _(x):
+    return x + 100
+
+def kernel(out):
+    out[0] = g(out[0])
+
+out = np.zeros(1)
+od.cuda(kernel, out, blocks=1, threads=1, target="toy")
+od.cuda(kernel, out, blocks=1, threads=1, target="cpu")
+assert out[0] == 101, out
+assert "od.TOY" in repr(od.ALL) and od.targets.registry.holding(out).name == "cpu"
+print("ok")
+"""
+
+
+def test_a_third_target_is_one_package_and_a_registry_entry(tmp_path):
+    # the registry is the process's: a subprocess, with the target's module on its path
+    (tmp_path / "toytarget.py").write_text(_TOY_TARGET)
+    assert run_python("-c", _USES_THE_TOY_TARGET, path=[tmp_path]).stdout.strip() == "ok"
+
+
+def _mypy_coverage():
+    """.ci/mypy_coverage.py, the measure CI prints, loaded as a module."""
+    import importlib.util
+
+    path = pathlib.Path(__file__).resolve().parent.parent / ".ci" / "mypy_coverage.py"
+    spec = importlib.util.spec_from_file_location("mypy_coverage", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_no_module_of_the_package_is_under_mypy_ignore_errors():
+    assert [p for p in _mypy_coverage().ignored_patterns() if p.startswith("overdub")] == []
+
+
+def test_mypy_strict_covers_at_least_90_percent_of_the_package_lines():
+    strict_lines, total_lines, not_strict = _mypy_coverage().coverage()
+    assert strict_lines >= 0.9 * total_lines, f"strict on {strict_lines} of {total_lines} lines; not: {not_strict}"

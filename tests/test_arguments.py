@@ -12,6 +12,7 @@ from helpers import compiles
 from overdub import arguments
 from overdub.targets import cuda as cuda_target
 from overdub.targets import get_target
+from overdub.targets.cuda import abi
 
 
 class Interface:
@@ -150,14 +151,14 @@ def test_a_device_array_is_rejected_by_the_cpu_target_and_a_host_array_by_the_cu
 
 
 def test_a_kernel_with_more_parameter_slots_than_the_native_buffer_takes_the_python_path():
-    pointers = [od.Pointer(0x1000 + 8 * i, np.float64, device=True) for i in range(arguments.MAX_NATIVE_SLOTS + 1)]
+    pointers = [od.Pointer(0x1000 + 8 * i, np.float64, device=True) for i in range(abi.MAX_SLOTS + 1)]
     described = tuple(map(cuda_target.target_for((9, 0)).argument, pointers))
     launcher = cuda_target.CUDALauncher(library=None, argtypes=tuple(a.type for a in described))
 
     class Kernel:  # the validity checks a native launcher reads
         guard = type("Guard", (), {"native_checks": staticmethod(lambda: [])})()
 
-    slots = [a.kind.slots(a.signature, a.type) for a in described]
+    slots = [abi.slots_of(a) for a in described]
     assert launcher._native(Kernel(), described, slots) is None
 
 
@@ -183,11 +184,11 @@ def test_a_cupy_array_is_typed_by_its_flags_and_passed_as_numbas_exploded_array(
     assert kind.typeof(FakeCupy((3, 4), order="F")) == numba.types.Array(numba.float32, 2, "F")
     c_array = FakeCupy((3, 4))
     signature = kind.signature(c_array)
-    slots = kind.slots(signature, kind.typeof(c_array))
-    assert arguments.slot_format(slots) == "<" + "q" * 9
-    values = arguments.slot_values(slots, "a", namespace := {})
+    slots = abi.kind_slots(kind, signature, kind.typeof(c_array))
+    assert abi.slot_format(slots) == "<" + "q" * 9
+    values = abi.slot_values(slots, "a", namespace := {})
     assert eval(f"({', '.join(values)},)", dict(namespace, a=c_array)) == (0, 0, 12, 4, 0x2000, 3, 4, 16, 4)
-    assert kind.native_spec(signature, slots) == ("a", np.dtype(np.float32), 2, 4, "C", False)
+    assert abi.native_spec(kind, signature, slots) == abi.ArraySpec(np.dtype(np.float32), 2, 4, "C", False)
     conditions = kind.guards("a0", signature, consts := {})
     accepts = lambda value: all(eval(c, dict(consts, a0=value)) for c in conditions)  # noqa: E731
     assert accepts(FakeCupy((5, 2)))
@@ -214,10 +215,10 @@ def test_a_record_interface_object_keeps_its_fields_and_compiles_to_ptx():
     interface.__cuda_array_interface__["descr"] = RECORD.descr
     ty = cuda_target.target_for((9, 0)).typeof(interface)
     assert isinstance(ty.dtype, numba.types.Record) and [f for f, _ in ty.dtype.members] == ["x", "n"]
-    slots = arguments.DeviceArray().slots(None, ty)
-    assert arguments.slot_format(slots) == "<" + "q" * 7
-    assert arguments.slot_values(slots, "a", namespace := {}) == ["*interface_fields(a, 16)"]
-    assert namespace == {"interface_fields": arguments.interface_fields}
+    slots = abi.kind_slots(arguments.DeviceArray(), None, ty)
+    assert abi.slot_format(slots) == "<" + "q" * 7
+    assert abi.slot_values(slots, "a", namespace := {}) == ["*interface_fields(a, 16)"]
+    assert namespace == {"interface_fields": abi.interface_fields}
 
     def kernel(out, points):
         out[0] = points[1].x
@@ -230,8 +231,8 @@ def test_a_record_on_the_device_is_passed_by_address_as_its_record_type():
     on_device = arguments.RecordOnDevice(0x3000, record.dtype, None)
     ty = cuda_target.target_for((9, 0)).typeof(on_device)
     assert ty == numba.from_dtype(RECORD)
-    slots = arguments.kind_of(on_device).slots(None, ty)
-    assert (arguments.slot_format(slots), arguments.slot_values(slots, "v", {})) == ("<Q", ["v.address"])
+    slots = abi.kind_slots(arguments.kind_of(on_device), None, ty)
+    assert (abi.slot_format(slots), abi.slot_values(slots, "v", {})) == ("<Q", ["v.address"])
     with pytest.raises(cuda_target.HostMemoryError, match="record"):
         cuda_target.target_for((9, 0)).typeof(record)
 
@@ -254,9 +255,9 @@ def test_a_tuple_is_passed_as_its_elements_slots_one_after_another():
     kind = arguments.kind_of(value)
     ty = kind.typeof(value)
     assert str(ty) == "Tuple(int64, float32, Tuple(int64, float64))"
-    slots = kind.slots(kind.signature(value), ty)
-    assert arguments.slot_format(slots) == "<qf4xqd"
-    assert arguments.slot_values(slots, "v", {}) == ["v[0]", "v[1]", "v[2][0]", "v[2][1]"]
+    slots = abi.kind_slots(kind, kind.signature(value), ty)
+    assert abi.slot_format(slots) == "<qf4xqd"
+    assert abi.slot_values(slots, "v", {}) == ["v[0]", "v[1]", "v[2][0]", "v[2][1]"]
     assert arguments.kind_of((1, object())) is None
 
 

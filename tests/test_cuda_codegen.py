@@ -247,7 +247,8 @@ def test_od_cuda_launches_a_numba_cuda_jit_kernel_through_overdub(make_module):
 
 def test_a_kernel_that_synchronizes_its_grid_gets_a_cooperative_launcher(make_module):
     m = make_module("from numba import cuda\n\n" + DELEGATED["grid group"][0])
-    from overdub.compiler import CompileJob, cached_kernel
+    from overdub.compiler import cached_kernel
+    from overdub.job import CompileJob
     from overdub.targets import cuda as cuda_target
 
     target = cuda_target.target_for((9, 0))

@@ -479,20 +479,21 @@ def test_the_bound_sees_other_processes_writes_at_the_next_scan(tmp_path, monkey
 
 
 def test_an_object_known_by_a_variable_is_found_where_it_is_now():
-    from overdub.fingerprint import Uncacheable, _ref
+    from overdub.digests import Uncacheable
+    from overdub.locators import object_ref
 
     name = unique_name("holder")
     module = sys.modules[name] = type(sys)(name)
     registry = type("Registry", (), {"__module__": name})()  # no name of its own: found by a variable
     try:
         module.tables = registry
-        assert _ref(registry) == (name, "tables")
+        assert object_ref(registry) == (name, "tables")
         del module.tables
         module.renamed = registry
-        assert _ref(registry) == (name, "renamed")
+        assert object_ref(registry) == (name, "renamed")
         del module.renamed
         with pytest.raises(Uncacheable):
-            _ref(registry)
+            object_ref(registry)
     finally:
         del sys.modules[name]
 
@@ -1113,8 +1114,8 @@ def kernel(out):
 INSTALLED_LAUNCH = """
 import json, sys
 sys.path.insert(0, sys.argv[1])
-from overdub import fingerprint
-fingerprint._LIBRARY_PATHS += (sys.argv[1] + "/",)   # the directory is an installed package's, as site-packages
+from overdub import libraries
+libraries._LIBRARY_PATHS += (sys.argv[1] + "/",)   # the directory is an installed package's, as site-packages
 import numpy as np, overdub as od, kern, instpkg
 out = np.zeros(1)
 od.cuda(kern.kernel, out, target="cpu")
@@ -1149,10 +1150,10 @@ def test_an_installed_packages_njit_helper_changed_between_processes_is_a_miss(t
 @pytest.fixture
 def installed(tmp_path, monkeypatch):
     """``installed(source)``: a module of a package directory treated as installed (as site-packages is)."""
-    from overdub import fingerprint
+    from overdub import libraries
 
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setattr(fingerprint, "_LIBRARY_PATHS", fingerprint._LIBRARY_PATHS + (f"{tmp_path}{os.sep}",))
+    monkeypatch.setattr(libraries, "_LIBRARY_PATHS", libraries._LIBRARY_PATHS + (f"{tmp_path}{os.sep}",))
     made = []
 
     def make(source: str):

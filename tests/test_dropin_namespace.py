@@ -20,10 +20,12 @@ import overdub as od
 from helpers import compiles, run_python
 from overdub import bindings, launch
 from overdub import cuda as namespace
-from overdub.cuda import cpu
+from overdub.targets import get_target
+from overdub.targets.cpu import hostapi
+from overdub.targets.cpu.hostapi import HOST_API
 
 on_the_cpu_target = pytest.mark.skipif(
-    not cpu.in_use(), reason="the CPU target's host API: launches here run on the CUDA target"
+    get_target(None).name != "cpu", reason="the CPU target's host API: launches here run on the CUDA target"
 )
 
 
@@ -90,9 +92,9 @@ def test_a_numba_cuda_submodule_imported_through_overdub_is_that_module_with_its
     from overdub.cuda.np.numpy_support import carray
 
     assert carray is numbas and sys.modules["overdub.cuda.np.numpy_support"] is sys.modules[numbas.__module__]
-    import overdub.cuda.cpu.streams  # overdub's own modules are overdub's
+    import overdub.cuda.random  # overdub's own modules are overdub's
 
-    assert overdub.cuda.cpu.streams.__file__.startswith(str(Path(od.__file__).parent))
+    assert overdub.cuda.random.__file__.startswith(str(Path(od.__file__).parent))
     with pytest.raises(ModuleNotFoundError):
         import overdub.cuda.no_such_module
 
@@ -123,12 +125,12 @@ def test_importing_overdub_reads_no_name_of_the_namespace_and_imports_no_stand_i
 
 def test_each_target_dependent_name_has_a_cpu_stand_in_and_is_a_numba_cuda_name():
     names = namespace._HOST_API_NAMES
-    assert names == set(cpu.HOST_API)
+    assert names == set(HOST_API)
     assert [name for name in names if not hasattr(numba.cuda, name)] == []
 
 
 def test_the_host_api_is_numba_cudas_own_where_launches_run_on_cuda(monkeypatch):
-    monkeypatch.setattr(cpu, "in_use", lambda: False)
+    monkeypatch.setattr(namespace, "_host_api", lambda: None)
     with fresh_names("to_device", "stream", "reduce", "grid"):
         assert namespace.to_device is numba.cuda.to_device
         assert namespace.stream is numba.cuda.stream and namespace.reduce is numba.cuda.reduce
@@ -136,10 +138,10 @@ def test_the_host_api_is_numba_cudas_own_where_launches_run_on_cuda(monkeypatch)
 
 
 def test_the_host_api_is_the_cpu_targets_where_launches_run_on_the_cpu(monkeypatch):
-    monkeypatch.setattr(cpu, "in_use", lambda: True)
+    monkeypatch.setattr(namespace, "_host_api", lambda: HOST_API)
     with fresh_names("to_device", "device_array", "stream", "event", "reduce", "gpus"):
-        assert namespace.to_device is cpu.arrays.to_device and namespace.device_array is cpu.arrays.device_array
-        assert namespace.stream is cpu.streams.stream and namespace.reduce is cpu.reduction.Reduce
+        assert namespace.to_device is hostapi.arrays.to_device and namespace.device_array is hostapi.arrays.device_array
+        assert namespace.stream is hostapi.streams.stream and namespace.reduce is hostapi.reduction.Reduce
 
 
 # --- device arrays on the CPU target ---------------------------------------------------------------------
@@ -436,11 +438,13 @@ still fail, so that a change of either side is seen)."""
 
 @pytest.mark.parametrize("name", doc_examples.EXAMPLES)
 def test_numba_cudas_documentation_example_passes_with_only_its_import_switched(name):
-    if name in doc_examples.NEED_A_GPU and cpu.in_use():
+    if name in doc_examples.NEED_A_GPU and get_target(None).name == "cpu":
         pytest.skip(f"needs a GPU: {doc_examples.NEED_A_GPU[name]}")
     from overdub.targets.cpu import runner
 
-    if runner.SYMBOLS is None and cpu.in_use():  # barriers, shared memory, grid sync: the native runner's
+    if (
+        runner.SYMBOLS is None and get_target(None).name == "cpu"
+    ):  # barriers, shared memory, grid sync: the native runner's
         pytest.skip("overdub.targets.cpu._cpugrid is not built: the CPU target runs blocks serially, without barriers")
     check_example(name)
 
@@ -450,7 +454,7 @@ def test_numba_cudas_documentation_example_passes_with_only_its_import_switched(
 def test_numba_cudas_documentation_example_passes_on_the_gpu_with_only_its_import_switched(name):
     """The same on the CUDA target, every example (test_ffi's CUDA C too, where cffi is installed): what a GPU
     run of ``pytest -m gpu`` checks."""
-    assert not cpu.in_use(), "a usable GPU: launches default to the CUDA target"
+    assert get_target(None).name != "cpu", "a usable GPU: launches default to the CUDA target"
     check_example(name)
 
 

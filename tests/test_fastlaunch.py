@@ -12,6 +12,8 @@ import pytest
 
 fastlaunch = pytest.importorskip("overdub._fastlaunch")
 
+from overdub.targets.cuda.abi import ArraySpec, PointerSpec, ScalarSpec  # noqa: E402  (after the skip)
+
 LAUNCH = ctypes.CFUNCTYPE(
     ctypes.c_int,
     ctypes.c_void_p,
@@ -116,7 +118,12 @@ def q(value):
 def test_scalars_pointers_and_arrays_are_marshalled_into_numbas_parameter_slots():
     pointer = pytypes.SimpleNamespace(address=0xABC, dtype=np.dtype(np.int64), device=True)
     array = DeviceArray(np.float32, (3, 4), 0x1000)
-    specs = [("s", "f"), ("p", np.dtype(np.int64), True), ("a", np.dtype(np.float32), 2, 4, "C", False), ("s", "i")]
+    specs = [
+        ScalarSpec("f"),
+        PointerSpec(np.dtype(np.int64), True),
+        ArraySpec(np.dtype(np.float32), 2, 4, "C", False),
+        ScalarSpec("i"),
+    ]
     launcher, driver = make(specs, 1 + 1 + 9 + 1)
     assert launcher((np.float32(1.5), pointer, array, -7), 2, (16, 4), 128, None) is True
     function, grid, block, shmem, stream, slots = driver.calls[0]
@@ -128,7 +135,7 @@ def test_scalars_pointers_and_arrays_are_marshalled_into_numbas_parameter_slots(
 
 
 def test_a_failed_guard_returns_false_without_launching():
-    specs = [("a", np.dtype(np.float32), 1, 4, "C", False)]
+    specs = [ArraySpec(np.dtype(np.float32), 1, 4, "C", False)]
     launcher, driver = make(specs, 7)
     assert launcher((DeviceArray(np.float64, (4,), 0),), 1, 1, 0, None) is False  # dtype
     assert launcher((DeviceArray(np.float32, (2, 2), 0),), 1, 1, 0, None) is False  # rank
@@ -175,8 +182,8 @@ def test_a_driver_error_raises_and_bad_dimensions_are_rejected():
 
 
 def test_a_python_int_matches_the_int64_or_uint64_launcher_by_its_value():
-    as_int64, _ = make([("s", "q")], 1)
-    as_uint64, _ = make([("s", "Q")], 1)
+    as_int64, _ = make([ScalarSpec("q")], 1)
+    as_uint64, _ = make([ScalarSpec("Q")], 1)
     assert as_int64((2**63 - 1,), 1, 1, 0, None) is True
     assert as_int64((2**63,), 1, 1, 0, None) is False
     assert as_uint64((2**63,), 1, 1, 0, None) is True
@@ -185,7 +192,7 @@ def test_a_python_int_matches_the_int64_or_uint64_launcher_by_its_value():
 
 def test_a_launcher_with_more_slots_than_its_buffer_refuses_to_be_made():
     driver = FakeDriver(0)
-    specs = [("a", np.dtype(np.float32), 3, 4, "C", False)] * 94  # 11 slots each: 1034 > 1024
+    specs = [ArraySpec(np.dtype(np.float32), 3, 4, "C", False)] * 94  # 11 slots each: 1034 > 1024
     with pytest.raises(OverflowError, match="1034 parameter slots"):
         fastlaunch.Launcher(Node(), [], specs, 0xF00, driver.address, lambda s: s.handle)
     assert fastlaunch.Launcher(Node(), [], specs[:93], 0xF00, driver.address, lambda s: s.handle).nslots == 1023
@@ -193,7 +200,7 @@ def test_a_launcher_with_more_slots_than_its_buffer_refuses_to_be_made():
 
 def test_the_kernels_function_is_found_per_context_and_loaded_once_in_each():
     """The launcher holds a CUkernel: each context's CUfunction is asked of the driver once, then found."""
-    launcher, driver = make([("s", "q")], 1)
+    launcher, driver = make([ScalarSpec("q")], 1)
     for context in (0x10, 0x20, 0x10, 0x20, 0x30):
         driver.context = context
         assert launcher(((7,)), 1, 1, 0, None) is True
@@ -204,7 +211,7 @@ def test_the_kernels_function_is_found_per_context_and_loaded_once_in_each():
 
 
 def test_an_invalid_handle_forgets_the_contexts_function_and_takes_the_slow_path():
-    launcher, driver = make([("s", "q")], 1, result=400)  # CUDA_ERROR_INVALID_HANDLE
+    launcher, driver = make([ScalarSpec("q")], 1, result=400)  # CUDA_ERROR_INVALID_HANDLE
     assert launcher(((7,)), 1, 1, 0, None) is False
     driver.result = 0
     assert launcher(((7,)), 1, 1, 0, None) is True
@@ -218,7 +225,7 @@ def test_an_array_of_records_passes_the_native_guard_with_its_very_dtype_only():
     record = np.dtype([("x", np.float32), ("n", np.int32)], metadata={"struct": "A"})
     other = np.dtype([("x", np.float32), ("n", np.int32)], metadata={"struct": "B"})
     assert record == other
-    launcher, driver = make([("a", record, 1, 8, "C", True)], 7)
+    launcher, driver = make([ArraySpec(record, 1, 8, "C", True)], 7)
     assert launcher((DeviceArray(other, (4,), 0x1000),), 1, 1, 0, None) is False
     array = DeviceArray(np.float32, (4,), 0x1000)
     array.dtype = record
@@ -229,7 +236,7 @@ def test_an_array_of_records_passes_the_native_guard_with_its_very_dtype_only():
 def test_a_stream_of_another_context_launches_in_that_context():
     """kernel[blocks, threads, stream] runs on the stream's device: the driver refuses the stream in the
     current context, and the launcher makes the stream's context current for the launch, then restores it."""
-    launcher, driver = make([("s", "q")], 1)
+    launcher, driver = make([ScalarSpec("q")], 1)
     driver.stream_contexts[0x5000] = 0x20
     stream = pytypes.SimpleNamespace(handle=0x5000)
     assert launcher(((7,)), 1, 1, 0, stream) is True
@@ -242,7 +249,7 @@ def test_a_stream_of_another_context_launches_in_that_context():
 def test_a_context_without_the_kernels_code_is_left_to_the_slow_path_and_asked_once():
     """A device of another architecture has no function for the kernel: the launcher says so (the slow path
     compiles for that device), asking the driver once; where the stream is that device's, the same."""
-    launcher, driver = make([("s", "q")], 1)
+    launcher, driver = make([ScalarSpec("q")], 1)
     driver.foreign.add(0x20)
     driver.context = 0x20
     assert launcher(((7,)), 1, 1, 0, None) is False
@@ -257,7 +264,7 @@ def test_a_context_without_the_kernels_code_is_left_to_the_slow_path_and_asked_o
 
 
 def test_an_f_ordered_array_passes_its_own_strides_and_a_c_ordered_one_strides_from_its_shape():
-    specs = [("a", np.dtype(np.float32), 2, 4, "F", False), ("a", np.dtype(np.float32), 2, 4, "C", False)]
+    specs = [ArraySpec(np.dtype(np.float32), 2, 4, "F", False), ArraySpec(np.dtype(np.float32), 2, 4, "C", False)]
     launcher, driver = make(specs, 18)
     f_array = DeviceArray(np.float32, (3, 4), 0x1000, c=False, f=True)
     f_array.strides = (4, 12)
@@ -269,9 +276,10 @@ def test_an_f_ordered_array_passes_its_own_strides_and_a_c_ordered_one_strides_f
     assert slots[9:] == [q(0), q(0), q(12), q(4), q(0x2000), q(3), q(4), q(16), q(4)]
 
 
-def test_a_struct_value_is_marshalled_from_its_packed_slots_while_its_definition_is_valid():
+def test_a_struct_value_is_packed_on_its_first_launch_and_marshalled_while_its_definition_is_valid():
     import overdub as od
     from overdub import arguments
+    from overdub.targets.cuda import abi
 
     @od.struct
     class Particle:
@@ -280,12 +288,14 @@ def test_a_struct_value_is_marshalled_from_its_packed_slots_while_its_definition
         alive: bool
 
     p = Particle(1.5, -3, True)
+    assert "__overdub_cuda_slots__" not in vars(p)  # made on the host: nothing of CUDA's packed
     struct_type = Particle.__overdub_type__
     kind = arguments.kind_of(p)
-    spec = kind.native_spec(kind.signature(p), kind.slots(kind.signature(p), struct_type))
-    assert spec == ("v", struct_type.definition, 3)
-    launcher, driver = make([spec, ("s", "i")], 4)
+    spec = abi.native_spec(kind, kind.signature(p), abi.kind_slots(kind, kind.signature(p), struct_type))
+    assert spec == abi.ValueSpec(struct_type.definition, 3, abi.packer(struct_type))
+    launcher, driver = make([spec, ScalarSpec("i")], 4)
     assert launcher((p, 7), 1, 1, 0, None) is True
+    assert vars(p)["__overdub_cuda_slots__"] == abi.packer(struct_type)(p)  # kept for its next launches
     slots = driver.calls[0][5]
     assert slots[0][:4] == np.float32(1.5).tobytes() and slots[1] == q(-3) and slots[2][:1] == b"\x01"
     assert slots[3][:4] == np.int32(7).tobytes()
@@ -293,11 +303,19 @@ def test_a_struct_value_is_marshalled_from_its_packed_slots_while_its_definition
     assert launcher((p, 7), 1, 1, 0, None) is False and len(driver.calls) == 1
 
 
-def test_the_native_launch_key_is_the_python_definitions_key():
-    """od.cuda's lookup in C and the slow path's add_launch use one key format: the C function where built,
-    the Python definition otherwise; the two agree on kernels, contexts, targets, arguments and state."""
+def test_c_and_python_agree_on_the_launch_key_the_options_and_the_spec_layout():
+    """What the extension and Python share is written once, in C, and read by Python: the launch table's key
+    (C's launch_key where built, the Python definition otherwise: the two agree on kernels, contexts, targets,
+    arguments and state), od.cuda's keywords the lookup serves (the first of them a LaunchConfig's fields), the
+    fields of each spec record, the scalar codes and the parameter buffer."""
+    import dataclasses
+    import inspect
+
     import overdub as od
+    from overdub import call, launchconfig
+    from overdub import launch as od_launch
     from overdub import runtime as od_runtime
+    from overdub.targets.cuda import abi
 
     def kernel(out, x):
         pass
@@ -308,6 +326,20 @@ def test_the_native_launch_key_is_the_python_definitions_key():
             native = fastlaunch.launch_key(kernel, args, context, target, state)
             assert native == od_runtime._launch_key(kernel, context, target, args, state)
             assert od_runtime.launch_key(kernel, context, target, args, state) == native
+
+    keywords = [
+        p.name for p in inspect.signature(od_launch._python_cuda).parameters.values() if p.kind == p.KEYWORD_ONLY
+    ]
+    assert keywords[: len(fastlaunch.OPTIONS)] == list(fastlaunch.OPTIONS)  # the rest go to Python
+    assert list(inspect.signature(call.launch_slow).parameters)[2:] == list(fastlaunch.OPTIONS)
+    config_fields = [f.name for f in dataclasses.fields(launchconfig.LaunchConfig)]
+    assert config_fields[: fastlaunch.CONFIG_OPTIONS] == list(fastlaunch.OPTIONS[: fastlaunch.CONFIG_OPTIONS])
+
+    records = (abi.ScalarSpec, abi.PointerSpec, abi.ArraySpec, abi.ValueSpec)
+    assert {r.kind: tuple(f.name for f in dataclasses.fields(r)) for r in records} == fastlaunch.SPEC_FIELDS
+    native_codes = {code[0] for code in abi.SLOT_CODES.values()} & set(fastlaunch.SCALAR_CODES)
+    assert native_codes == set(fastlaunch.SCALAR_CODES)  # every code C converts is a slot code of Python's
+    assert all(struct.calcsize(code) == size for code, size in fastlaunch.SCALAR_CODES.items())
 
 
 def test_the_lookup_serves_the_launch_tables_current_list_for_each_call():
@@ -394,7 +426,7 @@ def in_place():
 
 def test_an_array_of_the_layouts_class_is_read_in_place_and_its_guard_holds_there(in_place):
     keep: list = []
-    specs = [("a", np.dtype(np.float32), 2, 4, "C", False), ("a", np.dtype(np.float32), 2, 4, "F", False)]
+    specs = [ArraySpec(np.dtype(np.float32), 2, 4, "C", False), ArraySpec(np.dtype(np.float32), 2, 4, "F", False)]
     launcher, driver = make(specs, 18)
     c_array, c_shape = in_place_array(np.float32, (3, 4), (16, 4), 0x1000, 1, 0, keep)
     f_array, _ = in_place_array(np.float32, (3, 4), (4, 12), 0x2000, 0, 1, keep)
@@ -418,7 +450,7 @@ def test_an_array_of_the_layouts_class_is_read_in_place_and_its_guard_holds_ther
 
 def test_an_array_of_another_class_or_pointer_class_reads_its_attributes(in_place):
     keep: list = []
-    specs = [("a", np.dtype(np.float32), 1, 4, "C", False)]
+    specs = [ArraySpec(np.dtype(np.float32), 1, 4, "C", False)]
     launcher, driver = make(specs, 7)
     assert launcher((DeviceArray(np.float32, (5,), 0x3000),), 1, 1, 0, None) is True
     assert driver.calls[-1][5][4] == q(0x3000)
@@ -464,17 +496,17 @@ def test_numpy_scalars_are_copied_from_where_their_layout_says_and_other_widths_
 
     values = [np.int8(-3), np.uint16(65000), np.int32(-7), np.uint64(2**63 + 5), np.float32(1.5), np.float64(-2.25)]
     values.append(np.bool_(True))
-    launcher, driver = make([("s", arraylayout.SCALAR_CODES[type(v)]) for v in values], len(values))
+    launcher, driver = make([ScalarSpec(arraylayout.SCALAR_CODES[type(v)]) for v in values], len(values))
     try:
         fastlaunch.set_scalar_layouts(arraylayout.scalar_layouts())
         assert launcher(tuple(values), 1, 1, 0, None) is True
         assert [slot[: v.itemsize] for slot, v in zip(driver.calls[-1][5], values)] == [v.tobytes() for v in values]
         assert all(slot[v.itemsize :] == bytes(8 - v.itemsize) for slot, v in zip(driver.calls[-1][5], values))
         fastlaunch.set_scalar_layouts([(np.float32, "f", 8)])  # elsewhere in the object: the table is what is read
-        single, one = make([("s", "f")], 1)
+        single, one = make([ScalarSpec("f")], 1)
         assert single((np.float32(1.5),), 1, 1, 0, None) is True
         assert one.calls[-1][5][0][:4] != np.float32(1.5).tobytes()
-        wider, wide = make([("s", "q")], 1)  # an int32 where the kernel takes an int64: converted
+        wider, wide = make([ScalarSpec("q")], 1)  # an int32 where the kernel takes an int64: converted
         fastlaunch.set_scalar_layouts(arraylayout.scalar_layouts())
         assert wider((np.int32(-7),), 1, 1, 0, None) is True
         assert wide.calls[-1][5][0] == q(-7)

@@ -188,7 +188,7 @@ def test_a_launch_with_state_is_cached_under_the_key_the_native_lookup_builds(ma
     assert key[3] is STATE_MARK and len(runtime.launches[key]) == 1
     slow = []
     pytest.importorskip("overdub._fastlaunch")
-    od_launch.install_lookup(lambda *a: slow.append(a) or od_launch.launch_slow(*a))
+    od_launch.install_lookup(lambda *a, **options: slow.append(a) or od_launch.launch_slow(*a, **options))
     try:
         count_calls(m, out, x, counts)  # found by the native lookup
     finally:

@@ -65,8 +65,8 @@ def test_a_configured_kernel_launches_through_the_native_lookup_and_its_definiti
     assert type(again) is fastlaunch.Configured
     again(out, 4.0)
     assert out.tolist() == [4.0] * 8
-    with pytest.raises(TypeError, match="bogus"):  # the front holds od.cuda's launch options only
-        fastlaunch.Configured(configured.configured, fill, bogus=1)
+    with pytest.raises(AttributeError, match="blocks"):  # the front reads a LaunchConfig's fields by name
+        fastlaunch.Configured(configured.configured, fill, object(), None, None)
 
 
 def test_forall_covers_every_task():

@@ -72,7 +72,6 @@ def test_settings_py_imports_nothing_of_overdub():
 @pytest.mark.parametrize(
     "setting, text, message",
     [
-        (settings.TARGET, "bogus", "OVERDUB_TARGET is 'bogus': set it to 'cpu' or 'cuda'"),
         (settings.CPU_THREADS, "0", "OVERDUB_CPU_THREADS is '0': set it to a positive number"),
         (settings.CPU_THREADS, "two", "OVERDUB_CPU_THREADS is 'two'"),
         (settings.DEBUG, "yes", "OVERDUB_DEBUG is 'yes': set it to 1"),
@@ -116,7 +115,7 @@ def _kernel(out):
 def test_the_disk_cache_key_changes_with_a_setting_that_changes_code(monkeypatch):
     from numba import types
 
-    from overdub.compiler import CompileJob
+    from overdub.job import CompileJob
     from overdub.targets import get_target
 
     target = get_target("cpu")

@@ -14,7 +14,7 @@ from numba.core import types
 
 import overdub as od
 from helpers import in_threads, run, unique_name
-from overdub.compiler import CompileError
+from overdub.job import CompileError
 
 SHAPES = """
 import typing
@@ -669,15 +669,16 @@ def test_ptx_dispatches_on_the_parameter_of_a_parametric_struct(m):
 
 def test_cuda_parameter_slots_of_struct_and_named_tuple_values(m, make_module):
     from overdub import arguments
+    from overdub.targets.cuda import abi
 
-    slots = arguments.value_slots(m.Ring.__overdub_type__)
-    assert arguments.slot_format(slots) == "<dd?7x"
-    assert arguments.slot_values(slots, "v", {}) == ["v.inner.r", "v.outer.r", "v.filled"]
+    slots = abi.value_slots(m.Ring.__overdub_type__)
+    assert abi.slot_format(slots) == "<dd?7x"
+    assert abi.slot_values(slots, "v", {}) == ["v.inner.r", "v.outer.r", "v.filled"]
     n = make_module(NAMED, prefix="named_slots")
     point = n.Point(1.0, 2.0)
     kind = arguments.kind_of(point)
-    slots = kind.slots(kind.signature(point), kind.typeof(point))
-    assert (arguments.slot_format(slots), arguments.slot_values(slots, "v", {})) == ("<dd", ["v[0]", "v[1]"])
+    slots = abi.kind_slots(kind, kind.signature(point), kind.typeof(point))
+    assert (abi.slot_format(slots), abi.slot_values(slots, "v", {})) == ("<dd", ["v[0]", "v[1]"])
     assert kind.typeof(n.Point(1, 2.0)) == types.NamedTuple((od.int64, od.float64), n.Point)
 
 

@@ -1,4 +1,4 @@
-"""overdub across processes (overdub/travel.py, overdub/scaleout.py, docs/scaling-out.md): a process's
+"""overdub across processes (overdub/travel/, overdub/scaleout.py, docs/scaling-out.md): a process's
 definitions travel with its work -- pickled generic functions, shipped kernels, the cloudpickled ``overdub``
 module -- and the receiving process adopts them; kernels arriving by value are interned by content; what
 cannot travel fails on the sender, and what fails to arrive makes a launch an error, never stale code."""
@@ -19,8 +19,11 @@ from numba import cuda
 
 import overdub as od
 from helpers import last_json, run_python
-from overdub import travel
+from overdub import byvalue
 from overdub.runtime import runtime
+from overdub.travel import arrival, defs, interning, origins, snapshots
+from overdub.travel.shipped import Shipped
+from overdub.travel.tasks import _with_token
 
 SOURCE = """
 import numpy as np
@@ -52,7 +55,7 @@ def run_here(x):
 def as_sender():
     """Each test starts as a process that adopted nothing (what it adopts is kept across runtime.reset())."""
     yield
-    for kept in (travel._adopted, travel._failed, travel._foreign):
+    for kept in (origins.adopted, arrival._failed, origins._foreign):
         kept.clear()
 
 
@@ -78,22 +81,22 @@ def importable(tmp_path, monkeypatch):
 
 def adopt_elsewhere(token):
     """Adopt ``token`` as a process other than the one that made its tables would (one forked from it)."""
-    mine = travel._ORIGIN
-    travel._ORIGIN = "1-another0000"
+    mine = origins.ORIGIN
+    origins.ORIGIN = "1-another0000"
     try:
-        travel.adopt("another process", *token[1:])
+        arrival.adopt("another process", *token[1:])
     finally:
-        travel._ORIGIN = mine
+        origins.ORIGIN = mine
 
 
 def loads_elsewhere(data):
     """``pickle.loads(data)`` as a process other than the one that pickled it (one forked from it) would."""
-    mine = travel._ORIGIN
-    travel._ORIGIN = "1-another0000"
+    mine = origins.ORIGIN
+    origins.ORIGIN = "1-another0000"
     try:
         return pickle.loads(data)
     finally:
-        travel._ORIGIN = mine
+        origins.ORIGIN = mine
 
 
 def launch(kernel, x=(0.0, 1.0, 2.0)):
@@ -106,7 +109,7 @@ def launch(kernel, x=(0.0, 1.0, 2.0)):
 def test_adopting_another_snapshot_gives_its_methods_and_recompiles_only_what_used_them(make_module):
     m = make_module(SOURCE)
     assert launch(m.kernel) == [1.0, 2.0, 3.0] and launch(m.other) == [0.0, 3.0, 6.0]
-    sent = travel.snapshot()
+    sent = snapshots.snapshot()
     m.run("@od.function\ndef g(x: od.Float):\n    return x * 10.0\n")
     m.run("@od.function\ndef g(x: od.float32):\n    return x - 5.0\n")
     assert launch(m.kernel) == [0.0, 10.0, 20.0]
@@ -130,28 +133,28 @@ def test_a_process_never_adopts_its_own_definitions_coming_back(make_module):
 
 def test_a_snapshot_is_rebuilt_when_a_global_a_method_reads_changes(make_module):
     m = make_module("import overdub as od\nK = 2.0\n\n@od.function\ndef h(x: od.Float):\n    return x * K\n")
-    first = travel.snapshot()
-    assert travel.snapshot() == first  # cached: nothing changed
+    first = snapshots.snapshot()
+    assert snapshots.snapshot() == first  # cached: nothing changed
     m.K = 3.0
-    assert travel.snapshot()[1] != first[1]
+    assert snapshots.snapshot()[1] != first[1]
 
 
 def test_a_def_shipped_by_value_arrives_interned_by_content(make_module):
     m = make_module(SOURCE)
-    sent = travel.dumps(m.other)
+    sent = byvalue.dumps(m.other)
     a, b = pickle.loads(sent), pickle.loads(sent)
-    assert a is not b and travel.arrived_by_value(a) and not travel.arrived_by_value(m.other)
-    assert travel.interned(a) is travel.interned(b) is a
+    assert a is not b and byvalue.arrived_by_value(a) and not byvalue.arrived_by_value(m.other)
+    assert interning.interned(a) is interning.interned(b) is a
     assert launch(a) == launch(b) == [0.0, 3.0, 6.0]
     assert od.stats()["compiles"] == 1
     m.run("def other(out, x):\n    i = cuda.grid(1)\n    if i < out.size:\n        out[i] = x[i] * 4.0\n")
-    changed = pickle.loads(travel.dumps(m.other))
-    assert travel.interned(changed) is changed and launch(changed) == [0.0, 4.0, 8.0]
+    changed = pickle.loads(byvalue.dumps(m.other))
+    assert interning.interned(changed) is changed and launch(changed) == [0.0, 4.0, 8.0]
 
 
 def test_a_recursive_def_and_an_empty_cell_ship_by_value(make_module):
     m = make_module("def fact(n):\n    return 1 if n < 2 else n * fact(n - 1)\n")
-    arrived = pickle.loads(travel.dumps(m.fact))
+    arrived = pickle.loads(byvalue.dumps(m.fact))
     assert arrived(5) == 120 and arrived.__globals__["fact"] is arrived
 
     def make():
@@ -161,7 +164,7 @@ def test_a_recursive_def_and_an_empty_cell_ship_by_value(make_module):
         return inner
         later = 1
 
-    assert pickle.loads(travel.dumps(make())).__closure__[0] is not None
+    assert pickle.loads(byvalue.dumps(make())).__closure__[0] is not None
 
 
 def test_a_generic_function_whose_methods_cannot_travel_fails_on_the_sender_by_name(make_module):
@@ -181,11 +184,11 @@ def test_a_generic_function_whose_methods_cannot_travel_fails_on_the_sender_by_n
 def test_definitions_that_fail_to_arrive_make_the_next_launch_an_error_not_stale_code(make_module):
     m = make_module(SOURCE)
     assert launch(m.kernel) == [1.0, 2.0, 3.0]
-    travel.adopt("another process", "a digest", (), b"not a pickle")  # unpickling it fails: never raises here
+    arrival.adopt("another process", "a digest", (), b"not a pickle")  # unpickling it fails: never raises here
     with pytest.raises(RuntimeError, match="could not be adopted"):
         launch(m.kernel)
-    travel._failed.clear()
-    travel.adopt("another process", "another digest", (), pickle.dumps((1, [])))  # another overdub version's
+    arrival._failed.clear()
+    arrival.adopt("another process", "another digest", (), pickle.dumps((1, [])))  # another overdub version's
     with pytest.raises(RuntimeError, match="format 1 of another overdub version"):
         launch(m.kernel)
 
@@ -196,9 +199,9 @@ def test_cloudpickle_ships_the_snapshot_with_the_overdub_module():
     def task():
         return od.stats()
 
-    digest = travel.snapshot()[1].encode()
+    digest = snapshots.snapshot()[1].encode()
     assert b"_overdub_arriving" in cloudpickle.dumps(od) and digest in cloudpickle.dumps(od)
-    assert b"_def_arriving" in cloudpickle.dumps(task) and digest in cloudpickle.dumps(task)  # it reaches od
+    assert b"def_arriving" in cloudpickle.dumps(task) and digest in cloudpickle.dumps(task)  # it reaches od
 
 
 def test_a_kernel_cloudpickle_ships_by_value_arrives_as_one_def_per_content():
@@ -214,11 +217,11 @@ def test_a_kernel_cloudpickle_ships_by_value_arrives_as_one_def_per_content():
 
     assert launch(kernel) == [0.0, 3.0, 6.0]  # launched here: a kernel from now on
     sent = cloudpickle.dumps(kernel)
-    assert b"_def_arriving" in sent and cloudpickle.dumps(kernel) == sent
+    assert b"def_arriving" in sent and cloudpickle.dumps(kernel) == sent
     a, b = loads_elsewhere(sent), loads_elsewhere(sent)
-    assert a is b and a is not kernel and travel.arrived_by_value(a)
+    assert a is b and a is not kernel and byvalue.arrived_by_value(a)
     shipped_on = cloudpickle.dumps(a)  # a Dask scheduler pickles each task again: the same bytes, the same def
-    assert b"_def_arriving" in shipped_on and loads_elsewhere(shipped_on) is a
+    assert b"def_arriving" in shipped_on and loads_elsewhere(shipped_on) is a
     assert launch(a) == [0.0, 3.0, 6.0]
     scale = 4.0
     changed = loads_elsewhere(cloudpickle.dumps(kernel))
@@ -229,7 +232,7 @@ def test_a_kernel_cloudpickle_ships_by_value_arrives_as_one_def_per_content():
     def plain(x):  # never launched: cloudpickle's own by-value pickle
         return x * scale
 
-    assert b"_def_arriving" not in cloudpickle.dumps(plain) and pickle.loads(cloudpickle.dumps(plain))(2.0) == 8.0
+    assert b"def_arriving" not in cloudpickle.dumps(plain) and pickle.loads(cloudpickle.dumps(plain))(2.0) == 8.0
 
 
 def test_a_def_by_value_arrives_with_the_submodules_it_names_loaded():
@@ -238,10 +241,10 @@ def test_a_def_by_value_arrives_with_the_submodules_it_names_loaded():
     def task():
         return od.cuda.random, np.linalg
 
-    values = pickle.loads(travel.dumps(task)).__globals__
-    state = travel.byvalue.function_reduce(task, [])[2]
+    values = pickle.loads(byvalue.dumps(task)).__globals__
+    state = byvalue.function_reduce(task, [])[2]
     assert values["od"] is od and {"overdub.cuda", "overdub.cuda.random"} <= set(state[-1])
-    assert "numpy.linalg" in state[-1] and "overdub.travel" not in state[-1]
+    assert "numpy.linalg" in state[-1] and not any(m.startswith("overdub.travel") for m in state[-1])
 
 
 # --- other processes ---------------------------------------------------------------------------------------
@@ -322,7 +325,7 @@ def test_map_blocks_and_map_overlap_run_a_kernel_per_chunk(make_module):
 def test_a_package_installed_with_its_metadata_anywhere_travels_by_reference(tmp_path, monkeypatch):
     """pip install --target puts a package and its *.dist-info in any directory: an installed package, whose
     functions (cloudpickle's own, say) travel by reference, not as the user's code does."""
-    from overdub import fingerprint
+    from overdub import libraries
 
     name = f"odinstalled_{os.getpid()}"
     (tmp_path / name).mkdir()
@@ -333,8 +336,8 @@ def test_a_package_installed_with_its_metadata_anywhere_travels_by_reference(tmp
 
     module = importlib.import_module(name)
     try:
-        assert fingerprint.is_library_module(name)
-        assert pickle.loads(travel.dumps(module.helper)) is module.helper
+        assert libraries.is_library_module(name)
+        assert pickle.loads(byvalue.dumps(module.helper)) is module.helper
     finally:
         sys.modules.pop(name, None)
 
@@ -344,7 +347,7 @@ def test_a_users_overdub_on_a_targets_own_context_travels(make_module):
     m.run("@od.CPU.overdub(g)\ndef _(x: od.Float):\n    return x * 100.0\n")
     try:
         assert launch(m.kernel) == [0.0, 100.0, 200.0]
-        sent = travel.snapshot()
+        sent = snapshots.snapshot()
         m.run("@od.CPU.overdub(g)\ndef _(x: od.Float):\n    return x * 7.0\n")
         assert launch(m.kernel) == [0.0, 7.0, 14.0]
         adopt_elsewhere(sent)
@@ -367,7 +370,7 @@ def test_a_method_added_to_a_plain_callable_travels(make_module):
     table = od.extending.table(__import__("math").fabs)
     try:
         assert launch(m.kernel, [-2.0]) == [998.0]
-        sent = travel.snapshot()
+        sent = snapshots.snapshot()
         m.run("import math\n@od.method(math.fabs)\ndef _(x: od.float64):\n    return x + 5.0\n")
         assert launch(m.kernel, [-2.0]) == [3.0]
         adopt_elsewhere(sent)
@@ -379,7 +382,7 @@ def test_a_method_added_to_a_plain_callable_travels(make_module):
 def test_a_table_that_cannot_arrive_leaves_the_others_right_and_says_so(make_module):
     m = make_module(SOURCE)
     assert launch(m.kernel) == [1.0, 2.0, 3.0]
-    _root, digest, _others, blob = travel.snapshot()
+    _root, digest, _others, blob = snapshots.snapshot()
     m.run("@od.function\ndef g(x: od.Float):\n    return x * 10.0\n")
     sent_format, entries = pickle.loads(blob)
     broken = pickle.dumps((sent_format, [("a table only the sender can read", b"not a pickle"), *entries]))
@@ -405,7 +408,7 @@ def test_a_def_adopted_by_value_never_loads_the_senders_disk_entry_for_its_modul
     try:
         assert launch(module.kernel) == [1.0, 2.0, 3.0]  # stored on disk with C = 1.0
         module.C = 5.0
-        sent = travel.snapshot()  # the client's method now reads C = 5.0
+        sent = snapshots.snapshot()  # the client's method now reads C = 5.0
         module.C = 1.0  # the worker's module, imported before the change
         runtime.reset()  # as a worker process
         adopt_elsewhere(sent)
@@ -417,16 +420,18 @@ def test_a_def_adopted_by_value_never_loads_the_senders_disk_entry_for_its_modul
 
 def test_a_generic_function_whose_methods_fail_to_arrive_fails_its_calls_with_the_cause(make_module):
     m = make_module(SOURCE)
-    _root, digest, _others, blob = travel.snapshot()
+    _root, digest, _others, blob = snapshots.snapshot()
     entries = dict(pickle.loads(blob)[1])
     key = next(k for k in entries if k.endswith(str(id(m.g))))
     entry = pickle.loads(entries[key])
-    broken = travel.Entry(entry.key, entry.owner, ((entry.methods[0][0], "other", b"not a pickle"),), entry.signatures)
-    travel._local.building = True  # as a snapshot's entry is pickled: its owner without a snapshot of its own
+    broken = snapshots.Entry(
+        entry.key, entry.owner, ((entry.methods[0][0], "other", b"not a pickle"),), entry.signatures
+    )
+    snapshots.local.building = True  # as a snapshot's entry is pickled: its owner without a snapshot of its own
     try:
-        sent = pickle.dumps((travel.FORMAT, [(key, travel.dumps(broken))]))
+        sent = pickle.dumps((snapshots.FORMAT, [(key, byvalue.dumps(broken))]))
     finally:
-        travel._local.building = False
+        snapshots.local.building = False
     with pytest.warns(RuntimeWarning, match="could not be adopted"):
         adopt_elsewhere((None, digest + "-broken", (), sent))
     with pytest.raises(
@@ -444,10 +449,10 @@ def test_an_engine_ships_a_def_reaching_overdub_by_value_and_a_numpy_helper_by_r
     sys.modules[m.__name__] = m
     try:
         plain = engines.reduce_for_engine(m.helper)  # as the engine sent it before (by reference), with the token
-        assert plain is not None and plain[0] is travel._with_token and plain[1][0] == travel.snapshot()
+        assert plain is not None and plain[0] is _with_token and plain[1][0] == snapshots.snapshot()
         assert pickle.loads(multiprocessing.reduction.ForkingPickler.dumps(m.helper)) is m.helper
         reduced = engines.reduce_for_engine(m.run_here)
-        assert reduced is not None and reduced[1][0] == travel.snapshot()
+        assert reduced is not None and reduced[1][0] == snapshots.snapshot()
         arrived = reduced[0](*reduced[1])
         x = np.array([1.0])
         assert arrived is not m.run_here and arrived(x) == m.run_here(x) == [2.0]
@@ -497,12 +502,12 @@ def test_a_def_importing_the_users_module_in_its_body_arrives_with_it_as_it_was_
     cfg = make_module("K = 1.5\n", prefix="odcfg")
     monkeypatch.setitem(sys.modules, cfg.__name__, cfg)
     module = make_module(IMPORTING.replace("{cfg}", cfg.__name__))
-    first = pickle.loads(travel.def_bytes(module.task)[1])
+    first = pickle.loads(defs.def_bytes(module.task)[1])
     cfg.K = 7.0
-    second = pickle.loads(travel.def_bytes(module.task)[1])
+    second = pickle.loads(defs.def_bytes(module.task)[1])
     assert (first(1.0), second(1.0)) == ([4.0, 4.0], [15.0, 15.0])
     # two arrivals of different contents are two definitions, never interned as one
-    assert travel.interned(first) is not travel.interned(second)
+    assert interning.interned(first) is not interning.interned(second)
 
 
 OUT_OF_RANGE = """
@@ -519,7 +524,7 @@ def test_an_od_jit_kernel_launched_by_od_cuda_or_map_blocks_keeps_its_options_ac
     x = np.arange(4.0)
     with pytest.raises(IndexError):  # od.cuda of an od.jit kernel compiles with the kernel's options
         od.cuda(checked, np.zeros(4), x, blocks=1, threads=4, target="cpu")
-    arrived = pickle.loads(multiprocessing.reduction.ForkingPickler.dumps(travel.Shipped(checked))).kernel
+    arrived = pickle.loads(multiprocessing.reduction.ForkingPickler.dumps(Shipped(checked))).kernel
     assert (type(arrived), arrived.options, arrived.py_func.__name__) == (type(checked), checked.options, "kernel")
     with pytest.raises(IndexError):
         od.cuda(arrived, np.zeros(4), x, blocks=1, threads=4, target="cpu")
@@ -613,7 +618,7 @@ def test_a_disk_entry_naming_what_this_process_lacks_is_a_quiet_miss_and_a_damag
     monkeypatch.setitem(sys.modules, m.__name__, m)
     named_class = _entry_file("class", pickle.dumps({"facts": [], "payload": m.Q, "needs": set()}))
     assert diskcache._read(named_class)["payload"] is m.Q
-    by_name = travel.ByName(m.__name__, "helper")  # pickled as registry.resolve_reference(module, name)
+    by_name = snapshots.ByName(m.__name__, "helper")  # pickled as registry.resolve_reference(module, name)
     named_function = _entry_file("by_name", pickle.dumps({"facts": [], "payload": by_name, "needs": set()}))
     other = make_module("import overdub as od\n\n@od.struct\nclass R:\n    a: od.float64\n")
     monkeypatch.setitem(sys.modules, other.__name__, other)
@@ -652,11 +657,11 @@ def reads_default(x, w=W):
 def test_a_def_ships_anew_when_what_it_reads_is_changed_in_place(make_module, name, change):
     module = make_module(READS)
     func = getattr(module, name)
-    before = travel.def_bytes(func)[0]
-    assert travel.def_bytes(func)[0] == before  # nothing changed: the cached bytes
+    before = defs.def_bytes(func)[0]
+    assert defs.def_bytes(func)[0] == before  # nothing changed: the cached bytes
     exec(change, vars(module))
-    assert travel.def_bytes(func)[0] != before
-    assert pickle.loads(travel.def_bytes(func)[1])(1.0)[1] == func(1.0)[1]
+    assert defs.def_bytes(func)[0] != before
+    assert pickle.loads(defs.def_bytes(func)[1])(1.0)[1] == func(1.0)[1]
 
 
 def test_a_submodule_read_through_its_package_ships_as_the_client_has_it(make_module):
@@ -666,10 +671,10 @@ def test_a_submodule_read_through_its_package_ships_as_the_client_has_it(make_mo
     config.K, package.config = 1.5, config  # pkg.config, a submodule of the user's code
     user = make_module("import overdub as od\n\ndef k(x):\n    return od, x + pkg.config.K\n")
     user.pkg = package
-    before = travel.def_bytes(user.k)[0]
+    before = defs.def_bytes(user.k)[0]
     config.K = 100.0
-    assert travel.def_bytes(user.k)[0] != before
-    assert pickle.loads(travel.def_bytes(user.k)[1])(1.0)[1] == 101.0
+    assert defs.def_bytes(user.k)[0] != before
+    assert pickle.loads(defs.def_bytes(user.k)[1])(1.0)[1] == 101.0
 
 
 def test_a_def_closing_over_an_array_arrives_with_it(make_module):
@@ -677,7 +682,7 @@ def test_a_def_closing_over_an_array_arrives_with_it(make_module):
         "import numpy as np\nimport overdub as od\n\ndef make(w):\n    def k(x):\n        return od, x + w[0]\n"
         "    return k\n\nk = make(np.array([2.0, 3.0]))\n"
     )
-    assert pickle.loads(travel.def_bytes(module.k)[1])(1.0)[1] == 3.0
+    assert pickle.loads(defs.def_bytes(module.k)[1])(1.0)[1] == 3.0
 
 
 def _init_state(v):
@@ -698,20 +703,20 @@ def test_plain_code_keeps_its_engines_semantics_a_pools_initializer_sets_what_ta
 
 def test_a_process_never_goes_back_to_an_older_snapshot_of_the_root_it_adopted(make_module):
     module = make_module(SOURCE)
-    older = travel.snapshot()
+    older = snapshots.snapshot()
     exec("@od.function\ndef g(x: od.Float):\n    return x * 10.0\n", vars(module))
-    newer = travel.snapshot()
-    assert travel._sequence(newer[1]) > travel._sequence(older[1])
+    newer = snapshots.snapshot()
+    assert origins.sequence(newer[1]) > origins.sequence(older[1])
     exec("@od.function\ndef g(x: od.Float):\n    return x - 1.0\n", vars(module))  # what this process has now
-    mine = travel._ORIGIN
-    travel._ORIGIN = "1-another0000"  # a worker of this process, its root
+    mine = origins.ORIGIN
+    origins.ORIGIN = "1-another0000"  # a worker of this process, its root
     try:
-        travel.adopt(*newer)  # the newer definitions (g(x) = 10x)...
+        arrival.adopt(*newer)  # the newer definitions (g(x) = 10x)...
         assert launch(module.kernel) == [0.0, 10.0, 20.0]
-        travel.adopt(*older)  # ...and a result of a worker that had not seen them does not take them back
+        arrival.adopt(*older)  # ...and a result of a worker that had not seen them does not take them back
         assert launch(module.kernel) == [0.0, 10.0, 20.0]
     finally:
-        travel._ORIGIN = mine
+        origins.ORIGIN = mine
 
 
 # --- the definitions of a task's submission, whenever the engine pickles or runs it -----------------------
@@ -837,15 +842,15 @@ def test_a_def_shipped_and_dropped_is_freed_here_and_where_it_arrived(make_modul
         "import numpy as np\nimport overdub as od\n\ndef make(w):\n    def k(x):\n        return od, x + w[0]\n    return k\n"
     )
     shipped = module.make(np.ones(1_000))
-    digest, blob, _ = travel.def_bytes(shipped)
-    arrived = travel._def_arriving(("1-another0000", "1.x", (), _empty_snapshot()), digest, blob)
-    assert travel.interned(arrived) is arrived
+    digest, blob, _ = defs.def_bytes(shipped)
+    arrived = defs.def_arriving(("1-another0000", "1.x", (), _empty_snapshot()), digest, blob)
+    assert interning.interned(arrived) is arrived
     here, there = weakref.ref(shipped), weakref.ref(arrived)
     del shipped, arrived
-    travel._recent.clear()  # the last few arrivals are kept between one task and the next
+    interning.recent.clear()  # the last few arrivals are kept between one task and the next
     gc.collect()
     assert (here(), there()) == (None, None)
 
 
 def _empty_snapshot() -> bytes:
-    return pickle.dumps((travel.FORMAT, []))
+    return pickle.dumps((snapshots.FORMAT, []))

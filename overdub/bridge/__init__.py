@@ -22,12 +22,14 @@ from . import (  # noqa: F401  (register numba's typing of pointers, module prox
 )
 from .calls import (
     TypedByTemplates,
+    add_typing_registries,
     always_inlined_overload,
     call_sites,
     compile_error_message,
     delegate,
     dispatcher_call,
     fold_call,
+    name_typing_context,
     note_attribute_templates,
     numba_error_class,
     numba_implements,
@@ -39,12 +41,14 @@ from .calls import (
 
 __all__ = [
     "TypedByTemplates",
+    "add_typing_registries",
     "always_inlined_overload",
     "call_sites",
     "compile_error_message",
     "delegate",
     "dispatcher_call",
     "fold_call",
+    "name_typing_context",
     "note_attribute_templates",
     "numba_error_class",
     "numba_implements",

@@ -1,6 +1,6 @@
 """The typing bridge proper: how calls in compiled code are typed through numba.
 
-* :func:`register_opaque`, through which the driver (:mod:`overdub.compiler`) gives each
+* :func:`register_opaque`, through which dispatch during typing (:mod:`overdub.resolve`) gives each
   :class:`~overdub.rewrite.Overdubbed` callee the numba type whose typing is where dispatch happens;
 * :func:`delegate` and :func:`dispatcher_call`, which type calls numba itself knows, and what numba's own
   registrations say of a callee (:func:`numba_implements`, :func:`always_inlined_overload`); a call typed by
@@ -26,11 +26,22 @@ from numba.core.imputils import lower_constant
 from numba.core.typing.templates import fold_arguments
 
 from .. import world
+from ..runtime import runtime
 
 if TYPE_CHECKING:
     from numba.core.dispatcher import Dispatcher
     from numba.core.typing.context import BaseContext as TypingContext
     from numba.core.typing.templates import Signature
+
+
+# numba's typing context class -> its target as messages name it ("CPU", "CUDA"): each target names its own
+_target_names: dict[type, str] = {}
+runtime.register_cache(f"{__name__}._target_names", _target_names, kept="what each target registered when imported")
+
+
+def name_typing_context(context_class: type, name: str) -> None:
+    """Messages about code numba's typing context ``context_class`` types say it is for the ``name`` target."""
+    _target_names[context_class] = name
 
 
 def unliteral(t: types.Type) -> types.Type:
@@ -100,7 +111,7 @@ def callee_type(context: TypingContext, callee: object, args: tuple[types.Type, 
     except ValueError:
         module = getattr(callee, "__module__", None)
         name = f"{module + '.' if module else ''}{getattr(callee, '__qualname__', None) or repr(callee)}"
-        target = "CUDA" if "cuda" in type(context).__module__ else "CPU"
+        target = _target_names.get(type(context), type(context).__name__)
         sites = call_sites()
         where = f" (at {sites[0]})" if sites else ""
         raise numba.core.errors.TypingError(
@@ -215,17 +226,25 @@ def typing_code(value: object) -> list[tuple[object, pytypes.FunctionType | None
     return found
 
 
+# each target's typing registries of globals, as a function giving them (numba-cuda's, from the CUDA target)
+_target_registries: list[Callable[[], list[Any]]] = []
+runtime.register_cache(
+    f"{__name__}._target_registries", _target_registries, kept="what the targets registered when imported"
+)
+
+
+def add_typing_registries(registries: Callable[[], list[Any]]) -> None:
+    """A target's typing registries of globals (``registries()`` gives them) are searched too."""
+    _target_registries.append(registries)
+
+
 def _global_registries() -> list[Any]:  # numba's typing registries (templates.Registry, untyped)
     """numba's typing registries of globals: the builtin ones and those installed in the typing contexts."""
     from numba.core.typing import templates
 
     registries = [templates.builtin_registry, *numba.core.registry.cpu_target.typing_context._registries]
-    cuda_templates = sys.modules.get("numba.cuda.typing.templates")
-    if cuda_templates is not None:
-        registries.append(cuda_templates.builtin_registry)
-    cuda = sys.modules.get("numba.cuda.descriptor")
-    if cuda is not None:
-        registries += list(cuda.cuda_target.typing_context._registries)
+    for more in _target_registries:
+        registries += more()
     unique = {id(registry): registry for registry in registries}
     return list(unique.values())
 

@@ -24,12 +24,10 @@ from numba.core.extending import NativeValue, models, register_model, typeof_imp
 from numba.core.imputils import lower_builtin, lower_constant, lower_getattr_generic, lower_setattr_generic
 from numba.core.typing.templates import AttributeTemplate, infer_getattr, signature
 
-from .. import postimport, world
+from .. import world
 from ..types import LatticeMeta, StructType
 
 if TYPE_CHECKING:
-    from types import ModuleType
-
     from llvmlite import ir
     from numba.core.base import BaseContext
     from numba.core.datamodel.manager import DataModelManager
@@ -39,7 +37,7 @@ if TYPE_CHECKING:
 
     from ..structs import StructDefinition, StructMeta
 
-__all__ = ["StructClassType"]
+__all__ = ["StructClassType", "typeof_struct_class"]
 
 
 @register_model(StructType)
@@ -146,23 +144,15 @@ class StructClassType(types.Callable):
         return StructClassType
 
 
-def _typeof_struct_class(cls: type, c: object) -> StructClassType:
+def typeof_struct_class(cls: type, c: object) -> StructClassType:
     """A struct class, or a user's abstract type (whose call says it has no values), read in a kernel."""
     return StructClassType(cls)
 
 
-def _register_with_numba_cuda(numba_cuda: ModuleType) -> None:
-    """numba internals: numba-cuda types values with its own typeof, whose registration for ``type`` answers
-    for every class (so a class never reaches its fallback to numba's core typeof): struct classes register
-    with it too, once numba-cuda is imported."""
-    # numba.cuda is numba-cuda's package at run time; mypy finds numba's own numba/cuda, which has no typing/
-    from numba.cuda.typing.typeof import typeof_impl as cuda_typeof_impl  # type: ignore[import-not-found]
-
-    cuda_typeof_impl.register(LatticeMeta)(_typeof_struct_class)
+typeof_impl.register(LatticeMeta)(typeof_struct_class)
 
 
-typeof_impl.register(LatticeMeta)(_typeof_struct_class)
-postimport.when_imported("numba.cuda", _register_with_numba_cuda)
+typeof_impl.register(LatticeMeta)(typeof_struct_class)
 
 
 register_model(StructClassType)(models.OpaqueModel)

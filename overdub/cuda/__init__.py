@@ -13,7 +13,7 @@ import cuda`` (and ``overdub.cuda.random``, ``overdub.cuda.libdevice``, ... in p
 - the host API -- ``to_device``, ``device_array(_like)``, ``pinned_array``, ``mapped_array``, streams, events,
   ``synchronize``, ``select_device``/``gpus``, ``reduce``, ``vectorize``, ``random``'s states --: numba-cuda's own where launches
   run on the CUDA target, and on the CPU target (no usable GPU, or ``OVERDUB_TARGET=cpu``) the stand-ins of
-  :mod:`overdub.cuda.cpu`, which behave the same on host memory;
+  :mod:`overdub.targets.cpu.hostapi`, which behave the same on host memory;
 - everything else numba-cuda exports (``compile_ptx``, ``declare_device``, ...): numba-cuda's.
 
 Names are looked up when first read (a module ``__getattr__``, then kept in this module's globals), so importing
@@ -37,13 +37,14 @@ import types as pytypes
 from typing import TYPE_CHECKING, Any
 
 from .. import dropin, launch, postimport
+from ..targets import get_target, registry
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
 jit = dropin.jit
 
-_OWN_SUBMODULES = ("random", "cpu")  # overdub.cuda.X that are modules of overdub, not numba-cuda's
+_OWN_SUBMODULES = ("random",)  # overdub.cuda.X that are modules of overdub, not numba-cuda's
 _NUMBA_CUDA = "numba.cuda"
 __overdub_reexports__ = _NUMBA_CUDA  # compiled code types the names read through here as numba-cuda's own
 
@@ -55,10 +56,9 @@ def _numba_cuda() -> pytypes.ModuleType:
 
 
 def _host_api() -> dict[str, object] | None:
-    """The CPU target's host API where launches run there, else None (numba-cuda's own is the one)."""
-    from . import cpu
-
-    return cpu.HOST_API if cpu.in_use() else None
+    """The default target's stand-ins for numba-cuda's host API (the CPU target's), or None where numba-cuda's
+    own is the one."""
+    return registry.entry(get_target(None).name).stand_ins(_NUMBA_CUDA)
 
 
 def __getattr__(name: str) -> object:
@@ -102,7 +102,7 @@ _HOST_API_NAMES = frozenset(
         *("profile_stop", "Reduce", "reduce", "vectorize", "guvectorize"),
     ]
 )
-"""The names whose meaning depends on the target: :data:`overdub.cuda.cpu.HOST_API` has each (a test checks)."""
+"""The names whose meaning depends on the target: :data:`overdub.targets.cpu.hostapi.HOST_API` has each (a test checks)."""
 
 
 # --- the namespace is the launch --------------------------------------------------------------------------
@@ -144,7 +144,7 @@ class _NumbaCudaSubmodules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     that ``from overdub.cuda.libdevice import exp`` names numba-cuda's function. Consulted before the path
     finders: ``overdub.cuda.np`` is numba-cuda's package, on whose path they would find ``numba_cuda``'s files
     and run a second copy of them as ``overdub.cuda.np.numpy_support``. Overdub's own modules
-    (``overdub.cuda.random``, ``overdub.cuda.cpu.*``) are left to them."""
+    (``overdub.cuda.random``) are left to them."""
 
     prefix = f"{__name__}."
 

@@ -5,4 +5,9 @@ shared memory and warp operations (``sync``), ``cuda.atomic`` (``atomics``), the
 
 from .target import CUDA_IDIOM, TARGET, CPUGridError, CPUTarget, UnsupportedOnCPU
 
-__all__ = ["TARGET", "CPUTarget", "CPUGridError", "UnsupportedOnCPU", "CUDA_IDIOM"]
+__all__ = ["TARGET", "CPUTarget", "CPUGridError", "UnsupportedOnCPU", "CUDA_IDIOM", "current_target"]
+
+
+def current_target() -> CPUTarget:
+    """The CPU target (its registry entry's): one device, one target."""
+    return TARGET

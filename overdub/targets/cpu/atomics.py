@@ -19,6 +19,9 @@ callee compiled on its own, which sees no flag, is always the locked instruction
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeAlias
+
 from llvmlite import ir
 from numba.core import cgutils, types
 from numba.core.errors import TypingError
@@ -26,30 +29,39 @@ from numba.core.extending import intrinsic
 
 from .sync import namespace
 
+if TYPE_CHECKING:
+    from numba.core.base import BaseContext
+    from numba.core.typing.context import BaseContext as TypingContext
+    from numba.core.typing.templates import Signature
+
+# what an intrinsic's typing answers: the call's signature and its code generator, or None (no such call)
+_Typed: TypeAlias = "tuple[Signature, Callable[..., ir.Value]] | None"
+
+
 _ORDER = "monotonic"
 _PARALLEL = "overdub.parallel"
 
 
 @intrinsic
-def set_parallel(typingctx, flag):
+def set_parallel(typingctx: TypingContext, flag: types.Type) -> _Typed:
     """In a grid body: whether its grid runs on more than one worker thread."""
 
-    def codegen(context, builder, sig, args):
-        slot = cgutils.alloca_once(builder, ir.IntType(1), name=_PARALLEL)
-        builder.store(context.cast(builder, args[0], sig.args[0], types.boolean), slot)
-        return context.get_dummy_value()
+    def codegen(context: BaseContext, builder: ir.IRBuilder, sig: Signature, args: Sequence[ir.Value]) -> ir.Value:
+        slot = cgutils.alloca_once(builder, ir.IntType(1), name=_PARALLEL)  # type: ignore[no-untyped-call]  # numba's is unannotated
+        builder.store(context.cast(builder, args[0], sig.args[0], types.boolean), slot)  # type: ignore[no-untyped-call]  # numba's is unannotated
+        return context.get_dummy_value()  # type: ignore[no-untyped-call]  # numba's is unannotated
 
     return types.none(flag), codegen
 
 
-def _parallel_flag(builder):
+def _parallel_flag(builder: ir.IRBuilder) -> ir.Value | None:
     for instruction in builder.function.entry_basic_block.instructions:
         if instruction.name == _PARALLEL:
             return builder.load(instruction)
     return None
 
 
-def _serial_rmw(builder, op: str, pointer, value):
+def _serial_rmw(builder: ir.IRBuilder, op: str, pointer: ir.Value, value: ir.Value) -> ir.Value:
     """The read-modify-write of ``op`` as plain instructions (one worker: nothing runs concurrently)."""
     old = builder.load(pointer)
     if op in ("add", "sub", "and", "or", "xor", "fadd", "fsub"):
@@ -74,7 +86,7 @@ def _serial_rmw(builder, op: str, pointer, value):
     return old
 
 
-def _rmw_instruction(builder, op: str, pointer, value):
+def _rmw_instruction(builder: ir.IRBuilder, op: str, pointer: ir.Value, value: ir.Value) -> ir.Value:
     """The atomic read-modify-write, or, in a grid body running on one worker, the plain one."""
     parallel = _parallel_flag(builder)
     if parallel is None:
@@ -94,7 +106,7 @@ def _rmw_instruction(builder, op: str, pointer, value):
 
 # name: (signed int op, unsigned int op, float op); None where the dtype is not supported; a float op of
 # _FLOAT_EXTREMES is a compare-and-swap loop
-_OPERATIONS = {
+_OPERATIONS: dict[str, tuple[str | None, str | None, str | None]] = {
     "add": ("add", "add", "fadd"),
     "sub": ("sub", "sub", "fsub"),
     "max": ("max", "umax", "fmax"),
@@ -110,26 +122,26 @@ _OPERATIONS = {
 }
 
 
-def _index_types(ary, idx):
-    items = idx.types if isinstance(idx, types.BaseTuple) else (idx,)
+def _index_types(ary: types.Array, idx: types.Type) -> tuple[types.Type, ...] | None:
+    items: tuple[types.Type, ...] = idx.types if isinstance(idx, types.BaseTuple) else (idx,)  # type: ignore[attr-defined]  # each BaseTuple has them
     if len(items) != ary.ndim or not all(isinstance(t, types.Integer) for t in items):
         return None
     return items
 
 
-def _element_pointer(context, builder, sig, args):
+def _element_pointer(context: BaseContext, builder: ir.IRBuilder, sig: Signature, args: Sequence[ir.Value]) -> ir.Value:
     aryty, idxty = sig.args[0], sig.args[1]
-    ary = context.make_array(aryty)(context, builder, args[0])
+    ary = context.make_array(aryty)(context, builder, args[0])  # type: ignore[no-untyped-call]  # numba's is unannotated
     if isinstance(idxty, types.BaseTuple):
-        items = cgutils.unpack_tuple(builder, args[1], len(idxty))
-        item_types = idxty.types
+        items = cgutils.unpack_tuple(builder, args[1], len(idxty))  # type: ignore[no-untyped-call]  # numba's is unannotated
+        item_types = idxty.types  # type: ignore[attr-defined]  # each BaseTuple has them
     else:
         items, item_types = [args[1]], [idxty]
-    indices = [context.cast(builder, i, t, types.intp) for i, t in zip(items, item_types)]
-    return cgutils.get_item_pointer(context, builder, aryty, ary, indices, wraparound=True)
+    indices = [context.cast(builder, i, t, types.intp) for i, t in zip(items, item_types)]  # type: ignore[no-untyped-call]  # numba's is unannotated
+    return cgutils.get_item_pointer(context, builder, aryty, ary, indices, wraparound=True)  # type: ignore[no-untyped-call]  # numba's is unannotated
 
 
-def _check(name: str, ary, idx, supported: bool):
+def _check(name: str, ary: types.Type, idx: types.Type, supported: bool) -> None:
     if not isinstance(ary, types.Array) or _index_types(ary, idx) is None:
         raise TypingError(
             f"cuda.atomic.{name}(ary, idx, val) takes an array and an integer index (a tuple of "
@@ -144,7 +156,7 @@ def _check(name: str, ary, idx, supported: bool):
 _FLOAT_EXTREMES = {"fmax": ("olt", True), "fmin": ("ogt", True), "fnanmax": ("ult", False), "fnanmin": ("ugt", False)}
 
 
-def _float_extreme(builder, op: str, pointer, value):
+def _float_extreme(builder: ir.IRBuilder, op: str, pointer: ir.Value, value: ir.Value) -> ir.Value:
     """numba-cuda's float ``max``/``min``/``nanmax``/``nanmin`` of the element at ``pointer`` and ``value``: a
     compare-and-swap loop (or, in a grid body running on one worker, a plain load and store); the element as
     first loaded."""
@@ -164,7 +176,9 @@ def _float_extreme(builder, op: str, pointer, value):
     return first
 
 
-def _compare_and_swap_loop(builder, compare: str, pointer, first, value):
+def _compare_and_swap_loop(
+    builder: ir.IRBuilder, compare: str, pointer: ir.Value, first: ir.Value, value: ir.Value
+) -> None:
     """Swap ``value`` in while the element compares as ``compare`` with it (another thread may have stored
     since it was read)."""
     bits = ir.IntType(_float_bits(value.type))
@@ -185,29 +199,30 @@ def _compare_and_swap_loop(builder, compare: str, pointer, first, value):
     builder.position_at_end(done)
 
 
-def _float_bits(llty) -> int:
+def _float_bits(llty: ir.Type) -> int:
     return 32 if isinstance(llty, ir.FloatType) else 64
 
 
-def _fcmp(builder, compare: str, a, b):
+def _fcmp(builder: ir.IRBuilder, compare: str, a: ir.Value, b: ir.Value) -> ir.Value:
     ordered = compare.startswith("o")
     operator = {"lt": "<", "gt": ">"}[compare[1:]]
     return builder.fcmp_ordered(operator, a, b) if ordered else builder.fcmp_unordered(operator, a, b)
 
 
-def _rmw(name: str, ops):
-    def atomic(typingctx, ary, idx, val):
-        dtype = getattr(ary, "dtype", None)
+def _rmw(name: str, ops: tuple[str | None, str | None, str | None]) -> Any:  # a numba intrinsic
+    def atomic(typingctx: TypingContext, ary: types.Type, idx: types.Type, val: types.Type) -> _Typed:
+        dtype: Any = getattr(ary, "dtype", None)
         op = None
         if isinstance(dtype, types.Float):
             op = ops[2]
         elif isinstance(dtype, types.Integer):
-            op = ops[0] if dtype.signed else ops[1]
+            op = ops[0] if dtype.signed else ops[1]  # type: ignore[attr-defined]  # numba's stub of Integer omits it
         _check(name, ary, idx, op is not None)
+        assert op is not None  # _check refused the dtypes without one
 
-        def codegen(context, builder, sig, args):
+        def codegen(context: BaseContext, builder: ir.IRBuilder, sig: Signature, args: Sequence[ir.Value]) -> ir.Value:
             pointer = _element_pointer(context, builder, sig, args)
-            value = context.cast(builder, args[2], sig.args[2], dtype)
+            value = context.cast(builder, args[2], sig.args[2], dtype)  # type: ignore[no-untyped-call]  # numba's is unannotated
             if op in _FLOAT_EXTREMES:
                 return _float_extreme(builder, op, pointer, value)
             return _rmw_instruction(builder, op, pointer, value)
@@ -219,51 +234,58 @@ def _rmw(name: str, ops):
     return intrinsic(atomic)
 
 
-def _cas(builder, context, pointer, dtype, expected, value):
+def _cas(
+    builder: ir.IRBuilder,
+    context: BaseContext,
+    pointer: ir.Value,
+    dtype: types.Type,
+    expected: ir.Value,
+    value: ir.Value,
+) -> ir.Value:
     if isinstance(dtype, types.Float):  # cmpxchg compares bits: on the integer of the same width
         bits = ir.IntType(dtype.bitwidth)
         pointer = builder.bitcast(pointer, bits.as_pointer())
         expected, value = builder.bitcast(expected, bits), builder.bitcast(value, bits)
     previous = builder.extract_value(builder.cmpxchg(pointer, expected, value, _ORDER, _ORDER), 0)
-    return builder.bitcast(previous, context.get_value_type(dtype))
+    return builder.bitcast(previous, context.get_value_type(dtype))  # type: ignore[no-untyped-call]  # numba's is unannotated
 
 
 @intrinsic
-def cas(typingctx, ary, idx, old, val):
+def cas(typingctx: TypingContext, ary: types.Type, idx: types.Type, old: types.Type, val: types.Type) -> _Typed:
     """``cuda.atomic.cas(ary, idx, old, val)``: store ``val`` where the element equals ``old``; return what
     the element was."""
-    dtype = getattr(ary, "dtype", None)
+    dtype: Any = getattr(ary, "dtype", None)
     _check("cas", ary, idx, isinstance(dtype, (types.Integer, types.Float)))
 
-    def codegen(context, builder, sig, args):
+    def codegen(context: BaseContext, builder: ir.IRBuilder, sig: Signature, args: Sequence[ir.Value]) -> ir.Value:
         pointer = _element_pointer(context, builder, sig, args)
         return _cas(
             builder,
             context,
             pointer,
             dtype,
-            context.cast(builder, args[2], sig.args[2], dtype),
-            context.cast(builder, args[3], sig.args[3], dtype),
+            context.cast(builder, args[2], sig.args[2], dtype),  # type: ignore[no-untyped-call]  # numba's is unannotated
+            context.cast(builder, args[3], sig.args[3], dtype),  # type: ignore[no-untyped-call]  # numba's is unannotated
         )
 
     return dtype(ary, idx, old, val), codegen
 
 
 @intrinsic
-def compare_and_swap(typingctx, ary, old, val):
+def compare_and_swap(typingctx: TypingContext, ary: types.Type, old: types.Type, val: types.Type) -> _Typed:
     """``cuda.atomic.compare_and_swap(ary, old, val)``: ``cas`` on the first element of a 1-d array."""
-    dtype = getattr(ary, "dtype", None)
+    dtype: Any = getattr(ary, "dtype", None)
     _check("compare_and_swap", ary, types.intp, isinstance(dtype, (types.Integer, types.Float)))
 
-    def codegen(context, builder, sig, args):
-        array = context.make_array(sig.args[0])(context, builder, args[0])
+    def codegen(context: BaseContext, builder: ir.IRBuilder, sig: Signature, args: Sequence[ir.Value]) -> ir.Value:
+        array = context.make_array(sig.args[0])(context, builder, args[0])  # type: ignore[no-untyped-call]  # numba's is unannotated
         return _cas(
             builder,
             context,
             array.data,
             dtype,
-            context.cast(builder, args[1], sig.args[1], dtype),
-            context.cast(builder, args[2], sig.args[2], dtype),
+            context.cast(builder, args[1], sig.args[1], dtype),  # type: ignore[no-untyped-call]  # numba's is unannotated
+            context.cast(builder, args[2], sig.args[2], dtype),  # type: ignore[no-untyped-call]  # numba's is unannotated
         )
 
     return dtype(ary, old, val), codegen

@@ -18,10 +18,14 @@ import os
 import re
 import sys
 import threading
+from collections.abc import Callable, Iterator
+from types import FrameType
+from typing import Any
 
 import numpy as np
 from llvmlite import ir
 from numba.core import cgutils
+from numba.core.base import BaseContext
 
 from ...runtime import runtime
 
@@ -35,11 +39,11 @@ runtime.register_cache(f"{__name__}._sites", _sites, kept="site ids are compiled
 runtime.register_cache(f"{__name__}._site_ids", _site_ids, kept="site ids are compiled into checked code")
 _RECORD = np.zeros(10, dtype=np.int64)  # site + 1, index, size, axis, thread xyz, block xyz
 _I64 = ir.IntType(64)
-_read_slot = None
+_read_slot: Callable[[ir.IRBuilder, int], ir.Value] | None = None
 _INLINED = re.compile(r"^[A-Za-z_]\w*?_v\d+_(.+)$")
 
 
-def install(read_slot) -> None:
+def install(read_slot: Callable[[ir.IRBuilder, int], ir.Value]) -> None:
     """Give the checks the CPU target's reader of the grid state (thread and block indices)."""
     global _read_slot
     _read_slot = read_slot
@@ -47,7 +51,7 @@ def install(read_slot) -> None:
 
 
 @contextlib.contextmanager
-def checking(enabled: bool):
+def checking(enabled: bool) -> Iterator[None]:
     """Compile checked code on this thread while inside (nested compiles of callees included)."""
     previous = getattr(_state, "enabled", False)
     _state.enabled = enabled
@@ -57,25 +61,29 @@ def checking(enabled: bool):
         _state.enabled = previous
 
 
-def _record_slot(index: int):
+def _record_slot(index: int) -> ir.Value:
     return ir.Constant(_I64, _RECORD.ctypes.data + 8 * index).inttoptr(_I64.as_pointer())
 
 
-def _do_boundscheck(context, builder, ind, dimlen, axis=None):
+def _do_boundscheck(
+    context: BaseContext, builder: ir.IRBuilder, ind: ir.Value, dimlen: ir.Value, axis: int | ir.Value | None = None
+) -> None:
     if not getattr(_state, "enabled", False):
-        return _numba_boundscheck(context, builder, ind, dimlen, axis)
+        _numba_boundscheck(context, builder, ind, dimlen, axis)  # type: ignore[no-untyped-call]  # numba's is unannotated
+        return
+    assert _read_slot is not None, "install() gives the reader before any checked kernel compiles"
     site = _site_id()
     ind, dimlen = _as_i64(builder, ind), _as_i64(builder, dimlen)
     outside = builder.or_(builder.icmp_signed(">=", ind, dimlen), builder.icmp_signed("<", ind, ind.type(0)))
-    with cgutils.if_unlikely(builder, outside):
+    with cgutils.if_unlikely(builder, outside):  # type: ignore[no-untyped-call]  # numba's is unannotated
         axis_value = _as_i64(builder, -1 if axis is None else axis)
         values = [_I64(site + 1), ind, dimlen, axis_value] + [_read_slot(builder, slot) for slot in range(6)]
         for index, value in enumerate(values):
             builder.store(value, _record_slot(index))
-        context.call_conv.return_user_exc(builder, IndexError, ("index is out of bounds",))
+        context.call_conv.return_user_exc(builder, IndexError, ("index is out of bounds",))  # type: ignore[attr-defined]  # each target's context has one
 
 
-def _as_i64(builder, value):
+def _as_i64(builder: ir.IRBuilder, value: int | ir.Value) -> ir.Value:
     """A Python int or an LLVM integer as an i64 (sign-extended)."""
     if isinstance(value, int):
         return _I64(value)
@@ -85,7 +93,7 @@ def _as_i64(builder, value):
 def _site_id() -> int:
     """The id of the check being generated: the source line and the array of the statement numba lowers."""
     where, what = "an unknown line", "an array"
-    frame = sys._getframe(2)
+    frame: FrameType | None = sys._getframe(2)
     while frame is not None:
         if frame.f_code.co_name == "lower_inst" and "inst" in frame.f_locals:
             inst = frame.f_locals["inst"]
@@ -103,13 +111,13 @@ def _site_id() -> int:
     return site
 
 
-def _indexed(inst) -> str:
+def _indexed(inst: object) -> str:
     """What a statement indexes: ``array 'a'`` for a named variable."""
     var = getattr(inst, "target", None)  # a[i] = v
-    value = getattr(inst, "value", None)
+    value: Any = getattr(inst, "value", None)
     if getattr(value, "op", None) in ("getitem", "static_getitem"):  # v = a[i]
         var = value.value
-    name = getattr(var, "unversioned_name", None) or getattr(var, "name", "")
+    name: str = getattr(var, "unversioned_name", None) or getattr(var, "name", None) or ""
     inlined = _INLINED.match(name)  # the kernel inlined into the grid loop: numba renames k's a as k_v4_a
     name = inlined.group(1) if inlined else name
     return f"array {name!r}" if name and not name.startswith(("$", "_v")) else "an array expression"

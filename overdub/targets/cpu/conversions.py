@@ -32,6 +32,8 @@ these are registered), they are lowered without it: more specific registrations 
 from __future__ import annotations
 
 import operator
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from llvmlite import ir
 from numba.core import types
@@ -42,6 +44,12 @@ from numba.cpython import numbers as numba_numbers
 
 from ... import world
 
+if TYPE_CHECKING:
+    from numba.core.base import BaseContext
+    from numba.core.typing.templates import Signature
+
+_Integer: TypeAlias = Any  # a numba Integer type: numba's stub of it omits bitwidth and signed
+
 FLOATS = (types.float32, types.float64)
 INTEGERS = (types.int8, types.int16, types.int32, types.int64, types.uint8, types.uint16, types.uint32, types.uint64)
 
@@ -50,15 +58,16 @@ def nan_result(float_bits: int, width: int, signed: bool) -> int:
     """What NaN converts to on the H200, by the float's width and the GPU conversion's (see the docstring)."""
     if float_bits == 32 and width < 64:
         return 0
-    return -(2 ** (width - 1)) if signed else 2 ** (width - 1)
+    half: int = 2 ** (width - 1)  # (typeshed's int power is Any: a negative exponent gives a float)
+    return -half if signed else half
 
 
-def _in_kernel(context) -> bool:
+def _in_kernel(context: BaseContext) -> bool:
     """Is this code generation overdub's, for the CPU target? (numba-cuda lowers with its own context.)"""
     return isinstance(context, CPUContext) and world.being_built() is not None
 
 
-def saturating(builder, value, fromty, toty):
+def saturating(builder: ir.IRBuilder, value: ir.Value, fromty: types.Float, toty: _Integer) -> ir.Value:
     """``value`` (of ``fromty``) converted to ``toty`` as the GPU's ``cvt.rzi`` converts it."""
     width = max(toty.bitwidth, 16)  # the width of the GPU's conversion
     wide = ir.IntType(width)
@@ -74,7 +83,9 @@ def saturating(builder, value, fromty, toty):
     return builder.trunc(result, ir.IntType(toty.bitwidth)) if width != toty.bitwidth else result
 
 
-def _float_to_integer(context, builder, fromty, toty, value):
+def _float_to_integer(
+    context: BaseContext, builder: ir.IRBuilder, fromty: types.Float, toty: _Integer, value: ir.Value
+) -> ir.Value:
     if _in_kernel(context):
         return saturating(builder, value, fromty, toty)
     if world.being_built() is not None and context.__class__.__module__.startswith("numba.cuda"):
@@ -82,7 +93,7 @@ def _float_to_integer(context, builder, fromty, toty, value):
     return numba_numbers.float_to_integer(context, builder, fromty, toty, value)
 
 
-def cuda_conversion(builder, value, fromty, toty):
+def cuda_conversion(builder: ir.IRBuilder, value: ir.Value, fromty: types.Float, toty: _Integer) -> ir.Value:
     """``value`` converted to ``toty`` on CUDA by the NVVM intrinsic that is the GPU's ``cvt.rzi`` itself
     (``llvm.nvvm.d2ll.rz`` and the others), not LLVM's ``fptosi``: an out-of-range constant (``int(1e30)``) was
     folded by NVVM as poison -- the store dropped, or a garbage value (found by the differential fuzzer on the
@@ -110,7 +121,7 @@ def cuda_conversion(builder, value, fromty, toty):
     return builder.trunc(result, ir.IntType(toty.bitwidth))
 
 
-def _round(context, builder, sig, args):
+def _round(context: BaseContext, builder: ir.IRBuilder, sig: Signature, args: Sequence[ir.Value]) -> ir.Value:
     """``round(x)`` of a float: numba's, its conversion to int64 the GPU's (numba converts with ``fptosi``).
     Registered in numba's builtin registry, which numba-cuda lowers through too: a CUDA context gets
     numba-cuda's own (``__nv_llrint``; NVVM refuses the ``llvm.rint`` of numba's)."""
@@ -121,27 +132,27 @@ def _round(context, builder, sig, args):
     if not _in_kernel(context):
         return numba_builtins.round_impl_unary(context, builder, sig, args)
     fltty = sig.args[0]
-    llty = context.get_value_type(fltty)
+    llty = context.get_value_type(fltty)  # type: ignore[no-untyped-call]  # numba's is unannotated
     rint = builder.module.declare_intrinsic("llvm.rint", [llty])
     rounded = builder.call(rint, args)
     result = saturating(builder, rounded, fltty, sig.return_type)
-    return impl_ret_untracked(context, builder, sig.return_type, result)
+    return impl_ret_untracked(context, builder, sig.return_type, result)  # type: ignore[no-untyped-call]  # numba's is unannotated
 
 
 for _from in FLOATS:
     for _to in INTEGERS:
-        lower_cast(_from, _to)(_float_to_integer)
-    lower_builtin(round, _from)(_round)
+        lower_cast(_from, _to)(_float_to_integer)  # type: ignore[no-untyped-call]  # numba's is unannotated
+    lower_builtin(round, _from)(_round)  # type: ignore[no-untyped-call]  # numba's is unannotated
 
 
-def _wrapping(operation: str, numba_impl):
+def _wrapping(operation: str, numba_impl: Callable[..., ir.Value]) -> Callable[..., ir.Value]:
     """Signed ``operation`` ("add", "sub", "mul") without ``nsw`` in code overdub compiles: an overflow wraps."""
 
-    def impl(context, builder, sig, args):
+    def impl(context: BaseContext, builder: ir.IRBuilder, sig: Signature, args: Sequence[ir.Value]) -> ir.Value:
         if world.being_built() is None:
             return numba_impl(context, builder, sig, args)
-        a, b = (context.cast(builder, value, ty, sig.return_type) for value, ty in zip(args, sig.args))
-        return impl_ret_untracked(context, builder, sig.return_type, getattr(builder, operation)(a, b))
+        a, b = (context.cast(builder, value, ty, sig.return_type) for value, ty in zip(args, sig.args))  # type: ignore[no-untyped-call]  # numba's is unannotated
+        return impl_ret_untracked(context, builder, sig.return_type, getattr(builder, operation)(a, b))  # type: ignore[no-untyped-call]  # numba's is unannotated
 
     return impl
 
@@ -153,4 +164,4 @@ for _ops, _operation, _numba_impl in (
 ):
     for _op in _ops:
         for _signed in (types.int8, types.int16, types.int32, types.int64):
-            lower_builtin(_op, _signed, _signed)(_wrapping(_operation, _numba_impl))
+            lower_builtin(_op, _signed, _signed)(_wrapping(_operation, _numba_impl))  # type: ignore[no-untyped-call]  # numba's is unannotated

@@ -16,6 +16,8 @@ with one signature, or as an error naming the function the CPU target cannot run
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from llvmlite import ir
 from numba.core import cgutils, types
@@ -26,105 +28,119 @@ from ...bridge.calls import call_sites
 from .conversions import saturating
 from .sync import namespace
 
+if TYPE_CHECKING:
+    from numba.core.base import BaseContext
+    from numba.core.typing.context import BaseContext as TypingContext
+    from numba.core.typing.templates import Signature
+
+# what an intrinsic's typing answers: the call's signature and its code generator, or None (no such call)
+_Typed: TypeAlias = "tuple[Signature, Codegen] | None"
+Codegen: TypeAlias = "Callable[..., ir.Value]"
+"""A building block: ``codegen(context, builder, sig, args)``, as numba's intrinsics and lowerings take it."""
+Typing: TypeAlias = "Callable[[TypingContext, tuple[types.Type, ...]], _Typed]"
+"""The typing of a stand-in: a signature and its codegen for the argument types (or an error)."""
+_SignatureOf: TypeAlias = "Callable[[tuple[types.Type, ...]], _Typed]"
+
+
 # --- building blocks: each a codegen(context, builder, sig, args), its arguments cast to sig.args ----------
 
 
-def _fnty(result, args):
+def _fnty(result: ir.Type, args: Sequence[ir.Value]) -> ir.FunctionType:
     return ir.FunctionType(result, [a.type for a in args])
 
 
-def _constant(like, value: float):
+def _constant(like: ir.Value, value: float) -> ir.Constant:
     return ir.Constant(like.type, value)
 
 
-def llvm_intrinsic(name: str):
+def llvm_intrinsic(name: str) -> Codegen:
     """The LLVM intrinsic ``llvm.<name>`` of the arguments' type."""
 
-    def codegen(context, builder, sig, args):
+    def codegen(context: BaseContext, builder: ir.IRBuilder, sig: Signature, args: Sequence[ir.Value]) -> ir.Value:
         llty = args[0].type
         return builder.call(builder.module.declare_intrinsic(f"llvm.{name}", [llty], _fnty(llty, args)), args)
 
     return codegen
 
 
-def c_function(name: str):
+def c_function(name: str) -> Codegen:
     """The C library's function ``name`` (the process's libm, as numba's own ``math`` functions call it)."""
 
-    def codegen(context, builder, sig, args):
-        fnty = _fnty(context.get_value_type(sig.return_type), args)
-        return builder.call(cgutils.get_or_insert_function(builder.module, fnty, name), args)
+    def codegen(context: BaseContext, builder: ir.IRBuilder, sig: Signature, args: Sequence[ir.Value]) -> ir.Value:
+        fnty = _fnty(context.get_value_type(sig.return_type), args)  # type: ignore[no-untyped-call]  # numba's is unannotated
+        return builder.call(cgutils.get_or_insert_function(builder.module, fnty, name), args)  # type: ignore[no-untyped-call]  # numba's is unannotated
 
     return codegen
 
 
-def libm(name: str):
+def libm(name: str) -> Codegen:
     """The C library's ``name`` of the arguments' type, that of the result: ``sin`` of a double, ``sinf`` of a
     float."""
 
-    def codegen(context, builder, sig, args):
+    def codegen(context: BaseContext, builder: ir.IRBuilder, sig: Signature, args: Sequence[ir.Value]) -> ir.Value:
         suffix = "f" if isinstance(args[0].type, ir.FloatType) else ""
         fnty = ir.FunctionType(args[0].type, [a.type for a in args])
-        return builder.call(cgutils.get_or_insert_function(builder.module, fnty, name + suffix), args)
+        return builder.call(cgutils.get_or_insert_function(builder.module, fnty, name + suffix), args)  # type: ignore[no-untyped-call]  # numba's is unannotated
 
     return codegen
 
 
-def c_with_outputs(name: str):
+def c_with_outputs(name: str) -> Codegen:
     """A C function giving more results through pointers (``frexp``, ``modf``, ``remquo``): ``(result, *more)``."""
 
-    def codegen(context, builder, sig, args):
+    def codegen(context: BaseContext, builder: ir.IRBuilder, sig: Signature, args: Sequence[ir.Value]) -> ir.Value:
         result_type, *output_types = sig.return_type.types
-        outputs = [cgutils.alloca_once(builder, context.get_value_type(t)) for t in output_types]
-        fnty = ir.FunctionType(context.get_value_type(result_type), [a.type for a in args] + [p.type for p in outputs])
-        result = builder.call(cgutils.get_or_insert_function(builder.module, fnty, name), [*args, *outputs])
-        return context.make_tuple(builder, sig.return_type, [result, *map(builder.load, outputs)])
+        outputs = [cgutils.alloca_once(builder, context.get_value_type(t)) for t in output_types]  # type: ignore[no-untyped-call]  # numba's is unannotated
+        fnty = ir.FunctionType(context.get_value_type(result_type), [a.type for a in args] + [p.type for p in outputs])  # type: ignore[no-untyped-call]  # numba's is unannotated
+        result = builder.call(cgutils.get_or_insert_function(builder.module, fnty, name), [*args, *outputs])  # type: ignore[no-untyped-call]  # numba's is unannotated
+        return context.make_tuple(builder, sig.return_type, [result, *map(builder.load, outputs)])  # type: ignore[no-untyped-call]  # numba's is unannotated
 
     return codegen
 
 
-def _call(codegen, builder, *args):
+def _call(codegen: Codegen, builder: ir.IRBuilder, *args: ir.Value) -> ir.Value:
     """A building block that reads only its arguments, called on ``args``."""
     return codegen(None, builder, None, list(args))
 
 
-def pair(first, second):
+def pair(first: Codegen, second: Codegen) -> Codegen:
     """Two results of one argument as a tuple (``sincos``: ``(sin(x), cos(x))``)."""
 
-    def codegen(context, builder, sig, args):
-        return context.make_tuple(
+    def codegen(context: BaseContext, builder: ir.IRBuilder, sig: Signature, args: Sequence[ir.Value]) -> ir.Value:
+        return context.make_tuple(  # type: ignore[no-untyped-call]  # numba's is unannotated
             builder, sig.return_type, [_call(first, builder, *args), _call(second, builder, *args)]
         )
 
     return codegen
 
 
-def reciprocal_of(inner=None):
+def reciprocal_of(inner: Codegen | None = None) -> Codegen:
     """1 / inner(x) (1 / x without ``inner``)."""
 
-    def codegen(context, builder, sig, args):
+    def codegen(context: BaseContext, builder: ir.IRBuilder, sig: Signature, args: Sequence[ir.Value]) -> ir.Value:
         (x,) = args
         return builder.fdiv(_constant(x, 1.0), x if inner is None else _call(inner, builder, x))
 
     return codegen
 
 
-def exp10(context, builder, sig, args):
+def exp10(context: BaseContext, builder: ir.IRBuilder, sig: Signature, args: Sequence[ir.Value]) -> ir.Value:
     (x,) = args
     return _call(libm("pow"), builder, _constant(x, 10.0), x)
 
 
-def powi(context, builder, sig, args):
+def powi(context: BaseContext, builder: ir.IRBuilder, sig: Signature, args: Sequence[ir.Value]) -> ir.Value:
     x, n = args
     return _call(libm("pow"), builder, x, builder.sitofp(n, x.type))
 
 
-def normcdf(context, builder, sig, args):
+def normcdf(context: BaseContext, builder: ir.IRBuilder, sig: Signature, args: Sequence[ir.Value]) -> ir.Value:
     """0.5 erfc(-x / sqrt(2))."""
     (x,) = args
     return builder.fmul(_constant(x, 0.5), _call(libm("erfc"), builder, builder.fmul(x, _constant(x, -math.sqrt(0.5)))))
 
 
-def sinpi(context, builder, sig, args):
+def sinpi(context: BaseContext, builder: ir.IRBuilder, sig: Signature, args: Sequence[ir.Value]) -> ir.Value:
     """sin(pi x), of x reduced to [-1, 1] exactly (IEEE remainder by 2); a signed zero at the integers."""
     (x,) = args
     r = _call(libm("remainder"), builder, x, _constant(x, 2.0))
@@ -133,7 +149,7 @@ def sinpi(context, builder, sig, args):
     return builder.select(integral, _call(llvm_intrinsic("copysign"), builder, _constant(x, 0.0), x), value)
 
 
-def cospi(context, builder, sig, args):
+def cospi(context: BaseContext, builder: ir.IRBuilder, sig: Signature, args: Sequence[ir.Value]) -> ir.Value:
     """cos(pi x), of x reduced to [0, 1] exactly; zero at the odd multiples of 1/2."""
     (x,) = args
     r = _call(llvm_intrinsic("fabs"), builder, _call(libm("remainder"), builder, x, _constant(x, 2.0)))
@@ -141,35 +157,35 @@ def cospi(context, builder, sig, args):
     return builder.select(builder.fcmp_ordered("==", r, _constant(x, 0.5)), _constant(x, 0.0), value)
 
 
-def saturatef(context, builder, sig, args):
+def saturatef(context: BaseContext, builder: ir.IRBuilder, sig: Signature, args: Sequence[ir.Value]) -> ir.Value:
     """x clamped to [0, 1]; NaN gives 0 (PTX ``cvt.sat``)."""
     (x,) = args
     low = builder.select(builder.fcmp_ordered(">", x, _constant(x, 0.0)), x, _constant(x, 0.0))
     return builder.select(builder.fcmp_ordered("<", low, _constant(x, 1.0)), low, _constant(x, 1.0))
 
 
-def int_result(test):
+def int_result(test: Callable[[ir.IRBuilder, ir.Value], ir.Value]) -> Codegen:
     """A predicate of a float as libdevice's int32: 1 or 0."""
 
-    def codegen(context, builder, sig, args):
+    def codegen(context: BaseContext, builder: ir.IRBuilder, sig: Signature, args: Sequence[ir.Value]) -> ir.Value:
         return builder.zext(test(builder, args[0]), ir.IntType(32))
 
     return codegen
 
 
-def is_nan(builder, x):
+def is_nan(builder: ir.IRBuilder, x: ir.Value) -> ir.Value:
     return builder.fcmp_unordered("uno", x, x)
 
 
-def is_inf(builder, x):
+def is_inf(builder: ir.IRBuilder, x: ir.Value) -> ir.Value:
     return builder.fcmp_ordered("==", _call(llvm_intrinsic("fabs"), builder, x), _constant(x, math.inf))
 
 
-def is_finite(builder, x):
+def is_finite(builder: ir.IRBuilder, x: ir.Value) -> ir.Value:
     return builder.fcmp_ordered("<", _call(llvm_intrinsic("fabs"), builder, x), _constant(x, math.inf))
 
 
-def sign_bit(builder, x):
+def sign_bit(builder: ir.IRBuilder, x: ir.Value) -> ir.Value:
     bits = ir.IntType(32 if isinstance(x.type, ir.FloatType) else 64)
     return builder.icmp_signed("<", builder.bitcast(x, bits), bits(0))
 
@@ -177,15 +193,15 @@ def sign_bit(builder, x):
 # --- integers -------------------------------------------------------------------------------------------
 
 
-def _widened(builder, args, bits: int, signed: bool):
+def _widened(builder: ir.IRBuilder, args: Sequence[ir.Value], bits: int, signed: bool) -> list[ir.Value]:
     extend = builder.sext if signed else builder.zext
     return [extend(a, ir.IntType(bits)) for a in args]
 
 
-def high_product(signed: bool):
+def high_product(signed: bool) -> Codegen:
     """The high half of the double-width product (``mulhi``, ``umul64hi``...)."""
 
-    def codegen(context, builder, sig, args):
+    def codegen(context: BaseContext, builder: ir.IRBuilder, sig: Signature, args: Sequence[ir.Value]) -> ir.Value:
         width = args[0].type.width
         a, b = _widened(builder, args, 2 * width, signed)
         product = builder.mul(a, b)
@@ -195,10 +211,10 @@ def high_product(signed: bool):
     return codegen
 
 
-def halving_add(signed: bool, rounded: bool):
+def halving_add(signed: bool, rounded: bool) -> Codegen:
     """(x + y) >> 1 (``+ 1`` first where ``rounded``), without overflow (``hadd``, ``urhadd``...)."""
 
-    def codegen(context, builder, sig, args):
+    def codegen(context: BaseContext, builder: ir.IRBuilder, sig: Signature, args: Sequence[ir.Value]) -> ir.Value:
         a, b = _widened(builder, args, 64, signed)
         total = builder.add(builder.add(a, b), a.type(int(rounded)))
         half = builder.ashr(total, a.type(1)) if signed else builder.lshr(total, a.type(1))
@@ -207,10 +223,10 @@ def halving_add(signed: bool, rounded: bool):
     return codegen
 
 
-def mul24(signed: bool):
+def mul24(signed: bool) -> Codegen:
     """The low 32 bits of the product of the low 24 bits of x and y."""
 
-    def codegen(context, builder, sig, args):
+    def codegen(context: BaseContext, builder: ir.IRBuilder, sig: Signature, args: Sequence[ir.Value]) -> ir.Value:
         i32 = ir.IntType(32)
         if signed:
             low = [builder.ashr(builder.shl(a, i32(8)), i32(8)) for a in args]
@@ -221,10 +237,10 @@ def mul24(signed: bool):
     return codegen
 
 
-def sad(signed: bool):
+def sad(signed: bool) -> Codegen:
     """|x - y| + z."""
 
-    def codegen(context, builder, sig, args):
+    def codegen(context: BaseContext, builder: ir.IRBuilder, sig: Signature, args: Sequence[ir.Value]) -> ir.Value:
         x, y, z = args
         less = builder.icmp_signed("<", x, y) if signed else builder.icmp_unsigned("<", x, y)
         return builder.add(builder.select(less, builder.sub(y, x), builder.sub(x, y)), z)
@@ -232,8 +248,8 @@ def sad(signed: bool):
     return codegen
 
 
-def extreme(predicate: str, signed: bool):
-    def codegen(context, builder, sig, args):
+def extreme(predicate: str, signed: bool) -> Codegen:
+    def codegen(context: BaseContext, builder: ir.IRBuilder, sig: Signature, args: Sequence[ir.Value]) -> ir.Value:
         x, y = args
         compare = builder.icmp_signed if signed else builder.icmp_unsigned
         return builder.select(compare(predicate, x, y), x, y)
@@ -241,15 +257,15 @@ def extreme(predicate: str, signed: bool):
     return codegen
 
 
-def integer_abs(context, builder, sig, args):
+def integer_abs(context: BaseContext, builder: ir.IRBuilder, sig: Signature, args: Sequence[ir.Value]) -> ir.Value:
     (x,) = args
     return builder.select(builder.icmp_signed("<", x, x.type(0)), builder.neg(x), x)
 
 
-def bit_count(name: str):
+def bit_count(name: str) -> Codegen:
     """A count of bits, as libdevice's int32: ``ctpop``, ``ctlz`` (32 or 64 for zero)."""
 
-    def codegen(context, builder, sig, args):
+    def codegen(context: BaseContext, builder: ir.IRBuilder, sig: Signature, args: Sequence[ir.Value]) -> ir.Value:
         (x,) = args
         flag = [] if name == "ctpop" else [ir.IntType(1)(0)]
         fnty = ir.FunctionType(x.type, [x.type] + [f.type for f in flag])
@@ -259,7 +275,7 @@ def bit_count(name: str):
     return codegen
 
 
-def ffs(context, builder, sig, args):
+def ffs(context: BaseContext, builder: ir.IRBuilder, sig: Signature, args: Sequence[ir.Value]) -> ir.Value:
     """The 1-based position of the lowest set bit; 0 for zero."""
     (x,) = args
     fnty = ir.FunctionType(x.type, [x.type, ir.IntType(1)])
@@ -270,11 +286,11 @@ def ffs(context, builder, sig, args):
     return builder.trunc(position, ir.IntType(32)) if x.type.width > 32 else builder.zext(position, ir.IntType(32))
 
 
-def brev(context, builder, sig, args):
+def brev(context: BaseContext, builder: ir.IRBuilder, sig: Signature, args: Sequence[ir.Value]) -> ir.Value:
     return llvm_intrinsic("bitreverse")(context, builder, sig, args)
 
 
-def byte_perm(context, builder, sig, args):
+def byte_perm(context: BaseContext, builder: ir.IRBuilder, sig: Signature, args: Sequence[ir.Value]) -> ir.Value:
     """Byte n of the result is byte ``(s >> 4n) & 7`` of the eight bytes of ``y:x``."""
     x, y, s = args
     i64 = ir.IntType(64)
@@ -288,19 +304,19 @@ def byte_perm(context, builder, sig, args):
     return result
 
 
-def bitcast(context, builder, sig, args):
-    return builder.bitcast(args[0], context.get_value_type(sig.return_type))
+def bitcast(context: BaseContext, builder: ir.IRBuilder, sig: Signature, args: Sequence[ir.Value]) -> ir.Value:
+    return builder.bitcast(args[0], context.get_value_type(sig.return_type))  # type: ignore[no-untyped-call]  # numba's is unannotated
 
 
-def double_half(high: bool):
-    def codegen(context, builder, sig, args):
+def double_half(high: bool) -> Codegen:
+    def codegen(context: BaseContext, builder: ir.IRBuilder, sig: Signature, args: Sequence[ir.Value]) -> ir.Value:
         bits = builder.bitcast(args[0], ir.IntType(64))
         return builder.trunc(builder.lshr(bits, ir.IntType(64)(32)) if high else bits, ir.IntType(32))
 
     return codegen
 
 
-def hiloint2double(context, builder, sig, args):
+def hiloint2double(context: BaseContext, builder: ir.IRBuilder, sig: Signature, args: Sequence[ir.Value]) -> ir.Value:
     i64 = ir.IntType(64)
     high, low = (builder.zext(a, i64) for a in args)
     return builder.bitcast(builder.or_(builder.shl(high, i64(32)), low), ir.DoubleType())
@@ -309,62 +325,63 @@ def hiloint2double(context, builder, sig, args):
 # --- conversions and arithmetic rounded to nearest -------------------------------------------------------
 
 
-def to_integer(rounding: str, toty):
+def to_integer(rounding: str, toty: types.Integer) -> Codegen:
     """Rounded as ``rounding`` says, then converted as ``cvt`` converts: saturating, NaN as the GPU gives it."""
 
-    def codegen(context, builder, sig, args):
+    def codegen(context: BaseContext, builder: ir.IRBuilder, sig: Signature, args: Sequence[ir.Value]) -> ir.Value:
         rounded = llvm_intrinsic(rounding)(context, builder, sig, args)
         return saturating(builder, rounded, sig.args[0], toty)
 
     return codegen
 
 
-def to_float(signed: bool):
-    def codegen(context, builder, sig, args):
+def to_float(signed: bool) -> Codegen:
+    def codegen(context: BaseContext, builder: ir.IRBuilder, sig: Signature, args: Sequence[ir.Value]) -> ir.Value:
         convert = builder.sitofp if signed else builder.uitofp
-        return convert(args[0], context.get_value_type(sig.return_type))
+        return convert(args[0], context.get_value_type(sig.return_type))  # type: ignore[no-untyped-call]  # numba's is unannotated
 
     return codegen
 
 
-def arithmetic(operation: str):
-    def codegen(context, builder, sig, args):
-        return getattr(builder, operation)(*args)
+def arithmetic(operation: str) -> Codegen:
+    def codegen(context: BaseContext, builder: ir.IRBuilder, sig: Signature, args: Sequence[ir.Value]) -> ir.Value:
+        result: ir.Value = getattr(builder, operation)(*args)
+        return result
 
     return codegen
 
 
-def float2half_rn(context, builder, sig, args):
+def float2half_rn(context: BaseContext, builder: ir.IRBuilder, sig: Signature, args: Sequence[ir.Value]) -> ir.Value:
     return builder.bitcast(builder.fptrunc(args[0], ir.HalfType()), ir.IntType(16))
 
 
-def half2float(context, builder, sig, args):
+def half2float(context: BaseContext, builder: ir.IRBuilder, sig: Signature, args: Sequence[ir.Value]) -> ir.Value:
     return builder.fpext(builder.bitcast(args[0], ir.HalfType()), ir.FloatType())
 
 
-def double2float_rn(context, builder, sig, args):
+def double2float_rn(context: BaseContext, builder: ir.IRBuilder, sig: Signature, args: Sequence[ir.Value]) -> ir.Value:
     return builder.fptrunc(args[0], ir.FloatType())
 
 
 # --- typing: the intrinsics of the CPU target's stand-ins ------------------------------------------------
 
 
-def typed_as(label: str, sig, codegen):
+def typed_as(label: str, sig: Signature, codegen: Codegen) -> Typing:
     """The typing of ``label`` with the one signature ``sig``: arguments that convert to its parameters."""
 
-    def typed(typingctx, args):
-        if len(args) != len(sig.args) or any(typingctx.can_convert(a, p) is None for a, p in zip(args, sig.args)):
+    def typed(typingctx: TypingContext, args: tuple[types.Type, ...]) -> _Typed:
+        if len(args) != len(sig.args) or any(typingctx.can_convert(a, p) is None for a, p in zip(args, sig.args)):  # type: ignore[no-untyped-call]  # numba's is unannotated
             raise TypingError(f"{label} takes ({', '.join(map(str, sig.args))}), not ({', '.join(map(str, args))})")
         return sig, codegen
 
     return typed
 
 
-def refused(label: str, why: str):
+def refused(label: str, why: str) -> Typing:
     """The typing of ``label``, which the CPU target cannot run: an error naming it, the kernel's line and the
     way out."""
 
-    def typed(typingctx, args):
+    def typed(typingctx: TypingContext, args: tuple[types.Type, ...]) -> _Typed:
         sites = call_sites()
         where = f" (at {sites[0]})" if sites else ""
         raise TypingError(
@@ -375,20 +392,20 @@ def refused(label: str, why: str):
     return typed
 
 
-def fixed_arity_intrinsic(module: str, qualname: str, arity: int, typed):
+def fixed_arity_intrinsic(module: str, qualname: str, arity: int, typed: Typing) -> Any:  # a numba intrinsic
     """An intrinsic of ``arity`` parameters (numba's intrinsics take no ``*args``) typed by ``typed``, found in
     another process (by the disk cache) as ``module`` + ``qualname``."""
 
-    def nullary(typingctx):
+    def nullary(typingctx: TypingContext) -> _Typed:
         return typed(typingctx, ())
 
-    def unary(typingctx, x):
+    def unary(typingctx: TypingContext, x: types.Type) -> _Typed:
         return typed(typingctx, (x,))
 
-    def binary(typingctx, x, y):
+    def binary(typingctx: TypingContext, x: types.Type, y: types.Type) -> _Typed:
         return typed(typingctx, (x, y))
 
-    def ternary(typingctx, x, y, z):
+    def ternary(typingctx: TypingContext, x: types.Type, y: types.Type, z: types.Type) -> _Typed:
         return typed(typingctx, (x, y, z))
 
     definition = (nullary, unary, binary, ternary)[arity]
@@ -400,10 +417,10 @@ def fixed_arity_intrinsic(module: str, qualname: str, arity: int, typed):
 # --- the cuda.* stubs -------------------------------------------------------------------------------------
 
 
-def _stub(name: str, arity: int, signature_of):
+def _stub(name: str, arity: int, signature_of: _SignatureOf) -> Any:  # a numba intrinsic
     """``cuda.<name>`` typed by ``signature_of(args)`` (a signature and its codegen, or None: not these types)."""
 
-    def typed(typingctx, args):
+    def typed(typingctx: TypingContext, args: tuple[types.Type, ...]) -> _Typed:
         found = signature_of(args) if len(args) == arity else None
         if found is None:
             raise TypingError(f"cuda.{name} does not take ({', '.join(map(str, args))})")
@@ -412,10 +429,10 @@ def _stub(name: str, arity: int, signature_of):
     return fixed_arity_intrinsic(__name__, f"STUBS.{name}", arity, typed)
 
 
-def _floats(codegen):
+def _floats(codegen: Codegen) -> _SignatureOf:
     """float32 where every argument is one, else float64 (numba-cuda's cases: the two float types)."""
 
-    def signature_of(args):
+    def signature_of(args: tuple[types.Type, ...]) -> _Typed:
         if not all(isinstance(a, (types.Float, types.Integer, types.Boolean)) for a in args):
             return None
         result = types.float32 if all(a == types.float32 for a in args) else types.float64
@@ -424,8 +441,8 @@ def _floats(codegen):
     return signature_of
 
 
-def _integer(result_of, codegen):
-    def signature_of(args):
+def _integer(result_of: Callable[[types.Integer], types.Type], codegen: Codegen) -> _SignatureOf:
+    def signature_of(args: tuple[types.Type, ...]) -> _Typed:
         if not isinstance(args[0], types.Integer):
             return None
         return result_of(args[0])(args[0]), codegen
@@ -433,43 +450,43 @@ def _integer(result_of, codegen):
     return signature_of
 
 
-def _selp(args):
+def _selp(args: tuple[types.Type, ...]) -> _Typed:
     _, a, b = args
-    if a != b or not isinstance(a, (types.Integer, types.Float)) or a.bitwidth < 16:
+    if a != b or not isinstance(a, (types.Integer, types.Float)) or a.bitwidth < 16:  # type: ignore[union-attr]  # numba's stub of Integer omits it
         return None
     return a(types.boolean, a, a), lambda context, builder, sig, args: builder.select(*args)
 
 
-def _width(bits: int):
+def _width(bits: int) -> types.Integer:
     return types.uint32 if bits <= 32 else types.uint64
 
 
-def _clz(context, builder, sig, args):
+def _clz(context: BaseContext, builder: ir.IRBuilder, sig: Signature, args: Sequence[ir.Value]) -> ir.Value:
     return builder.ctlz(args[0], ir.IntType(1)(0))
 
 
-def _brev(context, builder, sig, args):
+def _brev(context: BaseContext, builder: ir.IRBuilder, sig: Signature, args: Sequence[ir.Value]) -> ir.Value:
     """Of the argument as an unsigned integer of 32 or 64 bits (the return type)."""
-    return brev(context, builder, sig, [context.cast(builder, args[0], sig.args[0], sig.return_type)])
+    return brev(context, builder, sig, [context.cast(builder, args[0], sig.args[0], sig.return_type)])  # type: ignore[no-untyped-call]  # numba's is unannotated
 
 
-def _ffs(context, builder, sig, args):
+def _ffs(context: BaseContext, builder: ir.IRBuilder, sig: Signature, args: Sequence[ir.Value]) -> ir.Value:
     """Of the argument as an integer of 32 or 64 bits."""
-    return ffs(context, builder, sig, [context.cast(builder, args[0], sig.args[0], _width(sig.args[0].bitwidth))])
+    return ffs(context, builder, sig, [context.cast(builder, args[0], sig.args[0], _width(sig.args[0].bitwidth))])  # type: ignore[no-untyped-call]  # numba's is unannotated
 
 
-def _fence_codegen(context, builder, sig, args):
+def _fence_codegen(context: BaseContext, builder: ir.IRBuilder, sig: Signature, args: Sequence[ir.Value]) -> ir.Value:
     builder.fence("seq_cst")
-    return context.get_dummy_value()
+    return context.get_dummy_value()  # type: ignore[no-untyped-call]  # numba's is unannotated
 
 
-def _fence(args):
+def _fence(args: tuple[types.Type, ...]) -> _Typed:
     """``cuda.threadfence`` (and ``_block``, ``_system``): a sequentially consistent fence, which orders a
     thread's memory accesses for every other thread of the process, as each of CUDA's does for its scope."""
     return types.none(), _fence_codegen
 
 
-def _nanosleep(args):
+def _nanosleep(args: tuple[types.Type, ...]) -> _Typed:
     """``cuda.nanosleep(ns)``: a sleep of about ``ns``, which CUDA bounds by [0, 2 ns]: none."""
     if not isinstance(args[0], types.Integer):
         return None
@@ -484,7 +501,7 @@ STUBS = namespace(
     cbrt=_stub("cbrt", 1, _floats(libm("cbrt"))),
     popc=_stub("popc", 1, _integer(lambda t: t, llvm_intrinsic("ctpop"))),
     clz=_stub("clz", 1, _integer(lambda t: t, _clz)),
-    brev=_stub("brev", 1, _integer(lambda t: _width(t.bitwidth), _brev)),
+    brev=_stub("brev", 1, _integer(lambda t: _width(t.bitwidth), _brev)),  # type: ignore[attr-defined]  # numba's stub of Integer omits it
     ffs=_stub("ffs", 1, _integer(lambda t: types.uint32, _ffs)),
     selp=_stub("selp", 3, _selp),
     threadfence=_stub("threadfence", 0, _fence),

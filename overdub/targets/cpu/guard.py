@@ -66,25 +66,39 @@ import math
 import operator
 import sys
 import types as pytypes
-from typing import NamedTuple
+import typing
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeAlias, TypeGuard, TypeVar
 
 from numba import typeof
 from numba.core import ir
 from numba.core import types as nt
 from numba.core.compiler import run_frontend
 
-from ...context import POSTHOOK, PREHOOK, TargetRoot
+from ...hooktables import POSTHOOK, PREHOOK
 from ...rewrite import CHAIN_MARK, ModuleProxy, Overdubbed
+from ...roots import TargetRoot
 from ...tables import asked
 from ...types import StructType
 
+if TYPE_CHECKING:
+    from ...job import Chain
+
 __all__ = ["x_bounds"]
+
+_T = TypeVar("_T")
 
 _COMPARISONS = {operator.lt: "<", operator.le: "<=", operator.gt: ">", operator.ge: ">="}
 _FLIPPED = {"<": ">", "<=": ">=", ">": "<", ">=": "<="}  # a op b is b _FLIPPED[op] a
 _NEGATED = {"<": ">=", "<=": ">", ">": "<=", ">=": "<"}
 _ARITHMETIC = {operator.add: "+", operator.sub: "-", operator.mul: "*", operator.floordiv: "//"}
-_BUILTINS = (bool, len, min, max, abs)  # the calls besides cuda.grid a walk may pass, where numba's own
+_BUILTINS: tuple[Callable[..., object], ...] = (
+    bool,
+    len,
+    min,
+    max,
+    abs,
+)  # the calls besides cuda.grid a walk may pass, where numba's own
 _NEVER_REROUTED = (operator.is_, operator.is_not)  # as operators.py: numba's always
 
 # What a value computed by numba's operations on numbers may be: every number and boolean type (not complex:
@@ -97,23 +111,23 @@ _LONGEST_SOURCE = 2000  # a bound's source (x = x + x, repeated, doubles it)
 class _Idiom(NamedTuple):
     """numba-cuda's kernel idiom, as the walk reads the thread's global x index off it."""
 
-    grid: object
-    gridsize: object
+    grid: Callable[..., object]
+    gridsize: Callable[..., object]
     threadIdx: object
     blockIdx: object
     blockDim: object
     gridDim: object
 
     @property
-    def grids(self) -> tuple:
+    def grids(self) -> tuple[Callable[..., object], ...]:
         return (self.grid, self.gridsize)
 
     @property
-    def thread_indices(self) -> tuple:
+    def thread_indices(self) -> tuple[object, ...]:
         return (self.threadIdx, self.blockIdx, self.blockDim, self.gridDim)
 
     @property
-    def read(self) -> tuple:
+    def read(self) -> tuple[Callable[..., object] | object, ...]:
         """What the walk relies on meaning numba-cuda's own."""
         return (self.grid, self.gridsize, self.threadIdx, self.blockIdx, self.blockDim)
 
@@ -121,29 +135,29 @@ class _Idiom(NamedTuple):
 def _numba_cuda_idiom() -> _Idiom:
     from numba import cuda
 
-    return _Idiom(cuda.grid, cuda.gridsize, cuda.threadIdx, cuda.blockIdx, cuda.blockDim, cuda.gridDim)
+    return _Idiom(cuda.grid, cuda.gridsize, cuda.threadIdx, cuda.blockIdx, cuda.blockDim, cuda.gridDim)  # type: ignore[attr-defined]  # numba-cuda's namespace is untyped
 
 
-def x_bounds(func, argtypes: tuple) -> tuple[tuple[str, str], ...]:
+def x_bounds(func: pytypes.FunctionType, argtypes: tuple[nt.Type, ...]) -> tuple[tuple[str, str], ...]:
     """The bounds a thread's global x index must satisfy for ``func`` (a kernel as rewritten in its chain,
     compiled for the numba types ``argtypes``, one for each parameter the launch passes) to do anything, as
     ``(op, source)`` pairs -- ``x op source``, ``source`` an expression of the kernel's parameters, named
     ``a0, a1, ...`` -- or ``()`` where none is known. A kernel reads its index through numba-cuda's idiom:
     none does before numba-cuda is imported."""
-    chain = func.__globals__.get(CHAIN_MARK)
+    chain: Chain | None = func.__globals__.get(CHAIN_MARK)
     if chain is None or "numba.cuda" not in sys.modules:
         return ()
     idiom = _numba_cuda_idiom()
     if not _idiom_is_plain(chain, idiom):
         return ()
     try:
-        function_ir = run_frontend(func)
+        function_ir = run_frontend(func)  # type: ignore[no-untyped-call]  # numba's is unannotated
     except Exception:  # numba's compile of the kernel says what is wrong with it
         return ()
-    return tuple(_Walk(function_ir, chain, func, tuple(nt.unliteral(t) for t in argtypes), idiom).bounds())
+    return tuple(_Walk(function_ir, chain, func, tuple(nt.unliteral(t) for t in argtypes), idiom).bounds())  # type: ignore[no-untyped-call]  # numba's is unannotated
 
 
-def _idiom_is_plain(chain: tuple, idiom: _Idiom) -> bool:
+def _idiom_is_plain(chain: Chain, idiom: _Idiom) -> bool:
     """Do ``cuda.grid`` and the thread indices mean what numba's do, and does no hook observe calls? (Each
     lookup is an edge of the kernel being built: an overdub or hook defined later recompiles it.)"""
     if any(ctx.observes(PREHOOK) or ctx.observes(POSTHOOK) for ctx in chain):
@@ -156,19 +170,19 @@ def _idiom_is_plain(chain: tuple, idiom: _Idiom) -> bool:
     return all(each.table.is_empty() for f in idiom.grids for each in asked(chain, f))
 
 
-def _is_plain_type(t) -> bool:
+def _is_plain_type(t: nt.Type) -> bool:
     """Is ``t`` data whose numba operations run no user code (no jitclass, no extension type's dunders)?"""
     if isinstance(t, nt.BaseTuple):
-        return all(_is_plain_type(item) for item in t.types)
+        return all(_is_plain_type(item) for item in t.types)  # type: ignore[attr-defined]  # each BaseTuple has them
     return isinstance(t, (nt.Number, nt.Boolean, nt.Array, nt.Record, StructType))
 
 
-def _one_of(value, options: tuple) -> bool:
+def _one_of(value: object, options: tuple[_T, ...]) -> TypeGuard[_T]:
     """``value in options`` by identity (a global array's ``==`` is no answer)."""
     return any(value is option for option in options)
 
 
-def _resolved(value):
+def _resolved(value: object) -> object:
     """A global as the kernel's code means it: a module behind its proxy, a callee behind its Overdubbed."""
     if isinstance(value, ModuleProxy):
         return value.module
@@ -177,7 +191,12 @@ def _resolved(value):
     return value
 
 
-_UNKNOWN = ("unknown",)
+# An expression tree (see _Walk): a tuple whose first item is its tag.
+_Node: TypeAlias = tuple[Any, ...]
+# The numba types a value may have, or None: unknown.
+_Kind: TypeAlias = tuple[nt.Type, ...] | None
+
+_UNKNOWN: _Node = ("unknown",)
 
 
 class _Walk:
@@ -186,17 +205,26 @@ class _Walk:
     ("getitem", e, e), ("call", e, (e, ...)), ("binop", op, e, e), ("unary", op, e), ("tuple", (e, ...)) --
     or _UNKNOWN."""
 
-    def __init__(self, function_ir, chain: tuple, func, argtypes: tuple, idiom: _Idiom):
+    def __init__(
+        self,
+        function_ir: ir.FunctionIR,
+        chain: Chain,
+        func: pytypes.FunctionType,
+        argtypes: tuple[nt.Type, ...],
+        idiom: _Idiom,
+    ) -> None:
         self.chain, self.func, self.argtypes, self.idiom = chain, func, argtypes, idiom
         self.blocks = function_ir.blocks
         self.entry = min(function_ir.blocks)
-        self.env: dict = {}
-        self.answers: dict = {}  # (operations, operand kinds) -> whether numba's own
-        self.kinds: dict = {}  # id(node) -> (node, its kind)
-        self.sources: dict = {}  # id(node) -> (node, its source)
+        self.env: dict[str, _Node] = {}
+        self.answers: dict[
+            tuple[tuple[object, ...], tuple[_Kind, ...]], bool
+        ] = {}  # (operations, operand kinds) -> whether numba's own
+        self.kinds: dict[int, tuple[_Node, _Kind]] = {}  # id(node) -> (node, its kind)
+        self.sources: dict[int, tuple[_Node, str | None]] = {}  # id(node) -> (node, its source)
 
-    def bounds(self):
-        label, seen = self.entry, set()
+    def bounds(self) -> Iterator[tuple[str, str]]:
+        label, seen = self.entry, set[int]()
         while label not in seen:
             seen.add(label)
             block = self.blocks[label]
@@ -221,16 +249,20 @@ class _Walk:
 
     # -- the statements a walk passes ------------------------------------------------------------------------
 
-    def _assign(self, stmt) -> bool:
+    def _assign(self, stmt: ir.Assign) -> bool:
         value = stmt.value
         if isinstance(value, ir.Expr) and not self._pure(value):
             return False  # an operation that may reach user code: that code may do anything
         self.env[stmt.target.name] = self._node(value)
         return True
 
-    def _pure(self, expr) -> bool:
+    def _pure(self, expr: ir.Expr) -> bool:
         """Is the operation ``expr`` numba's own on plain data, in this chain (see the module)?"""
-        op, var = expr.op, lambda v: self.env.get(v.name, _UNKNOWN)
+        op: str = expr.op
+
+        def var(v: ir.Var) -> _Node:
+            return self.env.get(v.name, _UNKNOWN)
+
         if op == "cast" or (op == "binop" and expr.fn in _NEVER_REROUTED):
             return True
         if op == "getattr":
@@ -259,7 +291,7 @@ class _Walk:
                 return self._numba_s((callee,), [var(arg) for arg in expr.args])
         return False
 
-    def _numba_s(self, ops: tuple, operands: list) -> bool:
+    def _numba_s(self, ops: tuple[Callable[..., object], ...], operands: list[_Node]) -> bool:
         """Does a call of ``ops`` (an operator, then its fallback: ``iadd`` then ``add``) on ``operands``
         reach numba's own operation on plain data? No table it asks may have a method applying to the
         operands' types, for any type each may have; no context may forward it."""
@@ -272,42 +304,43 @@ class _Walk:
             known = self.answers[key] = self._no_method_applies(ops, kinds)
         return known
 
-    def _no_method_applies(self, ops: tuple, kinds: tuple) -> bool:
+    def _no_method_applies(self, ops: tuple[Callable[..., object], ...], kinds: tuple[_Kind, ...]) -> bool:
         for op in ops:
             if any(ctx.forwarded(op) is not None for ctx in self.chain):
                 return False
             for each in asked(self.chain, op):
                 if each.table.is_empty():
                     continue  # an edge: the table's first method recompiles the kernel
-                if None in kinds or math.prod(len(kind) for kind in kinds) > _MOST_TYPE_TUPLES:
+                known = [kind for kind in kinds if kind is not None]
+                if len(known) < len(kinds) or math.prod(len(kind) for kind in known) > _MOST_TYPE_TUPLES:
                     return False
-                if any(m.applies_to(types) for m in each.table.methods for types in itertools.product(*kinds)):
+                if any(m.applies_to(types) for m in each.table.methods for types in itertools.product(*known)):
                     return False
         return True
 
     # -- what each value is --------------------------------------------------------------------------------
 
-    def _plain(self, node) -> bool:
+    def _plain(self, node: _Node) -> bool:
         """Is ``node`` known to be plain data (:func:`_is_plain_type`)?"""
         if node[0] == "tuple":
             return all(self._plain(item) for item in node[1])
         kind = self._kind(node)
         return kind is not None and all(_is_plain_type(t) for t in kind)
 
-    def _kind(self, node):
+    def _kind(self, node: _Node) -> _Kind:
         """The numba types ``node`` may have (a tuple of them; the kernel's typing gives it one of them, its
         literal type aside), or None where unknown."""
         return self._memo(self.kinds, node, self._kind_of)
 
     @staticmethod
-    def _memo(table: dict, node, compute):
+    def _memo(table: dict[int, tuple[_Node, _T]], node: _Node, compute: Callable[[_Node], _T]) -> _T:
         """``compute(node)``, once per node: trees share their subtrees (``x = x + x`` twice is four x's)."""
         known = table.get(id(node))
         if known is None or known[0] is not node:
             known = table[id(node)] = (node, compute(node))
         return known[1]
 
-    def _kind_of(self, node):
+    def _kind_of(self, node: _Node) -> _Kind:
         tag = node[0]
         if tag == "arg":
             return (self.argtypes[node[1]],)
@@ -316,7 +349,7 @@ class _Walk:
             if type(value) not in (int, float, bool):
                 return None
             try:
-                return (nt.unliteral(typeof(value)),)
+                return (nt.unliteral(typeof(value)),)  # type: ignore[no-untyped-call]  # numba's is unannotated
             except ValueError:  # an integer beyond 64 bits: numba refuses it too
                 return None
         if tag == "getattr":
@@ -331,7 +364,7 @@ class _Walk:
                 and args[0][0] == "value"
                 and args[0][1] in (1, 2, 3)
             ):
-                return (nt.int64,) if args[0][1] == 1 else (nt.UniTuple(nt.int64, args[0][1]),)
+                return (nt.int64,) if args[0][1] == 1 else (nt.UniTuple(nt.int64, args[0][1]),)  # type: ignore[no-untyped-call]  # numba's is unannotated
             if callee is len:
                 return _NUMBERS
             if _one_of(callee, _BUILTINS) and all(self._numeric(arg) for arg in args):
@@ -341,11 +374,11 @@ class _Walk:
             return _NUMBERS if all(self._numeric(operand) for operand in node[2:]) else None
         return None
 
-    def _numeric(self, node) -> bool:
+    def _numeric(self, node: _Node) -> bool:
         kind = self._kind(node)
         return kind is not None and set(kind) <= set(_NUMBERS)
 
-    def _attribute_kind(self, node):
+    def _attribute_kind(self, node: _Node) -> _Kind:
         if self._index(node, "xyz") is not None:
             return _NUMBERS  # threadIdx.x and the like
         kind, name = self._kind(node[1]), node[2]
@@ -356,13 +389,13 @@ class _Walk:
             if name in ("size", "ndim"):
                 return (nt.intp,)
             if name in ("shape", "strides"):
-                return (nt.UniTuple(nt.intp, owner.ndim),)
+                return (nt.UniTuple(nt.intp, owner.ndim),)  # type: ignore[no-untyped-call]  # numba's is unannotated
         if isinstance(owner, StructType):
             field = owner.field_type(name)
-            return None if field is None else (nt.unliteral(field),)
+            return None if field is None else (nt.unliteral(field),)  # type: ignore[no-untyped-call]  # numba's is unannotated
         return None
 
-    def _item_kind(self, node):
+    def _item_kind(self, node: _Node) -> _Kind:
         owner, index = self._kind(node[1]), self._kind(node[2])
         if owner is None or len(owner) != 1:
             return None
@@ -376,14 +409,14 @@ class _Walk:
 
     # -- the expression trees ------------------------------------------------------------------------------
 
-    def _value_of(self, var):
+    def _value_of(self, var: ir.Var) -> object:
         return self._callee(self.env.get(var.name, _UNKNOWN))
 
-    def _callee(self, node):
+    def _callee(self, node: _Node) -> object:
         """What a call of ``node`` calls: a global or a module's attribute (None where unknown)."""
         return _resolved(node[1]) if node[0] == "value" else self._module_attribute(node)
 
-    def _module_attribute(self, node):
+    def _module_attribute(self, node: _Node) -> object:
         """The value of ``module.attr`` (or ``module.attr.attr``) nodes, a module's own value included; None
         for anything else."""
         if node[0] == "value":
@@ -395,7 +428,7 @@ class _Walk:
                 return getattr(owner, node[2], None)
         return None
 
-    def _parameter(self, index: int):
+    def _parameter(self, index: int) -> _Node:
         """A parameter of the kernel: the launch's argument, or -- not passed -- its default, a constant
         numba types as it types the default (a number only; anything else is unknown)."""
         if index < len(self.argtypes):
@@ -406,7 +439,7 @@ class _Walk:
             return ("value", defaults[index - first])
         return _UNKNOWN
 
-    def _node(self, value):
+    def _node(self, value: Any) -> _Node:  # a numba IR value: a Var, an Arg, a constant or an Expr
         if isinstance(value, ir.Var):
             return self.env.get(value.name, _UNKNOWN)
         if isinstance(value, ir.Arg):
@@ -433,13 +466,14 @@ class _Walk:
             return ("call", self._node(value.func), tuple(self._node(arg) for arg in value.args))
         return _UNKNOWN
 
-    def _expression(self, var):
+    def _expression(self, var: ir.Var) -> _Node:
         node = self.env.get(var.name, _UNKNOWN)
         if node[0] == "call" and self._callee(node[1]) is bool and len(node[2]) == 1:
-            return node[2][0]  # the truth of a comparison is the comparison
+            compared: _Node = node[2][0]  # the truth of a comparison is the comparison
+            return compared
         return node
 
-    def _returns_at_once(self, label: int, seen: set) -> bool:
+    def _returns_at_once(self, label: int, seen: set[int]) -> bool:
         """Does the block at ``label`` return without doing anything (assignments of constants, jumps)?"""
         if label in seen:
             return False
@@ -461,7 +495,7 @@ class _Walk:
 
     # -- the bounds ----------------------------------------------------------------------------------------
 
-    def _bound(self, condition, holds: bool):
+    def _bound(self, condition: _Node, holds: bool) -> tuple[str, str] | None:
         """``(op, source)`` where the condition (when ``holds``, else its negation) compares x with an
         expression of the arguments alone."""
         if condition[0] != "binop" or condition[1] not in _COMPARISONS:
@@ -476,7 +510,7 @@ class _Walk:
             return None
         return (op if holds else _NEGATED[op]), source
 
-    def _is_x(self, node) -> bool:
+    def _is_x(self, node: _Node) -> bool:
         """Is ``node`` the thread's global x index?"""
         if node[0] == "call":
             grid, args = self._module_attribute(node[1]), node[2]
@@ -492,7 +526,7 @@ class _Walk:
                         return True
         return False
 
-    def _index(self, node, axes: str = "x"):
+    def _index(self, node: _Node, axes: str = "x") -> object:
         """``cuda.threadIdx`` for a node reading ``cuda.threadIdx.x`` (and so on, and the ``axes`` given);
         None for anything else."""
         if node[0] == "getattr" and node[2] in axes:
@@ -501,13 +535,13 @@ class _Walk:
                 return owner
         return None
 
-    def _source(self, node) -> str | None:
+    def _source(self, node: _Node) -> str | None:
         """Python source computing ``node`` from the kernel's parameters (``a0, a1, ...``), or None where it
         reads anything else. (Each operation in ``node`` passed the walk: numba's own, in the kernel too.)"""
         source = self._memo(self.sources, node, self._source_of)
         return None if source is None or len(source) > _LONGEST_SOURCE else source
 
-    def _source_of(self, node) -> str | None:
+    def _source_of(self, node: _Node) -> str | None:
         kind = node[0]
         if kind == "arg":
             return f"a{node[1]}"
@@ -530,5 +564,5 @@ class _Walk:
         if callee is len or callee is min or callee is max:
             args = [self._source(arg) for arg in node[2]]
             if args and None not in args:
-                return f"{callee.__name__}({', '.join(args)})"
+                return f"{callee.__name__}({', '.join(typing.cast('list[str]', args))})"
         return None

@@ -23,6 +23,8 @@ import inspect
 import math
 import operator
 import types as pytypes
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from llvmlite import ir
 from numba.core import types
@@ -32,24 +34,32 @@ from numba.core.extending import overload
 
 from . import devicemath as dm
 
+if TYPE_CHECKING:
+    from numba.core.base import BaseContext
+    from numba.core.datamodel.manager import DataModelManager
+    from numba.core.typing.templates import Signature
+
+    from .devicemath import Codegen
+
+
 # --- the data model -------------------------------------------------------------------------------------
 
 
 class HalfModel(models.PrimitiveModel):
     """float16 as LLVM's ``half``."""
 
-    def __init__(self, dmm, fe_type):
-        super().__init__(dmm, fe_type, ir.HalfType())
+    def __init__(self, dmm: DataModelManager, fe_type: types.Type) -> None:
+        super().__init__(dmm, fe_type, ir.HalfType())  # type: ignore[no-untyped-call]  # numba's is unannotated
 
 
-_float_model = default_manager.lookup(types.float32).__class__
+_float_model = default_manager.lookup(types.float32).__class__  # type: ignore[no-untyped-call]  # numba's is unannotated
 
 
-def _float_or_half_model(dmm, fe_type):
+def _float_or_half_model(dmm: DataModelManager, fe_type: types.Type) -> models.DataModel:
     return HalfModel(dmm, fe_type) if fe_type == types.float16 else _float_model(dmm, fe_type)
 
 
-default_manager.register(types.Float, _float_or_half_model)  # numba's own rejects float16
+default_manager.register(types.Float, _float_or_half_model)  # type: ignore[no-untyped-call]  # numba's own rejects float16
 
 
 # --- cuda.fp16's functions -------------------------------------------------------------------------------
@@ -57,39 +67,39 @@ default_manager.register(types.Float, _float_or_half_model)  # numba's own rejec
 HALF = ir.HalfType()
 
 
-def _in(wide, codegen):
+def _in(wide: ir.Type, codegen: Codegen) -> Codegen:
     """``codegen`` computed on the arguments widened to ``wide``, rounded back to half."""
 
-    def computed(context, builder, sig, args):
+    def computed(context: BaseContext, builder: ir.IRBuilder, sig: Signature, args: Sequence[ir.Value]) -> ir.Value:
         return builder.fptrunc(codegen(context, builder, sig, [builder.fpext(a, wide) for a in args]), HALF)
 
     return computed
 
 
-def _single(codegen):
+def _single(codegen: Codegen) -> Codegen:
     return _in(ir.FloatType(), codegen)
 
 
-def _compare(predicate: str, ordered: bool = True):
-    def codegen(context, builder, sig, args):
+def _compare(predicate: str, ordered: bool = True) -> Codegen:
+    def codegen(context: BaseContext, builder: ir.IRBuilder, sig: Signature, args: Sequence[ir.Value]) -> ir.Value:
         return (builder.fcmp_ordered if ordered else builder.fcmp_unordered)(predicate, *args)
 
     return codegen
 
 
-def _saturated(codegen):
+def _saturated(codegen: Codegen) -> Codegen:
     """``codegen``'s result clamped to [0, 1], NaN giving 0 (``__hadd_sat``)."""
 
-    def clamped(context, builder, sig, args):
+    def clamped(context: BaseContext, builder: ir.IRBuilder, sig: Signature, args: Sequence[ir.Value]) -> ir.Value:
         return dm.saturatef(context, builder, sig, [codegen(context, builder, sig, args)])
 
     return clamped
 
 
-def _relu(codegen):
+def _relu(codegen: Codegen) -> Codegen:
     """max(0, result); NaN stays NaN (``__hfma_relu``)."""
 
-    def clamped(context, builder, sig, args):
+    def clamped(context: BaseContext, builder: ir.IRBuilder, sig: Signature, args: Sequence[ir.Value]) -> ir.Value:
         value = codegen(context, builder, sig, args)
         negative = builder.fcmp_ordered("<", value, ir.Constant(HALF, 0.0))
         return builder.select(negative, ir.Constant(HALF, 0.0), value)
@@ -97,20 +107,20 @@ def _relu(codegen):
     return clamped
 
 
-def _to_half(context, builder, sig, args):
+def _to_half(context: BaseContext, builder: ir.IRBuilder, sig: Signature, args: Sequence[ir.Value]) -> ir.Value:
     return builder.fptrunc(args[0], HALF)
 
 
-def _bitcast_to(toty):
-    def codegen(context, builder, sig, args):
-        return builder.bitcast(args[0], context.get_value_type(toty))
+def _bitcast_to(toty: types.Type) -> Codegen:
+    def codegen(context: BaseContext, builder: ir.IRBuilder, sig: Signature, args: Sequence[ir.Value]) -> ir.Value:
+        return builder.bitcast(args[0], context.get_value_type(toty))  # type: ignore[no-untyped-call]  # numba's is unannotated
 
     return codegen
 
 
 _ADD, _SUB, _MUL, _DIV = (_single(dm.arithmetic(op)) for op in ("fadd", "fsub", "fmul", "fdiv"))
 _FMA = _in(ir.DoubleType(), dm.llvm_intrinsic("fma"))
-_BINARY = {"hadd": _ADD, "hsub": _SUB, "hmul": _MUL, "hdiv": _DIV}
+_BINARY: dict[str, Codegen] = {"hadd": _ADD, "hsub": _SUB, "hmul": _MUL, "hdiv": _DIV}
 _BINARY |= {f"__{name}": codegen for name, codegen in _BINARY.items()}
 _BINARY |= {"__hadd_rn": _ADD, "__hsub_rn": _SUB, "__hmul_rn": _MUL}
 _BINARY |= {"__hadd_sat": _saturated(_ADD), "__hsub_sat": _saturated(_SUB), "__hmul_sat": _saturated(_MUL)}
@@ -126,7 +136,7 @@ _COMPARISONS = {
     for stem, predicate in (("eq", "=="), ("ne", "!="), ("lt", "<"), ("le", "<="), ("gt", ">"), ("ge", ">="))
     for name, ordered in ((f"h{stem}", True), (f"__h{stem}", True), (f"__h{stem}u", False))
 }
-_UNARY = {
+_UNARY: dict[str, Codegen] = {
     "hneg": lambda context, builder, sig, args: builder.fneg(args[0]),
     "habs": dm.llvm_intrinsic("fabs"),
     "hceil": dm.llvm_intrinsic("ceil"),
@@ -143,7 +153,7 @@ _UNARY = {
 _UNARY |= {f"__{name}": _UNARY[name] for name in ("hneg", "habs")}
 
 
-def _implementations():
+def _implementations() -> dict[str, tuple[Signature, Codegen]]:
     """name: (signature, codegen) of the functions of numba.cuda.fp16 the CPU target runs."""
     h = types.float16
     found = {name: (h(h, h), codegen) for name, codegen in _BINARY.items()}
@@ -166,7 +176,7 @@ def _implementations():
     return found
 
 
-def _fp16_function(name: str, sig, codegen):
+def _fp16_function(name: str, sig: Signature, codegen: Codegen) -> Any:  # a numba intrinsic
     typed = dm.typed_as(f"cuda.fp16.{name}", sig, codegen)
     return dm.fixed_arity_intrinsic(__name__, f"FP16.{name}", len(sig.args), typed)
 
@@ -175,7 +185,7 @@ FP16 = pytypes.SimpleNamespace(**{name: _fp16_function(name, *found) for name, f
 """``numba.cuda.fp16``'s functions inside a CPU-target kernel (target.py forwards each to its namesake)."""
 
 
-def cpu_function(name: str, function):
+def cpu_function(name: str, function: Callable[..., object]) -> Any:  # a numba intrinsic
     """What ``numba.cuda.fp16.<name>`` (the Python placeholder ``function``) means on the CPU target: its
     namesake in :data:`FP16`, or, for one the CPU target does not run, an intrinsic refusing it by name."""
     found = getattr(FP16, name, None)
@@ -191,21 +201,21 @@ def cpu_function(name: str, function):
 # --- float16 arithmetic typed as numba-cuda types it -----------------------------------------------------
 
 
-def _half(*args) -> bool:
+def _half(*args: types.Type) -> bool:
     return all(a == types.float16 for a in args)
 
 
-def _overload_binary(op, function):
+def _overload_binary(op: Callable[..., object], function: Callable[..., object]) -> None:
     @overload(op, target="cpu")
-    def binary(a, b):
+    def binary(a, b):  # type: ignore[no-untyped-def]  # bare: annotations change how numba's @overload matches (float16 ran in float)
         if _half(a, b):
             return lambda a, b: function(a, b)
         return None
 
 
-def _overload_unary(op, function):
+def _overload_unary(op: Callable[..., object], function: Callable[..., object] | None) -> None:
     @overload(op, target="cpu")
-    def unary(a):
+    def unary(a):  # type: ignore[no-untyped-def]  # bare: annotations change how numba's @overload matches (float16 ran in float)
         if _half(a):
             return (lambda a: a) if function is None else (lambda a: function(a))
         return None

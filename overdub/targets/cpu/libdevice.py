@@ -19,15 +19,21 @@ from __future__ import annotations
 
 import re
 import types as pytypes
+from typing import TYPE_CHECKING, TypeVar
 
 from numba.core import types
 
 from . import devicemath as dm
 
+if TYPE_CHECKING:
+    from numba.core.typing.templates import Signature
+
+_V = TypeVar("_V")
+
 # --- the table --------------------------------------------------------------------------------------------
 
 
-def _named(*entries) -> dict:
+def _named(*entries: tuple[str, _V]) -> dict[str, _V]:
     """{name: codegen} of (names, codegen) pairs: libdevice has a function of each name per type."""
     return {name: codegen for names, codegen in entries for name in names.split()}
 
@@ -92,7 +98,7 @@ _OTHERS = _named(
     ("fdividef", dm.arithmetic("fdiv")),  # fast_fdividef
 )
 _ROUNDINGS = {"rn": "rint", "rz": "trunc", "rd": "floor", "ru": "ceil"}
-_INTEGERS = {"int": types.int32, "uint": types.uint32, "ll": types.int64, "ull": types.uint64}
+_INTEGERS: dict[str, types.Integer] = {"int": types.int32, "uint": types.uint32, "ll": types.int64, "ull": types.uint64}
 _ROUNDED_TO_NEAREST = _named(
     ("fma_rn fmaf_rn", dm.llvm_intrinsic("fma")),
     ("frcp_rn drcp_rn", dm.reciprocal_of()),
@@ -103,7 +109,7 @@ _ROUNDED_TO_NEAREST = _named(
 )
 
 
-def _rounded_to_nearest(name: str):
+def _rounded_to_nearest(name: str) -> dm.Codegen | None:
     """The codegen of a ``_rn`` function or conversion (the default rounding of the CPU's instructions), or
     None for one that is not."""
     found = re.fullmatch(r"(float|double)2(int|uint|ll|ull)_(r[nzdu])", name)
@@ -123,7 +129,7 @@ def _rounded_to_nearest(name: str):
 _NO_C_FUNCTION = {"erfinv", "erfcinv", "normcdfinv", "erfcx"}
 
 
-def implementation(name: str):
+def implementation(name: str) -> dm.Codegen | None:
     """The codegen of libdevice's ``name`` on the CPU, or None (:func:`why_not`)."""
     name = name.removeprefix("fast_")  # the accurate function
     if name in _OTHERS:
@@ -148,7 +154,7 @@ def why_not(name: str) -> str:
 # --- the intrinsics ---------------------------------------------------------------------------------------
 
 
-def _libdevice_function(name: str, sig):
+def _libdevice_function(name: str, sig: Signature) -> object:  # a numba intrinsic
     label = f"cuda.libdevice.{name}"
     codegen = implementation(name)
     typed = dm.typed_as(label, sig, codegen) if codegen is not None else dm.refused(label, why_not(name))
@@ -166,4 +172,4 @@ def define() -> None:
     from numba.cuda import libdevicefuncs
 
     for name, (retty, args) in libdevicefuncs.functions.items():
-        setattr(LIBDEVICE, name[5:], _libdevice_function(name[5:], libdevicefuncs.create_signature(retty, args)))
+        setattr(LIBDEVICE, name[5:], _libdevice_function(name[5:], libdevicefuncs.create_signature(retty, args)))  # type: ignore[no-untyped-call]  # numba's is unannotated

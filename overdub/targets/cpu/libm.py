@@ -10,12 +10,23 @@ float32, any other numbers float64), and so are their answers -- C's, not Python
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, TypeAlias
+
 from llvmlite import ir
 from numba.core import cgutils, types
 from numba.core.extending import intrinsic
 
+if TYPE_CHECKING:
+    from numba.core.base import BaseContext
+    from numba.core.typing.context import BaseContext as TypingContext
+    from numba.core.typing.templates import Signature
 
-def _float_type(*argtypes):
+# what an intrinsic's typing answers: the call's signature and its code generator, or None (no such call)
+_Typed: TypeAlias = "tuple[Signature, Callable[..., ir.Value]] | None"
+
+
+def _float_type(*argtypes: types.Type) -> types.Float | None:
     """numba-cuda's signature rule for these functions: float32 where every argument is one, else float64
     (integers convert); None for anything else."""
     if not all(isinstance(t, (types.Integer, types.Float, types.Boolean)) for t in argtypes):
@@ -24,47 +35,47 @@ def _float_type(*argtypes):
 
 
 @intrinsic
-def fmod(typingctx, x, y):
+def fmod(typingctx: TypingContext, x: types.Type, y: types.Type) -> _Typed:
     """``math.fmod(x, y)``: ``x - n * y``, ``n`` the quotient truncated toward zero (C's fmod, LLVM's frem)."""
     result = _float_type(x, y)
     if result is None:
         return None
 
-    def codegen(context, builder, sig, args):
-        a, b = (context.cast(builder, v, t, result) for v, t in zip(args, sig.args))
+    def codegen(context: BaseContext, builder: ir.IRBuilder, sig: Signature, args: Sequence[ir.Value]) -> ir.Value:
+        a, b = (context.cast(builder, v, t, result) for v, t in zip(args, sig.args))  # type: ignore[no-untyped-call]  # numba's is unannotated
         return builder.frem(a, b)
 
     return result(x, y), codegen
 
 
 @intrinsic
-def remainder(typingctx, x, y):
+def remainder(typingctx: TypingContext, x: types.Type, y: types.Type) -> _Typed:
     """``math.remainder(x, y)``: IEEE 754's remainder, ``x - n * y`` with ``n`` the nearest integer to ``x / y``
     (ties to even): C's ``remainder``, from the C library."""
     result = _float_type(x, y)
     if result is None:
         return None
 
-    def codegen(context, builder, sig, args):
-        a, b = (context.cast(builder, v, t, result) for v, t in zip(args, sig.args))
-        llty = context.get_value_type(result)
+    def codegen(context: BaseContext, builder: ir.IRBuilder, sig: Signature, args: Sequence[ir.Value]) -> ir.Value:
+        a, b = (context.cast(builder, v, t, result) for v, t in zip(args, sig.args))  # type: ignore[no-untyped-call]  # numba's is unannotated
+        llty = context.get_value_type(result)  # type: ignore[no-untyped-call]  # numba's is unannotated
         name = "remainderf" if result == types.float32 else "remainder"
-        function = cgutils.get_or_insert_function(builder.module, ir.FunctionType(llty, [llty, llty]), name)
+        function = cgutils.get_or_insert_function(builder.module, ir.FunctionType(llty, [llty, llty]), name)  # type: ignore[no-untyped-call]  # numba's is unannotated
         return builder.call(function, [a, b])
 
     return result(x, y), codegen
 
 
 @intrinsic
-def modf(typingctx, x):
+def modf(typingctx: TypingContext, x: types.Type) -> _Typed:
     """``math.modf(x)``: ``(fractional part, integral part)``, both with the sign of ``x``."""
     result = _float_type(x)
     if result is None:
         return None
-    pair = types.UniTuple(result, 2)
+    pair = types.UniTuple(result, 2)  # type: ignore[no-untyped-call]  # numba's is unannotated
 
-    def codegen(context, builder, sig, args):
-        value = context.cast(builder, args[0], sig.args[0], result)
+    def codegen(context: BaseContext, builder: ir.IRBuilder, sig: Signature, args: Sequence[ir.Value]) -> ir.Value:
+        value = context.cast(builder, args[0], sig.args[0], result)  # type: ignore[no-untyped-call]  # numba's is unannotated
         llty = value.type
         integral = builder.call(builder.module.declare_intrinsic("llvm.trunc", [llty]), [value])
         is_inf = builder.fcmp_ordered(
@@ -75,6 +86,6 @@ def modf(typingctx, x):
         fraction = builder.select(is_inf, ir.Constant(llty, 0.0), builder.fsub(value, integral))
         copysign = builder.module.declare_intrinsic("llvm.copysign", [llty], ir.FunctionType(llty, [llty, llty]))
         fraction = builder.call(copysign, [fraction, value])
-        return context.make_tuple(builder, pair, (fraction, integral))
+        return context.make_tuple(builder, pair, (fraction, integral))  # type: ignore[no-untyped-call]  # numba's is unannotated
 
     return pair(x), codegen

@@ -11,6 +11,9 @@ import dataclasses
 import enum
 import hashlib
 import pathlib
+import typing
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from llvmlite import binding as llvm
 from llvmlite import ir
@@ -20,10 +23,13 @@ from numba.core.errors import NumbaError
 from ... import bridge, world
 from ...runtime import runtime
 
+if TYPE_CHECKING:
+    from ...bindings import Guarded
+
 try:
     from . import _cpugrid
 except ImportError:  # built without a C compiler: no fibers, blocks run one after another
-    _cpugrid = None
+    _cpugrid = None  # type: ignore[assignment]  # mypy types a module, not "the module or None"
 
 SYMBOLS = _cpugrid.symbols() if _cpugrid is not None else None
 """The addresses of the runner's functions, by name (None where the helper is not built)."""
@@ -77,18 +83,18 @@ class LocalMemory:
     nbytes: int
 
 
-def local_memory(needs) -> int:
+def local_memory(needs: Iterable[object]) -> int:
     """The bytes of local arrays a kernel with these needs takes per thread (an upper bound: each array of
     the kernel and its callees counted once, as if all were live at once)."""
     return sum(need.nbytes for need in needs if isinstance(need, LocalMemory))
 
 
-def fiber_stack_size(needs) -> int:
+def fiber_stack_size(needs: Iterable[object]) -> int:
     """The stack each fiber of a kernel with these needs gets."""
     return local_memory(needs) + FIBER_STACK_MARGIN
 
 
-def check_local_memory(needs, kernel: str) -> None:
+def check_local_memory(needs: Iterable[object], kernel: str) -> None:
     """At compile time: refuse a kernel whose local arrays exceed CUDA's per-thread limit (the GPU refuses it
     too), instead of letting its threads overflow their stacks."""
     total = local_memory(needs)
@@ -129,10 +135,10 @@ def last_error() -> str:
     return _cpugrid.last_error()
 
 
-def native_call(builder, name: str, restype, args: list):
+def native_call(builder: ir.IRBuilder, name: str, restype: ir.Type, args: list[ir.Value]) -> ir.Value:
     """Call the runner's function ``name``, by its external symbol (resolved by the JIT in this process)."""
     function_type = ir.FunctionType(restype, [arg.type for arg in args])
-    function = cgutils.get_or_insert_function(builder.module, function_type, _SYMBOL_PREFIX + name)
+    function = cgutils.get_or_insert_function(builder.module, function_type, _SYMBOL_PREFIX + name)  # type: ignore[no-untyped-call]  # numba's is unannotated
     return builder.call(function, args)
 
 
@@ -147,8 +153,8 @@ def require_runner(construct: str) -> None:
         )
 
 
-def need(*what: Need) -> None:
+def need(*what: Need | LocalMemory) -> None:
     """At code generation: the kernel being built needs fibers (and maybe a resident grid)."""
-    built = world.being_built()
+    built = typing.cast("Guarded | None", world.being_built())  # at code generation: a compile's node
     if built is not None:
         built.needs.update(what)

@@ -8,18 +8,33 @@ their own read the running thread's slots in memory, through the runner's ``od_s
 
 from __future__ import annotations
 
+import typing
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeAlias
+
 import numpy as np
 from llvmlite import binding as llvm
 from llvmlite import ir
 from numba.core import cgutils, types
 from numba.core.extending import intrinsic, models, register_model, typeof_impl
 from numba.core.imputils import lower_cast, lower_constant, lower_getattr
-from numba.core.typeconv import Conversion
+from numba.core.typeconv.castgraph import Conversion
 from numba.core.typing.templates import AttributeTemplate, infer_getattr
 
 from ... import world
 from . import runner
 from .runner import Need, native_call
+
+if TYPE_CHECKING:
+    from numba.core.base import BaseContext
+    from numba.core.typing.context import BaseContext as TypingContext
+    from numba.core.typing.templates import Signature
+
+    from ...bindings import Guarded
+
+# what an intrinsic's typing answers: the call's signature and its code generator, or None (no such call)
+_Typed: TypeAlias = "tuple[Signature, Callable[..., ir.Value]] | None"
+
 
 # The kernel is inlined (at numba IR level) into its grid body, so the reads in its own body find the body's
 # local copy of the state, which LLVM keeps in registers: thread indices are plain loop variables there, and
@@ -34,7 +49,7 @@ _I64 = ir.IntType(64)
 _LOCAL_STATE = "overdub.grid_state"
 
 
-def _global_slot(builder, slot: int):
+def _global_slot(builder: ir.IRBuilder, slot: int) -> ir.Value:
     """The running thread's slot: the runner's state of the current fiber or worker (a fixed array where the
     runner is not built, and blocks run on the calling thread only). Both are reached by external symbols,
     which the JIT resolves in this process, so that code loaded from the disk cache finds this process's."""
@@ -48,7 +63,7 @@ def _global_slot(builder, slot: int):
     return builder.gep(state, [ir.Constant(_I64, slot)])
 
 
-def _local_state(builder):
+def _local_state(builder: ir.IRBuilder) -> ir.Instruction | None:
     """The grid loop's local copy of the state, when the code being generated is inlined in a grid loop."""
     for instruction in builder.function.entry_basic_block.instructions:
         if instruction.name == _LOCAL_STATE:
@@ -56,47 +71,47 @@ def _local_state(builder):
     return None
 
 
-def _local_slot(builder, state, slot: int):
+def _local_slot(builder: ir.IRBuilder, state: ir.Value, slot: int) -> ir.Value:
     return builder.gep(state, [ir.Constant(ir.IntType(32), 0), ir.Constant(ir.IntType(32), slot)])
 
 
 @intrinsic
-def set_slot(typingctx, slot, value):
+def set_slot(typingctx: TypingContext, slot: types.Type, value: types.Type) -> _Typed:
     if not isinstance(slot, types.IntegerLiteral):
         return None
     index = slot.literal_value
 
-    def codegen(context, builder, sig, args):
-        _store_slot(builder, index, context.cast(builder, args[1], sig.args[1], types.int64))
-        return context.get_dummy_value()
+    def codegen(context: BaseContext, builder: ir.IRBuilder, sig: Signature, args: Sequence[ir.Value]) -> ir.Value:
+        _store_slot(builder, index, context.cast(builder, args[1], sig.args[1], types.int64))  # type: ignore[no-untyped-call]  # numba's is unannotated
+        return context.get_dummy_value()  # type: ignore[no-untyped-call]  # numba's is unannotated
 
-    return types.void(slot, types.unliteral(value)), codegen
+    return types.void(slot, types.unliteral(value)), codegen  # type: ignore[no-untyped-call]  # numba's is unannotated
 
 
 @intrinsic
-def set_x(typingctx, x, first, bx):
+def set_x(typingctx: TypingContext, x: types.Type, first: types.Type, bx: types.Type) -> _Typed:
     """In a row loop running the threads of a row by their global x index ``x`` from ``first``: set the
     block's x index to ``first // bx`` (one division a row, LLVM hoists it) and the thread's to what makes
     their sum ``x`` (see :attr:`~.runner.Need.BLOCK_ROWS`)."""
 
-    def codegen(context, builder, sig, args):
-        value, start, width = (context.cast(builder, arg, ty, types.int64) for arg, ty in zip(args, sig.args))
+    def codegen(context: BaseContext, builder: ir.IRBuilder, sig: Signature, args: Sequence[ir.Value]) -> ir.Value:
+        value, start, width = (context.cast(builder, arg, ty, types.int64) for arg, ty in zip(args, sig.args))  # type: ignore[no-untyped-call]  # numba's is unannotated
         builder.assume(builder.icmp_signed(">=", value, ir.Constant(_I64, 0)))
         block = builder.udiv(start, width)
         _store_slot(builder, 3, block)
         _store_slot(builder, 0, builder.sub(value, builder.mul(block, width, flags=["nsw", "nuw"]), flags=["nsw"]))
-        return context.get_dummy_value()
+        return context.get_dummy_value()  # type: ignore[no-untyped-call]  # numba's is unannotated
 
     return types.void(types.int64, types.int64, types.int64), codegen
 
 
 @intrinsic
-def set_row(typingctx, row, by, bz, gy):
+def set_row(typingctx: TypingContext, row: types.Type, by: types.Type, bz: types.Type, gy: types.Type) -> _Typed:
     """In a row loop: set the thread's and the block's y and z indices from the row's number,
     ``(j + gy * k) * by * bz + ty + by * tz`` (the runner's numbering)."""
 
-    def codegen(context, builder, sig, args):
-        row, by, bz, gy = (context.cast(builder, arg, ty, types.int64) for arg, ty in zip(args, sig.args))
+    def codegen(context: BaseContext, builder: ir.IRBuilder, sig: Signature, args: Sequence[ir.Value]) -> ir.Value:
+        row, by, bz, gy = (context.cast(builder, arg, ty, types.int64) for arg, ty in zip(args, sig.args))  # type: ignore[no-untyped-call]  # numba's is unannotated
         rows = builder.mul(by, bz, flags=["nsw", "nuw"])
         run, thread = builder.udiv(row, rows), builder.urem(row, rows)
         for slot, value in (
@@ -106,26 +121,26 @@ def set_row(typingctx, row, by, bz, gy):
             (5, builder.udiv(run, gy)),
         ):
             _store_slot(builder, slot, value)
-        return context.get_dummy_value()
+        return context.get_dummy_value()  # type: ignore[no-untyped-call]  # numba's is unannotated
 
     return types.void(types.int64, types.int64, types.int64, types.int64), codegen
 
 
-def _store_slot(builder, index: int, value):
+def _store_slot(builder: ir.IRBuilder, index: int, value: ir.Value) -> None:
     # every index and extent is >= 0: said so, LLVM drops numba's negative-index handling and vectorises
     builder.assume(builder.icmp_signed(">=", value, ir.Constant(_I64, 0)))
-    state = _local_state(builder) or cgutils.alloca_once(builder, ir.ArrayType(_I64, 12), name=_LOCAL_STATE)
+    state = _local_state(builder) or cgutils.alloca_once(builder, ir.ArrayType(_I64, 12), name=_LOCAL_STATE)  # type: ignore[no-untyped-call]  # numba's is unannotated
     builder.store(value, _local_slot(builder, state, index))
-    built = world.being_built()
+    built = typing.cast("Guarded | None", world.being_built())  # at code generation: a compile's node
     if built is not None and Need.GRID_STATE in built.needs:
         builder.store(value, _global_slot(builder, index))
 
 
-def read_slot(builder, slot: int, apart: bool = True):
+def read_slot(builder: ir.IRBuilder, slot: int, apart: bool = True) -> ir.Value:
     """The value of ``slot`` for the running thread. A read of the thread's or the block's x index on its own
     (``apart``; not ``cuda.grid``'s, which only needs their sum) makes the kernel need the runner's
     :attr:`~.runner.Need.BLOCK_ROWS`."""
-    built = world.being_built()
+    built = typing.cast("Guarded | None", world.being_built())  # at code generation: a compile's node
     if apart and slot in (0, 3) and built is not None:
         built.needs.add(Need.BLOCK_ROWS)
     state = _local_state(builder)
@@ -139,72 +154,76 @@ def read_slot(builder, slot: int, apart: bool = True):
 class Dim3Type(types.Type):
     """``threadIdx`` / ``blockIdx`` / ``blockDim`` / ``gridDim`` on the CPU: x, y, z read the grid state."""
 
-    def __init__(self, first_slot: int, name: str):
+    def __init__(self, first_slot: int, name: str) -> None:
         self.first_slot = first_slot
         super().__init__(name=f"cpu.{name}")
 
 
 class Dim3:
-    def __init__(self, first_slot: int, name: str):
+    def __init__(self, first_slot: int, name: str) -> None:
         self.type = Dim3Type(first_slot, name)
 
 
 @typeof_impl.register(Dim3)
-def _typeof_dim3(value, c):
+def _typeof_dim3(value: Dim3, c: object) -> Dim3Type:
     return value.type
 
 
 register_model(Dim3Type)(models.OpaqueModel)
 
 
-@lower_constant(Dim3Type)
-def _lower_dim3(context, builder, ty, pyval):
-    return context.get_dummy_value()
+@lower_constant(Dim3Type)  # type: ignore[no-untyped-call, untyped-decorator]  # numba's lowering registry is unannotated
+def _lower_dim3(context: BaseContext, builder: ir.IRBuilder, ty: Dim3Type, pyval: Dim3) -> ir.Value:
+    return context.get_dummy_value()  # type: ignore[no-untyped-call]  # numba's is unannotated
 
 
 @infer_getattr
 class _Dim3Attributes(AttributeTemplate):
     key = Dim3Type
 
-    def generic_resolve(self, typ, attr):
+    def generic_resolve(self, typ: Dim3Type, attr: str) -> types.Type | None:  # type: ignore[override]  # numba declares it NotImplemented
         if attr in ("x", "y", "z"):
             return types.int32
+        return None
 
 
-def _dim3_component(offset: int):
-    def lower(context, builder, typ, value):
+def _dim3_component(offset: int) -> Callable[[BaseContext, ir.IRBuilder, Dim3Type, ir.Value], ir.Value]:
+    def lower(context: BaseContext, builder: ir.IRBuilder, typ: Dim3Type, value: ir.Value) -> ir.Value:
         return builder.trunc(read_slot(builder, typ.first_slot + offset), ir.IntType(32))
 
     return lower
 
 
 for _offset, _attr in enumerate("xyz"):
-    lower_getattr(Dim3Type, _attr)(_dim3_component(_offset))
+    lower_getattr(Dim3Type, _attr)(_dim3_component(_offset))  # type: ignore[no-untyped-call]  # numba's is unannotated
 
 
-def _grid_type(ndim):
+def _grid_type(ndim: types.Type) -> types.Type | None:
     if not isinstance(ndim, types.IntegerLiteral) or ndim.literal_value not in (1, 2, 3):
         return None
     n = ndim.literal_value
-    return types.int64 if n == 1 else types.UniTuple(types.int64, n)
+    return types.int64 if n == 1 else types.UniTuple(types.int64, n)  # type: ignore[no-untyped-call]  # numba's is unannotated
 
 
-def _tuple_or_scalar(context, builder, restype, values):
+def _tuple_or_scalar(
+    context: BaseContext, builder: ir.IRBuilder, restype: types.Type, values: list[ir.Value]
+) -> ir.Value:
     if restype == types.int64:
         return values[0]
-    return context.make_tuple(builder, restype, values)
+    return context.make_tuple(builder, restype, values)  # type: ignore[no-untyped-call]  # numba's is unannotated
 
 
-def _grid_intrinsic(name: str, per_dimension):
+def _grid_intrinsic(name: str, per_dimension: Callable[[ir.IRBuilder, int], ir.Value]) -> Any:
     """An intrinsic ``name(ndim)`` (``ndim`` a constant 1, 2 or 3) returning ``per_dimension(builder, d)`` for
     each dimension: an int64 for one dimension, a tuple for more, as ``cuda.grid`` and ``cuda.gridsize``."""
 
-    def grid_function(typingctx, ndim):
+    def grid_function(typingctx: TypingContext, ndim: types.Type) -> _Typed:
         restype = _grid_type(ndim)
         if restype is None:
             return None
+        assert isinstance(ndim, types.IntegerLiteral)
 
-        def codegen(context, builder, sig, args):
+        def codegen(context: BaseContext, builder: ir.IRBuilder, sig: Signature, args: Sequence[ir.Value]) -> ir.Value:
             values = [per_dimension(builder, d) for d in range(ndim.literal_value)]
             return _tuple_or_scalar(context, builder, sig.return_type, values)
 
@@ -218,12 +237,13 @@ class LaneIdType(types.Type):
     """``cuda.laneid`` on the CPU: converts to an int32, the thread's lane (its linear index in the block,
     modulo 32), wherever an integer is expected (numba's conversion rules; ``lower_cast`` computes it)."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         super().__init__(name="cpu.laneid")
 
-    def can_convert_to(self, typingctx, other):
+    def can_convert_to(self, typingctx: TypingContext, other: types.Type) -> Conversion | None:
         if isinstance(other, types.Integer):
-            return Conversion.safe if other.bitwidth >= 32 and other.signed else Conversion.unsafe
+            wide: bool = other.bitwidth >= 32 and other.signed  # type: ignore[attr-defined]  # numba's stub of Integer omits them
+            return Conversion.safe if wide else Conversion.unsafe
         if isinstance(other, types.Float):
             return Conversion.safe
         return None
@@ -235,16 +255,18 @@ class LaneId:
 
 register_model(LaneIdType)(models.OpaqueModel)
 typeof_impl.register(LaneId)(lambda value, c: value.type)
-lower_constant(LaneIdType)(lambda context, builder, ty, pyval: context.get_dummy_value())
+lower_constant(LaneIdType)(lambda context, builder, ty, pyval: context.get_dummy_value())  # type: ignore[no-untyped-call]  # numba's is unannotated
 
 
-@lower_cast(LaneIdType, types.Number)
-def _laneid_value(context, builder, fromty, toty, value):
+@lower_cast(LaneIdType, types.Number)  # type: ignore[no-untyped-call, untyped-decorator]  # numba's lowering registry is unannotated
+def _laneid_value(
+    context: BaseContext, builder: ir.IRBuilder, fromty: LaneIdType, toty: types.Type, value: ir.Value
+) -> ir.Value:
     x, y, z = (read_slot(builder, slot) for slot in range(3))
     bx, by = read_slot(builder, 6), read_slot(builder, 7)
     linear = builder.add(x, builder.mul(bx, builder.add(y, builder.mul(by, z))))
     lane = builder.trunc(builder.and_(linear, ir.Constant(_I64, 31)), ir.IntType(32))
-    return context.cast(builder, lane, types.int32, toty)
+    return context.cast(builder, lane, types.int32, toty)  # type: ignore[no-untyped-call]  # numba's is unannotated
 
 
 # no signed wrap: lets LLVM see indices are non-negative and drop numba's negative-index handling
@@ -268,13 +290,13 @@ laneid = LaneId()
 
 
 @intrinsic
-def fiber_slot(typingctx, slot):
+def fiber_slot(typingctx: TypingContext, slot: types.Type) -> _Typed:
     """Slot ``slot`` of the running fiber's state, as the runner set it (the thread body's indices)."""
     if not isinstance(slot, types.IntegerLiteral):
         return None
     index = slot.literal_value
 
-    def codegen(context, builder, sig, args):
+    def codegen(context: BaseContext, builder: ir.IRBuilder, sig: Signature, args: Sequence[ir.Value]) -> ir.Value:
         return builder.load(_global_slot(builder, index))
 
     return types.int64(slot), codegen

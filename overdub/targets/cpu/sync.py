@@ -18,6 +18,10 @@ import itertools
 import secrets
 import sys
 import types as pytypes
+import typing
+from collections.abc import Callable, Sequence
+from types import FrameType
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from llvmlite import ir
 from numba.core import cgutils, types
@@ -26,6 +30,15 @@ from numba.core.extending import intrinsic, models, overload_method, register_mo
 
 from ... import bridge
 from .runner import LOCAL_MEMORY_LIMIT, LocalMemory, Need, native_call, need, require_runner
+
+if TYPE_CHECKING:
+    from numba.core.base import BaseContext
+    from numba.core.typing.context import BaseContext as TypingContext
+    from numba.core.typing.templates import Signature
+
+# what an intrinsic's typing answers: the call's signature and its code generator, or None (no such call)
+_Typed: TypeAlias = "tuple[Signature, Callable[..., ir.Value]] | None"
+
 
 SYNC_NAMES = (
     "syncthreads",
@@ -49,11 +62,11 @@ _I32, _I64 = ir.IntType(32), ir.IntType(64)
 _I8P = ir.IntType(8).as_pointer()
 
 
-def _i32(value: int):
+def _i32(value: int) -> ir.Constant:
     return ir.Constant(_I32, value)
 
 
-def _i64(value: int):
+def _i64(value: int) -> ir.Constant:
     return ir.Constant(_I64, value)
 
 
@@ -61,29 +74,29 @@ def _i64(value: int):
 
 
 @intrinsic
-def syncthreads(typingctx):
+def syncthreads(typingctx: TypingContext) -> _Typed:
     """``cuda.syncthreads()``: wait until every live thread of the block has arrived."""
     require_runner("cuda.syncthreads")
 
-    def codegen(context, builder, sig, args):
+    def codegen(context: BaseContext, builder: ir.IRBuilder, sig: Signature, args: Sequence[ir.Value]) -> ir.Value:
         need(Need.FIBERS)
         native_call(builder, "barrier", _I32, [_i32(0), _i32(0)])
-        return context.get_dummy_value()
+        return context.get_dummy_value()  # type: ignore[no-untyped-call]  # numba's is unannotated
 
     return types.none(), codegen
 
 
-def _predicate_barrier(name: str, op: int):
-    def barrier(typingctx, predicate):
+def _predicate_barrier(name: str, op: int) -> Any:  # a numba intrinsic
+    def barrier(typingctx: TypingContext, predicate: types.Type) -> _Typed:
         require_runner(f"cuda.{name}")
         if not isinstance(predicate, types.Integer):  # numba-cuda's rule: a bool does not convert
             raise TypingError(
                 f"cuda.{name} takes an integer predicate, not {predicate} (as on the GPU: write numba.int32(condition))"
             )
 
-        def codegen(context, builder, sig, args):
+        def codegen(context: BaseContext, builder: ir.IRBuilder, sig: Signature, args: Sequence[ir.Value]) -> ir.Value:
             need(Need.FIBERS)
-            value = context.cast(builder, args[0], sig.args[0], types.int32)
+            value = context.cast(builder, args[0], sig.args[0], types.int32)  # type: ignore[no-untyped-call]  # numba's is unannotated
             return native_call(builder, "barrier", _I32, [_i32(op), value])
 
         return types.int32(predicate), codegen
@@ -102,31 +115,41 @@ syncthreads_or = _predicate_barrier("syncthreads_or", 3)
 _SHUFFLED = (types.int32, types.int64, types.float32, types.float64)  # what numba-cuda shuffles
 
 
-def _to_bits(builder, value, ty):
+def _to_bits(builder: ir.IRBuilder, value: ir.Value, ty: types.Type) -> ir.Value:
     if ty == types.float32:
         return builder.zext(builder.bitcast(value, _I32), _I64)
     if ty == types.float64:
         return builder.bitcast(value, _I64)
-    if ty.bitwidth == 64:
+    bitwidth: int = ty.bitwidth  # type: ignore[attr-defined]  # an Integer here: numba's stub omits bitwidth and signed
+    if bitwidth == 64:
         return value
-    return builder.sext(value, _I64) if ty.signed else builder.zext(value, _I64)
+    return builder.sext(value, _I64) if ty.signed else builder.zext(value, _I64)  # type: ignore[attr-defined]  # an Integer here: numba's stub omits bitwidth and signed
 
 
-def _from_bits(builder, bits, ty):
+def _from_bits(builder: ir.IRBuilder, bits: ir.Value, ty: types.Type) -> ir.Value:
     if ty == types.float32:
         return builder.bitcast(builder.trunc(bits, _I32), ir.FloatType())
     if ty == types.float64:
         return builder.bitcast(bits, ir.DoubleType())
-    return bits if ty.bitwidth == 64 else builder.trunc(bits, ir.IntType(ty.bitwidth))
+    bitwidth: int = ty.bitwidth  # type: ignore[attr-defined]  # an Integer here: numba's stub omits bitwidth and signed
+    return bits if bitwidth == 64 else builder.trunc(bits, ir.IntType(bitwidth))
 
 
-def _warp_op(builder, context, op: int, value, arg, mask, mask_type):
-    mask = context.cast(builder, mask, mask_type, types.int64)
+def _warp_op(
+    builder: ir.IRBuilder,
+    context: BaseContext,
+    op: int,
+    value: ir.Value,
+    arg: ir.Value,
+    mask: ir.Value,
+    mask_type: types.Type,
+) -> ir.Value:
+    mask = context.cast(builder, mask, mask_type, types.int64)  # type: ignore[no-untyped-call]  # numba's is unannotated
     return native_call(builder, "warp", _I64, [_i32(op), value, arg, mask])
 
 
-def _shuffle(name: str, op: int):
-    def shuffle(typingctx, mask, value, lane):
+def _shuffle(name: str, op: int) -> Any:  # a numba intrinsic
+    def shuffle(typingctx: TypingContext, mask: types.Type, value: types.Type, lane: types.Type) -> _Typed:
         require_runner(f"cuda.{name}")
         if value not in _SHUFFLED or not isinstance(mask, types.Integer) or not isinstance(lane, types.Integer):
             raise TypingError(
@@ -134,9 +157,9 @@ def _shuffle(name: str, op: int):
                 f"mask and lane and a 32- or 64-bit int or float value, not ({mask}, {value}, {lane})"
             )
 
-        def codegen(context, builder, sig, args):
+        def codegen(context: BaseContext, builder: ir.IRBuilder, sig: Signature, args: Sequence[ir.Value]) -> ir.Value:
             need(Need.FIBERS)
-            lane_value = context.cast(builder, args[2], sig.args[2], types.int64)
+            lane_value = context.cast(builder, args[2], sig.args[2], types.int64)  # type: ignore[no-untyped-call]  # numba's is unannotated
             bits = _warp_op(builder, context, op, _to_bits(builder, args[1], value), lane_value, args[0], mask)
             return _from_bits(builder, bits, value)
 
@@ -152,8 +175,8 @@ shfl_down_sync = _shuffle("shfl_down_sync", 2)
 shfl_xor_sync = _shuffle("shfl_xor_sync", 3)
 
 
-def _vote(name: str, op: int, restype):
-    def vote(typingctx, mask, predicate):
+def _vote(name: str, op: int, restype: types.Type) -> Any:  # a numba intrinsic
+    def vote(typingctx: TypingContext, mask: types.Type, predicate: types.Type) -> _Typed:
         require_runner(f"cuda.{name}")
         if not isinstance(mask, types.Integer) or not isinstance(predicate, (types.Integer, types.Boolean)):
             raise TypingError(
@@ -161,9 +184,9 @@ def _vote(name: str, op: int, restype):
                 f"predicate, not ({mask}, {predicate})"
             )
 
-        def codegen(context, builder, sig, args):
+        def codegen(context: BaseContext, builder: ir.IRBuilder, sig: Signature, args: Sequence[ir.Value]) -> ir.Value:
             need(Need.FIBERS)
-            truth = context.cast(builder, args[1], sig.args[1], types.boolean)
+            truth = context.cast(builder, args[1], sig.args[1], types.boolean)  # type: ignore[no-untyped-call]  # numba's is unannotated
             result = _warp_op(builder, context, op, builder.zext(truth, _I64), _i64(0), args[0], mask)
             if restype == types.boolean:
                 return builder.icmp_unsigned("!=", result, _i64(0))
@@ -182,26 +205,26 @@ ballot_sync = _vote("ballot_sync", 6, types.uint32)
 
 
 @intrinsic
-def syncwarp(typingctx, mask=None):
+def syncwarp(typingctx: TypingContext, mask: types.Type | None = None) -> _Typed:
     """``cuda.syncwarp(mask=0xffffffff)``: wait for the live threads of the warp."""
     require_runner("cuda.syncwarp")
     if mask is not None and not isinstance(mask, (types.Integer, types.Omitted)):
         raise TypingError(f"cuda.syncwarp takes an integer mask, not {mask}")
 
-    def codegen(context, builder, sig, args):
+    def codegen(context: BaseContext, builder: ir.IRBuilder, sig: Signature, args: Sequence[ir.Value]) -> ir.Value:
         need(Need.FIBERS)
         native_call(builder, "warp", _I64, [_i32(7), _i64(0), _i64(0), _i64(0xFFFFFFFF)])
-        return context.get_dummy_value()
+        return context.get_dummy_value()  # type: ignore[no-untyped-call]  # numba's is unannotated
 
-    return types.none(types.Omitted(None) if mask is None else mask), codegen
+    return types.none(types.Omitted(None) if mask is None else mask), codegen  # type: ignore[no-untyped-call]  # numba's is unannotated
 
 
 @intrinsic
-def activemask(typingctx):
+def activemask(typingctx: TypingContext) -> _Typed:
     """``cuda.activemask()``: the lanes of the calling warp whose threads have not exited."""
     require_runner("cuda.activemask")
 
-    def codegen(context, builder, sig, args):
+    def codegen(context: BaseContext, builder: ir.IRBuilder, sig: Signature, args: Sequence[ir.Value]) -> ir.Value:
         need(Need.FIBERS)
         return builder.trunc(native_call(builder, "activemask", _I64, []), _I32)
 
@@ -214,7 +237,7 @@ def activemask(typingctx):
 class GridGroupType(types.Type):
     """``cuda.cg.this_grid()`` on the CPU: its ``sync()`` waits for every thread of the grid."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         super().__init__(name="cpu.grid_group")
 
 
@@ -222,46 +245,47 @@ register_model(GridGroupType)(models.OpaqueModel)
 
 
 @intrinsic
-def this_grid(typingctx):
+def this_grid(typingctx: TypingContext) -> _Typed:
     require_runner("cuda.cg.this_grid")
 
-    def codegen(context, builder, sig, args):
+    def codegen(context: BaseContext, builder: ir.IRBuilder, sig: Signature, args: Sequence[ir.Value]) -> ir.Value:
         need(Need.FIBERS, Need.GRID_SYNC)
-        return context.get_dummy_value()
+        return context.get_dummy_value()  # type: ignore[no-untyped-call]  # numba's is unannotated
 
     return GridGroupType()(), codegen
 
 
 @intrinsic
-def _grid_sync(typingctx, group):
-    def codegen(context, builder, sig, args):
+def _grid_sync(typingctx: TypingContext, group: types.Type) -> _Typed:
+    def codegen(context: BaseContext, builder: ir.IRBuilder, sig: Signature, args: Sequence[ir.Value]) -> ir.Value:
         need(Need.FIBERS, Need.GRID_SYNC)
         native_call(builder, "grid_sync", ir.VoidType(), [])
-        return context.get_dummy_value()
+        return context.get_dummy_value()  # type: ignore[no-untyped-call]  # numba's is unannotated
 
     return types.none(group), codegen
 
 
 @overload_method(GridGroupType, "sync")
-def _grid_group_sync(group):
-    return lambda group: _grid_sync(group)
+def _grid_group_sync(group):  # type: ignore[no-untyped-def]  # bare, as numba's @overload takes it (see half.py)
+    return lambda group: _grid_sync(group)  # type: ignore[call-arg]  # numba's stub of an intrinsic's call counts the typing context
 
 
 # --- shared and local arrays -----------------------------------------------------------------------------
 
 
-def _literal_shape(shape) -> tuple[int, ...] | None:
-    items = shape.types if isinstance(shape, types.BaseTuple) else (shape,)
+def _literal_shape(shape: types.Type) -> tuple[int, ...] | None:
+    items: tuple[types.Type, ...] = shape.types if isinstance(shape, types.BaseTuple) else (shape,)  # type: ignore[attr-defined]  # each BaseTuple has them
     values = tuple(getattr(t, "literal_value", None) for t in items)
-    return values if values and all(isinstance(v, int) and v >= 0 for v in values) else None
+    ints = values if values and all(isinstance(v, int) and v >= 0 for v in values) else None
+    return typing.cast("tuple[int, ...] | None", ints)
 
 
-def _element(dtype):
+def _element(dtype: types.Type) -> types.Type | None:
     element = getattr(dtype, "dtype", None)  # a numba type (NumberClass), np.float32, np.dtype(...)
     return element if isinstance(element, (types.Number, types.Boolean)) else None
 
 
-def _array_type(construct: str, shape, dtype):
+def _array_type(construct: str, shape: types.Type, dtype: types.Type) -> tuple[tuple[int, ...], types.Array]:
     dims, element = _literal_shape(shape), _element(dtype)
     if dims is None or element is None:
         raise TypingError(
@@ -271,17 +295,19 @@ def _array_type(construct: str, shape, dtype):
     return dims, types.Array(element, len(dims), "C")
 
 
-def _array_at(context, builder, array_type, data, extents: list):
+def _array_at(
+    context: BaseContext, builder: ir.IRBuilder, array_type: types.Array, data: ir.Value, extents: list[ir.Value]
+) -> ir.Value:
     """An array value over ``data`` with these (LLVM int64) extents, C-contiguous."""
-    intp = context.get_value_type(types.intp)
-    data_type = context.get_data_type(array_type.dtype)
-    itemsize = context.get_abi_sizeof(data_type)
+    intp = context.get_value_type(types.intp)  # type: ignore[no-untyped-call]  # numba's is unannotated
+    data_type = context.get_data_type(array_type.dtype)  # type: ignore[no-untyped-call]  # numba's is unannotated
+    itemsize = context.get_abi_sizeof(data_type)  # type: ignore[no-untyped-call]  # numba's is unannotated
     strides, step = [], intp(itemsize)
     for extent in reversed(extents):
         strides.append(step)
         step = builder.mul(step, extent)
-    array = context.make_array(array_type)(context, builder)
-    context.populate_array(
+    array = context.make_array(array_type)(context, builder)  # type: ignore[no-untyped-call]  # numba's is unannotated
+    context.populate_array(  # type: ignore[no-untyped-call]  # numba's is unannotated
         array,
         data=builder.bitcast(data, data_type.as_pointer()),
         shape=extents,
@@ -292,8 +318,8 @@ def _array_at(context, builder, array_type, data, extents: list):
     return array._getvalue()
 
 
-def _itemsize(dtype) -> int:
-    return 1 if isinstance(dtype, types.Boolean) else dtype.bitwidth // 8
+def _itemsize(dtype: types.Type) -> int:
+    return 1 if isinstance(dtype, types.Boolean) else dtype.bitwidth // 8  # type: ignore[attr-defined]  # a Number: numba's stub omits bitwidth
 
 
 _unknown_sites = itertools.count()
@@ -304,9 +330,9 @@ def _lowering_site() -> str:
     the same way however often its code is generated (a kernel compiled as a row loop, then as a thread body);
     a fresh name where none is found (counted twice then: a larger stack, never a smaller one). numba
     internals: the ``Lower`` on the stack holds the location of the instruction it lowers."""
-    frame = sys._getframe(1)
+    frame: FrameType | None = sys._getframe(1)
     while frame is not None:
-        lower = frame.f_locals.get("self")
+        lower: Any = frame.f_locals.get("self")
         if type(lower).__name__ == "Lower" and getattr(lower, "loc", None) is not None:
             loc = lower.loc
             if hasattr(loc, "filename"):
@@ -316,7 +342,7 @@ def _lowering_site() -> str:
 
 
 @intrinsic(prefer_literal=True)
-def local_array(typingctx, shape, dtype):
+def local_array(typingctx: TypingContext, shape: types.Type, dtype: types.Type) -> _Typed:
     """``cuda.local.array(shape, dtype)`` on the CPU: per-thread storage on the stack, like the GPU's local
     memory (kernels are compiled without numba's runtime, so nothing is heap-allocated)."""
     dims, array_type = _array_type("cuda.local.array", shape, dtype)
@@ -332,10 +358,10 @@ def local_array(typingctx, shape, dtype):
             f", more than CUDA's limit of {LOCAL_MEMORY_LIMIT} bytes (512 KiB) of local memory per thread"
         )
 
-    def codegen(context, builder, sig, args):
+    def codegen(context: BaseContext, builder: ir.IRBuilder, sig: Signature, args: Sequence[ir.Value]) -> ir.Value:
         # the thread's stack must hold it: a fiber's stack is sized by the kernel's local arrays (runner.py)
         need(LocalMemory(_lowering_site(), nbytes))
-        data = cgutils.alloca_once(builder, context.get_data_type(array_type.dtype), size=max(count, 1))
+        data = cgutils.alloca_once(builder, context.get_data_type(array_type.dtype), size=max(count, 1))  # type: ignore[no-untyped-call]  # numba's is unannotated
         return _array_at(context, builder, array_type, data, [_i64(d) for d in dims])
 
     return array_type(shape, dtype), codegen
@@ -349,16 +375,16 @@ _shared_sites = itertools.count(secrets.randbits(40) << 20)
 
 
 @intrinsic(prefer_literal=True)
-def shared_array(typingctx, shape, dtype):
+def shared_array(typingctx: TypingContext, shape: types.Type, dtype: types.Type) -> _Typed:
     """``cuda.shared.array(shape, dtype)``: the block's memory for this call site; shape 0 is the launch's
     dynamic shared memory, as many elements as ``shmem`` bytes hold."""
     require_runner("cuda.shared.array")
     dims, array_type = _array_type("cuda.shared.array", shape, dtype)
     dynamic = dims == (0,)
 
-    def codegen(context, builder, sig, args):
+    def codegen(context: BaseContext, builder: ir.IRBuilder, sig: Signature, args: Sequence[ir.Value]) -> ir.Value:
         need(Need.FIBERS)
-        itemsize = context.get_abi_sizeof(context.get_data_type(array_type.dtype))
+        itemsize = context.get_abi_sizeof(context.get_data_type(array_type.dtype))  # type: ignore[no-untyped-call]  # numba's is unannotated
         if dynamic:
             data = native_call(builder, "dynamic_shared", _I8P, [])
             size = native_call(builder, "dynamic_shared_size", _I64, [])
@@ -373,14 +399,14 @@ def shared_array(typingctx, shape, dtype):
 
 
 @intrinsic
-def const_array_like(typingctx, ary):
+def const_array_like(typingctx: TypingContext, ary: types.Type) -> _Typed:
     """``cuda.const.array_like(ary)``: the array itself (the CPU has no constant memory to copy it to)."""
     if not isinstance(ary, types.Array):
         raise TypingError(f"cuda.const.array_like takes an array, not {ary}")
     return ary(ary), lambda context, builder, sig, args: args[0]
 
 
-def namespace(name: str, **members) -> pytypes.ModuleType:
+def namespace(name: str, **members: object) -> pytypes.ModuleType:
     """A module of the kernel idiom, importable by its name (the disk cache finds the globals a kernel read
     through it by that name)."""
     module = pytypes.ModuleType(f"overdub.targets.cpu.{name}")

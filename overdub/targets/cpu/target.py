@@ -24,14 +24,17 @@ when the grid is done.
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import ctypes
+import dataclasses
 import itertools
 import math
 import secrets
 import types as pytypes
+import typing
 import weakref
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import numba
 from numba.core import bytecode, config
@@ -43,23 +46,42 @@ from numba.core.registry import cpu_target
 from ... import arguments, bridge, settings, world
 from ...bridge.hidden import HiddenArgumentCall
 from ...bridge.pointers import forwarded_views
-from ...context import CPU, TargetRoot, when_imported
+from ...context import when_imported
 from ...intrinsics import LaunchNeed, cuprintln
+from ...roots import TargetRoot
 from ...runtime import runtime
 from ...types import typeof
 from .. import launchfn
+from ..interface import Target
 from ..options import CompileOptions, Configurable
+from ..registry import CPU
 from . import checks as cpu_checks
 from . import conversions as cpu_conversions  # noqa: F401  (registers the GPU's float to integer conversions)
 from . import devicemath, half, libdevice, runner
 from . import grid as cpu_grid
 from . import libm as cpu_libm
+from . import printing as _printing  # noqa: F401  (registers how CPU code prints)
 from . import state as cpu_state
 from . import sync as cpu_sync
 from .atomics import ATOMIC
 from .globalarrays import global_array
 from .runner import UnsupportedOnCPU
 from .sync import SYNC_NAMES, namespace
+
+if TYPE_CHECKING:
+    from numba.core.dispatcher import Dispatcher
+    from numba.core.typing.context import BaseContext as TypingContext
+    from numba.core.typing.templates import Signature
+
+    from ...arguments import Argument
+    from ...bindings import Guarded
+    from ...compiler import Kernel
+    from .. import LaunchFunction
+
+# numba internals: a compile result as numba's cache stores it (object code, function descriptor, signature)
+_Serialised: TypeAlias = "tuple[Any, Any, Signature]"
+# the disk cache's payload of a CPU kernel: the runner's mode, the grid body's code, the entry's ("serial": None)
+_Payload: TypeAlias = "tuple[str, _Serialised, _Serialised | None]"
 
 __all__ = ["TARGET", "CPUTarget", "CPUGridError", "UnsupportedOnCPU", "CUDA_IDIOM"]
 
@@ -92,7 +114,7 @@ class CPUGridError(RuntimeError):
     """A grid the runner could not finish: threads of a block waiting at barriers that cannot complete."""
 
 
-def _raise_grid_error(kernel):
+def _raise_grid_error(kernel: Kernel) -> typing.NoReturn:
     raise CPUGridError(f"{kernel.describe()}: {runner.last_error()}")
 
 
@@ -106,10 +128,18 @@ class CPULauncher:
 
     __slots__ = ("body", "address", "mode", "entry", "entry_point", "checked")
 
-    def __init__(self, body, address: int, mode: str, entry, argtypes: tuple, checked: bool = False):
+    def __init__(
+        self,
+        body: Dispatcher[Any],
+        address: int,
+        mode: str,
+        entry: Dispatcher[Any],
+        argtypes: tuple[Any, ...],
+        checked: bool = False,
+    ) -> None:
         self.body, self.address, self.mode, self.checked = body, address, mode, checked
         self.entry = entry  # the dispatchers own the code the entry point and the address run
-        self.entry_point = entry.overloads[cpu_grid.entry_types(argtypes)].entry_point
+        self.entry_point = entry.overloads[cpu_grid.entry_types(argtypes)].entry_point  # type: ignore[attr-defined]  # numba's stub of CompileResult omits it
 
     def suggested_block_size(self, shmem: int = 0) -> int:
         """Threads run one after another in the row loop: a block this size keeps its rows long even where
@@ -126,7 +156,7 @@ class CPULauncher:
         synchronizes its grid may have."""
         return runner.MAX_RESIDENT_THREADS // max(int(threads), 1)
 
-    def launch_function(self, kernel, described):
+    def launch_function(self, kernel: Kernel, described: tuple[Argument, ...]) -> LaunchFunction:
         names = "".join(f", {name}" for name in launchfn.argument_names(len(described)))
         mode = cpu_grid.MODES[self.mode] | (0 if self.checked else cpu_grid.RAISE_ENDS_THREAD)
         stack = runner.fiber_stack_size(kernel.needs)  # used by fibers only: blocks that synchronize
@@ -148,20 +178,20 @@ class CPULauncher:
         )
 
 
-def _refuse_device_memory(value, kind) -> None:
+def _refuse_device_memory(value: object, kind: object) -> typing.NoReturn:
     raise TypeError(
         f"a {type(value).__name__} ({value!r:.60}) lives in GPU memory: the CPU target takes host memory (a "
         f"numpy array, od.pointer of one)"
     )
 
 
-def _flush(kernel) -> list[str]:
+def _flush(kernel: Kernel) -> list[str]:
     """Device printf reaches the console at the end of each launch of a kernel that prints (and only then: a
     flush is a sixth of an empty launch)."""
     return ["fflush(None)"] if LaunchNeed.FLUSH_STDOUT in kernel.needs else []
 
 
-def _checked(run: str, kernel) -> list[str]:
+def _checked(run: str, kernel: Kernel) -> list[str]:
     """A checked kernel's launch: an IndexError becomes the message cpu_checks recorded."""
     return ["try:", f"    {run}", "except IndexError:", f"    raise_recorded({kernel.job.name!r})", "    raise"]
 
@@ -171,10 +201,10 @@ class SerialLauncher:
 
     __slots__ = ("grid_loop", "argtypes", "entry_point", "checked")
 
-    def __init__(self, grid_loop, argtypes: tuple, checked: bool = False):
+    def __init__(self, grid_loop: Dispatcher[Any], argtypes: tuple[Any, ...], checked: bool = False) -> None:
         self.grid_loop, self.checked = grid_loop, checked
         self.argtypes = cpu_grid.serial_types(argtypes)  # the grid loop's
-        self.entry_point = grid_loop.overloads[self.argtypes].entry_point
+        self.entry_point = grid_loop.overloads[self.argtypes].entry_point  # type: ignore[attr-defined]  # numba's stub of CompileResult omits it
 
     suggested_block_size = CPULauncher.suggested_block_size
     cooperative = False  # a grid sync needs the runner: refused here
@@ -183,7 +213,7 @@ class SerialLauncher:
         """None: without the runner blocks run one after another, and a grid sync is refused."""
         return 0
 
-    def launch_function(self, kernel, described):
+    def launch_function(self, kernel: Kernel, described: tuple[Argument, ...]) -> LaunchFunction:
         arguments = "".join(f"{name}, " for name in launchfn.argument_names(len(described)))
         run = f"grid_loop({arguments}gx, gy, gz, tx, ty, tz, False, 0, gx * gy * gz, 0)"
         body = (_checked(run, kernel) if self.checked else [run]) + _flush(kernel)
@@ -202,12 +232,12 @@ class SerialLauncher:
 bytecode.FunctionIdentity._unique_ids = itertools.count(secrets.randbits(40) << 20)
 
 
-def _compiled(dispatcher, argtypes: tuple):
+def _compiled(dispatcher: Dispatcher[Any], argtypes: tuple[Any, ...]) -> Any:  # a CompileResult
     """numba internals: the one compile result of a dispatcher compiled for ``argtypes``."""
     return dispatcher.overloads[argtypes]
 
 
-def _serialised(cres):
+def _serialised(cres: Any) -> _Serialised | None:
     """numba internals: a compile result as numba's cache stores it (object code, the function's descriptor
     without its typing state, the signature), or None where its code holds addresses of this process."""
     if cres.library.has_dynamic_globals or cres.reload_init:
@@ -220,36 +250,56 @@ def _serialised(cres):
     return cres.library.serialize_using_object_code(), fndesc, cres.signature
 
 
-def _rebuilt(serialised):
+def _rebuilt(serialised: _Serialised) -> CompileResult:
     """numba internals: the compile result of ``_serialised``'s answer, its code loaded into this process."""
     libdata, fndesc, signature = serialised
-    cres = CompileResult._rebuild(
+    cres: CompileResult = CompileResult._rebuild(  # type: ignore[no-untyped-call]  # numba's is unannotated
         cpu_target.target_context, libdata, fndesc, Environment({}), signature, False, (), "", (), ()
     )
-    _loaded_code[cres.library] = serialised
+    _loaded_code[cres.library] = serialised  # type: ignore[attr-defined]  # numba's stub of CompileResult omits it
     return cres
 
 
 # a code library loaded from the disk cache -> what it was loaded from: numba hands a loaded library's object
 # code to the JIT and keeps none, so a kernel compiled later that shares it (the grid entry of its argument
 # types) is stored with this (else: "no compiled object yet", and never stored)
-_loaded_code: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_loaded_code: weakref.WeakKeyDictionary[Any, _Serialised] = weakref.WeakKeyDictionary()
 runtime.register_cache(f"{__name__}._loaded_code", _loaded_code, kept="what loaded code was read from, as it lives")
 
 
-class CPUTarget(Configurable):
+@dataclasses.dataclass(frozen=True)
+class CPUCode:
+    """A kernel's code on the CPU target, as ``compile_kernel`` or the disk cache makes it: numba's
+    dispatchers holding its machine code, and the runner's mode for it."""
+
+    mode: str  # the runner's mode (cpu_grid.MODES), or "serial": the grid loop where the runner is not built
+    body: Any  # the grid body's dispatcher; the serial grid loop's where mode is "serial"
+    address: int  # the grid body's compiled address (0: serial)
+    entry: Any  # the entry's dispatcher, shared by the kernels of the same argument types (None: serial)
+    argtypes: tuple[Any, ...]
+    checked: bool
+
+    @property
+    def compiled(self) -> Any:
+        """numba internals: the compile result of the grid body (of the serial grid loop)."""
+        if self.mode == "serial":
+            return _compiled(self.body, cpu_grid.serial_types(self.argtypes))
+        return _compiled(self.body, cpu_grid.BODY_TYPES)
+
+
+class CPUTarget(Configurable, Target):
     name = "cpu"
     base = CPU
     compile_lock = global_compiler_lock
     global_array = staticmethod(global_array)
     """A global numpy array a kernel reads is read live, through its pointer (globalarrays.py)."""
 
-    def __init__(self, options: CompileOptions = CompileOptions(), root: TargetRoot | None = None):
+    def __init__(self, options: CompileOptions = CompileOptions(), root: TargetRoot | None = None) -> None:
         self.options = options
         self.label = self._label("cpu")
-        self.root = TargetRoot("cpu", self) if root is None else root.configured_for(self)
+        self.root: TargetRoot = TargetRoot("cpu", self) if root is None else root.configured_for(self)
         # debug: bounds checks (cpu_checks names the site) and Python's error model (x // 0 raises)
-        self._njit_options = {
+        self._njit_options: dict[str, Any] = {
             "_nrt": False,
             "fastmath": options.fastmath,
             "boundscheck": options.debug,
@@ -259,10 +309,10 @@ class CPUTarget(Configurable):
         """How many threads run a grid's blocks: $OVERDUB_CPU_THREADS, else every core (launches read the
         default target's, ``overdub.targets.cpu.TARGET.workers``, whatever their options)."""
 
-    def _with_options(self, options):
+    def _with_options(self, options: CompileOptions) -> CPUTarget:
         return CPUTarget(options, self.root)
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[Callable[[CompileOptions], CPUTarget], tuple[CompileOptions]]:
         """Pickled as what makes it in another process (``od.precompile``'s workers): the CPU target configured
         with these options."""
         return _configured, (self.options,)
@@ -272,117 +322,108 @@ class CPUTarget(Configurable):
         """What the machine code depends on besides the kernel: the host's triple, CPU and its features, the
         compile options, numba's settings that change code (``NUMBA_OPT``, ``NUMBA_BOUNDSCHECK``, ...), and
         the grid runner the code calls (which build of it, or none: then the code is the serial grid loop)."""
-        settings = (config.OPT, config.BOUNDSCHECK, config.DEBUGINFO_DEFAULT)
+        settings = (config.OPT, config.BOUNDSCHECK, config.DEBUGINFO_DEFAULT)  # type: ignore[attr-defined]  # numba's config module sets them at import
         return (
             f"cpu:{cpu_target.target_context.codegen().magic_tuple()}:{self.options!r}:{settings}:"
             f"runner={runner.runner_digest()}"
         )
 
-    def argument(self, value) -> arguments.Argument:
+    def argument(self, value: object) -> arguments.Argument:
         return arguments.describe(value, typeof, "device", _refuse_device_memory)
 
-    def typeof(self, value):
-        return self.argument(value).type
-
-    def compile_method(self, func, typing_context, argtypes, kws):
+    def compile_method(
+        self,
+        func: Callable[..., object],
+        typing_context: TypingContext,
+        argtypes: tuple[Any, ...],
+        kws: dict[str, Any],
+    ) -> tuple[Signature, object, Dispatcher[Any]]:
         # called only from compiled code: without the wrappers a call from Python needs (compile latency)
-        dispatcher = numba.njit(func, no_cpython_wrapper=True, no_cfunc_wrapper=True, **self._njit_options)
+        dispatcher = numba.njit(func, no_cpython_wrapper=True, no_cfunc_wrapper=True, **self._njit_options)  # type: ignore[call-overload]  # numba's stub of njit omits its target options
         with cpu_checks.checking(self.options.debug):
             sig, impl_key = bridge.dispatcher_call(typing_context, dispatcher, argtypes, kws)
         bridge.note_attribute_templates(dispatcher)
         return sig, impl_key, dispatcher  # the dispatcher must outlive every caller's code
 
-    def compile_host(self, func, argtypes):
+    def compile_host(self, func: Callable[..., object], argtypes: tuple[Any, ...]) -> Dispatcher[Any]:
         """A host entry point of ``func`` (rewritten in a chain) for these argument types: a numba dispatcher
         with its Python wrapper, compiled now and closed to other types (``od.overdub``)."""
-        dispatcher = numba.njit(func, **self._njit_options)
+        dispatcher: Dispatcher[Any] = numba.njit(func, **self._njit_options)
         with cpu_checks.checking(self.options.debug):
             dispatcher.compile(tuple(argtypes))
         dispatcher.disable_compile()
         return dispatcher
 
-    def call_with_state(self, sig, impl_key):
-        calls = HiddenArgumentCall(cpu_target.target_context, sig, impl_key)
+    def call_with_state(self, sig: Signature, impl_key: object) -> tuple[Signature, object, HiddenArgumentCall]:
+        calls = HiddenArgumentCall(cpu_target.target_context, sig, impl_key)  # type: ignore[no-untyped-call]  # the bridge's is unannotated
         return calls.sig, calls.impl_key, calls
 
-    def code(self, launcher, kind: str) -> str:
-        """A compiled kernel's code as this target made it: its LLVM IR ("llvm") or native assembly ("asm") --
-        the grid body's, the kernel's own code (the loop over threads around it is the same for every kernel).
+    def code(self, code: CPUCode, kind: str) -> str:
+        """A kernel's code as this target made it: its LLVM IR ("llvm") or native assembly ("asm") -- the grid
+        body's, the kernel's own code (the loop over threads around it is the same for every kernel).
         (numba internals: a compile result's library.)"""
-        if isinstance(launcher, SerialLauncher):
-            cres = _compiled(launcher.grid_loop, launcher.argtypes)
-        else:
-            cres = _compiled(launcher.body, cpu_grid.BODY_TYPES)
+        if kind not in ("llvm", "asm"):
+            return super().code(code, kind)
+        cres = code.compiled
         if cres.library in _loaded_code:
             raise ValueError(
                 "this kernel was loaded from the disk cache as machine code, which holds no IR: read it with "
                 "OVERDUB_CACHE=0 (docs/settings.md), or after od.reset()"
             )
-        return cres.library.get_llvm_str() if kind == "llvm" else cres.library.get_asm_str()
+        text: str = cres.library.get_llvm_str() if kind == "llvm" else cres.library.get_asm_str()
+        return text
 
-    def compile_kernel(self, func, argtypes):
+    def compile_kernel(self, func: Callable[..., Any], argtypes: tuple[Any, ...]) -> CPUCode:
         argtypes, checked = tuple(argtypes), self.options.debug
-        needs = world.being_built().needs
+        needs = typing.cast("Guarded", world.being_built()).needs  # a kernel compiles as the node being built
         with cpu_checks.checking(checked):
             if runner.SYMBOLS is None:
                 grid_loop = cpu_grid.compile_serial(func, argtypes, self._njit_options)
                 bridge.note_attribute_templates(grid_loop)
                 runner.check_local_memory(needs, f"kernel {func.__qualname__}")
-                return SerialLauncher(grid_loop, argtypes, checked)
+                return CPUCode("serial", grid_loop, 0, None, argtypes, checked)
             body, address, mode = cpu_grid.compile_grid_body(func, argtypes, needs, self._njit_options)
         bridge.note_attribute_templates(body)
         runner.check_local_memory(needs, f"kernel {func.__qualname__}")
-        return CPULauncher(body, address, mode, cpu_grid.entry(argtypes), argtypes, checked)
+        return CPUCode(mode, body, address, cpu_grid.entry(argtypes), argtypes, checked)
 
-    # -- the disk cache's view of a compiled kernel: the runner's mode for it, the grid body's machine code
-    # (the serial grid loop's where the runner is not built) and the entry's (shared by the kernels taking the
+    def link(self, code: CPUCode) -> CPULauncher | SerialLauncher:
+        if code.mode == "serial":
+            return SerialLauncher(code.body, code.argtypes, code.checked)
+        return CPULauncher(code.body, code.address, code.mode, code.entry, code.argtypes, code.checked)
+
+    # -- the disk cache's view of a kernel's code: the runner's mode for it, the grid body's machine code (the
+    # serial grid loop's where the runner is not built) and the entry's (shared by the kernels taking the
     # same argument types, and most of a small kernel's compile), each serialised as numba's own cache does
     # (numba/core/caching.py, CompileResultCacheImpl: CompileResult._reduce / _rebuild). ---------------------
-    def launcher_payload(self, launcher):
+    def serialized(self, code: CPUCode) -> _Payload | None:
         """The mode, the code of the grid body and of the entry, or None where the code holds addresses of
         this process (numba's "dynamic globals"; a checked kernel's record of a failed check)."""
         if self.options.debug:
             return None
-        if isinstance(launcher, SerialLauncher):
-            body = _serialised(_compiled(launcher.grid_loop, launcher.argtypes))
+        body = _serialised(code.compiled)
+        if code.mode == "serial":
             return None if body is None else ("serial", body, None)
-        body = _serialised(_compiled(launcher.body, cpu_grid.BODY_TYPES))
-        entry = _serialised(_compiled(launcher.entry, next(iter(launcher.entry.overloads))))
-        return None if body is None or entry is None else (launcher.mode, body, entry)
+        entry = _serialised(_compiled(code.entry, next(iter(code.entry.overloads))))
+        return None if body is None or entry is None else (code.mode, body, entry)
 
-    def launcher_from_payload(self, payload, argtypes):
-        mode, body, entry = payload
+    def deserialized(self, stored: Any, argtypes: tuple[Any, ...]) -> CPUCode:
+        mode, body, entry = stored
         if (mode == "serial") != (runner.SYMBOLS is None) or (mode != "serial" and mode not in cpu_grid.MODES):
             raise ValueError(f"a {mode!r} grid cannot run here")  # the cache tag keys by the runner: not reached
-        argtypes = tuple(argtypes)
+        argtypes, checked = tuple(argtypes), self.options.debug
         if mode == "serial":
-            return SerialLauncher(
-                cpu_grid.loaded_serial(_rebuilt(body), len(argtypes), self._njit_options), argtypes, self.options.debug
-            )
+            grid_loop = cpu_grid.loaded_serial(_rebuilt(body), len(argtypes), self._njit_options)
+            return CPUCode("serial", grid_loop, 0, None, argtypes, checked)
         body, address = cpu_grid.loaded_body(_rebuilt(body), self._njit_options)
-        return CPULauncher(
-            body, address, mode, cpu_grid.loaded_entry(argtypes, lambda: _rebuilt(entry)), argtypes, self.options.debug
-        )
+        return CPUCode(mode, body, address, cpu_grid.loaded_entry(argtypes, lambda: _rebuilt(entry)), argtypes, checked)
 
-    @contextlib.contextmanager
-    def on_device(self, device, what: str = "od.cuda", stream=None):
-        """The CPU target has one device, 0 (None: the current one), where every stream is."""
-        if device is not None and (device != 0 or isinstance(device, bool)):
-            raise ValueError(f"{what}(device={device!r}): the CPU target has one device, 0")
-        yield
-
-    def synchronize(self, device=None):
+    def synchronize(self, device: int | str | None = None) -> None:
         """Launches return when their grid is done: nothing is left to wait for but printf's buffer (the CPU
         is one device: ``device`` is None, 0 or "all")."""
         if device not in (None, 0, "all"):
             raise ValueError(f"od.synchronize(device={device!r}): the CPU target has one device, 0")
         _libc.fflush(None)
-
-    def for_current_device(self):
-        return self
-
-    def check_launchable(self, stream=None):
-        """The CPU target runs anywhere (a stream's launches in order)."""
 
 
 def _configured(options: CompileOptions) -> CPUTarget:
@@ -390,6 +431,7 @@ def _configured(options: CompileOptions) -> CPUTarget:
 
 
 TARGET = CPUTarget()
+bridge.name_typing_context(type(cpu_target.typing_context), "CPU")
 TARGET.root.forward(print, cuprintln)
 for _name in ("fmod", "remainder", "modf"):  # numba-cuda compiles them, numba's CPU target does not
     TARGET.root.forward(getattr(math, _name), getattr(cpu_libm, _name))
@@ -397,13 +439,13 @@ cpu_checks.install(cpu_state.read_slot)
 
 
 @when_imported("numba.cuda")
-def _define_numba_cuda(numba_cuda) -> None:
+def _define_numba_cuda(numba_cuda: pytypes.ModuleType) -> None:
     """What numba-cuda's names mean on the CPU target, added once numba-cuda is imported -- only then can a
-    kernel name them, so nothing compiled before recompiles (:meth:`~overdub.context.TargetRoot.add_imported`).
+    kernel name them, so nothing compiled before recompiles (:meth:`~overdub.roots.TargetRoot.add_imported`).
     The kernel idiom: calls are forwarded (so a context's overdub of ``cuda.grid`` still applies on the CPU),
     objects read for their attributes are replaced; numba-cuda's libdevice and fp16 placeholders, which mean
     nothing on the CPU, are forwarded to functions that compute there."""
-    from numba.cuda import fp16
+    from numba.cuda import fp16  # type: ignore[attr-defined]  # numba-cuda's, untyped
     from numba.cuda import libdevice as numba_libdevice
 
     libdevice.define()

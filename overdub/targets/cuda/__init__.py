@@ -10,28 +10,28 @@ would hide two transfers in every launch.
 
 The package, one concept a module: this module the target (compiling, registering callees, the compiled
 kernel's launcher made), :mod:`.driver` the driver and host threads' contexts, :mod:`.launcher` a compiled
-kernel's launch, :mod:`.graph` ``od.graph``'s capture and replay, :mod:`.arraylayout` where cupy keeps an
-array's fields for ``_fastlaunch.c`` to read in place.
+kernel's launch, :mod:`.abi` the parameter ABI (how each argument kind is passed: its slots, its native spec,
+a struct value's bytes), :mod:`.graph` ``od.graph``'s capture and replay, :mod:`.arraylayout` where cupy keeps
+an array's fields for ``_fastlaunch.c`` to read in place.
 """
 
 from __future__ import annotations
 
 import contextlib
 import contextvars
+import dataclasses
 import functools
 import os
 import weakref
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Any, NoReturn, cast
+from typing import TYPE_CHECKING, Any
 
 from numba.core import types
 from numba.core.compiler_lock import global_compiler_lock
 from numba.core.typing.templates import Signature, signature
 
 if TYPE_CHECKING:
-    from .. import Launcher
-
     # mypy reads numba.cuda as numba's own, older copy of the package, which numba-cuda replaces at run time
     # (its .pth redirector): what this module takes of numba-cuda is Any to it
     numba_cuda_dispatcher: Any
@@ -55,11 +55,15 @@ from ... import arguments, bridge
 from ...arguments import HostMemoryError
 from ...bridge.hidden import HiddenArgumentCall
 from ...bridge.pointers import forwarded_views
-from ...context import CUDA, Context, TargetRoot
+from ...context import Context
 from ...intrinsics import cuprintln
+from ...roots import TargetRoot
 from ...runtime import runtime
 from ..gpu import DEFAULT_CC, gpu_usable
+from ..interface import Target
 from ..options import CompileOptions, Configurable
+from ..registry import CUDA
+from . import printing as _printing  # noqa: F401  (registers how CUDA code prints)
 from .copies import copied_to_device, copy_back
 from .driver import (
     check_same_device,
@@ -74,6 +78,7 @@ from .driver import (
     several_devices,
     toolkit,
 )
+from .graph import Capture
 from .launcher import CUDALauncher
 
 __all__ = [  # the target, and what other modules reach through this package
@@ -82,6 +87,8 @@ __all__ = [  # the target, and what other modules reach through this package
     "HostMemoryError",
     "Registration",
     "target_for",
+    "current_target",
+    "CUDACode",
     "device_cc",
     "reflecting",
     "copied_to_device",
@@ -169,9 +176,21 @@ def _helper_sources(library: Any) -> tuple[str, ...]:
     return (_RESHAPE_SOURCE,) if any(name in code for name in _RESHAPE_FUNCTIONS) else ()
 
 
-class CUDATarget(Configurable):
+@dataclasses.dataclass(frozen=True)
+class CUDACode:
+    """A kernel's code on the CUDA target, as ``compile_kernel`` or the disk cache makes it: numba-cuda's code
+    library (NVVM IR, then PTX and cubin as they are asked for) and its typed IR."""
+
+    library: Any  # numba-cuda's CUDACodeLibrary
+    argtypes: tuple[object, ...]
+    call_helper: Any  # debug kernels: what the error codes threads record mean (None: not checked)
+    type_annotation: object  # the typed IR, annotated on the source (inspect_types)
+
+
+class CUDATarget(Configurable, Target):
     name = "cuda"
     base: Context = CUDA
+    device_memory = True
     compile_lock: AbstractContextManager[Any] = global_compiler_lock
 
     def __init__(
@@ -252,20 +271,19 @@ class CUDATarget(Configurable):
         sig = sig.replace(pysig=pysig)
         return sig, impl_key, Registration(cres, impl_key)
 
-    def compile_host(self, func: Callable[..., Any], argtypes: tuple[Any, ...]) -> NoReturn:
-        raise TypeError("od.overdub runs on the host: its calls compile for the CPU target, not target='cuda'")
-
     def call_with_state(self, sig: Signature, impl_key: object) -> tuple[Signature, object, HiddenArgumentCall]:
         from numba.cuda.descriptor import cuda_target
 
         calls = HiddenArgumentCall(cuda_target.target_context, sig, impl_key)  # type: ignore[no-untyped-call]  # the bridge's is unannotated
         return calls.sig, calls.impl_key, calls
 
-    def compile_kernel(self, func: Callable[..., object], argtypes: tuple[object, ...]) -> CUDALauncher:
+    def compile_kernel(self, func: Callable[..., object], argtypes: tuple[object, ...]) -> CUDACode:
         cres = self._kernel_code(func, argtypes)
-        return CUDALauncher(
-            cres.library, argtypes, cres.call_helper if self.options.debug else None, cres.type_annotation
-        )
+        helper = cres.call_helper if self.options.debug else None
+        return CUDACode(cres.library, tuple(argtypes), helper, cres.type_annotation)
+
+    def link(self, code: CUDACode) -> CUDALauncher:
+        return CUDALauncher(code.library, code.argtypes, code.call_helper, code.type_annotation)
 
     def _kernel_code(self, func: Callable[..., object], argtypes: tuple[object, ...]) -> Any:
         """numba's compile result for a kernel, its library finished for loading: PTX (``get_asm_str``), LLVM IR
@@ -287,7 +305,7 @@ class CUDATarget(Configurable):
     # its cache=True stores: CUDACodeLibrary._reduce_states / _rebuild), with the code its use needs made
     # now: for a launch on a GPU of this target's compute capability, the cubin the launch loads; for a
     # reflection (od.code_ptx, ...) or where no such GPU is, the PTX for this compute capability -------------
-    def launcher_payload(self, launcher: Launcher) -> dict[str, object] | None:
+    def serialized(self, code: CUDACode) -> dict[str, object] | None:
         """The kernel library's NVVM IR, PTX or cubin and its typed IR as text, or None where it cannot be
         serialised (it links files or refers to global device arrays) or needs this process (a debug kernel's
         error codes).
@@ -295,8 +313,7 @@ class CUDATarget(Configurable):
         The cubin is linked from the PTX for the device's own architecture -- numba-cuda's ``get_cubin()``
         compiles for the arch-specific target, sm_90a on a 9.0 device -- so the PTX for ``self.cc`` (sm_90)
         would be a second NVVM run that no launch loads; ``od.code_ptx`` makes it when asked."""
-        cuda_launcher = cast("CUDALauncher", launcher)  # compiled by this target
-        library = cuda_launcher.library
+        library = code.library
         if self.options.debug:
             return None
         if self._launches_load_cubins():
@@ -308,17 +325,63 @@ class CUDATarget(Configurable):
             states = library._reduce_states()
         except Exception:  # numba-cuda refuses (pickle.PicklingError, RuntimeError): not cacheable
             return None
-        return {"library": states, "type_annotation": str(cuda_launcher.type_annotation)}
+        return {"library": states, "type_annotation": str(code.type_annotation)}
 
-    def launcher_from_payload(self, payload: dict[str, Any], argtypes: tuple[object, ...]) -> CUDALauncher | None:
-        """The loaded kernel's launcher, or None -- a miss -- for a launch here from an entry that holds no
-        cubin (a reflection, or a process without this GPU, stored it): compiling again stores the cubin, so
-        later processes do not link one at every start."""
-        if self._launches_load_cubins() and not payload["library"].get("cubin_cache"):
+    def deserialized(self, stored: dict[str, Any], argtypes: tuple[object, ...]) -> CUDACode | None:
+        """The loaded kernel's code, or None -- a miss -- for a launch here from an entry that holds no cubin
+        (a reflection, or a process without this GPU, stored it): compiling again stores the cubin, so later
+        processes do not link one at every start."""
+        if self._launches_load_cubins() and not stored["library"].get("cubin_cache"):
             return None
         codegen = cuda_target.target_context.codegen()
-        library = CUDACodeLibrary._rebuild(**dict(payload["library"], codegen=codegen))
-        return CUDALauncher(library, argtypes, None, payload["type_annotation"])
+        library = CUDACodeLibrary._rebuild(**dict(stored["library"], codegen=codegen))
+        return CUDACode(library, tuple(argtypes), None, stored["type_annotation"])
+
+    # -- reflection: od.code_ptx and the others read a kernel's code, compiled for the architecture asked ---
+    def code(self, code: CUDACode, kind: str) -> str:
+        library = code.library
+        if kind == "llvm":
+            return str(library.get_llvm_str())
+        if kind == "typed":
+            return str(code.type_annotation)
+        if kind not in ("ptx", "sass", "lto_ptx"):
+            return super().code(code, kind)
+        if kind == "sass":
+            make_current_if_gpu()  # a kernel compiled on another thread: linking its cubin asks the driver
+        with toolkit():
+            read = {"ptx": library.get_asm_str, "sass": library.get_sass, "lto_ptx": library.get_lto_ptx}[kind]
+            return str(read(cc=self.cc))
+
+    def for_reflection(self, cc: tuple[int | str, ...] | None, device: int | None) -> CUDATarget:
+        """The target for compute capability ``cc``, else for ``device``'s, else for the current device's
+        (sm_90 with no GPU), with these options."""
+        if cc is not None and device is not None:
+            raise TypeError(f"give cc= ({tuple(cc)}) or device= ({device}), not both: a device has one architecture")
+        if cc is None:
+            cc = device_cc(device, "od.code_*")
+        return target_for(tuple(cc)).configured(self.options)
+
+    def reflecting(self) -> AbstractContextManager[None]:
+        return reflecting()
+
+    # -- launches, memory --------------------------------------------------------------------------------------
+    def graph_capture(self) -> Capture:
+        return Capture()
+
+    def empty(self, shape: Any, dtype: Any) -> Any:
+        import cupy
+
+        return cupy.empty(shape, dtype=dtype)
+
+    def zeros(self, shape: Any, dtype: Any) -> Any:
+        import cupy
+
+        return cupy.zeros(shape, dtype=dtype)
+
+    def host_copies(self, args: tuple[object, ...], stream: object) -> tuple[tuple[object, ...], Callable[[], None]]:
+        """As numba-cuda does for its kernels: host arrays copied to the device, and back after the launch."""
+        moved, pairs = copied_to_device(args, stream)
+        return moved, functools.partial(copy_back, pairs, stream)
 
     def for_current_device(self) -> CUDATarget:
         """The same options for the current device's architecture, where this is a launch's target (a
@@ -378,6 +441,15 @@ class CUDATarget(Configurable):
                 "OVERDUB_TARGET=cpu) to run kernels on the CPU target; od.code_ptx compiles for "
                 "the GPU without one."
             )
+
+
+bridge.name_typing_context(type(cuda_target.typing_context), "CUDA")
+
+
+def current_target() -> CUDATarget:
+    """The CUDA target of the architecture of the device current on the calling thread (asked at each slow-path
+    launch and reflection: one process may drive GPUs of several architectures)."""
+    return target_for(device_cc())
 
 
 @functools.cache

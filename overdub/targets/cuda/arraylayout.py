@@ -25,8 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from ...arguments import SLOT_CODES
 from ...runtime import runtime
+from .abi import SLOT_CODES
 
 WORD = 8
 FIELDS = ("dtype", "c_contiguous", "f_contiguous", "shape", "strides", "data", "ptr")

@@ -19,14 +19,9 @@ import threading
 from collections.abc import Iterator
 from typing import Any, SupportsInt, cast
 
+from ...launchconfig import stream_handle  # the CUstream handle of a cupy, numba or cuda.core stream
 from ...runtime import runtime
-from .. import launchfn
 from ..gpu import gpu_usable
-
-# --- streams --------------------------------------------------------------------------------------------
-
-stream_handle = launchfn.stream_handle  # the CUstream handle of a cupy, numba or cuda.core stream
-
 
 # --- the driver (loaded on first launch; compiling needs none) ------------------------------------------
 

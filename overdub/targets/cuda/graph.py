@@ -37,6 +37,8 @@ class Capture:
         self.graph: Any = None
         self.exec: Any = None
         self.nodes: dict[int, list[Any]] = {}  # CUfunction -> the kernel nodes launching it
+        self.exec_handle = 0  # the executable graph's handle, once ended
+        self.launch_entry = 0  # cuGraphLaunch's address, which a replay calls from C, once ended
         self._cupy_stream: Any = None
 
     def begin(self) -> None:
@@ -80,6 +82,15 @@ class Capture:
                 err, params = drv.cuGraphKernelNodeGetParams(node)
                 checked("cuGraphKernelNodeGetParams", err)
                 self.nodes.setdefault(int(params.func), []).append(node)
+
+    def function_of(self, launcher: Any) -> int:
+        """The CUfunction of the kernel ``launcher`` (a CUDALauncher) launches, in the current context."""
+        return int(launcher._function())
+
+    def parameters(self, launcher: Any, arguments: tuple[Any, ...]) -> tuple[object, Any]:
+        """The kernel's parameters of ``arguments``, as a node takes them (the launcher's marshalling)."""
+        kept: tuple[object, Any] = launcher.parameters(arguments)
+        return kept
 
     def launch(self, launch_functions: tuple[Any, ...], stream: object) -> bool:
         """Launch the executable graph on ``stream`` (None: the null stream) if every native launch function's

@@ -1,7 +1,7 @@
 """A compiled CUDA kernel and how it is launched (:class:`CUDALauncher`).
 
 A launch does only what it must: check the guards, marshal each argument into the kernel's parameter slots
-(how, each :mod:`overdub.arguments` kind says) and call the driver's ``cuLaunchKernel``. Where the native
+(how, the CUDA parameter ABI says for each argument kind: :mod:`.abi`) and call the driver's ``cuLaunchKernel``. Where the native
 extension is built and has a table entry for every argument's kind, all of it runs in C (``_fastlaunch.c``);
 otherwise a generated Python launch function packs every slot with one ``struct.pack_into``.
 """
@@ -15,9 +15,8 @@ import threading
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, SupportsInt
 
-from ... import arguments
 from .. import launchfn
-from . import arraylayout
+from . import abi, arraylayout
 
 try:
     from ... import _fastlaunch
@@ -26,23 +25,15 @@ except ImportError:  # built without a C compiler: the generated Python launch p
 else:
     _fastlaunch.set_scalar_layouts(arraylayout.scalar_layouts())
 
-from .driver import context_of_stream, driver, in_context_now, make_current, stream_handle, toolkit
+from ...launchconfig import stream_handle
+from .driver import context_of_stream, driver, in_context_now, make_current, toolkit
 
 if TYPE_CHECKING:
-    from ...arguments import Argument, Slot
+    from ...arguments import Argument
     from ...compiler import Kernel
     from .. import LaunchFunction
 
 # --- launcher -------------------------------------------------------------------------------------------
-
-
-def _slots(argument: Argument) -> tuple[Slot, ...]:
-    """An argument's CUDA parameter slots (:class:`overdub.arguments.Slot`), refusing what has no kind."""
-    if argument.kind is None:
-        raise TypeError(
-            f"overdub cannot pass a {type(argument.value).__name__} (typed {argument.type}) to a CUDA kernel"
-        )
-    return argument.kind.slots(argument.signature, argument.type)
 
 
 class CUDALauncher:
@@ -83,38 +74,35 @@ class CUDALauncher:
         return function
 
     def launch_function(self, kernel: Kernel, described: tuple[Argument, ...]) -> LaunchFunction:
-        slots = [_slots(argument) for argument in described]
+        slots = [abi.slots_of(argument) for argument in described]
         if self.cooperative or self.call_helper is not None:
             return self._generated(kernel, described, slots)
         return self._native(kernel, described, slots) or self._generated(kernel, described, slots)
 
     def _native(
-        self, kernel: Kernel, described: tuple[Argument, ...], slots: list[tuple[Slot, ...]]
+        self, kernel: Kernel, described: tuple[Argument, ...], slots: list[tuple[abi.Slot, ...]]
     ) -> LaunchFunction | None:
         """The C launch function, where the extension is built, every argument's kind has a native spec and
         the kernel's parameter slots fit its buffer."""
-        if _fastlaunch is None or sum(map(len, slots)) > arguments.MAX_NATIVE_SLOTS:
+        if _fastlaunch is None or sum(map(len, slots)) > abi.MAX_SLOTS:
             return None
-        specs: list[Any] = [  # each a tuple _fastlaunch.c's table reads, or None: no entry for the kind
-            a.kind.native_spec(a.signature, arg_slots)  # type: ignore[union-attr]  # _slots refused a kind of None
-            for a, arg_slots in zip(described, slots)
-        ]
+        specs = abi.native_specs(described, slots)
         checks = kernel.guard.native_checks()
-        if None in specs or checks is None:
+        if specs is None or checks is None:
             return None
-        if any(spec[0] == "a" for spec in specs):
+        if any(isinstance(spec, abi.ArraySpec) for spec in specs):
             arraylayout.install(_fastlaunch)
         return _fastlaunch.Launcher(kernel, checks, specs, int(self._kernel()), driver().native_entries, stream_handle)
 
     @staticmethod
-    def _packing(slots: Sequence[tuple[Slot, ...]]) -> tuple[dict[str, object], list[str], struct.Struct]:
+    def _packing(slots: Sequence[tuple[abi.Slot, ...]]) -> tuple[dict[str, object], list[str], struct.Struct]:
         """How the parameter slots are written: the helpers' namespace, one Python expression per slot (of the
         argument variables a0, a1, ...), and the buffer's layout."""
         namespace: dict[str, object] = {}
         values: list[str] = []
         for name, arg_slots in zip(launchfn.argument_names(len(slots)), slots):
-            values += arguments.slot_values(arg_slots, name, namespace)
-        return namespace, values, struct.Struct(arguments.slot_format([slot for each in slots for slot in each]))
+            values += abi.slot_values(arg_slots, name, namespace)
+        return namespace, values, struct.Struct(abi.slot_format([slot for each in slots for slot in each]))
 
     @staticmethod
     def _buffer(layout: struct.Struct) -> tuple[ctypes.Array[ctypes.c_char], ctypes.Array[ctypes.c_void_p]]:
@@ -129,7 +117,7 @@ class CUDALauncher:
     ) -> tuple[ctypes.Array[ctypes.c_char], ctypes.Array[ctypes.c_void_p]]:
         """The kernel's parameters for the ``described`` arguments' values, as a launch passes them: the buffer
         and the array of pointers to its slots (a graph's kernel node takes them: ``od.graph``'s update)."""
-        slots = [_slots(argument) for argument in described]
+        slots = [abi.slots_of(argument) for argument in described]
         namespace, values, layout = self._packing(slots)
         names = launchfn.argument_names(len(slots))
         pack = eval(f"lambda {', '.join(names)}: ({', '.join(values)}{',' if values else ''})", namespace)
@@ -138,7 +126,7 @@ class CUDALauncher:
         return buffer, addresses
 
     def _generated(
-        self, kernel: Kernel, described: tuple[Argument, ...], slots: list[tuple[Slot, ...]]
+        self, kernel: Kernel, described: tuple[Argument, ...], slots: list[tuple[abi.Slot, ...]]
     ) -> LaunchFunction:
         """The Python launch function: one ``struct.pack_into`` writes every slot of one parameter buffer
         (per launcher, under its lock: the driver copies it during the call)."""
@@ -189,11 +177,17 @@ class CUDALauncher:
         """The driver's occupancy-optimal block size for this kernel."""
         return driver().potential_block_size(self._function(), shmem)
 
-    def _check_co_resident(self, blocks: int, threads: int, shmem: int) -> None:
-        """A cooperative grid must be resident all at once, as numba-cuda requires: say so before launching."""
+    def co_resident_blocks(self, threads: int, shmem: int = 0) -> int:
+        """How many blocks of ``threads`` threads (and ``shmem`` bytes of dynamic shared memory) the current
+        device holds at once: the most a cooperative launch may have (the driver's occupancy)."""
         limit = self._co_resident.get((threads, shmem))
         if limit is None:
             limit = self._co_resident[(threads, shmem)] = driver().co_resident_blocks(self._function(), threads, shmem)
+        return limit
+
+    def _check_co_resident(self, blocks: int, threads: int, shmem: int) -> None:
+        """A cooperative grid must be resident all at once, as numba-cuda requires: say so before launching."""
+        limit = self.co_resident_blocks(threads, shmem)
         if blocks > limit:
             raise ValueError(
                 f"the kernel synchronizes its whole grid (cuda.cg.this_grid().sync()), so every block "

@@ -15,7 +15,7 @@ import itertools
 import time
 from collections.abc import Callable, Iterator
 
-from ...targets import get_target
+from ... import get_target
 
 __all__ = [
     "Stream",

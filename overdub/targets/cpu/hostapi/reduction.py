@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from ...launch import cuda as launch
+from ....launch import cuda as launch
 
 __all__ = ["Reduce", "reduce"]
 

@@ -14,8 +14,8 @@ import os
 from collections.abc import Callable, Iterator
 from typing import NamedTuple, TypeVar
 
-from ...targets import cpu as cpu_target
-from ...targets import get_target
+from ... import cpu as cpu_target
+from ... import get_target
 
 __all__ = [
     "Device",

@@ -4,23 +4,15 @@ Each name here stands in for numba-cuda's function or class of the same name, wi
 memory, which is the CPU target's device memory: device arrays (:mod:`.arrays`), streams and events
 (:mod:`.streams`), the device and its context (:mod:`.devices`), ``cuda.reduce`` (:mod:`.reduction`),
 ``cuda.vectorize`` and ``cuda.guvectorize`` (:mod:`.ufuncs`). The
-namespace (:mod:`overdub.cuda`) takes them from :data:`HOST_API` on the CPU target, and numba-cuda's own on the
-CUDA target.
+namespace (:mod:`overdub.cuda`) takes them from :data:`HOST_API` on the CPU target (the target's ``host_api``),
+and numba-cuda's own on the CUDA target.
 """
 
 from __future__ import annotations
 
-from ...targets import get_target
-from . import arrays, devices, reduction, streams, ufuncs
+from . import arrays, devices, random, reduction, streams, ufuncs
 
-__all__ = ["HOST_API", "in_use"]
-
-
-def in_use() -> bool:
-    """Do launches run on the CPU target by default (no usable GPU, or ``OVERDUB_TARGET=cpu``)? Asked as
-    launches ask it: fixed at the first launch or question."""
-    return get_target(None).name == "cpu"
-
+__all__ = ["HOST_API", "STAND_INS"]
 
 HOST_API: dict[str, object] = {
     name: getattr(module, name)
@@ -29,3 +21,9 @@ HOST_API: dict[str, object] = {
     if name not in ("DeviceNDArray", "Stream", "Event", "Device", "Context")  # not names of numba.cuda
 }
 """numba-cuda's host-API names and what each is on the CPU target."""
+
+STAND_INS: dict[str, dict[str, object]] = {
+    "numba.cuda": HOST_API,
+    "numba.cuda.random": {name: getattr(random, name) for name in random.__all__},
+}
+"""Each numba-cuda namespace with stand-ins on the CPU target, and its stand-ins."""

@@ -1,0 +1,46 @@
+"""How CUDA-target code prints: CUDA's device ``vprintf``, its arguments packed in a local buffer; string
+constants in the constant address space. The driver prints the buffer when the kernel ends.
+
+Registered with :mod:`overdub.intrinsics` for numba-cuda's target context: ``print`` and ``od.cuprintln`` in
+kernels lower to this.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from llvmlite import ir
+from numba.core import cgutils
+
+from ...intrinsics import register_print_lowering
+
+if TYPE_CHECKING:
+    from numba.core.base import BaseContext
+
+    nvvmutils: Any  # numba-cuda's (mypy reads numba's older numba.cuda)
+    CUDATargetContext: Any
+else:
+    from numba.cuda import nvvmutils
+    from numba.cuda.target import CUDATargetContext
+
+_I8P = ir.IntType(8).as_pointer()
+
+
+class DeviceVprintf:
+    """CUDA's vprintf: the format and a pointer to the packed arguments."""
+
+    def string(self, context: BaseContext, builder: ir.IRBuilder, text: str) -> ir.Value:
+        constant: ir.Value = context.insert_string_const_addrspace(builder, text)  # type: ignore[attr-defined]  # numba-cuda's context's
+        return constant
+
+    def printf(self, context: BaseContext, builder: ir.IRBuilder, fmt: str, values: list[ir.Value]) -> None:
+        vprintf = nvvmutils.declare_vprint(builder.module)
+        if values:
+            packed = cgutils.make_anonymous_struct(builder, values)  # type: ignore[no-untyped-call]  # numba's is unannotated
+            buffer = builder.bitcast(cgutils.alloca_once_value(builder, packed), _I8P)  # type: ignore[no-untyped-call]  # numba's is unannotated
+        else:
+            buffer = ir.Constant(_I8P, None)
+        builder.call(vprintf, (self.string(context, builder, fmt), buffer))
+
+
+register_print_lowering(CUDATargetContext, DeviceVprintf())

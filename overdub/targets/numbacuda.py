@@ -1,0 +1,33 @@
+"""numba-cuda joined: overdub's operator passes and struct types registered with numba-cuda's own pipeline
+and typeof, once numba-cuda is imported -- by a program, or by the CUDA target -- before it compiles anything.
+
+numba-cuda carries its own copy of numba's front end (IR modules, rewrite registry, typeof), so what overdub
+registers with numba's must be registered with numba-cuda's too. This module is the one place outside the
+CUDA target's package that reaches numba-cuda, and only through a post-import hook: ``import overdub``
+does not import numba-cuda.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+from .. import operators, postimport
+from ..bridge.structs import typeof_struct_class
+from ..types import LatticeMeta
+
+__all__ = ["numba_cuda_joined"]
+
+
+def numba_cuda_joined(numba_cuda: ModuleType) -> None:
+    """numba internals: numba-cuda's rewrite registry runs the operator passes over its own IR's nodes; its
+    typeof, whose registration for ``type`` answers for every class (so a class never reaches its fallback to
+    numba's core typeof), types struct classes as numba's does."""
+    # numba.cuda is numba-cuda's package at run time; mypy finds numba's own numba/cuda, which has neither
+    from numba.cuda.core import errors, ir, rewrites  # type: ignore[import-not-found]
+    from numba.cuda.typing.typeof import typeof_impl  # type: ignore[import-not-found]
+
+    operators.join_pipeline(rewrites, ir, errors)
+    typeof_impl.register(LatticeMeta)(typeof_struct_class)
+
+
+postimport.when_imported("numba.cuda", numba_cuda_joined)
