@@ -256,9 +256,11 @@ def plus_one(x):
 
 def python_environment(*path, **variables) -> dict:
     """This process's environment for a fresh interpreter: the checkout, then the directories ``path``, first on
-    its PYTHONPATH; ``variables`` set over it (a None value removes the variable)."""
+    its PYTHONPATH, then this process's PYTHONPATH made absolute (CI's relative ``.ci/no_extensions`` reaches an
+    interpreter started in another folder too); ``variables`` set over it (a None value removes the variable)."""
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), *map(str, path), os.environ.get("PYTHONPATH")]))
+    inherited = [os.path.abspath(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *map(str, path), *inherited])
     for name, value in variables.items():
         if value is None:
             env.pop(name, None)
