@@ -1,6 +1,7 @@
 """Pytest hooks and fixtures only; the helpers the tests share are in helpers.py."""
 
 import os
+import textwrap
 
 import pytest
 
@@ -17,14 +18,26 @@ def _gpu_usable() -> bool:
         return False
 
 
+def _skips() -> dict:
+    """Marker -> the skip a test with it gets here (None: it runs). ``soak`` and ``model`` tests run in CI's full
+    run (OVERDUB_FULL=1, .ci/run); ``slow`` ones, the same for minutes to hours, with OVERDUB_SLOW=1, which runs
+    the ``soak`` and ``model`` ones too."""
+    slow = bool(os.environ.get("OVERDUB_SLOW"))
+    full = slow or bool(os.environ.get("OVERDUB_FULL"))
+    return {
+        "gpu": None if _gpu_usable() else pytest.mark.skip(reason="no usable CUDA GPU on this machine"),
+        "slow": None if slow else pytest.mark.skip(reason="slow: set OVERDUB_SLOW=1"),
+        "soak": None if full else pytest.mark.skip(reason="soak: set OVERDUB_FULL=1 (CI's full run)"),
+        "model": None if full else pytest.mark.skip(reason="model: set OVERDUB_FULL=1 (CI's full run)"),
+    }
+
+
 def pytest_collection_modifyitems(config, items):
-    skip_gpu = None if _gpu_usable() else pytest.mark.skip(reason="no usable CUDA GPU on this machine")
-    skip_slow = None if os.environ.get("OVERDUB_SLOW") else pytest.mark.skip(reason="slow: set OVERDUB_SLOW=1")
+    skips = {marker: skip for marker, skip in _skips().items() if skip is not None}
     for item in items:
-        if "gpu" in item.keywords and skip_gpu:
-            item.add_marker(skip_gpu)
-        if "slow" in item.keywords and skip_slow:
-            item.add_marker(skip_slow)
+        for marker, skip in skips.items():
+            if item.get_closest_marker(marker):
+                item.add_marker(skip)
 
 
 @pytest.fixture(scope="session")
@@ -35,11 +48,12 @@ def cupy():
 
 @pytest.fixture
 def make_module(tmp_path):
-    """``make_module(source)``: a fresh module (unique name, so its generic functions are its own)."""
+    """``make_module(*sources)``: a fresh module (unique name, so its generic functions are its own) of the
+    sources, each dedented, one after another (a shared source, then a test's own)."""
 
-    def make(source: str, prefix: str = "odmod") -> SourceModule:
+    def make(*sources: str, prefix: str = "odmod") -> SourceModule:
         module = SourceModule(unique_name(prefix), tmp_path)
-        module.run(source)
+        module.run("\n".join(textwrap.dedent(source) for source in sources))
         return module
 
     return make

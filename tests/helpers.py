@@ -1,20 +1,30 @@
 """Helpers shared by the test files (imported as ``from helpers import ...``; tests/ is on ``sys.path``
 because pytest's default ``prepend`` import mode inserts the directory of tests/conftest.py).
 
-Pytest hooks and fixtures live in conftest.py; everything else the tests share lives here.
+Pytest hooks and fixtures live in conftest.py; everything else the tests share lives here: module sources and
+builders of them, the launch helper ``run``, and the one way a test runs Python in a fresh interpreter
+(``run_python``; ``start_python`` and ``finish_python`` for several at once).
 """
 
 import itertools
+import json
 import operator
+import os
+import subprocess
+import sys
 import textwrap
 import threading
 import types
-from typing import ClassVar
+from pathlib import Path
+from typing import Any, ClassVar
 
 import numpy as np
 from numba import cuda
 
 import overdub as od
+
+ROOT = Path(od.__file__).resolve().parents[1]
+"""The checkout the tests run: a fresh interpreter the tests start imports overdub from here."""
 
 _module_ids = itertools.count()
 
@@ -106,6 +116,24 @@ def method_f(returns: str) -> str:
     the same module (``m.run(method_f("2"))``), it redefines that method."""
     return f"import overdub as od\n\n\n@od.function\ndef f(x: od.Integer):\n    return {returns}\n"
 
+
+def methods(on: str = "Integer", **returns: str) -> str:
+    """Module source defining, for each ``name=expression``, the method ``name(x: on) = expression`` of a
+    generic function ``name``: ``methods(f="1", g="2")``, ``methods("Number", f="1")``."""
+    return "import overdub as od\n" + "".join(
+        f"\n\n@od.function\ndef {name}(x: od.{on}):\n    return {value}\n" for name, value in returns.items()
+    )
+
+
+def writes_seven(out):
+    """A kernel writing 7 to each element of ``out``, one thread an element."""
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = 7
+
+
+WRITES_ONE = "def kernel(out):\n    out[0] = 1\n"
+"""Module source of a kernel that only writes 1 to out[0]: ``make_module(WRITES_ONE)``."""
 
 CALLS_F = """
 
@@ -204,3 +232,81 @@ def kernel(out):
     out[0] = helper(10)
 """
 """Module source of a kernel writing ``helper(10)``, 11, to out[0], where ``helper`` is a plain function."""
+
+NUMBA_CALLEES = """
+import numba
+from numba import cuda
+
+
+@numba.njit
+def twice(x):
+    return 2 * x
+
+
+@cuda.jit(device=True)
+def plus_one(x):
+    return x + 1
+"""
+"""Module source of numba's own callees a kernel may call: ``twice`` (``numba.njit``) and ``plus_one`` (a
+``cuda.jit`` device function)."""
+
+
+# --- fresh interpreters ---------------------------------------------------------------------------------------
+
+
+def python_environment(*path, **variables) -> dict:
+    """This process's environment for a fresh interpreter: the checkout, then the directories ``path``, first on
+    its PYTHONPATH, then this process's PYTHONPATH made absolute (CI's relative ``.ci/no_extensions`` reaches an
+    interpreter started in another folder too); ``variables`` set over it (a None value removes the variable)."""
+    env = dict(os.environ)
+    inherited = [os.path.abspath(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *map(str, path), *inherited])
+    for name, value in variables.items():
+        if value is None:
+            env.pop(name, None)
+        else:
+            env[name] = str(value)
+    return env
+
+
+def start_python(*argv, path=(), env=None, cwd=None) -> subprocess.Popen:
+    """``python *argv`` (a script and its arguments, or ``"-c", source, ...``) started in a fresh interpreter with
+    ``python_environment(*path, **env)``, its stdin, stdout and stderr pipes of text; ``finish_python`` waits."""
+    return subprocess.Popen(
+        [sys.executable, *map(str, argv)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=python_environment(*path, **(env or {})),
+        cwd=cwd,
+    )
+
+
+def finish_python(process: subprocess.Popen, input=None, timeout=300, check=True) -> subprocess.CompletedProcess:
+    """Wait for an interpreter ``start_python`` started (killed after ``timeout`` seconds); with ``check``, a
+    non-zero exit fails the test with the command, the exit status and both streams' ends."""
+    try:
+        stdout, stderr = process.communicate(input, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.communicate()
+        raise
+    done = subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
+    if check and done.returncode != 0:
+        command = " ".join(arg if len(arg) < 80 else arg[:76] + " ..." for arg in map(str, done.args))
+        raise AssertionError(
+            f"{command}\nexited with status {done.returncode}\n--- stderr ---\n{done.stderr[-4000:]}"
+            f"\n--- stdout ---\n{done.stdout[-2000:]}"
+        )
+    return done
+
+
+def run_python(*argv, path=(), env=None, cwd=None, input=None, timeout=300, check=True) -> subprocess.CompletedProcess:
+    """The tests' one way to run Python in a fresh interpreter: ``start_python`` then ``finish_python``."""
+    return finish_python(start_python(*argv, path=path, env=env, cwd=cwd), input=input, timeout=timeout, check=check)
+
+
+def last_json(done: subprocess.CompletedProcess) -> Any:
+    """The JSON record a fresh interpreter printed on its last line of output."""
+    return json.loads(done.stdout.strip().splitlines()[-1])

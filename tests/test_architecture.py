@@ -1,14 +1,12 @@
 """The shape of the package: imports flow one way, and what depends on numba internals says so."""
 
 import ast
-import os
 import pathlib
-import subprocess
-import sys
 
 import pytest
 
 import overdub
+from helpers import run_python
 
 PACKAGE = pathlib.Path(overdub.__file__).resolve().parent
 
@@ -304,9 +302,7 @@ print("ok")
 def test_a_third_target_is_one_package_and_a_registry_entry(tmp_path):
     # the registry is the process's: a subprocess, with the target's module on its path
     (tmp_path / "toytarget.py").write_text(_TOY_TARGET)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), str(PACKAGE.parent)]))
-    done = subprocess.run([sys.executable, "-c", _USES_THE_TOY_TARGET], env=env, capture_output=True, text=True)
-    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
+    assert run_python("-c", _USES_THE_TOY_TARGET, path=[tmp_path]).stdout.strip() == "ok"
 
 
 def _mypy_coverage():

@@ -3,8 +3,6 @@ own cache, and ``debug`` makes checked kernels whose errors name the array, the 
 and the kernel line instead of corrupting memory."""
 
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -13,7 +11,7 @@ from numba import types as numba_types
 from numba.core.extending import overload
 
 import overdub as od
-from helpers import compiles
+from helpers import compiles, run_python
 from overdub.bridge import signatures
 from overdub.targets import CompileOptions, get_target
 
@@ -109,8 +107,7 @@ except IndexError as e:
     print("checked:", e)
 """
     )
-    env = dict(os.environ, OVERDUB_DEBUG="1")
-    out = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=300)
+    out = run_python(script, env={"OVERDUB_DEBUG": "1"})
     assert "checked: index 3 is out of bounds" in out.stdout, out.stderr
 
 

@@ -10,16 +10,13 @@ import numpy as np
 import pytest
 
 import overdub as od
-from helpers import CALLS_F, CALLS_F_OF_X, compiles, method_f, run
+from helpers import CALLS_F, CALLS_F_OF_X, WRITES_ONE, compiles, method_f, run
 
 # --- the kernel cache -----------------------------------------------------------------------------------
 
 
 def test_relaunching_an_unchanged_kernel_does_not_recompile(make_module):
-    m = make_module("""
-        def kernel(out):
-            out[0] = 1
-    """)
+    m = make_module(WRITES_ONE)
     run(m.kernel)
     before = compiles()
     run(m.kernel)
@@ -122,10 +119,7 @@ def _compile_records(caplog):
 
 
 def test_first_compile_logs_one_info_record_with_its_reason(make_module, caplog):
-    m = make_module("""
-        def kernel(out):
-            out[0] = 1
-    """)
+    m = make_module(WRITES_ONE)
     caplog.set_level(logging.INFO, logger="overdub")
     run(m.kernel)
     run(m.kernel)

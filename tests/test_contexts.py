@@ -28,6 +28,18 @@ def g():
     return generic("g", lambda x: x + 1)
 
 
+def overdub_returning(context, f, value, on=od.Integer):
+    """Add to ``context`` the overdub ``f(x: on) = value``."""
+
+    @context.overdub(f)
+    def _(x: on):
+        return value
+
+
+SINE = "import math\n\n\ndef kernel(out, x):\n    out[0] = math.sin(x)\n"
+"""Module source of a kernel writing math.sin(x) to out[0]."""
+
+
 def kernel_calling(f):
     def kernel(out):
         out[0] = f(10)
@@ -40,21 +52,13 @@ def kernel_calling(f):
 
 def test_context_overdub_of_a_generic_function_is_used_in_that_context(g):
     ctx = od.Context("ctx")
-
-    @ctx.overdub(g)
-    def _(x: od.Integer):
-        return 1000
-
+    overdub_returning(ctx, g, 1000)
     assert run(kernel_calling(g), context=ctx) == [1000]
 
 
 def test_context_overdub_does_not_affect_launches_without_the_context(g):
     ctx = od.Context("ctx")
-
-    @ctx.overdub(g)
-    def _(x: od.Integer):
-        return 1000
-
+    overdub_returning(ctx, g, 1000)
     kernel = kernel_calling(g)
     run(kernel, context=ctx)
     assert run(kernel) == [11]
@@ -62,33 +66,21 @@ def test_context_overdub_does_not_affect_launches_without_the_context(g):
 
 def test_overdub_that_does_not_apply_falls_through_to_the_callee(g):
     ctx = od.Context("ctx")
-
-    @ctx.overdub(g)
-    def _(x: od.Float):
-        return 1000
-
+    overdub_returning(ctx, g, 1000, on=od.Float)
     assert run(kernel_calling(g), context=ctx) == [11]
 
 
 def test_context_overdub_of_a_plain_function(make_module):
     m = make_module(CALLS_HELPER)
     ctx = od.Context("ctx")
-
-    @ctx.overdub(m.helper)
-    def _(x: od.Integer):
-        return 7
-
+    overdub_returning(ctx, m.helper, 7)
     assert run(m.kernel, context=ctx) == [7]
 
 
 def test_overdub_of_a_plain_function_survives_its_redefinition(make_module):
     m = make_module(CALLS_HELPER)
     ctx = od.Context("ctx")
-
-    @ctx.overdub(m.helper)
-    def _(x: od.Integer):
-        return 7
-
+    overdub_returning(ctx, m.helper, 7)
     m.run("""
         def helper(x):
             return x + 2
@@ -98,18 +90,9 @@ def test_overdub_of_a_plain_function_survives_its_redefinition(make_module):
 
 
 def test_context_overdub_of_a_module_function(make_module):
-    m = make_module("""
-        import math
-
-        def kernel(out, x):
-            out[0] = math.sin(x)
-    """)
+    m = make_module(SINE)
     ctx = od.Context("ctx")
-
-    @ctx.overdub(math.sin)
-    def _(x: od.Float):
-        return 42.0
-
+    overdub_returning(ctx, math.sin, 42.0, on=od.Float)
     assert run(m.kernel, 0.5, dtype=np.float64, context=ctx) == [42.0]
     assert run(m.kernel, 0.5, dtype=np.float64) == [pytest.approx(math.sin(0.5))]
 
@@ -122,11 +105,7 @@ def test_context_overdub_of_a_function_imported_by_name(make_module):
             out[0] = cos(x)
     """)
     ctx = od.Context("ctx")
-
-    @ctx.overdub(math.cos)
-    def _(x: od.Float):
-        return 42.0
-
+    overdub_returning(ctx, math.cos, 42.0, on=od.Float)
     assert run(m.kernel, 0.5, dtype=np.float64, context=ctx) == [42.0]
 
 
@@ -175,15 +154,8 @@ def test_overdub_dispatches_on_argument_types(make_module):
             out[1] = helper(b)
     """)
     ctx = od.Context("ctx")
-
-    @ctx.overdub(m.helper)
-    def _(x: od.Integer):
-        return 1
-
-    @ctx.overdub(m.helper)
-    def _(x: od.Float):
-        return 2
-
+    overdub_returning(ctx, m.helper, 1)
+    overdub_returning(ctx, m.helper, 2, on=od.Float)
     assert run(m.kernel, 3, 3.0, n=2, context=ctx) == [1, 2]
 
 
@@ -201,12 +173,7 @@ def test_calling_a_generic_function_inside_its_overdub_reaches_the_function(g):
 
 
 def test_calling_a_module_function_inside_its_overdub_reaches_the_real_one(make_module):
-    m = make_module("""
-        import math
-
-        def kernel(out, x):
-            out[0] = math.sin(x)
-    """)
+    m = make_module(SINE)
     ctx = od.Context("ctx")
 
     @ctx.overdub(math.sin)
@@ -219,10 +186,7 @@ def test_calling_a_module_function_inside_its_overdub_reaches_the_real_one(make_
 def test_calls_of_other_callees_inside_an_overdub_also_skip_its_context(g):
     h = generic("h", lambda x: 2)
     ctx = od.Context("ctx")
-
-    @ctx.overdub(h)
-    def _(x: od.Integer):
-        return 1000
+    overdub_returning(ctx, h, 1000)
 
     @ctx.overdub(g)
     def _(x: od.Integer):
@@ -272,26 +236,15 @@ def test_calling_f_inside_a_child_overdub_reaches_the_parent_overdub(g):
 def test_child_context_uses_its_parents_overdub(g):
     parent = od.Context("parent")
     child = od.Context("child", parent=parent)
-
-    @parent.overdub(g)
-    def _(x: od.Integer):
-        return 1000
-
+    overdub_returning(parent, g, 1000)
     assert run(kernel_calling(g), context=child) == [1000]
 
 
 def test_child_overdub_overrides_its_parents(g):
     parent = od.Context("parent")
     child = od.Context("child", parent=parent)
-
-    @parent.overdub(g)
-    def _(x: od.Integer):
-        return 1000
-
-    @child.overdub(g)
-    def _(x: od.Integer):
-        return 2000
-
+    overdub_returning(parent, g, 1000)
+    overdub_returning(child, g, 2000)
     kernel = kernel_calling(g)
     assert run(kernel, context=child) == [2000]
     assert run(kernel, context=parent) == [1000]
@@ -299,15 +252,8 @@ def test_child_overdub_overrides_its_parents(g):
 
 def test_user_context_overdub_overrides_od_cpus(g):
     ctx = od.Context("ctx")
-
-    @od.CPU.overdub(g)
-    def _(x: od.Integer):
-        return 1000
-
-    @ctx.overdub(g)
-    def _(x: od.Integer):
-        return 2000
-
+    overdub_returning(od.CPU, g, 1000)
+    overdub_returning(ctx, g, 2000)
     kernel = kernel_calling(g)
     assert run(kernel, context=ctx) == [2000]
     assert run(kernel) == [1000]
@@ -316,83 +262,40 @@ def test_user_context_overdub_overrides_od_cpus(g):
 def test_a_more_specific_parent_overdub_loses_to_any_applicable_child_overdub(g):
     parent = od.Context("parent")
     child = od.Context("child", parent=parent)
-
-    @parent.overdub(g)
-    def _(x: od.int64):
-        return 1000
-
-    @child.overdub(g)
-    def _(x: od.Any):
-        return 2000
-
+    overdub_returning(parent, g, 1000, on=od.int64)
+    overdub_returning(child, g, 2000, on=od.Any)
     assert run(kernel_calling(g), context=child) == [2000]
 
 
 # --- overdubs added after a compile ---------------------------------------------------------------------
 
 
-def test_overdub_added_after_compilation_triggers_a_recompile(g):
-    ctx = od.Context("ctx")
+@pytest.mark.parametrize("added_to", ["the launch's context", "its parent", "od.CPU"])
+def test_an_overdub_added_after_compilation_reaches_the_next_launch(g, added_to):
+    """Added to the context the kernel launches in, to that context's parent, or to od.CPU (under every launch,
+    one without a context too): the next launch recompiles and calls it."""
+    parent = od.Context("parent")
+    launched_in = {"the launch's context": parent, "its parent": od.Context("child", parent=parent)}.get(added_to)
     kernel = kernel_calling(g)
-    assert run(kernel, context=ctx) == [11]
-
-    @ctx.overdub(g)
-    def _(x: od.Integer):
-        return 1000
-
-    assert run(kernel, context=ctx) == [1000]
+    assert run(kernel, context=launched_in) == [11]
+    overdub_returning(od.CPU if added_to == "od.CPU" else parent, g, 1000)
+    assert run(kernel, context=launched_in) == [1000]
 
 
 def test_overdub_of_a_plain_function_added_after_compilation_triggers_a_recompile(make_module):
     m = make_module(CALLS_HELPER)
     ctx = od.Context("ctx")
     assert run(m.kernel, context=ctx) == [11]
-
-    @ctx.overdub(m.helper)
-    def _(x: od.Integer):
-        return 7
-
+    overdub_returning(ctx, m.helper, 7)
     assert run(m.kernel, context=ctx) == [7]
-
-
-def test_overdub_added_to_a_parent_after_compilation_reaches_the_child(g):
-    parent = od.Context("parent")
-    child = od.Context("child", parent=parent)
-    kernel = kernel_calling(g)
-    assert run(kernel, context=child) == [11]
-
-    @parent.overdub(g)
-    def _(x: od.Integer):
-        return 1000
-
-    assert run(kernel, context=child) == [1000]
-
-
-def test_overdub_added_to_od_cpu_after_compilation_reaches_launches_without_context(g):
-    kernel = kernel_calling(g)
-    assert run(kernel) == [11]
-
-    @od.CPU.overdub(g)
-    def _(x: od.Integer):
-        return 1000
-
-    assert run(kernel) == [1000]
 
 
 def test_redefining_an_overdub_is_used_by_the_next_launch(g):
     ctx = od.Context("ctx")
-
-    @ctx.overdub(g)
-    def _(x: od.Integer):
-        return 1000
-
+    overdub_returning(ctx, g, 1000)
     kernel = kernel_calling(g)
     assert run(kernel, context=ctx) == [1000]
-
-    @ctx.overdub(g)
-    def _(x: od.Integer):
-        return 2000
-
+    overdub_returning(ctx, g, 2000)
     assert run(kernel, context=ctx) == [2000]
 
 
@@ -401,11 +304,7 @@ def test_overdub_in_another_context_does_not_recompile(g):
     run(kernel)
     before = compiles()
     other = od.Context("other")
-
-    @other.overdub(g)
-    def _(x: od.Integer):
-        return 1000
-
+    overdub_returning(other, g, 1000)
     assert run(kernel) == [11]
     assert compiles() == before
 
@@ -416,11 +315,7 @@ def test_overdub_of_a_callee_the_kernel_does_not_call_does_not_recompile(g):
     kernel = kernel_calling(g)
     run(kernel, context=ctx)
     before = compiles()
-
-    @ctx.overdub(unrelated)
-    def _(x: od.Integer):
-        return 1000
-
+    overdub_returning(ctx, unrelated, 1000)
     assert run(kernel, context=ctx) == [11]
     assert compiles() == before
 
@@ -438,11 +333,7 @@ def test_a_kernel_is_compiled_once_per_context(g):
 
 def test_explain_lists_the_context_lookup(g):
     ctx = od.Context("explained")
-
-    @ctx.overdub(g)
-    def _(x: od.Integer):
-        return 1000
-
+    overdub_returning(ctx, g, 1000)
     kernel = kernel_calling(g)
     out = np.zeros(1, dtype=np.int64)
     od.cuda(kernel, out, context=ctx)
@@ -456,21 +347,13 @@ def test_explain_lists_the_context_lookup(g):
 
 def test_library_overdub_on_od_cpu_is_used_without_a_context():
     f = generic("library_extended", lambda x: 1)
-
-    @od.CPU.overdub(f)
-    def _(x: od.Integer):
-        return 2
-
+    overdub_returning(od.CPU, f, 2)
     assert run(kernel_calling(f)) == [2]
 
 
 def test_od_cpu_overdub_is_used_inside_user_contexts():
     f = generic("library_extended", lambda x: 1)
-
-    @od.CPU.overdub(f)
-    def _(x: od.Integer):
-        return 2
-
+    overdub_returning(od.CPU, f, 2)
     assert run(kernel_calling(f), context=od.Context("unrelated")) == [2]
 
 

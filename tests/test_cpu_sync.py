@@ -7,8 +7,6 @@ The kernels live in sync_kernels.py; tests/test_gpu.py runs the same ones on the
 import os
 import shutil
 import signal
-import subprocess
-import sys
 import sysconfig
 import textwrap
 
@@ -17,7 +15,7 @@ import pytest
 
 import overdub as od
 import sync_kernels as k
-from helpers import SCALED, in_threads
+from helpers import SCALED, in_threads, run_python
 from overdub.runtime import runtime
 from overdub.targets import cpu
 from overdub.targets.cpu import runner as cpu_runner
@@ -510,15 +508,7 @@ def test_without_the_native_runner_blocks_run_serially_and_barriers_are_refused(
             print("refused")
     """)
     )
-    done = subprocess.run(
-        [sys.executable, str(script)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)),
-    )
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "refused"
+    assert run_python(script).stdout.strip() == "refused"
 
 
 def test_atomics_in_a_callee_compiled_on_its_own_are_exact(make_module):

@@ -5,16 +5,13 @@ answers, or refused by name. Barriers, shared memory and warp operations: tests/
 """
 
 import math
-import os
 import struct
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
 import overdub as od
-from helpers import run
+from helpers import WRITES_ONE, run, run_python
 from overdub.targets import cpu
 
 # --- grid indexing --------------------------------------------------------------------------------------
@@ -351,13 +348,7 @@ def test_float16_computes_in_half_precision_as_on_the_gpu(make_module):
 
 def test_under_numbas_cuda_simulator_importing_overdub_says_it_cannot_run_there():
     """``import overdub`` failed with "module 'numba.cuda' has no attribute 'grid'"."""
-    done = subprocess.run(
-        [sys.executable, "-c", "import overdub"],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "NUMBA_ENABLE_CUDASIM": "1"},
-        timeout=300,
-    )
+    done = run_python("-c", "import overdub", env={"NUMBA_ENABLE_CUDASIM": "1"}, check=False)
     assert done.returncode != 0
     assert "ImportError: overdub does not run under numba's CUDA simulator" in done.stderr
     assert "target='cpu'" in done.stderr
@@ -390,10 +381,7 @@ def test_print_runs_once_per_thread(make_module, capfd):
 
 
 def test_a_kernel_that_does_not_print_prints_nothing(make_module, capfd):
-    m = make_module("""
-        def kernel(out):
-            out[0] = 1
-    """)
+    m = make_module(WRITES_ONE)
     capfd.readouterr()
     run(m.kernel, target="cpu")
     assert capfd.readouterr() == ("", "")

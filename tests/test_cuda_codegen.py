@@ -12,7 +12,7 @@ import pytest
 from numba.core import types
 
 import overdub as od
-from helpers import CALLS_F_OF_X, SEED, method_f
+from helpers import CALLS_F_OF_X, NUMBA_CALLEES, SEED, WRITES_ONE, method_f
 
 
 def test_seed_kernel_ptx_targets_sm90_and_calls_vprintf(make_module):
@@ -174,25 +174,11 @@ def test_numba_cuda_intrinsics_libdevice_fp16_and_grid_groups_compile_to_ptx_wit
     assert ".visible .entry" in ptx and expect in ptx
 
 
-NUMBA_CALLEES = """
-    import numba
-    from numba import cuda
-
-    @numba.njit
-    def twice(x):
-        return 2 * x
-
-    @cuda.jit(device=True)
-    def plus_one(x):
-        return x + 1
-
-    def kernel(out, x):
-        out[0] = twice(x) + plus_one(x)
-"""
+CALLS_NUMBA_CALLEES = NUMBA_CALLEES + "\n\ndef kernel(out, x):\n    out[0] = twice(x) + plus_one(x)\n"
 
 
 def test_njit_and_cuda_device_function_callees_compile_to_ptx_without_a_gpu(make_module):
-    m = make_module(NUMBA_CALLEES)
+    m = make_module(CALLS_NUMBA_CALLEES)
     ptx = od.code_ptx(m.kernel, ARRAY, types.float64)
     assert ".visible .entry" in ptx
     edges = od.explain(m.kernel, ARRAY, types.float64, target="cuda")
@@ -200,7 +186,7 @@ def test_njit_and_cuda_device_function_callees_compile_to_ptx_without_a_gpu(make
 
 
 def test_a_redefined_njit_callee_is_an_edge(make_module):
-    m = make_module(NUMBA_CALLEES)
+    m = make_module(CALLS_NUMBA_CALLEES)
     before = od.code_ptx(m.kernel, ARRAY, types.float64)
     m.run("""
         @numba.njit
@@ -213,7 +199,7 @@ def test_a_redefined_njit_callee_is_an_edge(make_module):
 def test_njit_and_cuda_device_function_callees_run_on_the_cpu_target(make_module):
     import numpy as np
 
-    m = make_module(NUMBA_CALLEES)
+    m = make_module(CALLS_NUMBA_CALLEES)
     out = np.zeros(1)
     od.cuda(m.kernel, out, 3.0, target="cpu")
     assert out[0] == 10.0
@@ -250,18 +236,7 @@ def test_the_numba_internals_overdub_relies_on_are_where_it_expects_them():
 def test_od_cuda_launches_a_numba_cuda_jit_kernel_through_overdub(make_module):
     import numpy as np
 
-    m = make_module("""
-        import overdub as od
-        from numba import cuda
-
-        @od.function
-        def f(x: od.Integer):
-            return 1
-
-        @cuda.jit
-        def kernel(out):
-            out[0] = f(0)
-    """)
+    m = make_module(method_f("1"), "from numba import cuda\n\n\n@cuda.jit\ndef kernel(out):\n    out[0] = f(0)\n")
     out = np.zeros(1, dtype=np.int64)
     od.cuda(m.kernel, out, target="cpu")
     assert out[0] == 1
@@ -279,7 +254,7 @@ def test_a_kernel_that_synchronizes_its_grid_gets_a_cooperative_launcher(make_mo
     target = cuda_target.target_for((9, 0))
     compiled = cached_kernel(CompileJob.of(m.kernel, (ARRAY,), target.base.chain(target)))
     assert compiled.launcher.cooperative and compiled.launcher.library.needs_cudadevrt
-    plain = make_module("def kernel(out):\n    out[0] = 1\n")
+    plain = make_module(WRITES_ONE)
     assert not cached_kernel(CompileJob.of(plain.kernel, (ARRAY,), target.base.chain(target))).launcher.cooperative
 
 

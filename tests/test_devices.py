@@ -104,6 +104,12 @@ def on_device(cupy, values):
     return array
 
 
+def arange_and_zeros_in(context, cupy, n):
+    """``arange(n)`` and ``zeros(n)``, device arrays made in ``context`` (entered and left) without a cupy kernel."""
+    with context:
+        return on_device(cupy, np.arange(n)), on_device(cupy, np.zeros(n))
+
+
 @pytest.fixture
 def second_context(cupy):
     previous = cupy.cuda.get_allocator()
@@ -135,8 +141,7 @@ def test_a_kernel_first_launched_in_one_context_runs_in_another(cupy, make_modul
 def test_a_thousand_launches_alternating_between_two_contexts(cupy, make_module, second_context):
     m = make_module(SOURCE)
     x, out = cupy.arange(256, dtype=np.float64), cupy.zeros(256)
-    with second_context:
-        x2, out2 = on_device(cupy, np.arange(256)), on_device(cupy, np.zeros(256))
+    x2, out2 = arange_and_zeros_in(second_context, cupy, 256)
     for i in range(1000):
         if i % 2:
             with second_context:
@@ -155,8 +160,7 @@ def test_a_thousand_launches_alternating_between_two_contexts(cupy, make_module,
 def test_host_threads_each_with_its_own_context_launch_concurrently(cupy, make_module, second_context):
     m = make_module(SOURCE)
     x, out = cupy.arange(128, dtype=np.float64), cupy.zeros(128)
-    with second_context:
-        x2, out2 = on_device(cupy, np.arange(128)), on_device(cupy, np.zeros(128))
+    x2, out2 = arange_and_zeros_in(second_context, cupy, 128)
     failures = []
 
     def work(context, out, x, a):

@@ -8,7 +8,6 @@ import dataclasses
 import hashlib
 import importlib
 import inspect
-import json
 import os
 import pathlib
 import pickle
@@ -23,12 +22,10 @@ import pytest
 
 import overdub as od
 import sync_kernels
-from helpers import CALLS_F, method_f, run, unique_name
+from helpers import CALLS_F, finish_python, last_json, method_f, run, start_python, unique_name
 from overdub import diskcache
 from overdub.runtime import runtime
 from overdub.targets import cpu
-
-WORKTREE = pathlib.Path(od.__file__).resolve().parent.parent
 
 LIB = """
 import overdub as od
@@ -67,37 +64,22 @@ print(json.dumps({"out": results[0], "all": results, "stats": od.stats(),
 """
 
 
-def _environment(directory, cache, **extra) -> dict:
-    env = dict(
-        os.environ,
-        PYTHONPATH=os.pathsep.join(filter(None, [str(WORKTREE), str(directory), os.environ.get("PYTHONPATH")])),
-        OVERDUB_CACHE_DIR=str(cache),
-        PYTHONDONTWRITEBYTECODE="1",
-    )  # an edit of the same size and second
-    env.pop("OVERDUB_CACHE", None)
-    env.update(extra)
-    return env
+def start_in(directory, cache, *argv, **env) -> subprocess.Popen:
+    """``python *argv`` started in a fresh interpreter that imports the modules of ``directory`` and keeps its
+    disk cache in ``cache``."""
+    # no bytecode cache: an edit of the same size within the same second must be read again
+    env = {"OVERDUB_CACHE_DIR": cache, "OVERDUB_CACHE": None, "PYTHONDONTWRITEBYTECODE": "1", **env}
+    return start_python(*argv, path=[directory], env=env)
 
 
-def _process(directory, cache, *argv, **extra) -> subprocess.Popen:
-    return subprocess.Popen(
-        [sys.executable, "-c", LAUNCH, *argv],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=_environment(directory, cache, **extra),
-    )
+def run_in(directory, cache, *argv, **env) -> dict:
+    """``start_in``, then the JSON record the interpreter printed last."""
+    return last_json(finish_python(start_in(directory, cache, *argv, **env)))
 
 
-def _result(process: subprocess.Popen) -> dict:
-    stdout, stderr = process.communicate(timeout=300)
-    assert process.returncode == 0, stderr
-    return json.loads(stdout.splitlines()[-1])
-
-
-def launch_in_new_process(directory, cache, *argv, **extra) -> dict:
+def launch_in_new_process(directory, cache, *argv, **env) -> dict:
     """Launch ``kern.kernel`` in a fresh Python: its output, ``od.stats()`` and the warnings it raised."""
-    return _result(_process(directory, cache, *argv, **extra))
+    return run_in(directory, cache, "-c", LAUNCH, *argv, **env)
 
 
 @pytest.fixture
@@ -185,8 +167,11 @@ def test_a_truncated_entry_is_compiled_again_with_a_warning(program):
 def test_two_processes_filling_the_cache_at_once_leave_whole_entries(program):
     directory, cache = program
     dtypes = ["float64", "float32", "int64", "int32"]
-    racing = [_process(directory, cache, *dtypes), _process(directory, cache, *reversed(dtypes))]
-    results = [_result(p) for p in racing]
+    racing = [
+        start_in(directory, cache, "-c", LAUNCH, *dtypes),
+        start_in(directory, cache, "-c", LAUNCH, *reversed(dtypes)),
+    ]
+    results = [last_json(finish_python(p)) for p in racing]
     assert all(r["warnings"] == [] for r in results)
     assert len(_entries(cache)) == len(dtypes)
     assert not [p for p in pathlib.Path(cache).rglob(".tmp-*")]
@@ -622,17 +607,7 @@ out = cupy.zeros(4)
 od.cuda(kern.kernel, out, blocks=1, threads=4, target="cuda")
 print(json.dumps({"out": out.get().tolist(), "stats": od.stats()}))
 """
-    results = []
-    for _ in range(2):
-        done = subprocess.run(
-            [sys.executable, "-c", script],
-            capture_output=True,
-            text=True,
-            timeout=300,
-            env=_environment(tmp_path, tmp_path / "cache"),
-        )
-        assert done.returncode == 0, done.stderr
-        results.append(json.loads(done.stdout.splitlines()[-1]))
+    results = [run_in(tmp_path, tmp_path / "cache", "-c", script) for _ in range(2)]
     assert results[0]["out"] == results[1]["out"] == [10.0, 20.0, 30.0, 40.0]
     assert (results[1]["stats"]["disk_hits"], results[1]["stats"]["compiles"]) == (1, 0)
 
@@ -751,15 +726,7 @@ def _expected_sync_results(mode: str) -> dict:
 
 
 def _sync_process(directory, cache, mode: str) -> dict:
-    done = subprocess.run(
-        [sys.executable, "-c", SYNC_LAUNCH, mode],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=_environment(directory, cache),
-    )
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout.splitlines()[-1])
+    return run_in(directory, cache, "-c", SYNC_LAUNCH, mode)
 
 
 @pytest.fixture
@@ -1110,12 +1077,9 @@ print(od.stats()["disk_hits"])
 
 
 def test_a_kernel_whose_callee_prints_flushes_at_the_end_of_its_launch_compiled_or_loaded(tmp_path):
-    env = _environment(tmp_path, tmp_path / "cache")
-    env.pop("PYTHONUNBUFFERED", None)  # C's stdout buffered, as into a pipe it is by default
     outputs = []
-    for _ in range(2):
-        done = subprocess.run([sys.executable, "-c", PRINTING], capture_output=True, text=True, timeout=300, env=env)
-        assert done.returncode == 0, done.stderr
+    for _ in range(2):  # C's stdout buffered, as into a pipe it is by default
+        done = finish_python(start_in(tmp_path, tmp_path / "cache", "-c", PRINTING, PYTHONUNBUFFERED=None))
         outputs.append(done.stdout.splitlines())
     assert outputs[0] == ["callee says 7", "after the launch", "0"]
     assert outputs[1] == ["callee says 7", "after the launch", "1"]  # loaded from the disk cache
@@ -1160,15 +1124,7 @@ print(json.dumps({"out": out[0], "host": instpkg.helper(0.0), "stats": od.stats(
 
 
 def _installed_run(tmp_path) -> dict:
-    done = subprocess.run(
-        [sys.executable, "-c", INSTALLED_LAUNCH, str(tmp_path / "site")],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=_environment(tmp_path, tmp_path / "cache"),
-    )
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout.splitlines()[-1])
+    return run_in(tmp_path, tmp_path / "cache", "-c", INSTALLED_LAUNCH, tmp_path / "site")
 
 
 @pytest.mark.parametrize(

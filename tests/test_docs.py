@@ -16,16 +16,14 @@ Indented (4-space) blocks are shell commands, not Python, and fenced blocks in o
 Test ids are ``file:line`` of the opening fence.
 """
 
-import os
 import re
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from helpers import ROOT, run_python
+
 FILES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 
 _OPEN = re.compile(r"^(\s*)```python\b.*$")
@@ -90,20 +88,17 @@ def test_block_runs(path, first, source, tmp_path):
 
     if runner.SYMBOLS is None and any(word in source for word in _NEEDS_RUNNER):
         pytest.skip("the CPU grid runner (overdub.targets.cpu._cpugrid) is not built here: barriers run only with it")
-    env = dict(
-        os.environ,
-        OVERDUB_TARGET="cpu",
-        PYTHONDONTWRITEBYTECODE="1",  # the example libraries import
-        PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT / "examples"), os.environ.get("PYTHONPATH")])),
-    )
-    result = subprocess.run(
-        [sys.executable, "-c", _RUNNER, str(path), str(first)],
-        input=source,
+    result = run_python(
+        "-c",
+        _RUNNER,
+        path,
+        first,
+        path=[ROOT / "examples"],  # the example libraries import
+        env={"OVERDUB_TARGET": "cpu", "PYTHONDONTWRITEBYTECODE": "1"},
         cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
+        input=source,
         timeout=600,
+        check=False,
     )
     if result.returncode != 0:
         pytest.fail(

@@ -6,7 +6,6 @@ their own checks (tests/doc_examples.py finds, rewrites and runs them)."""
 import contextlib
 import io
 import pickle
-import subprocess
 import sys
 import types
 from pathlib import Path
@@ -18,7 +17,7 @@ import pytest
 
 import doc_examples
 import overdub as od
-from helpers import compiles
+from helpers import compiles, run_python
 from overdub import bindings, launch
 from overdub import cuda as namespace
 from overdub.targets import get_target
@@ -117,7 +116,7 @@ def test_the_namespace_pickles_as_itself():
 
 def test_importing_overdub_reads_no_name_of_the_namespace_and_imports_no_stand_in():
     code = "import sys, overdub; print(sorted(m for m in sys.modules if m.startswith('overdub.cuda.')))"
-    found = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=True)
+    found = run_python("-c", code)
     assert found.stdout.strip() == "[]"
 
 

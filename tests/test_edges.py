@@ -8,7 +8,7 @@ import pytest
 from numba import cuda as numba_cuda
 
 import overdub as od
-from helpers import compiles, run
+from helpers import WRITES_ONE, compiles, run
 
 
 def test_reassigning_a_captured_variable_is_seen_by_the_next_launch():
@@ -111,10 +111,7 @@ def test_replacing_a_callees_defaults_in_place_is_seen(make_module):
 
 
 def test_replacing_code_with_equal_code_does_not_recompile(make_module):
-    m = make_module("""
-        def kernel(out):
-            out[0] = 1
-    """)
+    m = make_module(WRITES_ONE)
     run(m.kernel)
     before = compiles()
     m.kernel.__code__ = m.kernel.__code__.replace()
@@ -275,21 +272,29 @@ def test_a_default_arity_method_dispatches_to_a_more_specific_method_added_later
     assert run(m.kernel) == [2] and m.d(1) == 2
 
 
+DEFAULTED = """
+import overdub as od
+
+
+@od.function
+def d(x, k=5):
+    return x + k
+"""
+"""Module source of ``d(x, k=5)``: a method of two arguments, and one of one calling it with k=5."""
+
+
 def test_a_default_arity_method_runs_a_redefined_full_method(make_module):
-    m = make_module("""
-        import overdub as od
-
-        @od.function
-        def d(x, k=5):
-            return x + k
-
+    m = make_module(
+        DEFAULTED,
+        """
         @od.function
         def e(x):
             return d(x)
 
         def kernel(out):
             out[0] = e(1)
-    """)
+    """,
+    )
     assert run(m.kernel) == [6]
     m.run("""
         import overdub as od
@@ -301,13 +306,9 @@ def test_a_default_arity_method_runs_a_redefined_full_method(make_module):
 
 
 def test_a_context_overdub_of_the_full_arity_reaches_default_arity_calls(make_module):
-    m = make_module("""
-        import overdub as od
-
-        @od.function
-        def d(x, k=5):
-            return x + k
-
+    m = make_module(
+        DEFAULTED,
+        """
         ctx = od.Context("double")
 
         @ctx.overdub(d)
@@ -316,7 +317,8 @@ def test_a_context_overdub_of_the_full_arity_reaches_default_arity_calls(make_mo
 
         def kernel(out):
             out[0] = d(1)
-    """)
+    """,
+    )
     out = np.zeros(1, dtype=np.int64)
     od.cuda(m.kernel, out, context=m.ctx)
     assert out[0] == 12

@@ -5,11 +5,7 @@ source is written to a real file (and imports what it uses), so messages name ``
 """
 
 import math
-import os
-import subprocess
-import sys
 import threading
-from pathlib import Path
 
 import numba
 import numpy as np
@@ -17,24 +13,14 @@ import pytest
 from numba import cuda
 
 import overdub as od
-from helpers import CALLS_F_OF_X, SEED, TWO_ARGS, in_threads, method_f
+from helpers import CALLS_F_OF_X, NUMBA_CALLEES, ROOT, SEED, TWO_ARGS, in_threads, method_f, run_python, writes_seven
 from overdub.targets import cuda as cuda_target
 
 pytestmark = pytest.mark.gpu
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_seed_scenario_prints_1_then_2_on_the_gpu():
-    env = dict(os.environ)
-    env.pop("OVERDUB_TARGET", None)
-    result = subprocess.run(
-        [sys.executable, str(ROOT / "examples" / "seed_redefinition.py")],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-    )
-    assert result.returncode == 0, result.stderr
+    result = run_python(ROOT / "examples" / "seed_redefinition.py", env={"OVERDUB_TARGET": None})
     assert result.stdout == "1\n2\n"
 
 
@@ -474,28 +460,17 @@ def test_vector_loads_and_stores_on_the_gpu(cupy, make_module):
 
 
 def test_libdevice_warp_shuffles_and_numba_callees_run_on_the_gpu(cupy, make_module):
-    m = make_module(
-        """
-        import numba
-        from numba import cuda
-        from numba.cuda import libdevice
+    kernel = """
+from numba.cuda import libdevice
 
-        @numba.njit
-        def twice(x):
-            return 2 * x
 
-        @cuda.jit(device=True)
-        def plus_one(x):
-            return x + 1
-
-        def kernel(out, shuffled, x):
-            i = cuda.threadIdx.x
-            shuffled[i] = cuda.shfl_down_sync(0xffffffff, i, 1)
-            if i == 0:
-                out[0] = libdevice.sin(x) + twice(x) + plus_one(x)
-    """,
-        prefix="gpu_delegated",
-    )
+def kernel(out, shuffled, x):
+    i = cuda.threadIdx.x
+    shuffled[i] = cuda.shfl_down_sync(0xffffffff, i, 1)
+    if i == 0:
+        out[0] = libdevice.sin(x) + twice(x) + plus_one(x)
+"""
+    m = make_module(NUMBA_CALLEES + kernel, prefix="gpu_delegated")
     out, shuffled = cupy.zeros(1), cupy.zeros(32, dtype=cupy.int32)
     od.cuda(m.kernel, out, shuffled, 0.5, threads=32, target="cuda")
     assert abs(float(out[0]) - (math.sin(0.5) + 1.0 + 1.5)) < 1e-12
@@ -606,12 +581,7 @@ def test_od_jit_passes_a_record_by_its_device_copy_and_copies_it_back():
 
 
 def test_forall_sizes_blocks_by_occupancy_and_covers_every_task(cupy):
-    @od.jit
-    def fill(out):
-        i = cuda.grid(1)
-        if i < out.size:
-            out[i] = 7
-
+    fill = od.jit(writes_seven)
     out = cupy.zeros(100_000, dtype=cupy.int64)
     fill.forall(out.size)(out)
     assert int((out == 7).sum()) == out.size

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import overdub as od
-from helpers import SCALED, compiles, in_threads
+from helpers import SCALED, compiles, in_threads, methods
 from overdub import launch as od_launch
 from overdub.runtime import STATE_MARK, launch_key, runtime
 
@@ -50,10 +50,39 @@ def kernel(out, x):
 """
 
 
+PARENT_CHILD_AND_F = """
+import overdub as od
+
+parent = od.Context("parent", state=od.Array[od.int64, 1])
+child = od.Context("child", parent=parent)
+
+
+def f(x):
+    return x
+"""
+"""Module source of a context ``child`` below ``parent`` (whose launch state, an int64 array, the child shares)
+and a plain function ``f(x) = x`` for their hooks; a test adds the hooks and the kernel."""
+
+
+def context_and_f(state: str | None = "od.Array[od.int64, 1]") -> str:
+    """Module source of a context ``ctx`` (its launch state of type ``state``, an int64 array by default) and a
+    plain function ``f(x) = x`` for its hooks; a test adds the hooks and the kernel."""
+    context = f'od.Context("ctx", state={state})' if state else 'od.Context("ctx")'
+    return f"import overdub as od\n\nctx = {context}\n\n\ndef f(x):\n    return x\n"
+
+
 def counting(make_module):
     m = make_module(COUNTING, prefix="counting")
     x = np.arange(8, dtype=np.float64)
     return m, x, np.zeros_like(x)
+
+
+def count_calls(m, out, x, counts=None):
+    """Launch ``counting``'s kernel on the CPU target over its 8 elements in ``prof``, counting into ``counts``
+    (new zeros where None); returns ``counts``."""
+    counts = np.zeros(2, dtype=np.int64) if counts is None else counts
+    od.cuda(m.kernel, out, x, threads=8, context=m.prof, state=counts, target="cpu")
+    return counts
 
 
 # --- state ------------------------------------------------------------------------------------------------
@@ -61,8 +90,7 @@ def counting(make_module):
 
 def test_a_prehook_counts_calls_per_function_into_the_launchs_state(make_module):
     m, x, out = counting(make_module)
-    counts = np.zeros(2, dtype=np.int64)
-    od.cuda(m.kernel, out, x, threads=8, context=m.prof, state=counts, target="cpu")
+    counts = count_calls(m, out, x)
     assert counts.tolist() == [8, 16]
     np.testing.assert_array_equal(out, (x + 1) + 2 * x + 2)  # the calls themselves are unchanged
 
@@ -119,14 +147,10 @@ def test_a_struct_state_is_passed_by_value(make_module):
 
 
 def test_the_state_reaches_hooks_through_generic_functions_and_plain_callees(make_module):
-    m = make_module("""
-        import overdub as od
-
+    m = make_module(
+        methods(leaf="x + 1"),
+        """
         ctx = od.Context("ctx", state=od.Array[od.int64, 1])
-
-        @od.function
-        def leaf(x: od.Integer):
-            return x + 1
 
         def middle(x):
             return leaf(x) * 2
@@ -137,7 +161,8 @@ def test_the_state_reaches_hooks_through_generic_functions_and_plain_callees(mak
 
         def kernel(out):
             out[0] = middle(1) + middle(2)
-    """)
+    """,
+    )
     out, s = np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64)
     od.cuda(m.kernel, out, context=m.ctx, state=s, target="cpu")
     assert out[0] == 4 + 6 and s[0] == 2 + 3
@@ -158,15 +183,14 @@ def test_state_from_two_host_threads_goes_to_each_threads_own_launches(make_modu
 
 def test_a_launch_with_state_is_cached_under_the_key_the_native_lookup_builds(make_module):
     m, x, out = counting(make_module)
-    counts = np.zeros(2, dtype=np.int64)
-    od.cuda(m.kernel, out, x, threads=8, context=m.prof, state=counts, target="cpu")
+    counts = count_calls(m, out, x)
     key = launch_key(m.kernel, m.prof, "cpu", (out, x), counts)
     assert key[3] is STATE_MARK and len(runtime.launches[key]) == 1
     slow = []
     pytest.importorskip("overdub._fastlaunch")
     od_launch.install_lookup(lambda *a, **options: slow.append(a) or od_launch.launch_slow(*a, **options))
     try:
-        od.cuda(m.kernel, out, x, threads=8, context=m.prof, state=counts, target="cpu")  # found by the native lookup
+        count_calls(m, out, x, counts)  # found by the native lookup
     finally:
         od_launch.install_lookup()
     assert not slow and counts.tolist() == [16, 32]
@@ -325,14 +349,9 @@ def test_a_prehook_runs_before_the_overdub_and_a_posthook_after_with_the_result(
 
 
 def test_hooks_dispatch_on_their_annotations(make_module):
-    m = make_module("""
-        import overdub as od
-
-        ctx = od.Context("ctx", state=od.Array[od.int64, 1])
-
-        def f(x):
-            return x
-
+    m = make_module(
+        context_and_f(),
+        """
         @ctx.prehook(f)
         def _(x: od.Integer):
             od.state()[0] += 1
@@ -347,18 +366,17 @@ def test_hooks_dispatch_on_their_annotations(make_module):
 
         def kernel(out):
             out[0] = f(1) + f(2) + f(1.5)
-    """)
+    """,
+    )
     s = np.zeros(3, dtype=np.int64)
     od.cuda(m.kernel, np.zeros(1), context=m.ctx, state=s, target="cpu")
     assert s.tolist() == [2, 1, 1]
 
 
-ANY = """
+GEN = """
 import math
 import overdub as od
 from numba import cuda, float64
-
-ctx = od.Context("ctx", state=od.Array[od.int64, 1])
 
 @od.function
 def gen(x: od.Float):
@@ -366,6 +384,13 @@ def gen(x: od.Float):
 
 def plain(x):
     return math.sin(x)
+"""
+"""Module source of the call tree gen -> plain -> math.sin, for hooks to observe."""
+
+ANY = (
+    GEN
+    + """
+ctx = od.Context("ctx", state=od.Array[od.int64, 1])
 
 @ctx.prehook(od.Any)
 def _(*args):
@@ -378,6 +403,7 @@ def kernel(out):
     out[i] = scratch[0]
     cuda.atomic.add(out, 0, 0.0)      # numba-cuda's atomics are no functions: not observed on either target
 """
+)
 
 
 def test_a_prehook_of_any_observes_every_call_of_the_call_tree(make_module):
@@ -394,15 +420,9 @@ def test_a_prehook_of_any_observes_the_same_calls_on_the_cuda_target(make_module
 
 
 def test_a_child_contexts_hooks_and_its_parents_both_run_the_childs_enclosing(make_module):
-    m = make_module("""
-        import overdub as od
-
-        parent = od.Context("parent", state=od.Array[od.int64, 1])
-        child = od.Context("child", parent=parent)
-
-        def f(x):
-            return x
-
+    m = make_module(
+        PARENT_CHILD_AND_F,
+        """
         def tick(i):
             s = od.state()
             s[i] = s[0] + 1
@@ -426,22 +446,17 @@ def test_a_child_contexts_hooks_and_its_parents_both_run_the_childs_enclosing(ma
 
         def kernel(out):
             out[0] = f(1)
-    """)
+    """,
+    )
     s = np.zeros(5, dtype=np.int64)
     od.cuda(m.kernel, np.zeros(1), context=m.child, state=s, target="cpu")
     assert s[1:].tolist() == [1, 2, 3, 4]
 
 
 def test_a_parent_observes_what_a_childs_overdub_calls_not_the_call_the_overdub_took(make_module):
-    m = make_module("""
-        import overdub as od
-
-        parent = od.Context("parent", state=od.Array[od.int64, 1])
-        child = od.Context("child", parent=parent)
-
-        def f(x):
-            return x
-
+    m = make_module(
+        PARENT_CHILD_AND_F,
+        """
         @child.overdub(f)
         def _(x):
             return f(x) + f(x)        # two calls of the next implementation
@@ -452,7 +467,8 @@ def test_a_parent_observes_what_a_childs_overdub_calls_not_the_call_the_overdub_
 
         def kernel(out):
             out[0] = f(1)
-    """)
+    """,
+    )
     s = np.zeros(1, dtype=np.int64)
     out = np.zeros(1)
     od.cuda(m.kernel, out, context=m.child, state=s, target="cpu")
@@ -535,21 +551,17 @@ def test_a_catch_all_hook_with_annotations_is_refused():
 
 
 def test_hooks_work_in_a_context_without_state(make_module, capfd):
-    m = make_module("""
-        import overdub as od
-
-        ctx = od.Context("ctx")
-
-        def f(x):
-            return x
-
+    m = make_module(
+        context_and_f(state=None),
+        """
         @ctx.prehook(f)
         def _(x):
             print("before", x)
 
         def kernel(out):
             out[0] = f(7)
-    """)
+    """,
+    )
     od.cuda(m.kernel, np.zeros(1), context=m.ctx, target="cpu")
     assert "before 7" in capfd.readouterr().out
 
@@ -559,8 +571,7 @@ def test_hooks_work_in_a_context_without_state(make_module, capfd):
 
 def test_adding_a_hook_recompiles_a_kernel_compiled_without_it(make_module):
     m, x, out = counting(make_module)
-    counts = np.zeros(2, dtype=np.int64)
-    od.cuda(m.kernel, out, x, threads=8, context=m.prof, state=counts, target="cpu")
+    counts = count_calls(m, out, x)
     m.run("""
         @prof.posthook(f)
         def _(result, x):
@@ -568,42 +579,37 @@ def test_adding_a_hook_recompiles_a_kernel_compiled_without_it(make_module):
             s[0] += 100
     """)
     before = compiles()
-    od.cuda(m.kernel, out, x, threads=8, context=m.prof, state=counts, target="cpu")
+    count_calls(m, out, x, counts)
     assert compiles() == before + 1
     assert counts.tolist() == [8 + 8 * 101, 32]
 
 
 def test_redefining_a_hook_recompiles_and_the_new_body_runs(make_module):
     m, x, out = counting(make_module)
-    counts = np.zeros(2, dtype=np.int64)
-    od.cuda(m.kernel, out, x, threads=8, context=m.prof, state=counts, target="cpu")
+    counts = count_calls(m, out, x)
     m.run("""
         @prof.prehook(f)
         def _(x):
             s = od.state()
             s[0] += 10
     """)
-    od.cuda(m.kernel, out, x, threads=8, context=m.prof, state=counts, target="cpu")
+    count_calls(m, out, x, counts)
     assert counts.tolist() == [8 + 80, 32]
     assert any("prof.prehook(f)" in entry.cause for entry in od.invalidation_log())
 
 
 def test_redefining_a_catch_all_hook_replaces_it(make_module):
-    m = make_module("""
-        import overdub as od
-
-        ctx = od.Context("ctx", state=od.Array[od.int64, 1])
-
-        def f(x):
-            return x
-
+    m = make_module(
+        context_and_f(),
+        """
         @ctx.prehook(f)
         def _(*args):
             od.state()[0] += 1
 
         def kernel(out):
             out[0] = f(1)
-    """)
+    """,
+    )
     s = np.zeros(1, dtype=np.int64)
     od.cuda(m.kernel, np.zeros(1), context=m.ctx, state=s, target="cpu")
     m.run("""
@@ -615,23 +621,28 @@ def test_redefining_a_catch_all_hook_replaces_it(make_module):
     assert s[0] == 11
 
 
+QUIET = """
+quiet = od.Context("quiet")
+
+def unrelated(x):
+    return x
+
+@quiet.prehook(unrelated)
+def _(x):
+    print(x)
+
+def plain_kernel(out, x):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = f(x[i]) + math.sin(x[i])
+"""
+"""Source run in ``counting``'s module: a context hooking only a function no kernel calls, and a kernel calling
+f and math.sin."""
+
+
 def test_hooks_of_other_functions_leave_a_kernel_as_it_was(make_module):
     m, x, out = counting(make_module)
-    m.run("""
-        quiet = od.Context("quiet")
-
-        def unrelated(x):
-            return x
-
-        @quiet.prehook(unrelated)
-        def _(x):
-            print(x)
-
-        def plain_kernel(out, x):
-            i = cuda.grid(1)
-            if i < out.size:
-                out[i] = f(x[i]) + math.sin(x[i])
-    """)
+    m.run(QUIET)
     od.cuda(m.plain_kernel, out, x, threads=8, context=m.quiet, target="cpu")
     assert od.stats()["method_instances"] == 1  # f only: no hooked call was generated
 
@@ -647,25 +658,8 @@ def _normalized(ptx: str) -> str:
 
 def test_a_kernel_in_a_context_with_hooks_for_other_functions_has_the_same_ptx(make_module):
     m, _, _ = counting(make_module)
-    m.run("""
-        quiet = od.Context("quiet")
-
-        def unrelated(x):
-            return x
-
-        @quiet.prehook(unrelated)
-        def _(x):
-            print(x)
-
-        @quiet.posthook(unrelated)
-        def _(r, x):
-            print(r)
-
-        def plain_kernel(out, x):
-            i = cuda.grid(1)
-            if i < out.size:
-                out[i] = f(x[i]) + math.sin(x[i])
-    """)
+    m.run(QUIET)
+    m.run("@quiet.posthook(unrelated)\ndef _(r, x):\n    print(r)\n")
     arrays = (numba.float64[::1], numba.float64[::1])
     hooked = od.code_ptx(m.plain_kernel, *arrays, context=m.quiet)
     plain = od.code_ptx(m.plain_kernel, *arrays, context=od.Context("nothing"))
@@ -713,13 +707,15 @@ def test_the_cuda_target_compiles_a_state_for_a_scalar_context(make_module):
 
 # --- on a GPU ---------------------------------------------------------------------------------------------
 
+COUNTING_ATOMICALLY = COUNTING.replace("s[0] += 1", "cuda.atomic.add(s, 0, 1)").replace(
+    "s[1] += 1", "cuda.atomic.add(s, 1, 1)"
+)
+"""COUNTING with atomic counts: threads running at once on a GPU."""
+
 
 @pytest.mark.gpu
 def test_gpu_prehook_counts_calls_into_a_cupy_state(make_module, cupy):
-    m = make_module(
-        COUNTING.replace("s[0] += 1", "cuda.atomic.add(s, 0, 1)").replace("s[1] += 1", "cuda.atomic.add(s, 1, 1)"),
-        prefix="counting_gpu",
-    )
+    m = make_module(COUNTING_ATOMICALLY, prefix="counting_gpu")
     x = cupy.arange(1000, dtype=cupy.float64)
     out = cupy.zeros_like(x)
     first, second = cupy.zeros(2, dtype=cupy.int64), cupy.zeros(2, dtype=cupy.int64)
@@ -735,10 +731,7 @@ def test_gpu_prehook_counts_calls_into_a_cupy_state(make_module, cupy):
 
 @pytest.mark.gpu
 def test_gpu_two_host_threads_on_two_streams_launch_with_their_own_states(make_module, cupy):
-    m = make_module(
-        COUNTING.replace("s[0] += 1", "cuda.atomic.add(s, 0, 1)").replace("s[1] += 1", "cuda.atomic.add(s, 1, 1)"),
-        prefix="counting_gpu_threads",
-    )
+    m = make_module(COUNTING_ATOMICALLY, prefix="counting_gpu_threads")
     x = cupy.arange(4096, dtype=cupy.float64)
     states = [cupy.zeros(2, dtype=cupy.int64) for _ in range(2)]
     outs = [cupy.zeros_like(x) for _ in range(2)]
@@ -800,19 +793,10 @@ def test_gpu_a_scalar_state_is_launch_data(make_module, cupy):
     assert results == [3.0, -8.0, 0.5] and od.stats()["compiles"] == 1
 
 
-CALLEE = """
-import math
-import overdub as od
-from numba import cuda
-
+CALLEE = (
+    GEN
+    + """
 trace = od.Context("trace", state=od.Array[od.int64, 1])
-
-@od.function
-def gen(x: od.Float):
-    return plain(x) + 1.0
-
-def plain(x):
-    return math.sin(x)
 
 @od.function
 def slot(f: od.Callee[gen]):
@@ -833,6 +817,7 @@ def kernel(out):
 def only_plain(out):
     out[0] = plain(0.5)
 """
+)
 
 
 def _count(m, kernel=None, threads=4):

@@ -2,13 +2,11 @@
 on the CPU target what they always did once a program imports numba-cuda, and a kernel compiled before that
 stays compiled. Each check runs in a fresh process (this one imported numba-cuda long ago)."""
 
-import os
-import subprocess
-import sys
 import textwrap
 
 import pytest
 
+from helpers import run_python
 from overdub.targets import gpu
 
 GPU_STACK = ("numba.cuda", "cuda.bindings", "cuda.core", "cupy")
@@ -17,15 +15,9 @@ GPU_STACK = ("numba.cuda", "cuda.bindings", "cuda.core", "cupy")
 def _run(*sources: str, **env: str) -> str:
     """Run ``sources``, one after another, in a fresh interpreter (the disk cache off: what runs is compiled
     there); its stdout."""
-    done = subprocess.run(
-        [sys.executable, "-c", "\n".join(textwrap.dedent(source) for source in sources)],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "OVERDUB_CACHE": "0", **env},
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout
+    return run_python(
+        "-c", "\n".join(textwrap.dedent(source) for source in sources), env={"OVERDUB_CACHE": "0", **env}
+    ).stdout
 
 
 PRINT_GPU_STACK = f"""

@@ -12,7 +12,7 @@ import threading
 import numpy as np
 
 import overdub as od
-from helpers import CALLS_F, CALLS_HELPER, compiles, method_f, run
+from helpers import CALLS_F, CALLS_F_OF_X, CALLS_HELPER, compiles, method_f, methods, run
 
 # --- redefinition and rebinding make the next launch see the new code -----------------------------------
 
@@ -67,44 +67,14 @@ def test_rebound_global_constant_read_by_a_callee_is_used_by_the_next_launch(mak
 
 
 def test_redefining_the_end_of_a_call_chain_is_seen_through_the_chain(make_module):
-    m = make_module("""
-        import overdub as od
-
-        @od.function
-        def c(x: od.Integer):
-            return 1
-
-        @od.function
-        def b(x: od.Integer):
-            return c(x) + 10
-
-        @od.function
-        def a(x: od.Integer):
-            return b(x) + 100
-
-        def kernel(out):
-            out[0] = a(0)
-    """)
+    m = make_module(methods(c="1", b="c(x) + 10", a="b(x) + 100"), "def kernel(out):\n    out[0] = a(0)\n")
     assert run(m.kernel) == [111]
-    m.run("""
-        @od.function
-        def c(x: od.Integer):
-            return 7
-    """)
+    m.run(methods(c="7"))
     assert run(m.kernel) == [117]
 
 
 def test_more_specific_method_added_later_is_used_by_the_next_launch(make_module):
-    m = make_module("""
-        import overdub as od
-
-        @od.function
-        def f(x: od.Number):
-            return 1
-
-        def kernel(out, x):
-            out[0] = f(x)
-    """)
+    m = make_module(methods("Number", f="1"), CALLS_F_OF_X)
     assert run(m.kernel, 5) == [1]
     m.run(method_f("2"))
     assert run(m.kernel, 5) == [2]
@@ -114,19 +84,16 @@ def test_more_specific_method_added_later_is_used_by_the_next_launch(make_module
 def test_every_kernel_calling_a_generic_function_sees_a_method_added_later(make_module):
     # the kernels share one call site type (same context chain, same callee), whose dispatch answers are
     # kept per kernel being compiled: each kernel must hold the dispatch edge itself
-    m = make_module("""
-        import overdub as od
-
-        @od.function
-        def f(x: od.Number):
-            return 1
-
+    m = make_module(
+        methods("Number", f="1"),
+        """
         def first(out, x):
             out[0] = f(x) + f(x)
 
         def second(out, x):
             out[0] = f(x)
-    """)
+    """,
+    )
     assert (run(m.first, 5), run(m.second, 5)) == ([2], [1])
     m.run(method_f("2"))
     assert (run(m.first, 5), run(m.second, 5)) == ([4], [2])
@@ -136,23 +103,8 @@ def test_every_kernel_calling_a_generic_function_sees_a_method_added_later(make_
 
 
 def test_redefining_a_function_leaves_a_kernel_that_does_not_use_it_cached(make_module):
-    m = make_module("""
-        import overdub as od
-
-        @od.function
-        def f(x: od.Integer):
-            return 1
-
-        @od.function
-        def g(x: od.Integer):
-            return 2
-
-        def uses_f(out):
-            out[0] = f(0)
-
-        def uses_g(out):
-            out[0] = g(0)
-    """)
+    kernels = "\n\ndef uses_f(out):\n    out[0] = f(0)\n\n\ndef uses_g(out):\n    out[0] = g(0)\n"
+    m = make_module(methods(f="1", g="2") + kernels)
     run(m.uses_f)
     run(m.uses_g)
     before = compiles()
@@ -243,16 +195,7 @@ def test_launches_racing_redefinitions_raise_nothing_and_end_on_the_new_method(m
 
 
 def test_explain_lists_an_edge_naming_the_callee(make_module):
-    m = make_module("""
-        import overdub as od
-
-        @od.function
-        def callee_of_explain(x: od.Integer):
-            return 1
-
-        def kernel(out):
-            out[0] = callee_of_explain(0)
-    """)
+    m = make_module(methods(callee_of_explain="1"), "def kernel(out):\n    out[0] = callee_of_explain(0)\n")
     out = np.zeros(1, dtype=np.int64)
     assert od.explain(m.kernel, out) == []
     od.cuda(m.kernel, out)
@@ -261,22 +204,9 @@ def test_explain_lists_an_edge_naming_the_callee(make_module):
 
 
 def test_invalidation_log_records_the_cause_and_the_kernel(make_module):
-    m = make_module("""
-        import overdub as od
-
-        @od.function
-        def logged_f(x: od.Integer):
-            return 1
-
-        def kernel(out):
-            out[0] = logged_f(0)
-    """)
+    m = make_module(methods(logged_f="1"), "def kernel(out):\n    out[0] = logged_f(0)\n")
     run(m.kernel)
-    m.run("""
-        @od.function
-        def logged_f(x: od.Integer):
-            return 2
-    """)
+    m.run(methods(logged_f="2"))
     entry = od.invalidation_log()[-1]
     assert "logged_f(x: Integer) redefined" in entry.cause
     assert "kernel kernel(array(int64, 1d, C)) in CPU/cpu" in entry.invalidated

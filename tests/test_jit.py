@@ -8,7 +8,7 @@ import pytest
 from numba import cuda
 
 import overdub as od
-from helpers import compiles, method_f
+from helpers import compiles, method_f, writes_seven
 
 
 def test_a_kernel_launches_with_numba_cudas_grid_syntax_and_sees_redefinitions(make_module):
@@ -70,12 +70,7 @@ def test_a_configured_kernel_launches_through_the_native_lookup_and_its_definiti
 
 
 def test_forall_covers_every_task():
-    @od.jit(target="cpu")
-    def fill(out):
-        i = cuda.grid(1)
-        if i < out.size:
-            out[i] = 7
-
+    fill = od.jit(writes_seven, target="cpu")
     out = np.zeros(1000, dtype=np.int64)
     fill.forall(out.size)(out)
     assert (out == 7).all()

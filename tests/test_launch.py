@@ -6,7 +6,7 @@ global changes, launch statistics.
 import numpy as np
 
 import overdub as od
-from helpers import compiles, run
+from helpers import WRITES_ONE, compiles, run
 
 
 def test_each_array_layout_and_dtype_is_read_as_itself(make_module):
@@ -71,10 +71,7 @@ def test_a_module_level_loop_variable_neither_recompiles_nor_piles_up_launch_fun
 
 
 def test_stats_count_launches(make_module):
-    m = make_module("""
-        def kernel(out):
-            out[0] = 1
-    """)
+    m = make_module(WRITES_ONE)
     before = od.stats()["launches"]
     run(m.kernel)
     run(m.kernel)

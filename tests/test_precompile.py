@@ -5,23 +5,18 @@ A spawned worker costs a process start (numba's import): the tests that start on
 """
 
 import importlib
-import json
-import os
 import pathlib
 import pickle
-import subprocess
 import sys
 
 import numpy as np
 import pytest
 
 import overdub as od
-from helpers import unique_name
+from helpers import last_json, run_python, unique_name
 from overdub import precompiling
 from overdub.call import KernelCall
 from overdub.runtime import runtime
-
-WORKTREE = pathlib.Path(od.__file__).resolve().parent.parent
 
 KERNELS = """
 import overdub as od
@@ -117,16 +112,7 @@ def _fresh_process(kernels, target: str, *precompiled: str) -> dict:
     ``od.precompile`` of the ``precompiled`` kernels with two processes, then ``kernels.k0`` and ``k1``
     launched. What the precompile did (or its error), the stats after it and after the launches, the results."""
     path = pathlib.Path(kernels.__file__).parent
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(WORKTREE), str(path), os.environ.get("PYTHONPATH", "")]))
-    done = subprocess.run(
-        [sys.executable, "-c", PROGRAM, kernels.__name__, target, *precompiled],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout.splitlines()[-1])
+    return last_json(run_python("-c", PROGRAM, kernels.__name__, target, *precompiled, path=[path]))
 
 
 def _counts(stats: dict) -> tuple[int, int, int]:

@@ -7,7 +7,7 @@ import numba
 import numpy as np
 
 import overdub as od
-from helpers import CALLS_F, compiles, method_f
+from helpers import CALLS_F, WRITES_ONE, compiles, method_f, methods
 from overdub import compiler
 from overdub.runtime import runtime
 
@@ -19,10 +19,7 @@ def collected(ref) -> bool:
 
 
 def test_a_redefined_kernel_function_and_its_compiled_code_are_released(make_module):
-    m = make_module("""
-        def kernel(out):
-            out[0] = 1
-    """)
+    m = make_module(WRITES_ONE)
     od.cuda(m.kernel, np.zeros(1, dtype=np.int64))
     old_function = weakref.ref(m.kernel)
     [old_kernel] = [k for k in runtime.kernels.nodes() if k.job.func is m.kernel]
@@ -73,20 +70,7 @@ def test_kernels_made_per_call_of_a_factory_are_released_and_share_one_compile()
 
 
 def test_invalidation_removes_the_dead_kernel_from_the_backedges_of_what_stays_valid(make_module):
-    m = make_module("""
-        import overdub as od
-
-        @od.function
-        def f(x: od.Integer):
-            return 1
-
-        @od.function
-        def g(x: od.Integer):
-            return 10
-
-        def kernel(out):
-            out[0] = f(0) + g(0)
-    """)
+    m = make_module(methods(f="1", g="10") + "\n\ndef kernel(out):\n    out[0] = f(0) + g(0)\n")
     od.cuda(m.kernel, np.zeros(1, dtype=np.int64))
     g_match = m.g.table.dispatch((od.int64,))
     [kernel] = [k for k in runtime.kernels.nodes() if k.job.func is m.kernel]
@@ -97,16 +81,7 @@ def test_invalidation_removes_the_dead_kernel_from_the_backedges_of_what_stays_v
 
 
 def test_a_method_instances_cuda_registration_is_removed_when_it_dies(make_module):
-    m = make_module("""
-        import overdub as od
-
-        @od.function
-        def f(x: od.Integer):
-            return x + 1
-
-        def kernel(out):
-            out[0] = f(out[0])
-    """)
+    m = make_module(method_f("x + 1"), "def kernel(out):\n    out[0] = f(out[0])\n")
     array_type = numba.types.int64[::1]
     od.code_ptx(m.kernel, array_type)
     [instance] = [n for n in runtime.methods.nodes() if n.job.func is od.which(m.f, od.int64).func]

@@ -2,20 +2,15 @@
 between two launches prints 1, then 2 -- in a fresh process and in this one.
 """
 
-import os
-import pathlib
 import runpy
-import subprocess
-import sys
 
-REPO = pathlib.Path(__file__).resolve().parent.parent
-SEED = REPO / "examples" / "seed_redefinition.py"
+from helpers import ROOT, run_python
+
+SEED = ROOT / "examples" / "seed_redefinition.py"
 
 
 def test_seed_scenario_prints_1_then_2_in_a_fresh_process():
-    env = dict(os.environ, OVERDUB_TARGET="cpu")
-    result = subprocess.run([sys.executable, str(SEED)], capture_output=True, text=True, env=env, timeout=120)
-    assert result.returncode == 0, result.stderr
+    result = run_python(SEED, env={"OVERDUB_TARGET": "cpu"}, timeout=120)
     assert result.stdout == "1\n2\n"
 
 

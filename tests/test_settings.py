@@ -2,15 +2,13 @@
 else, documented in docs/settings.md's one table, and the disk cache keys on those that change code."""
 
 import ast
-import pathlib
 import re
 
 import pytest
 
-import overdub
+from helpers import ROOT
 from overdub import diskcache, settings
 
-ROOT = pathlib.Path(overdub.__file__).resolve().parent.parent
 PACKAGE = ROOT / "overdub"
 
 

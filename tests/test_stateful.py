@@ -13,7 +13,8 @@ threads at once -- and compare with the host run and the model (the host run sha
 it alone would not notice a stale dispatch answer; it knows nothing of contexts, so launches in ctx are compared
 with the model alone). Calls only go from f_i to f_j with j > i, so no definition creates a cycle.
 
-CI runs a few hundred steps; the slow test (OVERDUB_SLOW=1) runs at least 10^4.
+CI's full run (OVERDUB_FULL=1: the tests here are `model` tests) runs a few hundred steps; the slow test
+(OVERDUB_SLOW=1) at least 10^4.
 """
 
 import linecache
@@ -28,6 +29,8 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_stat
 
 import overdub as od
 from helpers import in_threads, unique_name
+
+pytestmark = pytest.mark.model
 
 N_FUNCTIONS, N_HELPERS, N_GLOBALS = 3, 2, 2
 ARGUMENTS = {"int": "7", "float": "2.5"}

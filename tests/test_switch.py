@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from helpers import ROOT
 from overdub.switch import switched_source
 
-ROOT = Path(__file__).resolve().parent.parent
 PLUGIN_DIR = ROOT / "benchmarks" / "compat"
 _spec = importlib.util.spec_from_file_location(
     "overdub_compat_plugin_under_test", PLUGIN_DIR / "overdub_compat_plugin.py"

@@ -5,11 +5,9 @@ cannot travel fails on the sender, and what fails to arrive makes a launch an er
 
 from __future__ import annotations
 
-import json
 import multiprocessing
 import os
 import pickle
-import subprocess
 import sys
 import threading
 import warnings
@@ -20,6 +18,7 @@ import pytest
 from numba import cuda
 
 import overdub as od
+from helpers import last_json, run_python
 from overdub import byvalue
 from overdub.runtime import runtime
 from overdub.travel import arrival, defs, interning, origins, snapshots
@@ -272,27 +271,11 @@ def test_a_spawned_pool_runs_the_method_the_client_redefined_by_exec(importable)
 
 def _scaleout_run(seed: int, steps: int, workers: int, timeout: float = 900) -> dict:
     """tests/scaleout_run.py in a fresh process (its definitions are __main__'s, as a notebook's are)."""
-    env = dict(
-        os.environ, PYTHONPATH=os.pathsep.join([str(Path(od.__file__).parents[1]), os.environ.get("PYTHONPATH", "")])
-    )
-    done = subprocess.run(
-        [
-            sys.executable,
-            str(Path(__file__).with_name("scaleout_run.py")),
-            str(seed),
-            str(steps),
-            "--workers",
-            str(workers),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=env,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    script = Path(__file__).with_name("scaleout_run.py")
+    return last_json(run_python(script, seed, steps, "--workers", workers, timeout=timeout))
 
 
+@pytest.mark.soak
 def test_dask_workers_run_the_clients_definitions_through_redefinitions_restarts_and_kills():
     pytest.importorskip("distributed")
     result = _scaleout_run(seed=11, steps=24, workers=2)
@@ -595,18 +578,9 @@ def test_a_worker_lacking_a_struct_of_the_clients_main_misses_its_disk_entry_qui
     entry stays."""
     script = tmp_path / "main_block.py"
     script.write_text(MAIN_BLOCK)
-    root = str(Path(od.__file__).parents[1])
-    env = dict(
-        os.environ,
-        OVERDUB_CACHE_DIR=str(tmp_path / "cache"),
-        PYTHONPATH=os.pathsep.join(p for p in [root, os.environ.get("PYTHONPATH", "")] if p),
-    )
-    env.pop("OVERDUB_CACHE", None)
-    done = subprocess.run(
-        [sys.executable, str(script)], capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    result = json.loads(done.stdout.strip().splitlines()[-1])
+    env = {"OVERDUB_CACHE_DIR": tmp_path / "cache", "OVERDUB_CACHE": None}
+    done = run_python(script, env=env, cwd=tmp_path)
+    result = last_json(done)
     assert result["local"] == result["remote"] == [11.5, []], (result, done.stderr[-3000:])
     assert result["stored"] and set(result["stored"]) <= set(result["after"])  # the client's entry is kept
     assert "unusable" not in done.stderr
@@ -802,7 +776,7 @@ def test_dask_work_runs_the_definitions_of_its_submission_though_a_redefinition_
         "            wrong += [] if got == (due, [due, due], due) else [(due, got)]\n"
         "        print('WRONG' if wrong else 'RIGHT', wrong)\n"
     )
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600, cwd=os.getcwd())
+    done = run_python("-c", script, timeout=600, check=False)
     assert done.stdout.strip().splitlines()[-1:] == ["RIGHT []"], done.stdout + done.stderr[-3000:]
 
 

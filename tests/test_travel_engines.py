@@ -6,16 +6,12 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-import overdub as od
+from helpers import ROOT, run_python
 
-ROOT = Path(od.__file__).parents[1]
 SCRIPT = Path(__file__).with_name("travel_run.py")
 CHANGES = (
     "redef-main",
@@ -50,9 +46,8 @@ def installed_engines() -> list[str]:
 
 def travel_run(seed: int, steps: int, engines: list[str], timeout: float) -> dict:
     """tests/travel_run.py in a fresh process (its definitions are __main__'s, as a notebook's are)."""
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in [str(ROOT), os.environ.get("PYTHONPATH", "")] if p))
-    command = [sys.executable, str(SCRIPT), str(seed), str(steps), "--engines", ",".join(engines), "--timeout", "60"]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env, cwd=ROOT)
+    argv = (SCRIPT, seed, steps, "--engines", ",".join(engines), "--timeout", 60)
+    done = run_python(*argv, cwd=ROOT, timeout=timeout, check=False)
     try:
         result = json.loads(done.stdout.strip().splitlines()[-1])
     except (IndexError, json.JSONDecodeError):
@@ -74,6 +69,7 @@ def check(result: dict, engines: list[str], steps: int, per_engine: int) -> None
     assert result["returncode"] == 0
 
 
+@pytest.mark.soak
 def test_every_engine_runs_what_the_client_defines_now_after_each_kind_of_change():
     engines = installed_engines()
     result = travel_run(seed=20260, steps=60, engines=engines, timeout=900)

@@ -2,16 +2,14 @@
 are types to a type checker, ``od.Array[T, N]`` is a NumPy array, and the methods of a generic function are
 successive defs of one name, not redefinitions."""
 
-import subprocess
-import sys
 import textwrap
-from pathlib import Path
 
 import pytest
 
+from helpers import ROOT, run_python
+
 pytest.importorskip("mypy")
 
-ROOT = Path(__file__).resolve().parents[1]
 
 USER_FILE = """
     import math
@@ -92,13 +90,8 @@ def mypy_output(tmp_path_factory) -> dict:
     directory = tmp_path_factory.mktemp("typing")
     (directory / "user.py").write_text(textwrap.dedent(USER_FILE))
     (directory / "mypy.ini").write_text(CONFIG)
-    result = subprocess.run(
-        [sys.executable, "-m", "mypy", "--config-file", "mypy.ini", "--cache-dir", str(directory / "cache"), "user.py"],
-        cwd=directory,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    mypy = ("-m", "mypy", "--config-file", "mypy.ini", "--cache-dir", directory / "cache", "user.py")
+    result = run_python(*mypy, cwd=directory, timeout=600, check=False)
     lines = result.stdout.splitlines()
     return {
         "status": result.returncode,

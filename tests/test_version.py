@@ -1,13 +1,11 @@
 """The version is written in one place, ``overdub.__version__``; pyproject.toml reads it, and CHANGELOG.md has
 a section for it."""
 
-import pathlib
 import re
 import tomllib
 
 import overdub
-
-ROOT = pathlib.Path(overdub.__file__).resolve().parent.parent
+from helpers import ROOT
 
 
 def test_pyproject_reads_the_version_from_the_package():
