@@ -253,9 +253,6 @@ class CUDATarget(Configurable, Target):
             check_same_device(value)
         return described
 
-    def typeof(self, value: object) -> types.Type:
-        return self.argument(value).type
-
     def compile_method(
         self,
         func: Callable[..., object],
