@@ -8,7 +8,8 @@ contexts, any target, never stale -- so a kernel object is only a launch configu
 
 Explicit signatures compile eagerly and, as in numba-cuda, fix the types a launch passes: each scalar argument
 is converted to its signature's type (``cuda.jit("void(int32[:], int32)")`` launched with a Python int passes
-an int32), with the first signature whose arrays match the launch's.
+an int32), the signature chosen as numba's dispatcher chooses it: an exact match first, then the fewest unsafe,
+safe and promoting conversions; no fit, or two equally good, is numba-cuda's TypeError.
 
 Differences from numba-cuda, by design: a device function is a generic function (``@od.jit(device=True)`` twice
 with different signatures defines two methods); ``forall`` uses a fixed
@@ -30,7 +31,7 @@ import numpy as np
 
 from . import compiler, launch, reflect
 from .arguments import HostMemoryError
-from .bridge.signatures import array_fits, as_scalar_of, signature_argtypes, typeof_or_none
+from .bridge.signatures import as_scalar_of, chosen_signature, signature_argtypes, typeof_or_none
 from .call import KernelCall
 from .context import Context
 from .intrinsics import Pointer
@@ -327,17 +328,17 @@ class _Converting:
 
 
 def _as_signature(args: tuple, signatures: list, target) -> tuple:
-    """``args`` converted to the first of ``signatures`` whose arrays match theirs (rank and dtype): scalars
-    become numpy scalars of the signature's types, an int where the signature has a pointer (numba's
-    ``CPointer``) the address of a typed pointer into the target's memory. Arguments matching none are passed
-    as they are."""
-    for argtypes in signatures:
-        if len(argtypes) == len(args) and all(map(array_fits, args, argtypes)):
-            return tuple(
-                _as_pointer(a, t, target) if isinstance(t, PtrType) else as_scalar_of(a, t)
-                for a, t in zip(args, argtypes)
-            )
-    return args
+    """``args`` converted to the signature numba-cuda picks for them (:func:`chosen_signature`: exact matches
+    first, then the fewest unsafe, safe and promoting conversions): scalars become numpy scalars of the
+    signature's types, an int where the signature has a pointer (numba's ``CPointer``) the address of a typed
+    pointer into the target's memory. A TypeError, as numba-cuda's, where no signature fits or two fit equally."""
+    argtypes = chosen_signature(args, signatures)
+    if argtypes is None:
+        given = ", ".join(str(typeof_or_none(value) or type(value).__name__) for value in args)
+        raise TypeError(f"No matching definition for argument type(s) {given}")
+    return tuple(
+        _as_pointer(a, t, target) if isinstance(t, PtrType) else as_scalar_of(a, t) for a, t in zip(args, argtypes)
+    )
 
 
 def _as_pointer(value, ty: PtrType, target):

@@ -182,6 +182,37 @@ def test_an_explicit_signature_converts_scalar_arguments_as_numba_cuda_does():
     assert wide[0] == np.int32(np.int64(2**31 + 5).astype(np.int32))
 
 
+@pytest.mark.parametrize(
+    "signatures, value, stored",
+    [
+        # an exact match beats a conversion, wherever it is listed (a float32 would store 16777216.0)
+        (["void(float64[:], float32)", "void(float64[:], int64)"], 16777217, 16777217.0),
+        (["void(float64[:], int32)", "void(float64[:], float64)"], 2.5, 2.5),  # not truncated to 2
+        # of two conversions, the safe one (int64 to float64) beats the unsafe one (int64 to int32)
+        (["void(float64[:], int32)", "void(float64[:], float64)"], 3, 3.0),
+    ],
+)
+def test_several_signatures_choose_as_numba_chooses_exact_first_then_the_safest(signatures, value, stored):
+    @od.jit(signatures, target="cpu")
+    def store(out, x):
+        out[0] = x
+
+    out = np.zeros(1)
+    store[1, 1](out, value)
+    assert out[0] == stored
+
+
+def test_signatures_that_fit_equally_or_not_at_all_are_numba_cudas_type_errors():
+    @od.jit(["void(float64[:], float32)", "void(float64[:], int16)"], target="cpu")
+    def store(out, x):
+        out[0] = x
+
+    with pytest.raises(TypeError, match="Ambiguous overloading"):
+        store[1, 1](np.zeros(1), 2**40)  # int64 to float32 and to int16: both unsafe
+    with pytest.raises(TypeError, match="No matching definition for argument type"):
+        store[1, 1](np.zeros(1, dtype=np.int32), 1.0)  # no signature takes an int32 array
+
+
 def test_a_tuple_of_types_is_one_signature():
     @od.jit((numba.types.float64[::1], numba.types.float64), target="cpu")
     def store(out, x):

@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 from numba.core import sigutils, types
+from numba.core.registry import cpu_target
+from numba.core.typeconv.castgraph import Conversion
 from numba.np import numpy_support
 
 from ..types import PtrType, typeof
@@ -52,3 +54,51 @@ def as_scalar_of(value: object, ty: types.Type) -> object:
     ):
         return np.asarray(value).astype(numpy_support.as_dtype(ty))[()]  # wraps, as a C cast does
     return value
+
+
+def chosen_signature(
+    args: tuple[object, ...], signatures: list[tuple[types.Type, ...]]
+) -> tuple[types.Type, ...] | None:
+    """The signature of ``signatures`` that numba's dispatcher picks for a launch's ``args``: the one whose
+    conversions rate best -- numba's rating: the fewest unsafe conversions (int64 to float32), then the fewest
+    safe ones (int32 to float64), then the fewest promotions (int32 to int64); an exact match beats them all.
+    None where no signature fits; a TypeError, as numba's "Ambiguous overloading", where two rate the same.
+    An array fits a signature's array of its rank and dtype; an int or a pointer fits a pointer."""
+    rated = []
+    for argtypes in signatures:
+        rating = _rating(args, argtypes) if len(argtypes) == len(args) else None
+        if rating is not None:
+            rated.append((rating, argtypes))
+    if not rated:
+        return None
+    best = min(rating for rating, _ in rated)
+    tied = [argtypes for rating, argtypes in rated if rating == best]
+    if len(tied) > 1:
+        given = ", ".join(str(typeof_or_none(value) or type(value).__name__) for value in args)
+        candidates = "\n".join(f"  ({', '.join(map(str, argtypes))})" for argtypes in tied)
+        raise TypeError(
+            f"Ambiguous overloading for ({given}): these signatures convert the arguments equally well:\n{candidates}"
+        )
+    return tied[0]
+
+
+def _rating(args: tuple[object, ...], argtypes: tuple[types.Type, ...]) -> tuple[int, int, int] | None:
+    """(unsafe, safe, promoting) conversions of ``args`` to ``argtypes``, or None where one does not convert."""
+    counts = {Conversion.unsafe: 0, Conversion.safe: 0, Conversion.promote: 0}
+    for value, ty in zip(args, argtypes):
+        if isinstance(ty, PtrType):
+            fits = (isinstance(value, (int, np.integer)) and not isinstance(value, bool)) or typeof_or_none(value) == ty
+            if not fits:
+                return None
+            continue
+        if not array_fits(value, ty):
+            return None
+        if isinstance(ty, types.Array):
+            continue  # its rank and dtype match: as numba-cuda passes it
+        actual = typeof_or_none(value)
+        conversion = None if actual is None else cpu_target.typing_context.can_convert(actual, ty)
+        if conversion is None or conversion == Conversion.nil:
+            return None
+        if conversion in counts:
+            counts[conversion] += 1
+    return counts[Conversion.unsafe], counts[Conversion.safe], counts[Conversion.promote]
