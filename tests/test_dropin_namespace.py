@@ -283,6 +283,23 @@ def test_the_cpu_target_is_device_0():
     assert 0 < free <= total
 
 
+@on_the_cpu_target
+def test_the_cpu_targets_context_has_what_libraries_call_on_numba_cudas():
+    # stumpy's GPU tests clear the pending deallocations before each run (issue 34)
+    context = namespace.current_context()
+    context.deallocations.clear()
+    assert len(context.deallocations) == 0
+    freed = []
+    context.deallocations.add_item(freed.append, "handle")
+    assert freed == ["handle"]  # nothing waits: numpy frees what is unreferenced
+    with context.defer_cleanup(), namespace.defer_cleanup():
+        stream = context.create_stream()
+    event = context.create_event()
+    event.record(stream)
+    event.synchronize()
+    context.get_default_stream().synchronize()
+
+
 # --- cuda.reduce and cuda.random -------------------------------------------------------------------------
 
 

@@ -18,7 +18,8 @@ HOST_API: dict[str, object] = {
     name: getattr(module, name)
     for module in (arrays, streams, devices, reduction, ufuncs)
     for name in module.__all__
-    if name not in ("DeviceNDArray", "Stream", "Event", "Device", "Context")  # not names of numba.cuda
+    if name
+    not in ("DeviceNDArray", "Stream", "Event", "Device", "Context", "PendingDeallocations")  # not names of numba.cuda
 }
 """numba-cuda's host-API names and what each is on the CPU target."""
 

@@ -16,10 +16,12 @@ from typing import NamedTuple, TypeVar
 
 from ... import cpu as cpu_target
 from ... import get_target
+from . import streams
 
 __all__ = [
     "Device",
     "Context",
+    "PendingDeallocations",
     "gpus",
     "select_device",
     "get_current_device",
@@ -83,10 +85,45 @@ class Device:
         return f"<CUDA device {self.id} '{self.name}'>"
 
 
+class PendingDeallocations:
+    """numba-cuda's queue of device memory waiting to be freed (``current_context().deallocations``, which
+    libraries clear before they measure): the CPU target's device memory is numpy's, freed when unreferenced,
+    so nothing ever waits here."""
+
+    def add_item(self, dtor: Callable[..., object], handle: object, size: int = -1) -> None:
+        """Free ``handle`` with ``dtor`` now: nothing is deferred."""
+        dtor(handle)
+
+    def clear(self) -> None:
+        """Free what waits: nothing does."""
+
+    @contextlib.contextmanager
+    def disable(self) -> Iterator[None]:
+        """Defer freeing in the block (numba-cuda's ``defer_cleanup``): numpy frees what is unreferenced."""
+        yield
+
+    def __len__(self) -> int:
+        return 0
+
+
 class Context:
-    """The CPU target as numba-cuda's ``Context``: synchronize, memory info, the device."""
+    """The CPU target as numba-cuda's ``Context``: synchronize, memory info, the device, its pending
+    deallocations, streams and events."""
 
     device = Device()
+    deallocations = PendingDeallocations()
+
+    def defer_cleanup(self) -> contextlib.AbstractContextManager[None]:
+        return self.deallocations.disable()
+
+    def get_default_stream(self) -> streams.Stream:
+        return streams.default_stream()
+
+    def create_stream(self) -> streams.Stream:
+        return streams.stream()
+
+    def create_event(self, timing: bool = True) -> streams.Event:
+        return streams.event(timing)
 
     def synchronize(self) -> None:
         get_target("cpu").synchronize()
