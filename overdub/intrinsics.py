@@ -313,7 +313,15 @@ vstore = Intrinsic(_vstore_host, _vstore)
 
 
 class PrintLowering(typing.Protocol):
-    """How a target's code prints: its string constants and its printf (C's, CUDA's vprintf)."""
+    """How a target's code prints: its string constants, its printf (C's, CUDA's vprintf), and values of the
+    types only it prints (``printable``: numba-cuda's ``dim3`` on CUDA)."""
+
+    printable: tuple[type, ...]  # numba type classes of values only this target prints (``item``)
+
+    def item(
+        self, context: BaseContext, builder: ir.IRBuilder, ty: types.Type, value: ir.Value
+    ) -> tuple[str, list[ir.Value]]:
+        """The printf conversions and values of a value of one of the ``printable`` types."""
 
     def string(self, context: BaseContext, builder: ir.IRBuilder, text: str) -> ir.Value:
         """A pointer to the constant C string ``text``."""
@@ -344,19 +352,39 @@ def _print_lowering(context: BaseContext) -> PrintLowering:
 
 def _format_item(
     context: BaseContext, builder: ir.IRBuilder, ty: types.Type, value: ir.Value, lowering: PrintLowering
-) -> tuple[str, ir.Value | None]:
-    """(printf conversion, promoted value or None) for one argument of cuprintln."""
+) -> tuple[str, list[ir.Value]]:
+    """(printf conversions, promoted values) for one argument of cuprintln: a tuple as Python prints it,
+    ``(1, 2.5)``, its items formatted each; a type only the target prints by its lowering."""
     if isinstance(ty, types.StringLiteral):
-        return ty.literal_value.replace("%", "%%"), None
+        return ty.literal_value.replace("%", "%%"), []
     if isinstance(ty, types.Boolean):
         flag = context.cast(builder, value, ty, types.boolean)  # type: ignore[no-untyped-call]  # numba's is unannotated
         yes, no = lowering.string(context, builder, "True"), lowering.string(context, builder, "False")
-        return "%s", builder.select(flag, yes, no)
+        return "%s", [builder.select(flag, yes, no)]
     if isinstance(ty, types.Integer):
         signed: bool = ty.signed  # type: ignore[attr-defined]  # numba's stub of Integer omits it
         wide = types.int64 if signed else types.uint64
-        return ("%lld" if signed else "%llu"), context.cast(builder, value, ty, wide)  # type: ignore[no-untyped-call]  # numba's is unannotated
-    return "%g", context.cast(builder, value, ty, types.float64)  # type: ignore[no-untyped-call]  # C varargs promote floats to double
+        return ("%lld" if signed else "%llu"), [context.cast(builder, value, ty, wide)]  # type: ignore[no-untyped-call]  # numba's is unannotated
+    if isinstance(ty, types.Float):
+        return "%g", [context.cast(builder, value, ty, types.float64)]  # type: ignore[no-untyped-call]  # C varargs promote floats to double
+    if isinstance(ty, types.BaseTuple):
+        formats, values = [], []
+        for k, item_type in enumerate(typing.cast(typing.Any, ty).types):  # each tuple type has its items'
+            conversion, promoted = _format_item(context, builder, item_type, builder.extract_value(value, k), lowering)
+            formats.append(conversion)
+            values += promoted
+        return ("({},)" if len(formats) == 1 else "({})").format(", ".join(formats)), values
+    return lowering.item(context, builder, ty, value)
+
+
+def _printable(ty: types.Type) -> bool:
+    """Can cuprintln print a value of ``ty``: a string constant, a number, a bool, a tuple of them, or a type
+    a target's lowering prints (numba-cuda's ``dim3`` on CUDA)?"""
+    if isinstance(ty, (types.StringLiteral, types.Integer, types.Float, types.Boolean)):
+        return True
+    if isinstance(ty, types.BaseTuple):
+        return all(_printable(item) for item in typing.cast(typing.Any, ty).types)
+    return any(isinstance(ty, lowering.printable) for lowering in _print_lowerings.values())
 
 
 class LaunchNeed(enum.Enum):
@@ -369,8 +397,7 @@ class LaunchNeed(enum.Enum):
 
 @intrinsic(prefer_literal=True)
 def _println(typingctx: TypingContext, *args: types.Type) -> _Typed:
-    printable = (types.StringLiteral, types.Integer, types.Float, types.Boolean)
-    if not all(isinstance(a, printable) for a in args):
+    if not all(_printable(a) for a in args):
         return None
     sig = types.void(types.StarArgTuple.from_types(args))  # type: ignore[no-untyped-call]  # numba's is unannotated
 
@@ -383,8 +410,7 @@ def _println(typingctx: TypingContext, *args: types.Type) -> _Typed:
         for ty, value in zip(tuple_type.types, items):
             conversion, promoted = _format_item(context, builder, ty, value, lowering)
             parts.append(conversion)
-            if promoted is not None:
-                values.append(promoted)
+            values += promoted
         lowering.printf(context, builder, " ".join(parts) + "\n", values)
         return context.get_dummy_value()  # type: ignore[no-untyped-call]  # numba's is unannotated
 

@@ -5,6 +5,7 @@ Kernels are built with the ``make_module`` fixture of conftest.py (source writte
 """
 
 import math
+import re
 
 import numba
 import numpy as np
@@ -21,6 +22,32 @@ def test_seed_kernel_ptx_targets_sm90_and_calls_vprintf(make_module):
     assert ".target sm_90" in ptx
     assert "vprintf" in ptx
     assert ".visible .entry" in ptx
+
+
+def test_print_of_a_tuple_and_of_a_dim3_compiles_to_one_vprintf(make_module):
+    m = make_module("""
+        from numba import cuda
+
+        def kernel(x):
+            print((x, 2.5), cuda.threadIdx, cuda.blockDim.x)
+    """)
+    ptx = od.code_ptx(m.kernel, types.int64)
+    assert "vprintf" in ptx and "(%lld, %g) (%d, %d, %d) %lld\n" in _strings(ptx)
+
+
+def test_printing_more_values_than_vprintf_takes_prints_the_format_and_warns_as_numba_cuda(make_module):
+    m = make_module("def kernel(x):\n    print(" + ", ".join(["x"] * 33) + ")\n")
+    with pytest.warns(numba.core.errors.NumbaWarning, match="cannot print more than 32 items"):
+        ptx = od.code_ptx(m.kernel, types.int64)
+    assert "%%lld" in _strings(ptx)
+
+
+def _strings(ptx: str) -> str:
+    """The text of the PTX's global byte-array constants (the format strings), decoded."""
+    found = []
+    for body in re.findall(r"\.b8 \S+\[\d+\] = \{([\d, ]+)\}", ptx):
+        found.append(bytes(int(b) for b in body.split(",")).decode(errors="replace"))
+    return "\n".join(found)
 
 
 def test_seed_kernel_ptx_changes_after_redefinition(make_module):

@@ -6,7 +6,7 @@ kernels lower to this.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from llvmlite import ir
 from numba.core import cgutils
@@ -14,6 +14,7 @@ from numba.core.cpu import CPUContext
 
 from ... import world
 from ...intrinsics import LaunchNeed, register_print_lowering
+from .state import Dim3Type, read_slot
 
 if TYPE_CHECKING:
     from numba.core.base import BaseContext
@@ -25,6 +26,12 @@ _I8P = ir.IntType(8).as_pointer()
 
 class HostPrintf:
     """C's printf; the kernel being built needs its launches to flush stdout."""
+
+    printable: tuple[type, ...] = (Dim3Type,)
+
+    def item(self, context: BaseContext, builder: ir.IRBuilder, ty: Any, value: ir.Value) -> tuple[str, list[ir.Value]]:
+        """``cuda.threadIdx`` and the others as numba-cuda prints its ``dim3``: ``(x, y, z)``, from the grid state."""
+        return "(%lld, %lld, %lld)", [read_slot(builder, ty.first_slot + k) for k in range(3)]
 
     def string(self, context: BaseContext, builder: ir.IRBuilder, text: str) -> ir.Value:
         constant: ir.Value = context.insert_const_string(builder.module, text)  # type: ignore[no-untyped-call]  # numba's is unannotated
