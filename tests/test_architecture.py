@@ -295,6 +295,8 @@ od.cuda(kernel, out, blocks=1, threads=1, target="toy")
 od.cuda(kernel, out, blocks=1, threads=1, target="cpu")
 assert out[0] == 101, out
 assert "od.TOY" in repr(od.ALL) and od.targets.registry.holding(out).name == "cpu"
+import pickle
+assert pickle.loads(pickle.dumps(toytarget.TOY)) is toytarget.TOY  # its own context, by reference
 print("ok")
 """
 

@@ -12,6 +12,7 @@ thread's device, plus one :func:`register` line below.
 from __future__ import annotations
 
 import importlib
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
@@ -79,11 +80,12 @@ runtime.register_cache(f"{__name__}._entries", _entries, kept="the registered ta
 def register(
     name: str, context: str, package: str, holds: Callable[[object], bool], host_api: str | None = None
 ) -> BaseContext:
-    """Register the target ``name`` owned by ``package``; returns its own context, named ``context`` (bind it
-    to a module-level name of that name, so that it pickles by reference)."""
+    """Register the target ``name`` owned by ``package``; returns its own context, named ``context``: bind it
+    to a module-level name of that name in the calling module, where it pickles by reference."""
     if name in _entries:
         raise ValueError(f"a target named {name!r} is registered already (by {_entries[name].package})")
-    base = BaseContext(context)  # made here: its module is this one, where the name binds it
+    base = BaseContext(context)
+    base.__module__ = sys._getframe(1).f_globals["__name__"]  # the caller's module, which binds it
     _entries[name] = TargetEntry(name, base, package, holds, host_api)
     return base
 
@@ -107,7 +109,8 @@ def names() -> str:
 
 
 def holding(value: object) -> TargetEntry:
-    """The target whose memory holds ``value`` (the first registered that says so)."""
+    """The target whose memory holds ``value``: the latest registered that says so (a device's memory before
+    the host's, which holds whatever no other target claims)."""
     for candidate in reversed(_entries.values()):  # later targets are the more specific (device memory)
         if candidate.holds(value):
             return candidate
