@@ -96,7 +96,12 @@ def _rating(args: tuple[object, ...], argtypes: tuple[types.Type, ...]) -> tuple
         if isinstance(ty, types.Array):
             continue  # its rank and dtype match: as numba-cuda passes it
         actual = typeof_or_none(value)
-        conversion = None if actual is None else cpu_target.typing_context.can_convert(actual, ty)
+        if (
+            actual is None
+        ):  # a value numba cannot type (a numba-cuda extension converts it): passed as it is, rated last
+            counts[Conversion.unsafe] += 1
+            continue
+        conversion = cpu_target.typing_context.can_convert(actual, ty)
         if conversion is None or conversion == Conversion.nil:
             return None
         if conversion in counts:
