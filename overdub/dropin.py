@@ -303,15 +303,15 @@ class _Converting:
     """``kernel[blocks, threads, ...]`` of a kernel whose arguments are converted before each launch (explicit
     signatures, numba-cuda's extensions): the conversions, then the launch (``front``)."""
 
-    __slots__ = ("front", "target", "signatures", "extensions", "stream")
+    __slots__ = ("front", "target", "signatures", "extensions", "stream", "name")
 
     def __init__(self, kernel: Kernel, front: Callable[..., None], target, stream):
-        self.front, self.target, self.stream = front, target, stream
+        self.front, self.target, self.stream, self.name = front, target, stream, kernel.__qualname__
         self.signatures, self.extensions = kernel.signatures, kernel.extensions
 
     def __call__(self, *args):
         if self.signatures:
-            args = _as_signature(args, self.signatures, self.target)
+            args = _as_signature(self.name, args, self.signatures, self.target)
         if not self.extensions:
             return self.front(*args)
         # numba-cuda's extensions: each converts the arguments before the launch (``prepare_args(ty, value,
@@ -327,15 +327,20 @@ class _Converting:
             write_back()
 
 
-def _as_signature(args: tuple, signatures: list, target) -> tuple:
+def _as_signature(name: str, args: tuple, signatures: list, target) -> tuple:
     """``args`` converted to the signature numba-cuda picks for them (:func:`chosen_signature`: exact matches
     first, then the fewest unsafe, safe and promoting conversions): scalars become numpy scalars of the
     signature's types, an int where the signature has a pointer (numba's ``CPointer``) the address of a typed
-    pointer into the target's memory. A TypeError, as numba-cuda's, where no signature fits or two fit equally."""
-    argtypes = chosen_signature(args, signatures)
+    pointer into the target's memory. A TypeError, as numba-cuda's, where no signature fits or two fit equally
+    (naming the kernel ``name`` and its signatures)."""
+    try:
+        argtypes = chosen_signature(args, signatures)
+    except TypeError as error:
+        raise TypeError(f"{name}: {error}") from None
     if argtypes is None:
         given = ", ".join(str(typeof_or_none(value) or type(value).__name__) for value in args)
-        raise TypeError(f"No matching definition for argument type(s) {given}")
+        takes = "; ".join(f"({', '.join(map(str, each))})" for each in signatures)
+        raise TypeError(f"No matching definition for argument type(s) {given}: {name} takes {takes}")
     return tuple(
         _as_pointer(a, t, target) if isinstance(t, PtrType) else as_scalar_of(a, t) for a, t in zip(args, argtypes)
     )
