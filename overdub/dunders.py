@@ -139,13 +139,13 @@ def _swapped(func: Callable[..., typing.Any], name: str) -> pytypes.FunctionType
     return wrapper
 
 
-def register(cls: type, self_type: LatticeType) -> None:
-    """Add the operator dunders defined in ``cls``'s body as methods whose first parameter (``self``) is
-    ``self_type`` -- the lattice type of the class's values -- and whose others keep their annotations; a
-    string annotation naming the class (``other: "Dual"``) means ``cls`` itself, even while the name is still
-    bound to an earlier class of that name or to nothing."""
+def register(cls: type, self_type: LatticeType, members: Mapping[str, object] | None = None) -> None:
+    """Add the operator dunders defined in ``cls``'s body (or those of ``members``, given to it later) as
+    methods whose first parameter (``self``) is ``self_type`` -- the lattice type of the class's values -- and
+    whose others keep their annotations; a string annotation naming the class (``other: "Dual"``) means
+    ``cls`` itself, even while the name is still bound to an earlier class of that name or to nothing."""
     scope = {cls.__name__: cls}
-    for name, func in vars(cls).items():
+    for name, func in (vars(cls) if members is None else members).items():
         if not callable(func) or not hasattr(func, "__code__"):
             continue
         label = f"{cls.__qualname__}.{name}"

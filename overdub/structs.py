@@ -453,6 +453,14 @@ def make(cls: type, where: str, current: bool = True) -> StructMeta:
     return new
 
 
+def add_members(cls: StructMeta, members: Mapping[str, object]) -> None:
+    """Give ``cls``, made by :func:`make` from a class statement without its methods, those methods: its
+    operator dunders become methods of the operators, as :func:`make` makes them."""
+    for name, value in members.items():
+        type.__setattr__(cls, name, value)
+    dunders.register(cls, cls.__overdub_type__, members)
+
+
 def _instantiate(base: StructMeta, params: tuple[LatticeType, ...]) -> StructMeta:
     """The concrete class ``base[params]``, made once."""
     with _lock:

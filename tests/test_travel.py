@@ -854,3 +854,59 @@ def test_a_def_shipped_and_dropped_is_freed_here_and_where_it_arrived(make_modul
 
 def _empty_snapshot() -> bytes:
     return pickle.dumps((snapshots.FORMAT, []))
+
+
+SELF_NAMING = """
+import numpy as np
+import overdub as od
+from numba import cuda
+
+@od.struct
+class Vec:
+    x: od.float64
+
+    def __add__(self, other: "Vec"):
+        return Vec(self.x + other.x)
+
+    def __mul__(self, k: od.Float):
+        return Pair(Vec(self.x * k), self)
+
+@od.struct
+class Pair:
+    a: Vec
+    b: Vec
+
+    def __add__(self, other: "Pair"):
+        return Pair(self.a + other.a, self.b + other.b)
+
+@od.method(abs)
+def _abs(v: Vec):
+    return Vec(abs(v.x))
+
+def kernel(out, v):
+    i = cuda.grid(1)
+    if i < out.size:
+        q = v * 2.0
+        q = q + q
+        out[i] = abs(q.a).x + q.b.x
+
+def run_here(v):
+    out = np.zeros(2)
+    od.cuda(kernel, out, v, blocks=1, threads=2, target="cpu")
+    return out.tolist(), sorted(vars(type(v)))
+"""
+
+
+def test_a_struct_whose_methods_name_its_class_and_another_naming_it_back_travel_to_a_spawned_pool(importable):
+    """A struct's methods name their own class (``return Vec(...)``) and two classes name each other: each
+    arrives in the worker with its methods, and the methods on it travel and are redefined there too."""
+    module = importable("odselfnaming", SELF_NAMING)
+    here, members = module.run_here(module.Vec(-1.5))
+    assert here == [3.0, 3.0]  # abs(-6.0) + (-3.0)
+    snapshots.snapshot()
+    assert not snapshots.unshippable, snapshots.unshippable
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+        assert pool.apply(module.run_here, (module.Vec(-1.5),)) == (here, members)
+        exec("@od.method(abs)\ndef _abs(v: Vec):\n    return Vec(abs(v.x) * 10.0)\n", vars(module))
+        assert module.run_here(module.Vec(-1.5))[0] == [57.0, 57.0]
+        assert pool.apply(module.run_here, (module.Vec(-1.5),))[0] == [57.0, 57.0]
