@@ -139,6 +139,7 @@ def _struct_filled(cls: type, members: dict[str, object]) -> None:
 
 _awaiting: weakref.WeakKeyDictionary[type, tuple[str, tuple[object, ...]]] = weakref.WeakKeyDictionary()
 """Classes arrived whose methods are still to come: their digests and definitions' parts but members."""
+runtime.register_cache(f"{__name__}._awaiting", _awaiting, kept="classes mid-arrival: the pickle making one fills it")
 
 
 def _current(cls: type) -> bool:
