@@ -1,12 +1,12 @@
 """numba-cuda's own kernel-language tests, run as shipped and switched to overdub.
 
-    python benchmarks/compat.py [--switch jit|import] [--quick] [--files test_math,test_sync] [--timeout 240]
-                                [--jobs N] [--out DIR]
+    python benchmarks/compat.py [--switch jit|import] [--target cuda|cpu] [--quick] [--files test_math,...]
+                                [--timeout 240] [--jobs N] [--out DIR]
 
-Each chosen test file of ``numba.cuda.tests.cudapy`` (found through importlib, wherever numba-cuda is installed)
-runs twice, each run in its own pytest subprocess (so a segfault or abort is attributed to its file): (1) as
-shipped; (2) switched to overdub by the plugin ``benchmarks/compat/overdub_compat_plugin.py``, in one of two ways
-(``--switch``; ``OVERDUB_COMPAT_PATCH`` tells the plugin):
+Every test file of ``numba.cuda.tests.cudapy`` (found through importlib, wherever numba-cuda is installed) but
+those of :data:`EXCLUDED` runs twice, each run in its own pytest subprocess (so a segfault or abort is attributed
+to its file): (1) as shipped; (2) switched to overdub by the plugin ``benchmarks/compat/overdub_compat_plugin.py``,
+in one of two ways (``--switch``; ``OVERDUB_COMPAT_PATCH`` tells the plugin):
   jit    -- (the default) ``numba.cuda.jit`` (and the ``jit`` bound in ``numba.cuda.decorators`` /
             ``numba.cuda.device_init``) replaced by ``overdub.jit`` before the test modules import it -- they use
             ``from numba import cuda`` then ``@cuda.jit``. numba-cuda's library code keeps numba's jit;
@@ -30,16 +30,17 @@ The ratio is overdub passes / numba-cuda passes over the tests numba-cuda passes
 ratio over the tests that launch through overdub (a test both runs pass without calling od.jit is left out). Writes DIR/compat.json and
 DIR/compat.md (default benchmarks/results/) and prints the markdown.
 
-Files (the kernel language: indexing, intrinsics, math, atomics, shared/local/const memory, records, complex):
-  test_math, test_intrinsics, test_atomics, test_sync, test_warp_ops, test_record_dtype, test_complex,
-  test_libdevice (its kernel tests only: TestLibdeviceCompilation is deselected), test_operator,
-  test_cooperative_groups, test_random, test_array, test_sm, test_localmem, test_constmem.
-Excluded: test_fastmath -- it checks the fast-math flags in the PTX of ``fastmath=True``, an option od.jit
-accepts and ignores by design, and half its tests call ``compile_ptx`` (no jit at all), so it measures the
-option's plumbing, not the kernel language; TestLibdeviceCompilation (in test_libdevice) -- hundreds of
-generated ``compile_ptx`` tests that never call jit and would pass identically in both runs, inflating the ratio.
-Every listed file exists in numba-cuda 0.30.4; a file missing from the installed version is reported as missing.
---quick runs test_localmem, test_constmem, test_random (small, fast). The per-test count of od.jit calls is
+``--target`` says where both runs execute:
+  cuda -- (the default) the GPU: numba-cuda as shipped against overdub's CUDA target;
+  cpu  -- no GPU: numba-cuda's simulator (``NUMBA_ENABLE_CUDASIM=1``) against overdub's CPU target
+          (``OVERDUB_TARGET=cpu``, always with ``--switch import``: the tests' host API must be overdub's too).
+          The overdub run's harness answers as the simulator's does (``config.ENABLE_CUDASIM`` set once overdub
+          has imported numba-cuda), so both runs skip the same tests and take the same branches.
+Excluded (:data:`EXCLUDED`, each with its reason); TestLibdeviceCompilation (in test_libdevice) is deselected:
+hundreds of generated ``compile_ptx`` tests that never call jit and would pass identically in both runs. A file
+named with ``--files`` and missing from the installed numba-cuda is reported as missing. ``--files
+kernel-language`` runs :data:`KERNEL_LANGUAGE`, the first table's 15 files; --quick runs test_localmem,
+test_constmem, test_random (small, fast). The per-test count of od.jit calls is
 recorded (with either switch, the tests' calls of overdub's jit); tests that pass in both runs without calling
 od.jit are reported (they measure nothing). compat.json and compat.md name the switch; with ``--switch import``
 each file's entry lists the modules the hook switched (the file's own, and any test module it imports).
@@ -68,7 +69,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 PLUGIN_DIR = HERE / "compat"
 
-FILES = [
+KERNEL_LANGUAGE = [
     "test_math",
     "test_intrinsics",
     "test_atomics",
@@ -86,6 +87,15 @@ FILES = [
     "test_constmem",
 ]
 QUICK = ["test_localmem", "test_constmem", "test_random"]
+EXCLUDED = {
+    "test_fastmath": "it checks the fast-math flags numba-cuda writes into the PTX of `fastmath=True` and half "
+    "its tests call `compile_ptx` (no jit): the option's plumbing inside numba-cuda, not the kernel language",
+}
+"""Files left out of every run, with the reason docs/compat.md gives."""
+TARGETS = {
+    "cuda": "the GPU: numba-cuda as shipped against overdub's CUDA target",
+    "cpu": "no GPU: numba-cuda's simulator (NUMBA_ENABLE_CUDASIM=1) against overdub's CPU target",
+}
 DESELECT = {"test_libdevice": "not TestLibdeviceCompilation"}
 CLASSES = ("api", "wrong", "crash", "other")
 SWITCHES = {
@@ -107,12 +117,22 @@ def tests_dir() -> Path:
     return Path(next(iter(spec.submodule_search_locations)))
 
 
-def run_file(name: str, switch: str | None, timeout: float, workdir: Path) -> dict:
+def every_file() -> list[str]:
+    """Every test file of the installed numba-cuda's cudapy suite but :data:`EXCLUDED`."""
+    return sorted(p.stem for p in tests_dir().glob("test_*.py") if p.stem not in EXCLUDED)
+
+
+def run_file(name: str, switch: str | None, timeout: float, workdir: Path, target: str = "cuda") -> dict:
     """One pytest subprocess over numba.cuda.tests.cudapy.<name>, switched to overdub by ``switch`` (one of
-    :data:`SWITCHES`; None: as shipped): its events, return code, time."""
+    :data:`SWITCHES`; None: as shipped) on ``target`` (one of :data:`TARGETS`): its events, return code, time."""
     record = workdir / f"{name}.{'overdub' if switch else 'numba'}.jsonl"
     record.unlink(missing_ok=True)
     env = dict(os.environ, OVERDUB_COMPAT_RECORD=str(record), OVERDUB_COMPAT_PATCH=switch or "0")
+    env.pop("NUMBA_ENABLE_CUDASIM", None)
+    if target == "cpu" and switch:
+        env.update(OVERDUB_TARGET="cpu", OVERDUB_COMPAT_HARNESS="simulator")
+    elif target == "cpu":
+        env["NUMBA_ENABLE_CUDASIM"] = "1"
     paths = [str(PLUGIN_DIR), str(ROOT)]
     if importlib.util.find_spec("filecheck") is None:
         paths.append(str(PLUGIN_DIR / "stubs"))  # numba.cuda.testing imports it at module level
@@ -232,13 +252,22 @@ def count(tests: dict) -> dict:
     return {k: c.get(k, 0) for k in ("passed", "failed", "error", "skipped", "crash")}
 
 
-def measure(names: list[str], timeout: float, log=print, jobs: int = 1, switch: str = "jit") -> dict:
+def measure(
+    names: list[str], timeout: float, log=print, jobs: int = 1, switch: str = "jit", target: str = "cuda"
+) -> dict:
     try:
         available = {p.stem for p in tests_dir().glob("test_*.py")}
     except Exception as exc:  # numba-cuda's tests not importable at all
         available = set()
         log(f"cannot find numba.cuda.tests.cudapy: {exc!r}")
-    result = {"python": sys.version.split()[0], "timeout_s": timeout, "switch": switch, "files": {}, "missing": []}
+    result = {
+        "python": sys.version.split()[0],
+        "timeout_s": timeout,
+        "switch": switch,
+        "target": target,
+        "files": {},
+        "missing": [],
+    }
     try:
         from importlib.metadata import version
 
@@ -251,7 +280,9 @@ def measure(names: list[str], timeout: float, log=print, jobs: int = 1, switch: 
         (workdir / "pytest.ini").write_text("[pytest]\nconsider_namespace_packages = true\n")
         with concurrent.futures.ThreadPoolExecutor(max(1, jobs)) as pool:  # each run is its own subprocess
             runs = {
-                (name, mode): pool.submit(run_file, name, switch if mode == "overdub" else None, timeout, workdir)
+                (name, mode): pool.submit(
+                    run_file, name, switch if mode == "overdub" else None, timeout, workdir, target
+                )
                 for name in names
                 if name in available
                 for mode in ("numba", "overdub")
@@ -344,11 +375,13 @@ def markdown(result: dict) -> str:
         )
 
     switch = result.get("switch", "jit")
+    target = result.get("target", "cuda")
     lines = [
-        "# overdub vs numba-cuda's kernel-language tests",
+        "# overdub vs numba-cuda's cudapy tests",
         "",
         f"numba-cuda {result['numba_cuda']}, Python {result['python']}, per-file timeout "
-        f"{result['timeout_s']:.0f} s. Overdub run: `--switch {switch}`, {SWITCHES[switch]}. "
+        f"{result['timeout_s']:.0f} s. Target `{target}`: {TARGETS[target]}. "
+        f"Overdub run: `--switch {switch}`, {SWITCHES[switch]}. "
         f"Counts are passed/failed/errored. Overdub-only failures: tests "
         f"numba-cuda passes and overdub does not -- api (API surface overdub does not provide), wrong "
         f"(wrong result), crash, other (by exception type).",
@@ -416,7 +449,11 @@ def markdown(result: dict) -> str:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--files", help="comma-separated test files (test_math,...; the test_ prefix optional)")
+    ap.add_argument(
+        "--files",
+        help="comma-separated test files (test_math,...; the test_ prefix optional), or kernel-language "
+        "(default: every file but the excluded)",
+    )
     ap.add_argument("--quick", action="store_true", help=f"only {', '.join(QUICK)}")
     ap.add_argument("--timeout", type=float, default=240.0, help="seconds per file and run (default 240)")
     ap.add_argument("--jobs", type=int, default=1, help="files run at once (each run its own subprocess)")
@@ -428,13 +465,24 @@ def main(argv=None) -> int:
         help="how the overdub run switches: jit (numba.cuda.jit replaced, the default) or import (the one-import "
         "switch, the test modules' imports rewritten)",
     )
+    ap.add_argument(
+        "--target",
+        choices=sorted(TARGETS),
+        default="cuda",
+        help="cuda (the GPU, the default) or cpu (numba-cuda's simulator against overdub's CPU target; implies "
+        "--switch import)",
+    )
     args = ap.parse_args(argv)
-    names = QUICK if args.quick else FILES
-    if args.files:
+    if args.target == "cpu":
+        args.switch = "import"
+    names = QUICK if args.quick else every_file()
+    if args.files == "kernel-language":
+        names = KERNEL_LANGUAGE
+    elif args.files:
         names = [n if n.startswith("test_") else "test_" + n for n in args.files.split(",") if n.strip()]
         names = [n[:-3] if n.endswith(".py") else n for n in names]
     log = lambda s: print(s, file=sys.stderr, flush=True)  # noqa: E731
-    result = measure(names, args.timeout, log=log, jobs=args.jobs, switch=args.switch)
+    result = measure(names, args.timeout, log=log, jobs=args.jobs, switch=args.switch, target=args.target)
     result["totals"] = totals(result)
     md = markdown(result)
     out = Path(args.out)

@@ -487,6 +487,19 @@ def issubtype(a: object, b: object) -> bool:
     return subtype(as_type(a), as_type(b))
 
 
+def _array_below(a: nt.Array, b: nt.Array) -> bool:
+    """Is every array of type ``a`` one of type ``b``? Where ``b``'s layout is ``A`` (any: numba's
+    ``float64[:]``) or the same, its dtype and rank are ``a``'s, and it is read-only or ``a`` writable, and
+    unaligned or ``a`` aligned -- as numba converts an argument's array type to a signature's."""
+    return (
+        a.dtype == b.dtype
+        and a.ndim == b.ndim
+        and b.layout in ("A", a.layout)
+        and (a.mutable or not b.mutable)
+        and (a.aligned or not b.aligned)
+    )
+
+
 def subtype(a: LatticeType, b: LatticeType) -> bool:
     """:func:`issubtype` for lattice types already normalised by :func:`as_type` (the dispatch hot path)."""
     if a == b or b is Any:
@@ -527,6 +540,8 @@ def subtype(a: LatticeType, b: LatticeType) -> bool:
         return subtype(a_eltype, b.eltype) and (b.ndim is None or a_ndim == b.ndim)
     if isinstance(b, PtrType) and isinstance(a, PtrType):
         return bool(a.dtype == b.dtype)
+    if isinstance(b, nt.Array) and isinstance(a, nt.Array):
+        return _array_below(a, b)
     return False  # distinct concrete types, or an abstract type below a concrete one
 
 

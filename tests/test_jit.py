@@ -213,6 +213,33 @@ def test_signatures_that_fit_equally_or_not_at_all_are_numba_cudas_type_errors()
         store[1, 1](np.zeros(1, dtype=np.int32), 1.0)  # no signature takes an int32 array
 
 
+def test_a_numpy_scalar_fits_a_scalar_of_a_signature_and_any_layout_fits_an_a_layout_array():
+    """``np.uint32(3)`` has an ``__array_interface__`` but is no array; ``uint32[:, :]`` and ``float64[:]`` are
+    numba's any-layout arrays, which a C-contiguous array fits -- a kernel's signature and a device function's
+    method alike."""
+
+    @od.jit("void(uint32[:, :], uint32)", target="cpu")
+    def store(out, x):
+        out[0, 1] = x
+
+    @od.jit("float64(float64[:], int64)", device=True)
+    def second(a, i):
+        return a[i]
+
+    @od.jit(target="cpu")
+    def read(out, a):
+        out[0] = second(a, 1)
+
+    grid = np.zeros((2, 2), dtype=np.uint32)
+    store[1, 1](grid, np.uint32(3))
+    out = np.zeros(1)
+    read[1, 1](out, np.arange(3.0))
+    assert grid[0, 1] == 3 and out[0] == 1.0
+    assert od.issubtype(numba.types.float64[::1], numba.types.float64[:])
+    assert not od.issubtype(numba.types.float64[:], numba.types.float64[::1])
+    assert not od.issubtype(numba.types.Array(numba.float64, 1, "C", readonly=True), numba.types.float64[:])
+
+
 def test_a_tuple_of_types_is_one_signature():
     @od.jit((numba.types.float64[::1], numba.types.float64), target="cpu")
     def store(out, x):

@@ -21,6 +21,10 @@ named by ``OVERDUB_COMPAT_RECORD``, flushing each line, so a run that crashes st
   a bare ``assert`` fails with a plain message.)
 
 Either way each call of overdub's jit from a test is counted (``od_calls`` of each report).
+
+``OVERDUB_COMPAT_HARNESS=simulator`` (the CPU run, compared with numba-cuda's simulator): once overdub has
+imported numba-cuda, numba-cuda's ``config.ENABLE_CUDASIM`` is set, so its harness (``skip_on_cudasim``, the
+test modules' ``if config.ENABLE_CUDASIM:`` branches) answers as in the simulator run.
 """
 
 from __future__ import annotations
@@ -130,11 +134,20 @@ class SwitchedLoader(importlib.machinery.SourceFileLoader):
         return compile(switched, path, "exec", dont_inherit=True)
 
 
+_READ_THE_FLAG_ON_IMPORT = ("numba.cuda.random", "numba.cuda.kernels.reduction", "numba.cuda.kernels.transpose")
+
+
 def _install_import():
     import overdub.cuda
 
     overdub.cuda.jit = counting(overdub.cuda.jit)  # `cuda.jit` and `from overdub.cuda import jit` alike
     sys.meta_path.insert(0, SwitchedTests())
+    if os.environ.get("OVERDUB_COMPAT_HARNESS") == "simulator":
+        from numba.cuda.core import config
+
+        for name in _READ_THE_FLAG_ON_IMPORT:  # these modules jit as the simulator where they see the flag
+            __import__(name)
+        config.ENABLE_CUDASIM = 1
     _write(event="patched", switch="import", overdub=getattr(overdub.cuda, "__file__", "?"))
 
 

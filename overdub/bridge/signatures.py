@@ -37,8 +37,9 @@ def typeof_or_none(value: object) -> types.Type | None:
 def array_fits(value: object, ty: types.Type) -> bool:
     """Can ``value`` be passed where a signature says ``ty``? (An array only where ``ty`` is an array of its
     rank and dtype; anything else only where ``ty`` is not an array.)"""
-    if not isinstance(ty, types.Array):
-        return not hasattr(value, "__cuda_array_interface__") and not hasattr(value, "__array_interface__")
+    if not isinstance(ty, types.Array):  # a numpy scalar has an __array_interface__ too: only arrays are refused
+        arraylike = hasattr(value, "__cuda_array_interface__") or hasattr(value, "__array_interface__")
+        return not arraylike or isinstance(value, np.generic)
     dtype: typing.Any = getattr(value, "dtype", None)  # whatever the value carries; from_dtype judges it
     try:
         return getattr(value, "ndim", None) == ty.ndim and numpy_support.from_dtype(dtype) == ty.dtype
