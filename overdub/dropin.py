@@ -94,9 +94,10 @@ def _make(func, signatures, device, context, options, scope):
                 f"it): give them to the kernel's od.jit or od.cuda(..., debug=True)",
                 stacklevel=3,
             )
-        gf = None
-        for sig in signatures or [None]:
-            gf = function(func, None if sig is None else signature_argtypes(sig), scope=scope)
+        first, *others = [signature_argtypes(sig) for sig in signatures] or [None]
+        gf = function(func, first, scope=scope, converts=first is not None)
+        for argtypes in others:  # one generic function, a method per signature (its name may be bound elsewhere)
+            gf.define(func, argtypes, converts=True)
         return gf
     compile_options = CompileOptions.of(**{k: v for k, v in options.items() if k in _COMPILE_OPTIONS})
     if options.get("boundscheck"):

@@ -244,28 +244,33 @@ def methods_from(
     sig: tuple[object, ...] | None = None,
     full: Callable[..., typing.Any] | None = None,
     scope: Mapping[str, object] | None = None,
+    converts: bool = False,
 ) -> list[Method]:
     """The methods a def defines: one for its full arity and, for each trailing default, one for the arity
     without it, calling ``full`` (the generic function; the def itself for a context's overdub, whose
     default-arity methods run the def they come from). ``sig`` (for all parameters) overrides the
-    annotations."""
+    annotations; ``converts``: a numba signature's method (:attr:`Method.converts`)."""
     params, annotated, defaults = signature_of(func, scope)
     if sig is not None:
         sig = tuple(as_type(t) for t in sig)
         if len(sig) != len(params):
             raise TypeError(f"{name}: signature {sig} does not match the parameters {params}")
     sig = annotated if sig is None else sig
-    methods = [Method(name, func, params, sig)]
+    methods = [Method(name, func, params, sig, converts=converts)]
     for arity in range(len(params) - 1, len(params) - len(defaults) - 1, -1):
         wrapper = _fill_defaults(func, params, defaults, arity, func if full is None else full)
-        methods.append(Method(name, wrapper, params[:arity], sig[:arity], origin=func))
+        methods.append(Method(name, wrapper, params[:arity], sig[:arity], origin=func, converts=converts))
     return methods
 
 
 class Method:
-    """One definition of a generic function (or of an overdub): a def and the signature it accepts."""
+    """One definition of a generic function (or of an overdub): a def and the signature it accepts.
 
-    __slots__ = ("name", "func", "params", "sig", "file", "line", "table", "generated")
+    ``converts``: a method of a numba signature (``od.jit("float64(float64)", device=True)``), which -- where no
+    method's signature takes a call's types -- takes the arguments numba converts to its types, as a numba-cuda
+    device function does (:func:`converting`)."""
+
+    __slots__ = ("name", "func", "params", "sig", "file", "line", "table", "generated", "converts")
 
     def __init__(
         self,
@@ -274,8 +279,9 @@ class Method:
         params: tuple[str, ...],
         sig: Signature,
         origin: Callable[..., typing.Any] | None = None,
+        converts: bool = False,
     ) -> None:
-        self.name, self.func, self.params, self.sig = name, func, params, sig
+        self.name, self.func, self.params, self.sig, self.converts = name, func, params, sig, converts
         self.file, self.line = _location(origin or func)  # origin: the def a generated method comes from
         self.generated = origin is not None  # a default-arity method (its def defines it again)
         self.table: MethodTable | None = None  # set when added to one
@@ -308,7 +314,10 @@ class MethodMatch(world.Node):
     """A cached dispatch answer: the method a tuple of argument types reaches in one table, or why none does.
 
     Negative answers (no method, ambiguity) are matches too, so that a definition that changes them
-    invalidates whatever relied on them (Julia's backedges from failed lookups).
+    invalidates whatever relied on them (Julia's backedges from failed lookups). A call whose types no
+    signature takes may reach a numba signature's method by converting its arguments
+    (:attr:`Method.converts`); that choice rests on this "no method" answer, which each such method defined,
+    redefined or deleted invalidates.
     """
 
     __slots__ = ("table", "argtypes", "method", "ambiguous")
@@ -321,6 +330,11 @@ class MethodMatch(world.Node):
 
     def same_answer(self, method: Method | None, ambiguous: tuple[Method, ...]) -> bool:
         return method is self.method and {id(m) for m in ambiguous} == {id(m) for m in self.ambiguous}
+
+    def unmatched(self) -> bool:
+        """No method's signature takes these types (a call may then convert its arguments to a numba
+        signature's method: any such method defined, redefined or deleted can change what it reaches)."""
+        return self.method is None and not self.ambiguous
 
     def error(self) -> MethodError | None:
         """The error a call with these argument types raises, or None when a method applies."""
@@ -433,7 +447,8 @@ class MethodTable:
             stale: list[world.Node] = [
                 match
                 for argtypes, match in self._cache.items()
-                if method.applies_to(argtypes) and not match.same_answer(*self.resolve(argtypes))
+                if (method.applies_to(argtypes) and not match.same_answer(*self.resolve(argtypes)))
+                or (method.converts and match.unmatched())
             ]
             if len(self.methods) == 1:
                 stale.append(self._empty)
@@ -452,7 +467,8 @@ class MethodTable:
             stale: list[world.Node] = [
                 match
                 for argtypes, match in self._cache.items()
-                if old.applies_to(argtypes) and not match.same_answer(*self.resolve(argtypes))
+                if (old.applies_to(argtypes) and not match.same_answer(*self.resolve(argtypes)))
+                or (old.converts and match.unmatched())
             ]
             world.invalidate(stale, f"{old.signature_repr()} deleted ({cause})")
             return old
@@ -479,10 +495,13 @@ class GenericFunction:
             return reduce_generic(self)
         return reference_to(self, self.__module__, self.__qualname__)
 
-    def define(self, func: Callable[..., typing.Any], sig: tuple[object, ...] | None = None) -> Method:
+    def define(
+        self, func: Callable[..., typing.Any], sig: tuple[object, ...] | None = None, converts: bool = False
+    ) -> Method:
         """Add the methods of ``func`` (its annotations give the signature unless ``sig`` is given; each
-        trailing default adds a method of lower arity); returns the full-arity one."""
-        methods = methods_from(self.__name__, func, sig, full=self)
+        trailing default adds a method of lower arity; ``converts``: of a numba signature); returns the
+        full-arity one."""
+        methods = methods_from(self.__name__, func, sig, full=self, converts=converts)
         for method in methods:
             self.table.add(method)
         if func.__doc__ and not self.__doc__:
@@ -572,7 +591,11 @@ def _ints_fit_int64(indices: tuple[int, ...]) -> ArgsCheck:
 
 
 def function(
-    func: Callable[..., typing.Any], sig: tuple[object, ...] | None = None, *, scope: Mapping[str, object] | None = None
+    func: Callable[..., typing.Any],
+    sig: tuple[object, ...] | None = None,
+    *,
+    scope: Mapping[str, object] | None = None,
+    converts: bool = False,
 ) -> GenericFunction:
     """Decorator: add ``func`` as a method of the generic function its name is bound to where the ``def``
     runs, and return that generic function.
@@ -584,7 +607,8 @@ def function(
     made by two calls of a factory, or defs exec'd into two namespaces, are separate functions.
 
     ``sig`` gives the method's signature instead of its annotations; ``scope`` the namespace the def runs in
-    (for wrappers of this decorator; by default the caller's).
+    (for wrappers of this decorator; by default the caller's); ``converts``: ``sig`` is a numba signature
+    (:attr:`Method.converts`).
     """
     if not isinstance(func, pytypes.FunctionType):
         raise TypeError(
@@ -598,7 +622,7 @@ def function(
             gf = func.__globals__.get(func.__name__)  # a def at a module's top level, through a wrapper
         if not isinstance(gf, GenericFunction):
             gf = GenericFunction(func.__name__, func.__module__, func.__qualname__)
-        gf.define(func, sig)
+        gf.define(func, sig, converts)
     return gf
 
 

@@ -20,7 +20,7 @@ from . import bridge, hooks, world
 from .instances import Answer, compile_callee
 from .job import Chain
 from .operators import OperatorSite, numba_signature
-from .registry import GenericFunction, MethodError
+from .registry import GenericFunction, Method, MethodError, MethodMatch
 from .rewrite import Overdubbed, Unobserved, interned, substitute
 from .tables import asked
 
@@ -168,9 +168,13 @@ def _resolve_callee(
         if kws:
             raise TypeError(f"{callee.__name__}: generic functions take positional arguments only")
         match = callee.table.dispatch(argtypes)
-        if match.method is None:
+        if match.method is not None:
+            return compile_callee(match.method.func, chain, typing_context, args, kws)
+        converted = _converted(match) if match.unmatched() else None
+        if converted is None:
             _raise_at_call_site(cast(MethodError, match.error()))  # no method: the error says why
-        return compile_callee(match.method.func, chain, typing_context, args, kws)
+        declared = cast("tuple[nt.Type, ...]", converted.sig)  # a numba signature's: numba types
+        return compile_callee(converted.func, chain, typing_context, declared, kws)
     function = bridge.python_function(callee)
     if function is not None and not bridge.numba_implements(typing_context, callee):
         return compile_callee(function, chain, typing_context, args, kws)
@@ -181,6 +185,15 @@ def _resolve_callee(
     if sig is None:
         _raise_at_call_site(MethodError(getattr(callee, "__name__", repr(callee)), argtypes))
     return sig, impl_key
+
+
+def _converted(match: MethodMatch) -> Method | None:
+    """The numba signature's method a call no signature takes converts its arguments to, as numba-cuda types
+    a call of a device function with explicit signatures (numba casts the arguments at the call); None where
+    none converts. The choice rests on ``match``, the "no method" answer, which each such method invalidates."""
+    methods = [m for m in match.table.methods if m.converts]
+    chosen = bridge.converted_signature(match.argtypes, [m.sig for m in methods]) if methods else None
+    return None if chosen is None else next(m for m in methods if m.sig is chosen)
 
 
 def _hooked_call(

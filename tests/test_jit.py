@@ -240,6 +240,56 @@ def test_a_numpy_scalar_fits_a_scalar_of_a_signature_and_any_layout_fits_an_a_la
     assert not od.issubtype(numba.types.Array(numba.float64, 1, "C", readonly=True), numba.types.float64[:])
 
 
+def test_a_device_functions_signatures_are_one_generic_functions_methods_that_convert_as_numba_converts():
+    """``od.jit([...], device=True)``: a method per signature of one generic function; a call no signature takes
+    converts its arguments to the best-rated one, as numba-cuda's device functions do (exact, then the fewest
+    unsafe, safe, promoting conversions; the first of equals)."""
+
+    def add(x, y):
+        return x + y
+
+    add_device = od.jit(["(int64, int64)", "(float64, float64)"], device=True)(add)
+
+    @od.jit(target="cpu")
+    def kernel(r, x, y):
+        r[0] = add_device(x, y)
+
+    assert [m.sig for m in od.methods(add_device)] == [(numba.int64,) * 2, (numba.float64,) * 2]
+    ints, floats = np.zeros(1, dtype=np.int64), np.zeros(1)
+    kernel[1, 1](ints, 1, 2)
+    kernel[1, 1](floats, 1, 2**-25)  # (int64, float64): to (float64, float64), not (int64, int64)
+    assert ints[0] == 3 and floats[0] == 1.0000000298023224
+    narrow = od.jit(["(int64, int64)"], device=True)(add)
+
+    @od.jit(target="cpu")
+    def unsafe(r, x, y):
+        r[0] = narrow(x, y)
+
+    unsafe[1, 1](ints, 1.5, 2.5)  # an unsafe conversion, as numba-cuda casts it
+    assert ints[0] == 3
+
+
+def test_a_better_converting_signature_defined_later_recompiles_the_calls_that_converted():
+    @od.jit("(float32,)", device=True)
+    def shifted(x):
+        return x + 0.5
+
+    @od.jit(target="cpu")
+    def kernel(out, v):
+        out[0] = shifted(v[0])
+
+    out, v = np.zeros(1), np.full(1, 2**24 + 1, dtype=np.int32)
+    kernel[1, 1](out, v)  # int32 to float32 (unsafe, the only one): 2**24 + 1 rounds to 2**24
+    assert out[0] == 2**24 + 0.5
+
+    @od.jit("(float64,)", device=True)
+    def shifted(x):  # noqa: F811  (a second method: int32 to float64 is safe, so it is chosen now)
+        return x + 0.5
+
+    kernel[1, 1](out, v)
+    assert out[0] == 2**24 + 1.5
+
+
 def test_a_tuple_of_types_is_one_signature():
     @od.jit((numba.types.float64[::1], numba.types.float64), target="cpu")
     def store(out, x):

@@ -425,7 +425,7 @@ def test_a_generic_function_whose_methods_fail_to_arrive_fails_its_calls_with_th
     key = next(k for k in entries if k.endswith(str(id(m.g))))
     entry = pickle.loads(entries[key])
     broken = snapshots.Entry(
-        entry.key, entry.owner, ((entry.methods[0][0], "other", b"not a pickle"),), entry.signatures
+        entry.key, entry.owner, ((entry.methods[0][0], "other", b"not a pickle", False),), entry.signatures
     )
     snapshots.local.building = True  # as a snapshot's entry is pickled: its owner without a snapshot of its own
     try:

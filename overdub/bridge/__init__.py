@@ -38,6 +38,7 @@ from .calls import (
     typing_code,
     unliteral,
 )
+from .signatures import converted_signature
 
 __all__ = [
     "TypedByTemplates",
@@ -45,6 +46,7 @@ __all__ = [
     "always_inlined_overload",
     "call_sites",
     "compile_error_message",
+    "converted_signature",
     "delegate",
     "dispatcher_call",
     "fold_call",

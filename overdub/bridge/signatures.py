@@ -5,6 +5,7 @@ scalars converted to them as numba-cuda converts them."""
 from __future__ import annotations
 
 import typing
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -81,6 +82,34 @@ def chosen_signature(
             f"Ambiguous overloading for ({given}): these signatures convert the arguments equally well:\n{candidates}"
         )
     return tied[0]
+
+
+def converted_signature(given: Sequence[object], signatures: Sequence[Sequence[object]]) -> Sequence[object] | None:
+    """Of ``signatures`` (a numba-cuda device function's), the one a call of types ``given`` converts its
+    arguments to, as numba types such a call: the fewest unsafe, then safe, then promoting conversions, the
+    first listed of equals (numba lets a device function's call be ambiguous). None where none converts."""
+    rated = []
+    for index, declared in enumerate(signatures):
+        if len(declared) != len(given):
+            continue
+        rating = _type_rating(given, declared)
+        if rating is not None:
+            rated.append((rating, index))
+    return signatures[min(rated)[1]] if rated else None
+
+
+def _type_rating(given: Sequence[object], declared: Sequence[object]) -> tuple[int, int, int] | None:
+    counts = {Conversion.unsafe: 0, Conversion.safe: 0, Conversion.promote: 0}
+    for actual, ty in zip(given, declared):
+        try:
+            conversion = cpu_target.typing_context.can_convert(actual, ty)
+        except Exception:  # a type numba's conversions do not know (a pattern): no conversion
+            return None
+        if conversion is None or conversion == Conversion.nil:
+            return None
+        if conversion in counts:
+            counts[conversion] += 1
+    return counts[Conversion.unsafe], counts[Conversion.safe], counts[Conversion.promote]
 
 
 def _rating(args: tuple[object, ...], argtypes: tuple[types.Type, ...]) -> tuple[int, int, int] | None:

@@ -145,7 +145,8 @@ def _adopt_entry(entry: Entry) -> None:
     table, name, full = _table_of(entry)
     table.unarrived = None
     have = {method.sig: method for method in table.methods}
-    for sig, digest, data in entry.methods:
+    for sig, digest, data, *flags in entry.methods:  # flags: whether it converts (an older sender: none)
+        converts = bool(flags and flags[0])
         if origins.adopted.get((entry.key, sig)) == digest:
             continue
         method = have.get(sig)
@@ -156,7 +157,7 @@ def _adopt_entry(entry: Entry) -> None:
             continue
         func = pickle.loads(data)
         try:
-            methods = registry.methods_from(name, func, sig, full=full)
+            methods = registry.methods_from(name, func, sig, full=full, converts=converts)
         except TypeError:  # a signature that did not survive pickling: its def's own annotations
             methods = registry.methods_from(name, func, None, full=full)
         for made in methods:

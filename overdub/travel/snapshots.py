@@ -64,7 +64,8 @@ class Entry:
 
     key: str  # the table, as the receiving process remembers what it adopted for it
     owner: object  # a GenericFunction, or (Context, callee)
-    methods: tuple[tuple[Signature, str, bytes], ...]  # (signature, digest of the def's bytes, the bytes)
+    # (signature, digest of the def's bytes, the bytes, whether it converts: a numba signature's method)
+    methods: tuple[tuple[Signature, str, bytes, bool], ...]
     signatures: frozenset[Signature]  # every method's, generated default-arity ones included
 
 
@@ -223,7 +224,7 @@ def _entry(table_of: tuple[str, object, MethodTable], read: list[Watch]) -> tupl
         for method in table.methods:
             if not method.generated:  # its def defines it again
                 data = dumps(method.func, read)
-                methods.append((method.sig, blob_digest(data), data))
+                methods.append((method.sig, blob_digest(data), data, method.converts))
         data = dumps(Entry(key, owner, tuple(methods), frozenset(m.sig for m in table.methods)), read)
     except Exception as exc:  # whatever pickling raises: this table does not travel
         unshippable[key] = f"{type(exc).__name__}: {exc}"

@@ -124,7 +124,8 @@ _OPERATIONS: dict[str, tuple[str | None, str | None, str | None]] = {
 
 def _index_types(ary: types.Array, idx: types.Type) -> tuple[types.Type, ...] | None:
     items: tuple[types.Type, ...] = idx.types if isinstance(idx, types.BaseTuple) else (idx,)  # type: ignore[attr-defined]  # each BaseTuple has them
-    if len(items) != ary.ndim or not all(isinstance(t, types.Integer) for t in items):
+    # numba-cuda casts each index to intp, a float one too (a tuple of an int and a uint64 may unify to floats)
+    if len(items) != ary.ndim or not all(isinstance(t, (types.Integer, types.Float, types.Boolean)) for t in items):
         return None
     return items
 
@@ -144,7 +145,7 @@ def _element_pointer(context: BaseContext, builder: ir.IRBuilder, sig: Signature
 def _check(name: str, ary: types.Type, idx: types.Type, supported: bool) -> None:
     if not isinstance(ary, types.Array) or _index_types(ary, idx) is None:
         raise TypingError(
-            f"cuda.atomic.{name}(ary, idx, val) takes an array and an integer index (a tuple of "
+            f"cuda.atomic.{name}(ary, idx, val) takes an array and a numeric index (a tuple of "
             f"{getattr(ary, 'ndim', 'N')} for an array of that rank), not ({ary}, {idx})"
         )
     if not supported:
