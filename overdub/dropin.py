@@ -22,9 +22,11 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
 import sys
+import typing
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import cast
 
 import numpy as np
@@ -120,7 +122,7 @@ class Kernel:
         extensions: tuple = (),
     ):
         self.py_func, self.context, self.target_name = py_func, context, target
-        self.options, self.extensions = options, extensions
+        self.options, self.extensions = options, _Extensions(self, extensions)
         self.__name__, self.__qualname__ = py_func.__name__, py_func.__qualname__
         self.__doc__, self.__module__ = py_func.__doc__, py_func.__module__
         self._configs: dict = {}
@@ -163,16 +165,21 @@ class Kernel:
 
     def __reduce__(self):
         # what makes it: its def (which engines ship by value), its options and context; no compiled state
-        made = (self.py_func, (), self.context, self.target_name, self.options, self.extensions)
+        made = (self.py_func, (), self.context, self.target_name, self.options, tuple(self.extensions))
         return Kernel, made, {"signatures": self.signatures}
 
     def __call__(self, *args, **kwargs):
-        raise TypeError(f"launch the kernel {self.__qualname__} with a grid: {self.__name__}[blocks, threads](...)")
+        raise ValueError(  # numba-cuda's error and the start of its message, which programs test for
+            f"Kernel launch configuration was not specified: launch the kernel {self.__qualname__} with a grid, "
+            f"{self.__name__}[blocks, threads](...)"
+        )
 
     def forall(self, ntasks: int, tpb: int = 0, stream=0, sharedmem: int = 0) -> _ForAll:
         """A launch covering ``ntasks`` threads (one per task): ``kernel.forall(n)(*args)``; the block size is
         ``tpb``, else the one the target suggests for the kernel compiled for the arguments (on CUDA, the
         driver's occupancy-optimal size)."""
+        if ntasks < 0:
+            raise ValueError(f"Can't create ForAll with negative task count: {ntasks}")
         return _ForAll(self, int(ntasks), tpb, stream, sharedmem)
 
     def specialize(self, *args) -> Kernel:
@@ -188,7 +195,7 @@ class Kernel:
 
     def in_context(self, context: Context) -> Kernel:
         """The same kernel, launched in ``context``."""
-        return Kernel(self.py_func, (), context, self.target_name, self.options, self.extensions)
+        return Kernel(self.py_func, (), context, self.target_name, self.options, tuple(self.extensions))
 
     # -- inspection, as numba-cuda's dispatcher offers it -----------------------------------------------
     def _inspect(self, code, signature):
@@ -277,7 +284,20 @@ def _launch_config(config) -> LaunchConfig:
             f"[blocks, threads, stream, shmem], not {config!r}"
         )
     blocks, threads, stream, shmem = config + (0, 0)[len(config) - 2 :]
+    _numba_dims(blocks, "griddim")
+    _numba_dims(threads, "blockdim")
     return LaunchConfig.of(blocks, threads, shmem, None if isinstance(stream, int) and stream == 0 else stream)
+
+
+def _numba_dims(value: object, name: str) -> None:
+    """numba-cuda's own check of ``kernel[griddim, blockdim]``, with its error classes and messages (programs
+    catch them): at most three extents, each an integer; LaunchConfig then checks the rest."""
+    dims = list(value) if isinstance(value, (tuple, list)) else [value]
+    if len(dims) > 3:
+        raise ValueError(f"{name} must be a sequence of 1, 2 or 3 integers, got {dims!r}")
+    if not all(isinstance(d, numbers.Integral) for d in dims):
+        hint = " (a division's result: use // for an integer one)" if any(isinstance(d, float) for d in dims) else ""
+        raise TypeError(f"{name} must be a sequence of integers, got {dims!r}{hint}")
 
 
 class _Configured:
@@ -352,6 +372,56 @@ def _as_pointer(value, ty: PtrType, target):
     if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
         return Pointer(int(value), dtype_of(ty.dtype), None, device=get_target(target).device_memory)
     return value
+
+
+class _Extensions(list[object]):
+    """A kernel's numba-cuda extensions (``kernel.extensions.append(...)``, as numba-cuda's tests do): a change
+    drops the kernel's configured launches, which convert through the extensions they found."""
+
+    def __init__(self, kernel: Kernel, extensions: Iterable[object]) -> None:
+        super().__init__(extensions)
+        self._kernel = kernel
+
+    def _changed(self) -> None:
+        self._kernel._configs.clear()
+
+    def append(self, item: object) -> None:
+        super().append(item)
+        self._changed()
+
+    def extend(self, items: Iterable[object]) -> None:
+        super().extend(items)
+        self._changed()
+
+    def insert(self, index: typing.SupportsIndex, item: object) -> None:
+        super().insert(index, item)
+        self._changed()
+
+    def remove(self, item: object) -> None:
+        super().remove(item)
+        self._changed()
+
+    def pop(self, index: typing.SupportsIndex = -1) -> object:
+        item = super().pop(index)
+        self._changed()
+        return item
+
+    def clear(self) -> None:
+        super().clear()
+        self._changed()
+
+    def __setitem__(self, index, item) -> None:
+        super().__setitem__(index, item)
+        self._changed()
+
+    def __delitem__(self, index) -> None:
+        super().__delitem__(index)
+        self._changed()
+
+    def __iadd__(self, items):  # type: ignore[misc]  # list's own is typed as returning Self
+        super().__iadd__(items)
+        self._changed()
+        return self
 
 
 class _ForAll:

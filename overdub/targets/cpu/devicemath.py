@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 from llvmlite import ir
 from numba.core import cgutils, types
 from numba.core.errors import TypingError
-from numba.core.extending import intrinsic
+from numba.core.extending import intrinsic, overload_method
 
 from ...bridge.calls import call_sites
 from .conversions import saturating
@@ -512,3 +512,10 @@ STUBS = namespace(
 """``cuda.fma``, ``cuda.cbrt``, ``cuda.popc``, ``cuda.clz``, ``cuda.brev``, ``cuda.ffs``, ``cuda.selp``, the
 memory fences and ``cuda.nanosleep`` inside a CPU-target kernel (target.py replaces numba-cuda's stubs with
 them)."""
+
+
+@overload_method(types.Integer, "bit_count", target="cpu")
+def _bit_count(i):  # type: ignore[no-untyped-def]  # numba compares the parameters with the implementation's
+    """``i.bit_count()``, which numba-cuda gives kernels: ``cuda.popc(i)`` (the bits of its two's complement)."""
+    popc = STUBS.popc
+    return lambda i: popc(i)

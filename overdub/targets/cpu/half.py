@@ -27,10 +27,14 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from llvmlite import ir
-from numba.core import types
+from numba.core import (
+    boxing,  # noqa: F401  (numba's boxing registered now, so that it is replaced below)
+    types,
+)
 from numba.core.datamodel import models
 from numba.core.datamodel.registry import default_manager
 from numba.core.extending import overload
+from numba.core.pythonapi import NativeValue, _boxers, _unboxers
 
 from . import devicemath as dm
 
@@ -60,6 +64,32 @@ def _float_or_half_model(dmm: DataModelManager, fe_type: types.Type) -> models.D
 
 
 default_manager.register(types.Float, _float_or_half_model)  # type: ignore[no-untyped-call]  # numba's own rejects float16
+
+_numba_unbox_float = _unboxers.lookup(types.Float)  # type: ignore[no-untyped-call]  # numba's is unannotated
+_numba_box_float = _boxers.lookup(types.Float)  # type: ignore[no-untyped-call]  # numba's is unannotated
+
+
+def _unbox_float_or_half(typ: types.Type, obj: ir.Value, c: Any) -> NativeValue:
+    """A float argument from Python (a kernel's ``np.float16(3.0)``): a half through a double (exact for a
+    value that is a half), numba's own unboxing (which asserts float32 or float64) for the others."""
+    if typ != types.float16:
+        return _numba_unbox_float(typ, obj, c)  # type: ignore[no-any-return]
+    number = c.pyapi.number_float(obj)
+    double = c.pyapi.float_as_double(number)
+    c.pyapi.decref(number)
+    return NativeValue(c.builder.fptrunc(double, ir.HalfType()), is_error=c.pyapi.c_api_error())  # type: ignore[no-untyped-call]  # numba's is unannotated
+
+
+def _box_float_or_half(typ: types.Type, val: ir.Value, c: Any) -> ir.Value:
+    """A half to Python as a float (a host call's result), numba's own boxing for the others."""
+    if typ != types.float16:
+        return _numba_box_float(typ, val, c)
+    return c.pyapi.float_from_double(c.builder.fpext(val, ir.DoubleType()))
+
+
+# numba's registries refuse a second registration for a class: these replace numba's, which they call
+_unboxers.functions[types.Float] = _unbox_float_or_half
+_boxers.functions[types.Float] = _box_float_or_half
 
 
 # --- cuda.fp16's functions -------------------------------------------------------------------------------

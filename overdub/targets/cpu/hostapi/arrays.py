@@ -325,8 +325,9 @@ def from_cuda_array_interface(desc: dict[str, Any], owner: object = None, sync: 
 
 
 def In(ary: np.ndarray) -> np.ndarray:
-    """numba-cuda's hint that a host array is only read by the kernel: the array itself (no copy to make)."""
-    return ary
+    """numba-cuda's hint that a host array is only read by the kernel: a copy in the CPU target's memory, as
+    numba-cuda copies it to the GPU and never back -- what the kernel writes there stays there."""
+    return np.array(ary, copy=True).view(DeviceNDArray)
 
 
 def Out(ary: np.ndarray) -> np.ndarray:
