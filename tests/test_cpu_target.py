@@ -346,6 +346,24 @@ def test_float16_computes_in_half_precision_as_on_the_gpu(make_module):
     np.testing.assert_array_equal(out, np.array(expected, np.float16))
 
 
+def test_a_float16_scalar_argument_and_an_integers_bit_count_run_as_on_the_gpu(make_module):
+    """A ``np.float16`` scalar argument crashed the CPU target with a bare AssertionError from numba's
+    unboxing; ``i.bit_count()`` (numba-cuda's popc) was an unknown attribute."""
+    m = make_module("""
+        from numba import cuda
+        from numba.cuda import fp16
+
+        def kernel(out, bits, a, b, c):
+            out[0] = fp16.hadd(a, b)
+            bits[0] = c.bit_count()
+    """)
+    out, bits = np.zeros(1, np.float16), np.zeros(1, np.int32)
+    od.cuda(
+        m.kernel, out, bits, np.float16(3.1415926), np.float16(3.0), np.uint8(0xF7), blocks=1, threads=1, target="cpu"
+    )
+    assert out[0] == np.float16(3.1415926) + np.float16(3.0) and bits[0] == 7
+
+
 def test_under_numbas_cuda_simulator_importing_overdub_says_it_cannot_run_there():
     """``import overdub`` failed with "module 'numba.cuda' has no attribute 'grid'"."""
     done = run_python("-c", "import overdub", env={"NUMBA_ENABLE_CUDASIM": "1"}, check=False)

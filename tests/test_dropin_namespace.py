@@ -162,6 +162,56 @@ def test_to_device_copies_and_copy_to_host_gives_a_plain_numpy_copy():
 
 
 @on_the_cpu_target
+def test_in_hands_the_kernel_a_copy_whose_writes_never_reach_the_host_array():
+    """numba-cuda copies a ``cuda.In`` array to the GPU and never back; the CPU target's memory is the host's,
+    so ``In`` makes the copy (it handed over the array itself: the kernel's writes reached it)."""
+
+    @namespace.jit
+    def set_three(a):
+        a[0] = 3
+
+    read_only, both = np.zeros(1, np.int64), np.zeros(1, np.int64)
+    set_three[1, 1](namespace.In(read_only))
+    set_three[1, 1](namespace.InOut(both))
+    assert read_only[0] == 0 and both[0] == 3
+
+
+def test_launch_dimensions_are_checked_with_numba_cudas_errors_and_messages():
+    kernel = namespace.jit(lambda x: None)
+    with pytest.raises(ValueError, match=r"griddim must be a sequence of 1, 2 or 3 integers, got \[1, 2, 3, 4\]"):
+        kernel[(1, 2, 3, 4), (5, 6)]
+    with pytest.raises(ValueError, match=r"blockdim must be a sequence of 1, 2 or 3 integers, got \[3, 4, 5, 6\]"):
+        kernel[(1, 2), (3, 4, 5, 6)]
+    with pytest.raises(TypeError, match=r"griddim must be a sequence of integers, got \[2\.0\] .*use //"):
+        kernel[2.0, 3]
+    with pytest.raises(TypeError, match=r"blockdim must be a sequence of integers, got \[3\.0\]"):
+        kernel[2, 3.0]
+    with pytest.raises(ValueError, match="launch configuration was not specified"):
+        kernel(0)
+    with pytest.raises(ValueError, match="Can't create ForAll with negative task count: -1"):
+        kernel.forall(-1)
+
+
+def test_an_extension_appended_after_a_launch_converts_the_next_launches():
+    """``kernel.extensions.append(...)`` (numba-cuda's tests do it): the launches configured before it drop, so
+    none skips the extension."""
+
+    class Doubling:
+        def prepare_args(self, ty, val, **kwargs):
+            return ty, val * 2 if isinstance(val, int) else val
+
+    @namespace.jit(target="cpu")
+    def store(out, x):
+        out[0] = x
+
+    out = np.zeros(1, np.int64)
+    store[1, 1](out, 5)
+    store.extensions.append(Doubling())
+    store[1, 1](out, 5)
+    assert out[0] == 10
+
+
+@on_the_cpu_target
 def test_copy_to_device_refuses_another_shape_or_dtype_as_numba_cuda_does():
     device = namespace.device_array(4, dtype=np.float32)
     device.copy_to_device(np.ones(4, np.float32))
