@@ -37,7 +37,7 @@ class MethodInstance(Guarded):
     """A def compiled in a context chain for concrete argument types: its signature, the key numba's lowering
     finds it by, and what keeps its code alive (and registered with the target) while any caller lives."""
 
-    __slots__ = ("job", "sig", "impl_key", "keepalive")
+    __slots__ = ("job", "sig", "impl_key", "keepalive", "rewritten", "self_calls")
 
     def __init__(self, job: CompileJob) -> None:
         super().__init__()
@@ -45,6 +45,8 @@ class MethodInstance(Guarded):
         self.sig: Signature | None = None  # None while it is being compiled
         self.impl_key: object = None
         self.keepalive: object = None
+        self.rewritten: pytypes.FunctionType | None = None  # the def numba compiles, once rewritten
+        self.self_calls: list[object] = []  # the registrations of its calls of itself, kept while it lives
 
     def on_invalidate(self, cause: str) -> None:
         runtime.methods.discard(self.job, self)
@@ -73,17 +75,14 @@ def compile_method(
     job = CompileJob.of(func, argtypes, chain, kwtypes)
     node = cast("MethodInstance | None", runtime.methods.get(job))  # the runtime's method cache holds these
     if node is not None and node.sig is None:
-        sites = bridge.call_sites()
-        raise CompileError(
-            f"{job.call()} calls itself{' at ' + sites[0] if sites else ''}: recursion is not supported in kernels"
-        )
+        return _self_call(node, typing_context, argtypes)
     if node is None or not node.usable():
         node = MethodInstance(job)  # in progress until it has a signature
         runtime.methods.put(job, node)
         try:
             with world.building(node):
                 consult_chain(chain)
-                rewritten = rewrite(func, chain)
+                rewritten = node.rewritten = rewrite(func, chain)
                 node.sig, node.impl_key, node.keepalive = _compile_for_launch_state(
                     job.target, func, rewritten, chain, typing_context, argtypes, kwtypes
                 )
@@ -94,6 +93,26 @@ def compile_method(
         runtime.count("method_instances")
     _use(node)
     return cast("Signature", node.sig), node.impl_key  # compiled: it has its signature
+
+
+def _self_call(node: MethodInstance, typing_context: TypingContext, argtypes: tuple[nt.Type, ...]) -> Answer:
+    """A method instance being compiled calls itself: typed with the return type numba infers so far from its
+    other returns, lowered as a call of itself (numba's own rule for self-recursion). A method reached again
+    through another (``f`` calls ``g`` calls ``f``) is refused, as numba-cuda refuses it."""
+    job, sites = node.job, bridge.call_sites()
+    state = state_type(job.chain)
+    sig = None
+    if world.being_built() is node and node.rewritten is not None:
+        typed_args = argtypes if state is None else (state, *argtypes)
+        sig = bridge.self_call_signature(typing_context, node.rewritten, typed_args, argtypes)
+    if sig is None:
+        raise CompileError(
+            f"{job.call()} calls itself{' at ' + sites[0] if sites else ''} through another function: "
+            f"only a function calling itself directly compiles"
+        )
+    impl_key, keepalive = job.target.self_call(sig, state)
+    node.self_calls.append(keepalive)
+    return sig, impl_key
 
 
 def _compile_for_launch_state(

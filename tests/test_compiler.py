@@ -93,22 +93,71 @@ def test_a_method_error_leaves_other_argument_types_usable(make_module):
     assert compiles() == before
 
 
-def test_recursive_generic_function_raises_compile_error_naming_the_recursive_call(make_module):
-    m = make_module("""
-        import overdub as od
+RECURSIVE = """
+    import numba
+    import overdub as od
+    from numba import cuda
 
+    @od.function
+    def fact(n: od.Integer):
+        if n <= 1:
+            return 1
+        return n * fact(n - 1)
+
+    @od.jit("i8(i8)", device=True)
+    def fib(n):
+        if n < 2:
+            return n
+        return fib(n - 1) + fib(n - 2)
+
+    @cuda.jit(device=True)
+    def runaway(x):
+        return runaway(x)
+
+    @od.function
+    def ping(n: od.Integer):
+        return 0 if n <= 0 else pong(n - 1)
+
+    @od.function
+    def pong(n: od.Integer):
+        return ping(n)
+
+    def kernel(out, n):
+        out[0] = fact(n)
+        out[1] = fib(n)
+
+    def runs_away(out, n):
+        out[0] = runaway(n)
+
+    def ping_pong(out, n):
+        out[0] = ping(n)
+"""
+
+
+def test_a_function_calling_itself_compiles_typed_as_numba_types_self_recursion(make_module):
+    """Its calls of itself take the return type of its other returns (numba's rule), on both targets; a
+    redefinition recompiles the kernel as for any callee."""
+    m = make_module(RECURSIVE)
+    assert run(m.kernel, 10, n=2, target="cpu") == [3628800, 55]
+    ptx = od.code_ptx(m.kernel, od.int64[::1], od.int64, target="cuda")
+    assert ptx.count(".func") >= 2 and "call.uni" in ptx  # fact and fib each call themselves
+    m.run("""
         @od.function
         def fact(n: od.Integer):
             if n <= 1:
-                return 1
+                return 2
             return n * fact(n - 1)
-
-        def kernel(out, n):
-            out[0] = fact(n)
     """)
-    with pytest.raises(od.CompileError) as info:
-        run(m.kernel, 5)
-    assert f"{m.filename}:{m.line_of('return n * fact(n - 1)')}" in str(info.value)
+    assert run(m.kernel, 10, n=2, target="cpu") == [7257600, 55]
+
+
+def test_recursion_without_a_base_case_or_through_another_function_is_a_compile_error(make_module):
+    m = make_module(RECURSIVE)
+    with pytest.raises(od.CompileError, match="cannot type infer runaway recursion"):
+        run(m.runs_away, 1, target="cpu")
+    with pytest.raises(od.CompileError, match=r"calls itself .* through another function") as info:
+        run(m.ping_pong, 3, target="cpu")
+    assert f"{m.filename}:{m.line_of('return ping(n)')}" in str(info.value)
 
 
 # --- compile log records and their reasons --------------------------------------------------------------

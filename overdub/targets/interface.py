@@ -165,6 +165,13 @@ class Target(Protocol):
     def link(self, code: Any) -> Launcher:
         """This process's launcher of ``code`` (as ``compile_kernel`` or ``deserialized`` made it)."""
 
+    # -- optional: recursion ------------------------------------------------------------------------------------
+    def self_call(self, sig: Signature, state: Any) -> tuple[object, object]:
+        """How a method being compiled calls itself with ``sig`` (``state``: the launch state's type, passed
+        along first, or None): (implementation key; an object keeping it registered while referenced). By
+        default the target compiles no recursion."""
+        raise TypeError(f"the {self.label} target compiles no recursive device functions")
+
     # -- optional: the disk cache ------------------------------------------------------------------------------
     def serialized(self, code: Any) -> object | None:
         """What the disk cache stores of a kernel's code (picklable), or None where it holds something of this

@@ -46,6 +46,7 @@ from numba.core.registry import cpu_target
 from ... import arguments, bridge, settings, world
 from ...bridge.hidden import HiddenArgumentCall
 from ...bridge.pointers import forwarded_views
+from ...bridge.recursion import SelfCall
 from ...context import when_imported
 from ...intrinsics import LaunchNeed, cuprintln
 from ...roots import TargetRoot
@@ -344,6 +345,10 @@ class CPUTarget(Configurable, Target):
             sig, impl_key = bridge.dispatcher_call(typing_context, dispatcher, argtypes, kws)
         bridge.note_attribute_templates(dispatcher)
         return sig, impl_key, dispatcher  # the dispatcher must outlive every caller's code
+
+    def self_call(self, sig: Signature, state: Any) -> tuple[object, object]:
+        calls = SelfCall(cpu_target.target_context, sig, state)
+        return calls.impl_key, calls
 
     def compile_host(self, func: Callable[..., object], argtypes: tuple[Any, ...]) -> Dispatcher[Any]:
         """A host entry point of ``func`` (rewritten in a chain) for these argument types: a numba dispatcher

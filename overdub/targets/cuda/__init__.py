@@ -55,6 +55,7 @@ from ... import arguments, bridge
 from ...arguments import HostMemoryError
 from ...bridge.hidden import HiddenArgumentCall
 from ...bridge.pointers import forwarded_views
+from ...bridge.recursion import SelfCall
 from ...context import Context
 from ...intrinsics import cuprintln
 from ...roots import TargetRoot
@@ -273,6 +274,12 @@ class CUDATarget(Configurable, Target):
 
         calls = HiddenArgumentCall(cuda_target.target_context, sig, impl_key)  # type: ignore[no-untyped-call]  # the bridge's is unannotated
         return calls.sig, calls.impl_key, calls
+
+    def self_call(self, sig: Signature, state: Any) -> tuple[object, object]:
+        from numba.cuda.descriptor import cuda_target
+
+        calls = SelfCall(cuda_target.target_context, sig, state)
+        return calls.impl_key, calls
 
     def compile_kernel(self, func: Callable[..., object], argtypes: tuple[object, ...]) -> CUDACode:
         cres = self._kernel_code(func, argtypes)
