@@ -366,7 +366,8 @@ def _format_item(
         wide = types.int64 if signed else types.uint64
         return ("%lld" if signed else "%llu"), [context.cast(builder, value, ty, wide)]  # type: ignore[no-untyped-call]  # numba's is unannotated
     if isinstance(ty, types.Float):
-        return "%g", [context.cast(builder, value, ty, types.float64)]  # type: ignore[no-untyped-call]  # C varargs promote floats to double
+        # numba-cuda's form, "%f" (3.0 prints 3.000000); C varargs promote floats to double
+        return "%f", [context.cast(builder, value, ty, types.float64)]  # type: ignore[no-untyped-call]  # numba's is unannotated
     if isinstance(ty, types.BaseTuple):
         formats, values = [], []
         for k, item_type in enumerate(typing.cast(typing.Any, ty).types):  # each tuple type has its items'

@@ -489,14 +489,14 @@ def issubtype(a: object, b: object) -> bool:
 
 def _array_below(a: nt.Array, b: nt.Array) -> bool:
     """Is every array of type ``a`` one of type ``b``? Where ``b``'s layout is ``A`` (any: numba's
-    ``float64[:]``) or the same, its dtype and rank are ``a``'s, and it is read-only or ``a`` writable, and
-    unaligned or ``a`` aligned -- as numba converts an argument's array type to a signature's."""
+    ``float64[:]``) or the same, and its dtype, rank, writability and alignment are ``a``'s. (A writable array
+    is not below a read-only type: a method for read-only arrays would take every array of its dtype.)"""
     return (
         a.dtype == b.dtype
         and a.ndim == b.ndim
         and b.layout in ("A", a.layout)
-        and (a.mutable or not b.mutable)
-        and (a.aligned or not b.aligned)
+        and a.mutable == b.mutable
+        and a.aligned == b.aligned
     )
 
 

@@ -382,7 +382,7 @@ def test_print_in_a_kernel_writes_to_stdout_at_the_end_of_the_launch(make_module
     """)
     capfd.readouterr()
     od.cuda(m.kernel, 3, 2.5, True, target="cpu")
-    assert capfd.readouterr().out == "3 2.5 True done\n"
+    assert capfd.readouterr().out == "3 2.500000 True done\n"  # numba-cuda's %f
 
 
 def test_print_shows_tuples_and_the_thread_index_as_python_and_numba_cuda_do(make_module, capfd):
@@ -394,7 +394,7 @@ def test_print_shows_tuples_and_the_thread_index_as_python_and_numba_cuda_do(mak
     """)
     capfd.readouterr()
     od.cuda(m.kernel, 3, blocks=1, threads=1, target="cpu")
-    assert capfd.readouterr().out == "t (3, 2.5) (3,) ((1, 2), True) (0, 0, 0)\n"
+    assert capfd.readouterr().out == "t (3, 2.500000) (3,) ((1, 2), True) (0, 0, 0)\n"
 
 
 def test_print_runs_once_per_thread(make_module, capfd):

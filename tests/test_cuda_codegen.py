@@ -32,7 +32,7 @@ def test_print_of_a_tuple_and_of_a_dim3_compiles_to_one_vprintf(make_module):
             print((x, 2.5), cuda.threadIdx, cuda.blockDim.x)
     """)
     ptx = od.code_ptx(m.kernel, types.int64)
-    assert "vprintf" in ptx and "(%lld, %g) (%d, %d, %d) %lld\n" in _strings(ptx)
+    assert "vprintf" in ptx and "(%lld, %f) (%d, %d, %d) %lld\n" in _strings(ptx)
 
 
 def test_printing_more_values_than_vprintf_takes_prints_the_format_and_warns_as_numba_cuda(make_module):

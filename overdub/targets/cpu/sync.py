@@ -282,7 +282,9 @@ def _literal_shape(shape: types.Type) -> tuple[int, ...] | None:
 
 def _element(dtype: types.Type) -> types.Type | None:
     element = getattr(dtype, "dtype", None)  # a numba type (NumberClass), np.float32, np.dtype(...)
-    return element if isinstance(element, (types.Number, types.Boolean)) else None
+    if isinstance(dtype, types.TypeRef):  # a numba type itself named as a global: a record's, say
+        element = dtype.instance_type
+    return element if isinstance(element, (types.Number, types.Boolean, types.Record)) else None
 
 
 def _array_type(construct: str, shape: types.Type, dtype: types.Type) -> tuple[tuple[int, ...], types.Array]:
@@ -290,7 +292,7 @@ def _array_type(construct: str, shape: types.Type, dtype: types.Type) -> tuple[t
     if dims is None or element is None:
         raise TypingError(
             f"{construct}(shape, dtype) takes a constant shape (an int or a tuple of ints) and a "
-            f"number dtype (numba.float32, np.float32), not ({shape}, {dtype})"
+            f"number or record dtype (numba.float32, np.float32, a numpy structured dtype), not ({shape}, {dtype})"
         )
     return dims, types.Array(element, len(dims), "C")
 
@@ -319,6 +321,8 @@ def _array_at(
 
 
 def _itemsize(dtype: types.Type) -> int:
+    if isinstance(dtype, types.Record):
+        return int(dtype.size)
     return 1 if isinstance(dtype, types.Boolean) else dtype.bitwidth // 8  # type: ignore[attr-defined]  # a Number: numba's stub omits bitwidth
 
 
