@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import ROOT
+from helpers import ROOT, run_python
 from overdub.switch import switched_source
 
 PLUGIN_DIR = ROOT / "benchmarks" / "compat"
@@ -144,3 +144,39 @@ def test_a_switched_test_runs_its_kernel_through_overdubs_jit_and_each_call_is_c
     module.TestCudaLocalMem("test_local_array").run(result)
     assert result.wasSuccessful(), result.failures + result.errors
     assert plugin._calls[0] == 1
+
+
+# --- the CPU target against numba-cuda's simulator ----------------------------------------------------------
+
+CPU_SLICE = [
+    "test_dispatcher",  # explicit signatures: numba's choice and conversions, for kernels and device functions
+    "test_errors",  # launch configurations: numba-cuda's errors and messages
+    "test_forall",
+    "test_recursion",  # device functions calling themselves
+    "test_sm",  # shared memory, records too
+    "test_print",  # tuples, floats as numba-cuda prints them
+    "test_array_args",
+    "test_retrieve_autoconverted_arrays",  # cuda.In, cuda.InOut, extensions
+]
+
+
+def test_a_slice_of_numba_cudas_own_tests_passes_on_the_cpu_target_as_on_its_simulator(tmp_path):
+    """The CPU side of the compatibility run (benchmarks/compat.py --target cpu; docs/compat.md has the whole
+    suite's table): each test numba-cuda's simulator passes passes with the tests' imports switched to overdub,
+    on the CPU target."""
+    done = run_python(
+        ROOT / "benchmarks" / "compat.py",
+        "--target",
+        "cpu",
+        "--files",
+        ",".join(CPU_SLICE),
+        "--jobs",
+        "2",
+        "--out",
+        tmp_path,
+        timeout=900,
+    )
+    result = json.loads((tmp_path / "compat.json").read_text())
+    failures = [x for f in result["files"].values() for x in f["overdub_only_failures"]]
+    assert failures == [], done.stderr[-3000:]
+    assert result["totals"]["counted"] >= 50  # tests that launch through overdub, each passing
