@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import overdub as od
-from helpers import WRITES_ONE, run, run_python
+from helpers import WRITES_ONE, last_json, run, run_python
 from overdub.targets import cpu
 
 # --- grid indexing --------------------------------------------------------------------------------------
@@ -362,6 +362,39 @@ def test_a_float16_scalar_argument_and_an_integers_bit_count_run_as_on_the_gpu(m
         m.kernel, out, bits, np.float16(3.1415926), np.float16(3.0), np.uint8(0xF7), blocks=1, threads=1, target="cpu"
     )
     assert out[0] == np.float16(3.1415926) + np.float16(3.0) and bits[0] == 7
+
+
+ALLOCATING = """
+import json, sys
+import numpy as np
+import overdub as od
+from overdub import cuda
+
+@cuda.jit(device=True)
+def doubled_sum(a):
+    b = a * 2.0  # a new array, in a callee
+    return b.sum()
+
+@cuda.jit
+def kernel(out):
+    a = out.copy()  # a new array, in the kernel
+    out[0] = a.sum() + a[1] + doubled_sum(a)
+
+out = np.arange(4.0)
+kernel[1, 1](out)
+print(json.dumps({"out": out.tolist(), "stats": od.stats()}))
+"""
+
+
+def test_a_kernel_or_callee_allocating_an_array_compiles_with_numbas_runtime_and_loads_from_the_disk(tmp_path):
+    """``a.copy()`` in a kernel was "NRT required but not enabled"; compiled with numba's runtime (only such
+    kernels), stored, and loaded in another process with the runtime's symbols (an LLVM abort before)."""
+    script = tmp_path / "allocating.py"
+    script.write_text(ALLOCATING)
+    env = {"OVERDUB_CACHE_DIR": tmp_path / "cache", "OVERDUB_CACHE": None, "OVERDUB_TARGET": "cpu"}
+    first, second = (last_json(run_python(script, env=env)) for _ in range(2))
+    assert first["out"] == second["out"] == [19.0, 1.0, 2.0, 3.0]  # 6 + 1 + 12
+    assert (first["stats"]["compiles"], second["stats"]["disk_hits"], second["stats"]["compiles"]) == (1, 1, 0)
 
 
 def test_under_numbas_cuda_simulator_importing_overdub_says_it_cannot_run_there():

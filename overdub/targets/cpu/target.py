@@ -30,6 +30,7 @@ import dataclasses
 import itertools
 import math
 import secrets
+import threading
 import types as pytypes
 import typing
 import weakref
@@ -42,6 +43,7 @@ from numba.core.compiler import CompileResult
 from numba.core.compiler_lock import global_compiler_lock
 from numba.core.environment import Environment
 from numba.core.registry import cpu_target
+from numba.core.runtime import nrt
 
 from ... import arguments, bridge, settings, world
 from ...bridge.hidden import HiddenArgumentCall
@@ -109,6 +111,22 @@ CUDA_IDIOM = namespace(
 # --- the target -----------------------------------------------------------------------------------------
 
 _libc = ctypes.CDLL(None)
+
+
+class _Allocating(threading.local):
+    on = False  # a kernel that allocates compiles on this thread: with numba's runtime (NRT)
+
+
+_allocating = _Allocating()
+
+
+def _needs_nrt(exc: BaseException | None) -> bool:
+    """Did a compile fail for want of numba's runtime (an array allocated in a kernel or a callee)?"""
+    while exc is not None:
+        if "NRT required but not enabled" in str(exc):
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
 
 
 class CPUGridError(RuntimeError):
@@ -254,6 +272,8 @@ def _serialised(cres: Any) -> _Serialised | None:
 def _rebuilt(serialised: _Serialised) -> CompileResult:
     """numba internals: the compile result of ``_serialised``'s answer, its code loaded into this process."""
     libdata, fndesc, signature = serialised
+    if any(isinstance(part, bytes) and b"NRT_" in part for part in libdata[2]):
+        nrt.rtsys.initialize(cpu_target.target_context)  # code that allocates: numba's runtime, its symbols
     cres: CompileResult = CompileResult._rebuild(  # type: ignore[no-untyped-call]  # numba's is unannotated
         cpu_target.target_context, libdata, fndesc, Environment({}), signature, False, (), "", (), ()
     )
@@ -310,6 +330,11 @@ class CPUTarget(Configurable, Target):
         """How many threads run a grid's blocks: $OVERDUB_CPU_THREADS, else every core (launches read the
         default target's, ``overdub.targets.cpu.TARGET.workers``, whatever their options)."""
 
+    def _options(self) -> dict[str, Any]:
+        """numba's options for this target's compiles on this thread: with numba's runtime while a kernel that
+        allocates compiles (:meth:`compile_kernel`)."""
+        return {**self._njit_options, "_nrt": True} if _allocating.on else self._njit_options
+
     def _with_options(self, options: CompileOptions) -> CPUTarget:
         return CPUTarget(options, self.root)
 
@@ -340,7 +365,7 @@ class CPUTarget(Configurable, Target):
         kws: dict[str, Any],
     ) -> tuple[Signature, object, Dispatcher[Any]]:
         # called only from compiled code: without the wrappers a call from Python needs (compile latency)
-        dispatcher = numba.njit(func, no_cpython_wrapper=True, no_cfunc_wrapper=True, **self._njit_options)  # type: ignore[call-overload]  # numba's stub of njit omits its target options
+        dispatcher = numba.njit(func, no_cpython_wrapper=True, no_cfunc_wrapper=True, **self._options())  # type: ignore[call-overload]  # numba's stub of njit omits its target options
         with cpu_checks.checking(self.options.debug):
             sig, impl_key = bridge.dispatcher_call(typing_context, dispatcher, argtypes, kws)
         bridge.note_attribute_templates(dispatcher)
@@ -379,15 +404,30 @@ class CPUTarget(Configurable, Target):
         return text
 
     def compile_kernel(self, func: Callable[..., Any], argtypes: tuple[Any, ...]) -> CPUCode:
-        argtypes, checked = tuple(argtypes), self.options.debug
+        """The kernel's code, compiled without numba's runtime (NRT) -- reference counts cost every launch --
+        unless the kernel or a callee allocates an array (``a.copy()``, ``np.empty``): then compiled again,
+        with it, callees included."""
+        try:
+            return self._compile_kernel(func, argtypes)
+        except Exception as exc:
+            if _allocating.on or not _needs_nrt(exc):
+                raise
+        _allocating.on = True
+        try:
+            return self._compile_kernel(func, argtypes)
+        finally:
+            _allocating.on = False
+
+    def _compile_kernel(self, func: Callable[..., Any], argtypes: tuple[Any, ...]) -> CPUCode:
+        argtypes, checked, options = tuple(argtypes), self.options.debug, self._options()
         needs = typing.cast("Guarded", world.being_built()).needs  # a kernel compiles as the node being built
         with cpu_checks.checking(checked):
             if runner.SYMBOLS is None:
-                grid_loop = cpu_grid.compile_serial(func, argtypes, self._njit_options)
+                grid_loop = cpu_grid.compile_serial(func, argtypes, options)
                 bridge.note_attribute_templates(grid_loop)
                 runner.check_local_memory(needs, f"kernel {func.__qualname__}")
                 return CPUCode("serial", grid_loop, 0, None, argtypes, checked)
-            body, address, mode = cpu_grid.compile_grid_body(func, argtypes, needs, self._njit_options)
+            body, address, mode = cpu_grid.compile_grid_body(func, argtypes, needs, options)
         bridge.note_attribute_templates(body)
         runner.check_local_memory(needs, f"kernel {func.__qualname__}")
         return CPUCode(mode, body, address, cpu_grid.entry(argtypes), argtypes, checked)
