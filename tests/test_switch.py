@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from helpers import ROOT, run_python
-from overdub.switch import switched_source
+from overdub.switch import SwitchedFinder, SwitchedLoader, switched_source
 
 PLUGIN_DIR = ROOT / "benchmarks" / "compat"
 _spec = importlib.util.spec_from_file_location(
@@ -105,9 +105,9 @@ def _events(record: io.StringIO, kind: str) -> list[dict]:
 
 def test_the_hook_finds_numba_cudas_test_modules_and_nothing_else(hook):
     finder = sys.meta_path[0]
-    assert isinstance(finder, plugin.SwitchedTests)
+    assert isinstance(finder, SwitchedFinder)
     cudapy = importlib.import_module(CUDAPY).__path__
-    assert isinstance(finder.find_spec(LOCALMEM, cudapy).loader, plugin.SwitchedLoader)
+    assert isinstance(finder.find_spec(LOCALMEM, cudapy).loader, SwitchedLoader)
     assert finder.find_spec(f"{CUDAPY}.extensions_usecases", cudapy) is None
     assert finder.find_spec("numba.cuda.testing", importlib.import_module("numba.cuda").__path__) is None
     assert finder.find_spec("numba.cuda.tests.support", importlib.import_module("numba.cuda.tests").__path__) is None
@@ -180,3 +180,85 @@ def test_a_slice_of_numba_cudas_own_tests_passes_on_the_cpu_target_as_on_its_sim
     failures = [x for f in result["files"].values() for x in f["overdub_only_failures"]]
     assert failures == [], done.stderr[-3000:]
     assert result["totals"]["counted"] >= 50  # tests that launch through overdub, each passing
+
+
+# --- switching an installed library and its tests ---------------------------------------------------------
+
+FAKELIB = {
+    "fakelib/__init__.py": """
+from numba import cuda
+from .steps import add_one
+
+
+def run(x):
+    device = cuda.to_device(x)
+    add_one[1, x.size](device)
+    return device.copy_to_host()
+""",
+    "fakelib/steps.py": """
+from numba import cuda
+from numba.cuda import grid
+
+
+@cuda.jit
+def add_one(a):
+    i = grid(1)
+    if i < a.size:
+        a[i] += 1
+""",
+    "tests/test_fakelib.py": """
+import numpy as np
+from numba import cuda
+
+import fakelib
+import overdub
+
+
+def test_the_library_and_this_test_read_overdubs_cuda():
+    assert cuda is overdub.cuda and fakelib.cuda is overdub.cuda
+    assert fakelib.run(np.arange(3.0)).tolist() == [1.0, 2.0, 3.0]
+""",
+}
+
+
+def test_a_library_and_its_tests_run_switched_by_the_command_their_files_unchanged(tmp_path):
+    """``python -m overdub.switch --package fakelib --path tests -m pytest ...``: the library's modules and the
+    tests import overdub's cuda, on the CPU target here; the files on disk keep numba's imports."""
+    for name, source in FAKELIB.items():
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        (tmp_path / name).write_text(source)
+    command = ("-m", "overdub.switch", "--package", "fakelib", "--path", "tests", "-m", "pytest")
+    done = run_python(
+        *command,
+        "--assert=plain",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "tests",
+        cwd=tmp_path,
+        path=[tmp_path],
+        env={"OVERDUB_TARGET": "cpu"},
+        check=False,
+    )
+    assert done.returncode == 0 and "1 passed" in done.stdout, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "from numba import cuda" in (tmp_path / "fakelib" / "steps.py").read_text()
+    (tmp_path / "main.py").write_text(
+        "import numpy as np\nfrom numba import cuda\nimport fakelib\n"
+        "print(cuda.__name__, fakelib.run(np.zeros(2)).tolist())\n"
+    )
+    script = run_python("-m", "overdub.switch", "--package", "fakelib", "main.py", cwd=tmp_path, path=[tmp_path])
+    assert script.stdout.split("\n")[-2] == "overdub.cuda [1.0, 1.0]"
+
+
+def test_installing_the_switch_after_the_library_was_imported_is_refused(tmp_path, monkeypatch):
+    from overdub import switch
+
+    (tmp_path / "already_here.py").write_text("from numba import cuda\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    importlib.import_module("already_here")
+    monkeypatch.setattr(sys, "meta_path", list(sys.meta_path))
+    try:
+        with pytest.raises(ValueError, match="already_here is imported already, with numba-cuda's names"):
+            switch.install("already_here")
+    finally:
+        sys.modules.pop("already_here", None)

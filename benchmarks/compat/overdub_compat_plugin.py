@@ -11,10 +11,10 @@ named by ``OVERDUB_COMPAT_RECORD``, flushing each line, so a run that crashes st
   (``numba.*`` outside ``numba.cuda.tests``: device-array assignment kernels, reductions, vectorize, the random
   module...) keep numba's jit, so only the kernels the tests write themselves go through overdub -- what a user
   who swapped ``@cuda.jit`` for ``@od.jit`` would get;
-- ``import``: the one-import switch. An import hook (:class:`SwitchedTests`, first on ``sys.meta_path``) loads
-  each test module (``numba.cuda.tests.cudapy.test_*``) from its source with its imports switched as a user
-  switches a program (:func:`overdub.switch.switched_source`: ``from overdub import cuda``, ``from
-  overdub.cuda[.X] import ...``), compiled under its own file name, line for line. numba-cuda's harness
+- ``import``: the one-import switch. overdub.switch's import hook (:func:`switched_tests`, first on
+  ``sys.meta_path``) loads each test module (``numba.cuda.tests.cudapy.test_*``) from its source with its
+  imports switched as a user switches a program (:func:`overdub.switch.switched_source`: ``from overdub import
+  cuda``, ``from overdub.cuda[.X] import ...``), compiled under its own file name, line for line. numba-cuda's harness
   (``numba.cuda.testing``, ``numba.cuda.tests.*`` helpers) and library are loaded as shipped; nothing of numba
   is patched. The test modules' ``cuda`` is ``overdub.cuda``: their kernels, their ``cuda.to_device`` and the
   rest are overdub's namespace. (pytest's assertion rewriting, a hook behind this one, does not reach them:
@@ -29,9 +29,6 @@ test modules' ``if config.ENABLE_CUDASIM:`` branches) answers as in the simulato
 
 from __future__ import annotations
 
-import importlib.abc
-import importlib.machinery
-import importlib.util
 import json
 import os
 import sys
@@ -102,36 +99,14 @@ def _install_jit():
     _write(event="patched", switch="jit", overdub=getattr(overdub, "__file__", "?"))
 
 
-class SwitchedTests(importlib.abc.MetaPathFinder):
-    """Finds the modules named ``prefix...`` where the path finders do, and loads each through
-    :class:`SwitchedLoader`: its imports switched to overdub."""
+def switched_tests():
+    """overdub.switch's import hook over numba-cuda's test modules (:data:`TEST_MODULES`), each recorded."""
+    from overdub.switch import SwitchedFinder
 
-    def __init__(self, prefix: str = TEST_MODULES):
-        self.prefix = prefix
-
-    def find_spec(self, fullname, path, target=None):
-        if not fullname.startswith(self.prefix):
-            return None
-        spec = importlib.machinery.PathFinder.find_spec(fullname, path)
-        if spec is None or type(spec.loader) is not importlib.machinery.SourceFileLoader:
-            return None
-        spec.loader = SwitchedLoader(fullname, spec.origin)
-        return spec
-
-
-class SwitchedLoader(importlib.machinery.SourceFileLoader):
-    """A source file's module, compiled from its source with its imports switched (never from, nor into, the
-    bytecode cache), under the file's own name: ``__file__``, tracebacks and line numbers are the file's."""
-
-    def get_code(self, fullname):
-        from overdub.switch import switched_source
-
-        path = self.get_filename(fullname)
-        source = importlib.util.decode_source(self.get_data(path))
-        switched = switched_source(source)
-        lines = sum(a != b for a, b in zip(source.splitlines(), switched.splitlines()))
-        _write(event="switched", module=fullname, lines=lines)
-        return compile(switched, path, "exec", dont_inherit=True)
+    return SwitchedFinder(
+        lambda name, origin: name.startswith(TEST_MODULES),
+        note=lambda name, lines: _write(event="switched", module=name, lines=lines),
+    )
 
 
 _READ_THE_FLAG_ON_IMPORT = ("numba.cuda.random", "numba.cuda.kernels.reduction", "numba.cuda.kernels.transpose")
@@ -141,7 +116,7 @@ def _install_import():
     import overdub.cuda
 
     overdub.cuda.jit = counting(overdub.cuda.jit)  # `cuda.jit` and `from overdub.cuda import jit` alike
-    sys.meta_path.insert(0, SwitchedTests())
+    sys.meta_path.insert(0, switched_tests())
     if os.environ.get("OVERDUB_COMPAT_HARNESS") == "simulator":
         from numba.cuda.core import config
 
