@@ -364,6 +364,25 @@ def test_a_float16_scalar_argument_and_an_integers_bit_count_run_as_on_the_gpu(m
     assert out[0] == np.float16(3.1415926) + np.float16(3.0) and bits[0] == 7
 
 
+def test_numba_cudas_vector_types_are_made_and_read_in_cpu_kernels(make_module):
+    """``cuda.float64x4(...)``, an alias (``cuda.short2``), and a vector made of smaller vectors and numbers in
+    any mix, each component cast to the element type (an unknown attribute of the namespace before)."""
+    m = make_module("""
+        from numba import cuda
+
+        def kernel(out):
+            v = cuda.float64x4(1.0, 3.0, 5.0, 7.0)
+            s = cuda.short2(10, 11)
+            mixed = cuda.float32x4(cuda.float32x2(1.5, 2), s)
+            out[0], out[1], out[2], out[3] = v.x, v.y, v.z, v.w
+            out[4], out[5] = s.x, s.y
+            out[6], out[7] = mixed.y, mixed.x + mixed.w
+    """)
+    out = np.zeros(8)
+    od.cuda(m.kernel, out, blocks=1, threads=1, target="cpu")
+    assert out.tolist() == [1.0, 3.0, 5.0, 7.0, 10.0, 11.0, 2.0, 12.5]
+
+
 ALLOCATING = """
 import json, sys
 import numpy as np

@@ -60,7 +60,7 @@ from ..options import CompileOptions, Configurable
 from ..registry import CPU
 from . import checks as cpu_checks
 from . import conversions as cpu_conversions  # noqa: F401  (registers the GPU's float to integer conversions)
-from . import devicemath, half, libdevice, runner
+from . import devicemath, half, libdevice, runner, vectors
 from . import grid as cpu_grid
 from . import libm as cpu_libm
 from . import printing as _printing  # noqa: F401  (registers how CPU code prints)
@@ -511,7 +511,11 @@ def _define_numba_cuda(numba_cuda: pytypes.ModuleType) -> None:
             if callable(value) and hasattr(getattr(numba_cuda, name), member):
                 replacements.append((getattr(getattr(numba_cuda, name), member), value))
     replacements.append((numba_cuda.warpsize, 32))
+    vars(CUDA_IDIOM).update(vectors.register())
+    vector_stubs = [(getattr(numba_cuda, name), made) for name, made in vectors.CONSTRUCTORS.items()]
+    replacements += vector_stubs  # numba-cuda's vector types' stub classes (cuda.float32x4, cuda.float2 alike)
     TARGET.root.add_imported(forwards, replacements)
+    TARGET.root.hide(*(made for _, made in vector_stubs))
     # on CUDA these are attributes of numba-cuda's stub classes (or stub classes themselves), not functions:
     # calls no hook observes there
     for name in ("shared", "local", "atomic", "const", "cg"):
