@@ -1154,25 +1154,28 @@ static PyObject *Configured_get_configured(Configured *self, void *closure) {
 
 static PyObject *Configured_repr(Configured *self) { return PyObject_Repr(self->configured); }
 
-/* Pickled as what makes it: overdub.launch.configured(the Python definition, the kernel, the configuration,
- * the target, the context) -- a configured kernel sent to another process launches there. */
+/* Pickled as the Python launch configuration it fronts is (the kernel and its configuration, configured again
+ * where it arrives) -- a configured kernel sent to another process launches there. */
 static PyObject *Configured_reduce(Configured *self, PyObject *unused) {
-    PyObject *launch = PyImport_ImportModule("overdub.launch"), *make = NULL, *result = NULL;
-    if (launch != NULL && (make = PyObject_GetAttrString(launch, "configured")) != NULL)
-        result = Py_BuildValue("(O(OOOOO))", make, self->configured, self->function, self->config,
-                               self->options[TARGET], self->options[CONTEXT]);
-    Py_XDECREF(launch);
-    Py_XDECREF(make);
-    return result;
+    return PyObject_CallMethod(self->configured, "__reduce__", NULL);
+}
+
+/* numba-cuda's griddim, blockdim, stream and sharedmem: the Python launch configuration's. */
+static PyObject *Configured_get_of_configured(Configured *self, void *name) {
+    return PyObject_GetAttrString(self->configured, (const char *)name);
 }
 
 static PyMethodDef Configured_methods[] = {
-    {"__reduce__", (PyCFunction)Configured_reduce, METH_NOARGS, "pickled as overdub.launch.configured(...)"},
+    {"__reduce__", (PyCFunction)Configured_reduce, METH_NOARGS, "pickled as the launch configuration it fronts"},
     {NULL},
 };
 
 static PyGetSetDef Configured_getset[] = {
     {"configured", (getter)Configured_get_configured, NULL, "the Python launch configuration it fronts", NULL},
+    {"griddim", (getter)Configured_get_of_configured, NULL, "the grid, three extents", "griddim"},
+    {"blockdim", (getter)Configured_get_of_configured, NULL, "the block, three extents", "blockdim"},
+    {"stream", (getter)Configured_get_of_configured, NULL, "the stream (0: the default)", "stream"},
+    {"sharedmem", (getter)Configured_get_of_configured, NULL, "the dynamic shared memory's bytes", "sharedmem"},
     {NULL},
 };
 

@@ -27,7 +27,7 @@ import sys
 import typing
 import warnings
 from collections.abc import Callable, Iterable
-from typing import cast
+from typing import Any, cast
 
 import numpy as np
 
@@ -42,7 +42,7 @@ from .launchconfig import LaunchConfig
 from .registry import function
 from .runtime import runtime
 from .targets import CompileOptions, Launcher, get_target
-from .travel import defs
+from .travel import defs, tasks
 from .types import PtrType, dtype_of
 
 __all__ = ["jit", "Kernel", "Overload"]
@@ -161,12 +161,18 @@ class Kernel:
         with the configuration held), after the arguments' conversions where the kernel has some."""
         plain = _Configured(self, config)
         front = launch.configured(plain, plain.function, config, plain.target, plain.context)
-        return _Converting(self, front, plain.target, config.stream) if self.signatures or self.extensions else front
+        return _Converting(self, front, plain.target, config) if self.signatures or self.extensions else front
 
     def __reduce__(self):
-        # what makes it: its def (which engines ship by value), its options and context; no compiled state
+        # what makes it: its def (which engines ship by value), its options and context; no compiled state. A def
+        # plain pickle cannot name (a closure, a def made in a function) by value, as numba-cuda pickles kernels
         made = (self.py_func, (), self.context, self.target_name, self.options, tuple(self.extensions))
-        return Kernel, made, {"signatures": self.signatures}
+        state = {"signatures": self.signatures}
+        by_value = None if _named(self.py_func) else tasks.reduce_def(self.py_func)
+        if by_value is None:
+            return Kernel, made, state
+        rebuild, args = by_value
+        return _kernel_arriving, (rebuild, args, made[1:]), state
 
     def __call__(self, *args, **kwargs):
         raise ValueError(  # numba-cuda's error and the start of its message, which programs test for
@@ -300,13 +306,48 @@ def _numba_dims(value: object, name: str) -> None:
         raise TypeError(f"{name} must be a sequence of integers, got {dims!r}{hint}")
 
 
-class _Configured:
+class _LaunchConfiguration:
+    """What numba-cuda's ``kernel[blocks, threads(, stream(, shmem))]`` shows -- ``griddim``, ``blockdim``,
+    ``stream``, ``sharedmem`` -- and how it pickles: as the kernel (by value where its def has no importable
+    name, as numba-cuda pickles kernels) and the configuration, configured again where it arrives."""
+
+    __slots__ = ("kernel", "config")
+
+    @property
+    def griddim(self) -> tuple[int, int, int]:
+        return _three(self.config.blocks)
+
+    @property
+    def blockdim(self) -> tuple[int, int, int]:
+        return _three(self.config.threads)
+
+    @property
+    def stream(self) -> object:
+        return 0 if self.config.stream is None else self.config.stream
+
+    @property
+    def sharedmem(self) -> int:
+        return self.config.shmem
+
+    def __reduce__(self):
+        return _configured_again, (self.kernel, (self.griddim, self.blockdim, self.stream, self.sharedmem))
+
+
+def _three(extents) -> tuple[int, int, int]:
+    return (extents, 1, 1) if isinstance(extents, int) else tuple(extents) + (1,) * (3 - len(extents))
+
+
+def _configured_again(kernel: Kernel, config: tuple) -> Callable[..., None]:
+    return kernel[config]
+
+
+class _Configured(_LaunchConfiguration):
     """``kernel[blocks, threads, ...]``: calling it launches, with its configuration (one checked record)."""
 
-    __slots__ = ("function", "config", "target", "context")
+    __slots__ = ("function", "target", "context")
 
     def __init__(self, kernel: Kernel, config: LaunchConfig):
-        self.function, self.config, self.context = kernel.py_func, config, kernel.context
+        self.kernel, self.function, self.config, self.context = kernel, kernel.py_func, config, kernel.context
         self.target = kernel.target_name if kernel.options == CompileOptions() else kernel.target
 
     def __call__(self, *args):
@@ -320,15 +361,15 @@ class _Configured:
             copy_back()
 
 
-class _Converting:
+class _Converting(_LaunchConfiguration):
     """``kernel[blocks, threads, ...]`` of a kernel whose arguments are converted before each launch (explicit
     signatures, numba-cuda's extensions): the conversions, then the launch (``front``)."""
 
-    __slots__ = ("front", "target", "signatures", "extensions", "stream", "name")
+    __slots__ = ("front", "target", "signatures", "extensions", "name")
 
-    def __init__(self, kernel: Kernel, front: Callable[..., None], target, stream):
-        self.front, self.target, self.stream, self.name = front, target, stream, kernel.__qualname__
-        self.signatures, self.extensions = kernel.signatures, kernel.extensions
+    def __init__(self, kernel: Kernel, front: Callable[..., None], target, config: LaunchConfig):
+        self.kernel, self.config, self.front, self.target = kernel, config, front, target
+        self.name, self.signatures, self.extensions = kernel.__qualname__, kernel.signatures, kernel.extensions
 
     def __call__(self, *args):
         if self.signatures:
@@ -372,6 +413,19 @@ def _as_pointer(value, ty: PtrType, target):
     if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
         return Pointer(int(value), dtype_of(ty.dtype), None, device=get_target(target).device_memory)
     return value
+
+
+def _named(func) -> bool:
+    """Does plain pickle find ``func`` by its name (its module's attribute of its qualified name)?"""
+    found: object = sys.modules.get(func.__module__)
+    for part in func.__qualname__.split("."):
+        found = getattr(found, part, None)
+    return found is func
+
+
+def _kernel_arriving(rebuild: Callable[..., Any], args: tuple, made: tuple) -> Kernel:
+    """A kernel pickled with its def by value (:meth:`Kernel.__reduce__`)."""
+    return Kernel(rebuild(*args), *made)
 
 
 class _Extensions(list[object]):

@@ -1,5 +1,6 @@
 """od.jit: numba-cuda's decorator forms and launch syntax, every launch an overdub launch."""
 
+import pickle
 import sys
 
 import numba
@@ -288,6 +289,35 @@ def test_a_better_converting_signature_defined_later_recompiles_the_calls_that_c
 
     kernel[1, 1](out, v)
     assert out[0] == 2**24 + 1.5
+
+
+@pytest.mark.parametrize("signature", [None, "void(intp[:])"])
+def test_a_kernel_made_in_a_function_and_its_configured_launch_pickle_by_value_as_numba_cudas(signature):
+    """numba-cuda pickles its kernels by value: a kernel of a def plain pickle cannot name (made in a function)
+    pickles, and ``kernel[5, 8]`` pickles with its ``griddim`` and ``blockdim`` (both failed: "Can't pickle
+    local object")."""
+
+    @od.jit(device=True)
+    def inner(a):
+        return a + 1
+
+    def body(arr):
+        if cuda.grid(1) == 0:
+            arr[0] = inner(arr[0])
+
+    kernel = od.jit(target="cpu")(body) if signature is None else od.jit(signature, target="cpu")(body)
+    arr = np.array([100])
+    again = pickle.loads(pickle.dumps(pickle.loads(pickle.dumps(kernel))))
+    again[1, 1](arr)
+    configured = pickle.loads(pickle.dumps(again[5, 8]))
+    assert (configured.griddim, configured.blockdim, configured.stream, configured.sharedmem) == (
+        (5, 1, 1),
+        (8, 1, 1),
+        0,
+        0,
+    )
+    configured(arr)
+    assert arr[0] == 102
 
 
 def test_a_tuple_of_types_is_one_signature():
