@@ -312,6 +312,8 @@ class _LaunchConfiguration:
     name, as numba-cuda pickles kernels) and the configuration, configured again where it arrives."""
 
     __slots__ = ("kernel", "config")
+    kernel: Kernel
+    config: LaunchConfig
 
     @property
     def griddim(self) -> tuple[int, int, int]:
