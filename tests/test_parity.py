@@ -81,6 +81,21 @@ def test_int_round_floor_and_stores_of_extreme_floats_saturate(make_module):
     assert out[5].tolist() == [2, 2, 2, 2]
 
 
+def test_round_to_digits_scales_in_float64_as_numba_cuda_does_on_the_gpu(make_module):
+    """``round(x, n)`` of a float32: numba-cuda scales in float64, so float32(0.3425) (0.34250000119...) rounds
+    up to 0.343, where numba's CPU code, in float32, met a tie and gave 0.342; ties of the scaled value still go
+    to even, and a negative ``n`` rounds to tens."""
+    m = make_module("""
+        def kernel(out, x, n):
+            out[0] = round(x[0], n)
+            out[1] = round(x[1], n)
+            out[2] = round(x[2], -1)
+    """)
+    out = np.zeros(3, np.float32)
+    od.cuda(m.kernel, out, np.array([0.3425, 0.0625, 25.0], np.float32), 3, blocks=1, threads=1, target="cpu")
+    assert out.tolist() == [np.float32(0.343), np.float32(0.062), np.float32(20.0)]
+
+
 def test_numba_outside_kernels_keeps_its_own_conversions():
     """The saturating conversions are the CPU target's: a plain numba function compiled outside overdub is
     compiled as numba compiles it."""

@@ -31,6 +31,7 @@ these are registered), they are lowered without it: more specific registrations 
 
 from __future__ import annotations
 
+import math
 import operator
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeAlias
@@ -139,10 +140,44 @@ def _round(context: BaseContext, builder: ir.IRBuilder, sig: Signature, args: Se
     return impl_ret_untracked(context, builder, sig.return_type, result)  # type: ignore[no-untyped-call]  # numba's is unannotated
 
 
+def _round_digits(x: float, ndigits: int) -> float:
+    """``round(x, ndigits)`` as numba-cuda computes it on the GPU: scaled in float64 (a float32 ``x`` too), the
+    nearest integer with ties to even, scaled back -- ``round(float32(0.3425), 3)`` is 0.343 there, where
+    numba's CPU code, computing in float32, gives 0.342."""
+    if math.isinf(x) or math.isnan(x):
+        return x
+    if ndigits >= 0:
+        scale, extra = (10.0 ** (ndigits - 22), 1e22) if ndigits > 22 else (10.0**ndigits, 1.0)
+        y = (x * scale) * extra
+        if math.isinf(y):
+            return x
+    else:
+        scale, extra = 10.0 ** (-ndigits), 1.0
+        y = x / scale
+    z = float(round(y))
+    if math.fabs(y - z) == 0.5:  # halfway: to even
+        z = 2.0 * round(y / 2.0)
+    return (z / extra) / scale if ndigits >= 0 else z * scale
+
+
+def _round_to(context: BaseContext, builder: ir.IRBuilder, sig: Signature, args: Sequence[ir.Value]) -> ir.Value:
+    """``round(x, ndigits)`` of a float: in kernels the GPU's answer (:func:`_round_digits`), numba's
+    elsewhere; a CUDA context gets numba-cuda's own (this sits in numba's builtin registry, which numba-cuda
+    lowers through too)."""
+    if not isinstance(context, CPUContext):
+        from numba.cuda import cudaimpl
+
+        return cudaimpl.round_to_impl(context, builder, sig, args)
+    if not _in_kernel(context):
+        return numba_builtins.round_impl_binary(context, builder, sig, args)
+    return context.compile_internal(builder, _round_digits, sig, args)  # type: ignore[no-untyped-call]  # numba's is unannotated
+
+
 for _from in FLOATS:
     for _to in INTEGERS:
         lower_cast(_from, _to)(_float_to_integer)  # type: ignore[no-untyped-call]  # numba's is unannotated
     lower_builtin(round, _from)(_round)  # type: ignore[no-untyped-call]  # numba's is unannotated
+    lower_builtin(round, _from, types.Integer)(_round_to)  # type: ignore[no-untyped-call]  # numba's is unannotated
 
 
 def _wrapping(operation: str, numba_impl: Callable[..., ir.Value]) -> Callable[..., ir.Value]:
