@@ -21,6 +21,7 @@ device and back around the launch.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import math
 import numbers
 import sys
@@ -43,6 +44,7 @@ from .registry import function
 from .runtime import runtime
 from .targets import CompileOptions, Launcher, get_target
 from .travel import defs, tasks
+from .types import Any as AnyType
 from .types import PtrType, dtype_of
 
 __all__ = ["jit", "Kernel", "Overload"]
@@ -96,8 +98,8 @@ def _make(func, signatures, device, context, options, scope):
                 f"it): give them to the kernel's od.jit or od.cuda(..., debug=True)",
                 stacklevel=3,
             )
-        first, *others = [signature_argtypes(sig) for sig in signatures] or [None]
-        gf = function(func, first, scope=scope, converts=first is not None)
+        first, *others = [signature_argtypes(sig) for sig in signatures] or [_any_types(func)]
+        gf = function(func, first, scope=scope, converts=bool(signatures))
         for argtypes in others:  # one generic function, a method per signature (its name may be bound elsewhere)
             gf.define(func, argtypes, converts=True)
         return gf
@@ -415,6 +417,16 @@ def _as_pointer(value, ty: PtrType, target):
     if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
         return Pointer(int(value), dtype_of(ty.dtype), None, device=get_target(target).device_memory)
     return value
+
+
+def _any_types(func) -> tuple | None:
+    """A device function without a signature takes any arguments, as numba-cuda's does: its annotations
+    (``x: np.ndarray``, ``x: float``, a library's ``torch.Tensor``) are the program's documentation, not
+    overdub's dispatch (``@od.function`` reads them). None where its parameters are not all positional."""
+    parameters = inspect.signature(func).parameters.values()
+    if any(p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in parameters):
+        return None
+    return (AnyType,) * len(parameters)
 
 
 def _named(func) -> bool:

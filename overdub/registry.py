@@ -191,12 +191,13 @@ def _evaluated(annotation: object, func: Callable[..., typing.Any], scope: Mappi
 
 
 def signature_of(
-    func: Callable[..., typing.Any], scope: Mapping[str, object] | None = None
+    func: Callable[..., typing.Any], scope: Mapping[str, object] | None = None, annotations: bool = True
 ) -> tuple[tuple[str, ...], Signature, tuple[object, ...]]:
     """The parameter names, lattice signature (unannotated parameters are Any) and default values of a def;
-    ``scope`` binds names its string annotations use ahead of its module's (a class being defined)."""
+    ``scope`` binds names its string annotations use ahead of its module's (a class being defined).
+    ``annotations=False``: not read at all (a signature given instead), every parameter Any."""
     try:
-        sig = inspect.signature(func, locals=scope, eval_str=True)
+        sig = inspect.signature(func, locals=scope, eval_str=annotations)
     except NameError as exc:
         raise TypeError(f"cannot evaluate the annotations of {func.__qualname__}: {exc}") from None
     names: list[str] = []
@@ -210,7 +211,7 @@ def signature_of(
                 f"keyword-only ones"
             )
         names.append(p.name)
-        types_.append(as_type(_evaluated(p.annotation, func, scope)))
+        types_.append(as_type(_evaluated(p.annotation, func, scope)) if annotations else Any)
         if p.default is not p.empty:
             defaults.append(p.default)
     return tuple(names), tuple(types_), tuple(defaults)
@@ -250,7 +251,7 @@ def methods_from(
     without it, calling ``full`` (the generic function; the def itself for a context's overdub, whose
     default-arity methods run the def they come from). ``sig`` (for all parameters) overrides the
     annotations; ``converts``: a numba signature's method (:attr:`Method.converts`)."""
-    params, annotated, defaults = signature_of(func, scope)
+    params, annotated, defaults = signature_of(func, scope, annotations=sig is None)
     if sig is not None:
         sig = tuple(as_type(t) for t in sig)
         if len(sig) != len(params):

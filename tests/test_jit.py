@@ -320,6 +320,32 @@ def test_a_kernel_made_in_a_function_and_its_configured_launch_pickle_by_value_a
     assert arr[0] == 102
 
 
+def test_a_device_function_without_a_signature_takes_any_arguments_whatever_its_annotations_say():
+    """numba-cuda ignores a device function's annotations; libraries annotate with their own types (sgkit's
+    ``Union[np.ndarray, da.Array]``, warprnnt-numba's ``torch.Tensor``) or Python's (``a: float`` given an int).
+    Each failed at decoration ("not an overdub type") or at the call (MethodError); ``@od.function`` is what
+    reads annotations."""
+
+    class Tensor:  # a library's own array class, as an annotation only
+        pass
+
+    @od.jit(device=True)
+    def first_sum(x: np.ndarray, y: np.ndarray | list, unused: Tensor) -> float:
+        return x[0] + y[0]
+
+    @od.jit(device=True)
+    def twice(a: float):
+        return a * 2
+
+    @od.jit(target="cpu")
+    def kernel(out, n, a):
+        out[0] = twice(n) + first_sum(a, a, a)
+
+    out = np.zeros(1)
+    kernel[1, 1](out, 3, np.ones(2))
+    assert out[0] == 8.0 and [m.sig for m in od.methods(twice)] == [(od.Any,)]
+
+
 def test_a_tuple_of_types_is_one_signature():
     @od.jit((numba.types.float64[::1], numba.types.float64), target="cpu")
     def store(out, x):
