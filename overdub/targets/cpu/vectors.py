@@ -19,6 +19,8 @@ from numba.core.imputils import lower_builtin
 from numba.core.registry import cpu_target
 from numba.core.typing.templates import AbstractTemplate, infer_global, signature
 
+from ...runtime import runtime
+
 if TYPE_CHECKING:
     from llvmlite import ir
     from numba.core.base import BaseContext
@@ -113,3 +115,4 @@ def register() -> dict[str, Callable[..., Any]]:
 CONSTRUCTORS: dict[str, Callable[..., Any]] = {}
 """``cuda.float32x4`` and numba-cuda's other vector types' constructors, by name, for the CPU target's kernels
 (:func:`register` fills it)."""
+runtime.register_cache(f"{__name__}.CONSTRUCTORS", CONSTRUCTORS, kept="registered with numba once: for good")
