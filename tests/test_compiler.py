@@ -151,6 +151,34 @@ def test_a_function_calling_itself_compiles_typed_as_numba_types_self_recursion(
     assert run(m.kernel, 10, n=2, target="cpu") == [7257600, 55]
 
 
+def test_a_function_calling_itself_in_a_context_with_state_passes_the_state_to_each_call(make_module):
+    """In a context with state, each function takes the state as a hidden first argument: a call of itself
+    passes it on, so an overdub reached at every depth counts every call."""
+    m = make_module("""
+        import overdub as od
+        from numba import cuda
+
+        @od.function
+        def fact(n: od.Integer):
+            if n <= 1:
+                return 1
+            return n * fact(abs(n) - 1)
+
+        counting = od.Context("counting abs", state=od.int64[::1])
+
+        @counting.overdub(abs)
+        def _(x):
+            cuda.atomic.add(od.state(), 0, 1)
+            return x if x >= 0 else -x
+
+        def kernel(out, n):
+            out[0] = fact(abs(n))
+    """)
+    out, counter = np.zeros(1, np.int64), np.zeros(1, np.int64)
+    od.cuda(m.kernel, out, 5, blocks=1, threads=1, context=m.counting, state=counter, target="cpu")
+    assert (out[0], counter[0]) == (120, 5)  # abs: once in the kernel, at depths 5, 4, 3 and 2 in fact
+
+
 def test_recursion_without_a_base_case_or_through_another_function_is_a_compile_error(make_module):
     m = make_module(RECURSIVE)
     with pytest.raises(od.CompileError, match="cannot type infer runaway recursion"):
