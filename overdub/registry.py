@@ -269,7 +269,7 @@ class Method:
 
     ``converts``: a method of a numba signature (``od.jit("float64(float64)", device=True)``), which -- where no
     method's signature takes a call's types -- takes the arguments numba converts to its types, as a numba-cuda
-    device function does (:func:`converting`)."""
+    device function does (``overdub.resolve``)."""
 
     __slots__ = ("name", "func", "params", "sig", "file", "line", "table", "generated", "converts")
 

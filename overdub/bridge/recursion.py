@@ -27,7 +27,14 @@ from .hidden import hidden_argument
 __all__ = ["SelfCall", "self_call_signature"]
 
 _keys = itertools.count()
-_local = threading.local()  # the frames whose return type this thread is inferring partially
+
+
+class _Inferring(threading.local):
+    def __init__(self) -> None:
+        self.frames: set[object] = set()  # the frames whose return type this thread is inferring partially
+
+
+_inferring = _Inferring()
 
 
 def self_call_signature(
@@ -40,7 +47,7 @@ def self_call_signature(
     frame = typing_context.callstack.match(func, typed_args)
     if frame is None:
         return None
-    inferring = _local.__dict__.setdefault("inferring", set())
+    inferring = _inferring.frames
     if frame in inferring:  # the partial inference's own recursive call: untyped, as numba skips it there
         raise _typing_error(frame)("a recursive call is left out of the partial inference of its return type")
     inferring.add(frame)

@@ -98,8 +98,10 @@ def converted_signature(given: Sequence[object], signatures: Sequence[Sequence[o
     return signatures[min(rated)[1]] if rated else None
 
 
-def _type_rating(given: Sequence[object], declared: Sequence[object]) -> tuple[int, int, int] | None:
-    counts = {Conversion.unsafe: 0, Conversion.safe: 0, Conversion.promote: 0}
+def _type_rating(given: Sequence[object], declared: Sequence[object], unsafe: int = 0) -> tuple[int, int, int] | None:
+    """(unsafe, safe, promoting) conversions of the types ``given`` to ``declared`` (``unsafe`` counted
+    already), or None where one does not convert -- numba's rating of a signature."""
+    counts = {Conversion.unsafe: unsafe, Conversion.safe: 0, Conversion.promote: 0}
     for actual, ty in zip(given, declared):
         try:
             conversion = cpu_target.typing_context.can_convert(actual, ty)
@@ -113,27 +115,24 @@ def _type_rating(given: Sequence[object], declared: Sequence[object]) -> tuple[i
 
 
 def _rating(args: tuple[object, ...], argtypes: tuple[types.Type, ...]) -> tuple[int, int, int] | None:
-    """(unsafe, safe, promoting) conversions of ``args`` to ``argtypes``, or None where one does not convert."""
-    counts = {Conversion.unsafe: 0, Conversion.safe: 0, Conversion.promote: 0}
+    """:func:`_type_rating` of a launch's values: an array fits an array of its rank and dtype as it is, an
+    int or a pointer a pointer; a value numba cannot type (a numba-cuda extension converts it) is passed as it
+    is, rated last (as an unsafe conversion)."""
+    given, declared, untyped = [], [], 0
     for value, ty in zip(args, argtypes):
         if isinstance(ty, PtrType):
-            fits = (isinstance(value, (int, np.integer)) and not isinstance(value, bool)) or typeof_or_none(value) == ty
-            if not fits:
+            if (
+                not (isinstance(value, (int, np.integer)) and not isinstance(value, bool))
+                and typeof_or_none(value) != ty
+            ):
                 return None
-            continue
-        if not array_fits(value, ty):
+        elif not array_fits(value, ty):
             return None
-        if isinstance(ty, types.Array):
-            continue  # its rank and dtype match: as numba-cuda passes it
-        actual = typeof_or_none(value)
-        if (
-            actual is None
-        ):  # a value numba cannot type (a numba-cuda extension converts it): passed as it is, rated last
-            counts[Conversion.unsafe] += 1
-            continue
-        conversion = cpu_target.typing_context.can_convert(actual, ty)
-        if conversion is None or conversion == Conversion.nil:
-            return None
-        if conversion in counts:
-            counts[conversion] += 1
-    return counts[Conversion.unsafe], counts[Conversion.safe], counts[Conversion.promote]
+        elif not isinstance(ty, types.Array):
+            actual = typeof_or_none(value)
+            if actual is None:
+                untyped += 1
+            else:
+                given.append(actual)
+                declared.append(ty)
+    return _type_rating(given, declared, untyped)

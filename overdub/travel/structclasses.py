@@ -40,7 +40,7 @@ def reduce_struct_class(obj: object) -> tuple[object, ...] | None:
         return None
     if is_library_module(obj.__module__):
         return None
-    if obj in _digesting():  # met again inside its own definition, while its digest is being taken
+    if obj in _digesting.classes:  # met again inside its own definition, while its digest is being taken
         return _by_name, (obj.__module__, obj.__qualname__)
     cached = _struct_digests.get(obj)
     if cached is None:
@@ -63,23 +63,20 @@ def _definition(obj: structs.StructMeta) -> tuple[str, tuple[object, ...]]:
     bases = tuple(b for b in getattr(obj, "__orig_bases__", obj.__bases__) if b is not structs.StructValue)
     parts = (obj.__module__, obj.__qualname__, obj.__name__, bases, fields, dict(spec.defaults), members)
     building, snapshots.local.building = snapshots.building(), True
-    _digesting().add(obj)
+    _digesting.classes.add(obj)
     try:
         return snapshots.blob_digest(dumps(parts)), parts
     finally:
-        _digesting().discard(obj)
+        _digesting.classes.discard(obj)
         snapshots.local.building = building
 
 
-def _digesting() -> set[type]:
-    """The classes whose digest this thread is taking."""
-    found: set[type] | None = getattr(_local, "digesting", None)
-    if found is None:
-        found = _local.digesting = set()
-    return found
+class _Digesting(threading.local):
+    def __init__(self) -> None:
+        self.classes: set[type] = set()  # the classes whose digest this thread is taking
 
 
-_local = threading.local()
+_digesting = _Digesting()
 
 
 def _by_name(module: str, qualname: str) -> None:
