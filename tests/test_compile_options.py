@@ -280,6 +280,44 @@ def test_a_kernel_reshaping_an_array_links_numba_cudas_reshape_helpers():
     assert os.path.exists(cuda_target._RESHAPE_SOURCE)
 
 
+def test_a_kernel_making_arrays_links_numba_cudas_device_nrt_where_it_is_enabled(monkeypatch):
+    """numba-cuda's ``config.CUDA_ENABLE_NRT``: array methods and numpy functions that allocate call its device
+    NRT, which is linked with the kernel (it was not: nvJitLink failed on an undefined NRT_incref)."""
+    from numba.cuda import config
+    from numba.cuda.memory_management.nrt import NRT_LIBRARY
+
+    from overdub.targets import cuda as cuda_target
+
+    def copies(out, a):
+        b = a.copy()
+        out[0] = b[1] + a.sum()
+
+    def plain(out, a):
+        out[0] = a[1]
+
+    target, vector = cuda_target.target_for((9, 0)), numba_types.float64[::1]
+    monkeypatch.setattr(config, "CUDA_ENABLE_NRT", True)
+    assert NRT_LIBRARY in target._kernel_code(copies, (vector, vector)).library._linking_files
+    assert NRT_LIBRARY not in target._kernel_code(plain, (vector, vector)).library._linking_files
+
+
+@pytest.mark.gpu
+def test_a_kernel_making_arrays_runs_with_numba_cudas_device_nrt_on_the_gpu(monkeypatch):
+    from numba.cuda import config
+
+    monkeypatch.setattr(config, "CUDA_ENABLE_NRT", True)
+
+    def kernel(out, a):
+        b = a.copy()
+        b[0] = 10.0
+        out[0] = b.sum() + np.mean(a)
+
+    a = cuda.to_device(np.arange(4.0))
+    out = cuda.to_device(np.zeros(1))
+    od.cuda(kernel, out, a)
+    assert out.copy_to_host()[0] == 10.0 + 1 + 2 + 3 + 1.5
+
+
 def test_compile_options_on_a_device_function_warn_that_they_apply_to_kernels():
     with pytest.warns(UserWarning, match=r"compile options \['fastmath'\] apply to whole kernels"):
 

@@ -19,7 +19,7 @@ from numba import cuda
 
 import overdub as od
 from helpers import last_json, run_python
-from overdub import byvalue
+from overdub import byvalue, world
 from overdub.runtime import runtime
 from overdub.travel import arrival, defs, interning, origins, snapshots
 from overdub.travel.shipped import Shipped
@@ -136,6 +136,18 @@ def test_a_snapshot_is_rebuilt_when_a_global_a_method_reads_changes(make_module)
     first = snapshots.snapshot()
     assert snapshots.snapshot() == first  # cached: nothing changed
     m.K = 3.0
+    assert snapshots.snapshot()[1] != first[1]
+
+
+def test_a_snapshot_rebuilt_to_the_same_bytes_keeps_its_token(make_module):
+    """Rebuilt because the world moved or a def it read was collected, a snapshot of the same definitions is
+    the same token: a task pickled twice is the same bytes, and a receiver has nothing new to adopt."""
+    m = make_module("import overdub as od\n\n@od.function\ndef h(x: od.Float):\n    return x * 2.0\n")
+    first = snapshots.snapshot()
+    world.bump_world()
+    snapshots._snapshots["last"].read[0].ref = lambda: None  # as if a def it read had been collected
+    assert snapshots.snapshot() == first
+    m.run("@od.function\ndef h(x: od.Float):\n    return x * 3.0\n")
     assert snapshots.snapshot()[1] != first[1]
 
 

@@ -120,6 +120,12 @@ def snapshot() -> Token:
         others = tuple(sorted({owner for owner in map(origins.owner_process, (key for key, _ in entries)) if owner}))
         others = tuple(owner for owner in others if owner != root)
         watches = {watch.key: watch for watch in read}  # each def once
+        if last is not None and last.token[0] == root and last.token[2] == others and last.token[3] == blob:
+            # rebuilt (the world moved, a def it read was collected) to the same bytes: the same token, so a
+            # task pickled twice is the same bytes and a receiver adopts nothing new
+            last = Snapshot(age, tuple(watches.values()), last.token)
+            _snapshots["last"] = last
+            return last.token
         # numbered by the root's count: a process given an older snapshot of the root than it has adopted
         # (a result of a worker that had not seen the latest, a Ray object put earlier) never goes back to it
         if root == origins.ORIGIN:

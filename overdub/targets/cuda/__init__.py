@@ -22,6 +22,7 @@ import contextvars
 import dataclasses
 import functools
 import os
+import re
 import weakref
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
@@ -171,10 +172,22 @@ _RESHAPE_FUNCTIONS = ("nocopy_empty_reshape", "numba_attempt_nocopy_reshape")
 _RESHAPE_SOURCE = os.path.join(os.path.dirname(os.path.abspath(numba_cuda_dispatcher.__file__)), "reshape_funcs.cu")
 
 
-def _helper_sources(library: Any) -> tuple[str, ...]:
-    """The sources of numba-cuda's helper functions the kernel's code calls, to link with it."""
+def _helper_sources(library: Any) -> tuple[object, ...]:
+    """The sources of numba-cuda's helper functions the kernel's code calls, to link with it: its reshape
+    helpers, and its device NRT (the allocator and reference counts of arrays a kernel makes: ``a.copy()``,
+    ``np.empty``, reductions), which numba-cuda's code calls where ``config.CUDA_ENABLE_NRT`` is set."""
     code = library.get_llvm_str()
-    return (_RESHAPE_SOURCE,) if any(name in code for name in _RESHAPE_FUNCTIONS) else ()
+    sources: list[object] = [_RESHAPE_SOURCE] if any(name in code for name in _RESHAPE_FUNCTIONS) else []
+    if _CALLS_NRT.search(code):
+        from numba.cuda.memory_management.nrt import NRT_LIBRARY
+
+        sources.append(NRT_LIBRARY)
+    return tuple(sources)
+
+
+# numba-cuda internals: a call of one of the device NRT's entry points in the kernel's NVVM IR (where NRT is
+# enabled, the IR declares NRT_incref and NRT_decref whether or not it calls them)
+_CALLS_NRT = re.compile(r"\bcall [^\n]*@\"?NRT_\w+")
 
 
 @dataclasses.dataclass(frozen=True)
