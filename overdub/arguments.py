@@ -176,9 +176,16 @@ class NumpyArray(ArgumentKind[ArraySignature, nt.Array]):
         return "host"
 
     def accepts(self, value: object) -> bool:
-        # a masked array is none (its mask would be lost); numpy.ma unimported, there is none to ask about
+        # a masked array is none (its mask would be lost); numpy.ma unimported, there is none to ask about. Nor
+        # is a numpy array the GPU reads in place -- numba-cuda's mapped and managed arrays, ndarrays with a
+        # __cuda_array_interface__ -- which is a device array (a CUDA kernel takes it as it is, uncopied); the
+        # CPU target's device arrays are numpy arrays with one too, in host memory (overdub_plain_memory)
         masked = sys.modules.get("numpy.ma")
-        return isinstance(value, np.ndarray) and not (masked is not None and isinstance(value, masked.MaskedArray))
+        return (
+            isinstance(value, np.ndarray)
+            and not (masked is not None and isinstance(value, masked.MaskedArray))
+            and (not hasattr(value, "__cuda_array_interface__") or hasattr(value, "overdub_plain_memory"))
+        )
 
     def signature(self, value: np.ndarray[Any, Any]) -> ArraySignature:
         flags = value.flags

@@ -73,6 +73,7 @@ def jit(func_or_signature=None, device: bool = False, context: Context | None = 
             f"od.jit got unexpected options {sorted(unknown)}; it takes numba-cuda's "
             f"{sorted(_COMPILE_OPTIONS | _ACCEPTED)} and device, context"
         )
+    _warn_invalid_config(options)
     scope = sys._getframe(1).f_locals  # where the def runs: device functions extend what it names
     if callable(func_or_signature) and not isinstance(func_or_signature, (str, list, tuple)):
         return _make(func_or_signature, (), device, context, options, scope)
@@ -85,6 +86,22 @@ def jit(func_or_signature=None, device: bool = False, context: Context | None = 
         else []
     )
     return lambda func: _make(func, tuple(signatures), device, context, options, scope)
+
+
+def _warn_invalid_config(options: dict) -> None:
+    """numba-cuda's warnings for options that do not go together, with its warning class (programs filter
+    it): ``debug`` with ``opt`` (overdub compiles a debug kernel unoptimised, where numba-cuda may crash), and
+    ``debug`` with ``lineinfo`` (debug info includes line info)."""
+    if not options.get("debug"):
+        return
+    from numba.cuda.core.errors import NumbaInvalidConfigWarning  # type: ignore[import-not-found]
+
+    if options.get("opt", True):
+        message = "debug=True with opt=True is not supported by CUDA: overdub compiles it with opt=False"
+        warnings.warn(NumbaInvalidConfigWarning(message), stacklevel=3)
+    if options.get("lineinfo"):
+        message = "debug and lineinfo are mutually exclusive: debug gives full debug info, line info included"
+        warnings.warn(NumbaInvalidConfigWarning(message), stacklevel=3)
 
 
 def _make(func, signatures, device, context, options, scope):
@@ -155,7 +172,10 @@ class Kernel:
     def __getitem__(self, config) -> Callable[..., None]:
         configured = self._configs.get(config)
         if configured is None:
-            configured = self._configs[config] = self._configured(_launch_config(config))
+            checked = _launch_config(config)
+            if get_target(self.target_name).name == "cuda":
+                _warn_low_occupancy(checked)
+            configured = self._configs[config] = self._configured(checked)
         return configured
 
     def _configured(self, config: LaunchConfig) -> Callable[..., None]:
@@ -295,6 +315,17 @@ def _launch_config(config) -> LaunchConfig:
     _numba_dims(blocks, "griddim")
     _numba_dims(threads, "blockdim")
     return LaunchConfig.of(blocks, threads, shmem, None if isinstance(stream, int) and stream == 0 else stream)
+
+
+def _warn_low_occupancy(config: LaunchConfig) -> None:
+    """numba-cuda's warning for a grid of fewer than 128 blocks on the GPU (``CUDA_LOW_OCCUPANCY_WARNINGS``)."""
+    blocks = config.blocks if isinstance(config.blocks, tuple) else (config.blocks,)
+    size = math.prod(blocks)
+    if size < 128:
+        from .targets.cuda.copies import performance_warning
+
+        message = f"Grid size {size} will likely result in GPU under-utilization due to low occupancy."
+        performance_warning(message, "CUDA_LOW_OCCUPANCY_WARNINGS")
 
 
 def _numba_dims(value: object, name: str) -> None:

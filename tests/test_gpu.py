@@ -892,3 +892,31 @@ def test_cupy_arrays_are_read_in_place_by_the_native_launch_and_every_layout_is_
     od.cuda(m.total, out, reshaped)
     weights = np.outer(np.arange(1, 9), np.arange(10, 16))
     assert out.get()[0] == (cupy.asnumpy(reshaped) * weights).sum()
+
+
+def test_numba_cudas_host_memory_rules_in_the_drop_in():
+    """A host array is copied for the launch with numba-cuda's warning; mapped and managed arrays (numpy arrays
+    the GPU reads in place) are passed as they are, to od.jit's kernels and to od.cuda, without one."""
+    import warnings
+
+    from numba.cuda.core.errors import NumbaPerformanceWarning
+
+    @od.jit
+    def add_one(a):
+        i = cuda.grid(1)
+        if i < a.size:
+            a[i] += 1.0
+
+    host = np.zeros(128)
+    with pytest.warns(NumbaPerformanceWarning, match="Host array used in CUDA kernel will incur copy overhead"):
+        add_one[1, 128](host)
+    assert host.tolist() == [1.0] * 128
+    for made in (cuda.mapped_array, cuda.managed_array):
+        in_place = made(128, dtype=np.float64)
+        in_place[:] = 0.0
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", NumbaPerformanceWarning)
+            add_one[128, 1](in_place)
+            od.cuda(add_one, in_place, blocks=1, threads=128)
+        cuda.synchronize()
+        assert in_place.tolist() == [2.0] * 128, made.__name__

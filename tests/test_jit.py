@@ -386,3 +386,30 @@ def test_overloads_carry_the_typed_ir_as_numba_cudas_do():
     (overload,) = fill.overloads.values()
     assert overload.argument_types == (numba_types.float64[::1],)
     assert overload._type_annotation.typemap["local"].dtype == numba_types.int32
+
+
+def test_numba_cudas_warnings_with_its_classes_where_its_configuration_has_them(monkeypatch):
+    """Programs filter numba-cuda's warnings by class: a grid of fewer than 128 blocks on the GPU, debug with
+    opt, debug with lineinfo. (A host array copied for a launch warns too: tests/test_gpu.py.)"""
+    import warnings
+
+    from numba.cuda.core import config
+    from numba.cuda.core.errors import NumbaInvalidConfigWarning, NumbaPerformanceWarning
+
+    def body():
+        pass
+
+    kernel = od.jit(target="cuda")(body)
+    with pytest.warns(NumbaPerformanceWarning, match=r"Grid size 4 will likely result in GPU under-utilization"):
+        kernel[(2, 2), 32]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        kernel[128, 32]  # enough blocks
+        od.jit(target="cpu")(body)[1, 1]  # the CPU target has no occupancy to speak of
+        monkeypatch.setattr(config, "CUDA_LOW_OCCUPANCY_WARNINGS", 0)
+        kernel[3, 32]
+        od.jit(debug=True, opt=False)(body)
+    with pytest.warns(NumbaInvalidConfigWarning, match="debug=True with opt=True is not supported"):
+        od.jit(debug=True)(body)
+    with pytest.warns(NumbaInvalidConfigWarning, match="debug and lineinfo are mutually exclusive"):
+        od.jit(debug=True, lineinfo=True, opt=False)(body)

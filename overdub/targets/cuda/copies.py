@@ -3,6 +3,7 @@ device before a launch and back after it. (``od.cuda`` itself refuses host memor
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import numpy as np
@@ -16,6 +17,8 @@ def copied_to_device(args: tuple[object, ...], stream: Any = None) -> tuple[tupl
     """numba-cuda's treatment of host arrays, for its drop-in (``od.jit``): each numpy array copied to the
     device; returns the new arguments and the (host, device) pairs to copy back after the launch."""
     make_current()
+    if any(isinstance(value, np.ndarray) for value in args):
+        performance_warning("Host array used in CUDA kernel will incur copy overhead to/from device.", stacklevel=5)
     pairs: list[tuple[Any, Any]] = []
     moved: list[object] = []
     value: Any
@@ -30,6 +33,15 @@ def copied_to_device(args: tuple[object, ...], stream: Any = None) -> tuple[tupl
             value = arguments.RecordOnDevice(device.device_ctypes_pointer.value, value.dtype, device)
         moved.append(value)
     return tuple(moved), pairs
+
+
+def performance_warning(message: str, setting: str = "CUDA_WARN_ON_IMPLICIT_COPY", stacklevel: int = 4) -> None:
+    """numba-cuda's ``NumbaPerformanceWarning``, where its configuration has it on (``setting``, and
+    ``DISABLE_PERFORMANCE_WARNINGS`` off): the class and message its programs and tests filter on."""
+    from numba.cuda.core import config, errors  # type: ignore[import-not-found]
+
+    if getattr(config, setting) and not config.DISABLE_PERFORMANCE_WARNINGS:
+        warnings.warn(errors.NumbaPerformanceWarning(message), stacklevel=stacklevel)
 
 
 def copy_back(pairs: list[tuple[Any, Any]], stream: Any = None) -> None:
