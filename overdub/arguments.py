@@ -18,10 +18,11 @@ A value of no kind is typed by the target's numba typeof; its launches always ta
 
 from __future__ import annotations
 
+import enum
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, Generic, Literal, TypeAlias, TypeVar
+from typing import Any, ClassVar, Generic, Literal, TypeAlias, TypeVar, cast
 
 import numba
 import numpy as np
@@ -141,6 +142,41 @@ class Scalar(ArgumentKind[type, nt.Type]):
 
     def guards(self, name: str, signature: type, consts: dict[str, object]) -> list[str]:
         return []
+
+
+class EnumMemberArgument(ArgumentKind[type, nt.EnumMember]):
+    """A member of an ``enum.Enum`` or ``enum.IntEnum`` class of numbers: numba types it by its class (its
+    members' values unified), and passes its value."""
+
+    name = "enum_member"
+
+    def accepts(self, value: object) -> bool:
+        return isinstance(value, enum.Enum) and isinstance(value.value, (int, float))
+
+    def signature(self, value: enum.Enum) -> type:
+        return type(value)
+
+    def numba_type(self, signature: type) -> nt.EnumMember:
+        return cast("nt.EnumMember", typeof(next(iter(signature))))  # type: ignore[call-overload]
+
+    def guards(self, name: str, signature: type, consts: dict[str, object]) -> list[str]:
+        return []
+
+
+class DatetimeScalar(ArgumentKind[np.dtype[Any], nt.Type]):
+    """A ``numpy.datetime64`` or ``numpy.timedelta64``: typed by its dtype (the unit is part of the type),
+    passed as its count of units."""
+
+    name = "datetime"
+
+    def accepts(self, value: object) -> bool:
+        return isinstance(value, (np.datetime64, np.timedelta64))
+
+    def signature(self, value: np.datetime64 | np.timedelta64) -> np.dtype[Any]:
+        return value.dtype
+
+    def numba_type(self, signature: np.dtype[Any]) -> nt.Type:
+        return numba.from_dtype(signature)
 
 
 def _array_type(dtype: np.dtype[Any], ndim: int, layout: Layout, readonly: bool = False) -> nt.Array:
@@ -428,7 +464,7 @@ def _cupy_ndarray() -> type | None:
 
 _PYTHON_INT, _SCALAR, _NUMPY, _DEVICE, _POINTER = PythonInt(), Scalar(), NumpyArray(), DeviceArray(), PointerArgument()
 _HOST_RECORD, _RECORD, _TUPLE = HostRecord(), RecordArgument(), TupleArgument()
-_STRUCT, _NAMEDTUPLE = StructArgument(), NamedTupleArgument()
+_STRUCT, _NAMEDTUPLE, _ENUM, _DATETIME = StructArgument(), NamedTupleArgument(), EnumMemberArgument(), DatetimeScalar()
 _by_class: dict[type, ArgumentKind[Any, Any] | None] = {}
 runtime.register_cache(f"{__name__}._by_class", _by_class, kept="a pure function of the class")
 
@@ -486,6 +522,8 @@ def kind_of(value: object) -> ArgumentKind[Any, Any] | None:
         _RECORD,
         _STRUCT,
         _NAMEDTUPLE,
+        _ENUM,
+        _DATETIME,
     ]
     if cupy_ndarray is not None:
         kinds.append(CupyArray(cupy_ndarray))

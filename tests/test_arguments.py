@@ -1,6 +1,8 @@
 """Argument kinds: each kind types its values as numba does, and a launch function's guards accept exactly the
 values that have the type its kernel was compiled for."""
 
+import enum
+
 import numba
 import numpy as np
 import pytest
@@ -283,3 +285,53 @@ def test_a_masked_array_has_no_argument_kind_and_a_plain_array_keeps_its_own():
     for the plain arrays of a program that never uses it."""
     assert arguments.kind_of(np.ma.masked_array(np.arange(3.0), mask=[0, 1, 0])) is None
     assert arguments.kind_of(np.arange(3.0)).name == "numpy_array"
+
+
+class Colour(enum.IntEnum):
+    RED = 1
+    BLUE = 7
+
+
+class Shape(enum.Enum):
+    CIRCLE = 1.5
+    SQUARE = 2.5
+
+
+@pytest.mark.parametrize(
+    ("value", "typed", "passed"),
+    [
+        (Colour.BLUE, "IntEnum<int64>(Colour)", 7),
+        (Shape.SQUARE, "Enum<float64>(Shape)", 2.5),
+        (np.datetime64("2020-01-03"), "datetime64[D]", 18264),
+        (np.timedelta64(90, "s"), "timedelta64[s]", 90),
+    ],
+)
+def test_enum_members_and_datetimes_are_passed_as_numba_cuda_passes_them(value, typed, passed):
+    """numba-cuda passes an enum member as its value and a datetime64 or timedelta64 as its count of units; a
+    launch on the CUDA target refused them (no slots), the CPU target typed them with numba's typeof."""
+    kind = arguments.kind_of(value)
+    ty = kind.typeof(value)
+    assert str(ty) == typed and ty == numba.typeof(value)
+    slots = abi.kind_slots(kind, kind.signature(value), ty)
+    values = abi.slot_values(slots, "v", namespace := {})
+    assert eval(f"({', '.join(values)},)", dict(namespace, v=value)) == (passed,) and len(abi.slot_format(slots)) == 2
+    conditions = kind.guards("v", kind.signature(value), consts := {"signature_" + kind.name: kind.signature})
+    consts["v_signature"] = kind.signature(value)
+    assert all(eval(c, dict(consts, v=value)) for c in conditions)
+
+    def kernel(out, v):
+        out[0] = v == v
+
+    out = np.zeros(1, dtype=np.bool_)
+    od.cuda(kernel, out, value, target="cpu")
+    assert out[0] and ".visible .entry" in od.code_ptx(kernel, numba.types.bool_[::1], ty)
+
+
+def test_a_datetime_of_another_unit_is_another_signature():
+    def kernel(out, when):
+        out[0] = when
+
+    for unit in ("D", "s"):
+        out = np.zeros(1, dtype=f"datetime64[{unit}]")
+        od.cuda(kernel, out, np.datetime64("2020-01-03", unit), target="cpu")
+        assert out[0] == np.datetime64("2020-01-03", unit)

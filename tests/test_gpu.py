@@ -920,3 +920,23 @@ def test_numba_cudas_host_memory_rules_in_the_drop_in():
             od.cuda(add_one, in_place, blocks=1, threads=128)
         cuda.synchronize()
         assert in_place.tolist() == [2.0] * 128, made.__name__
+
+
+def test_enum_members_datetimes_and_tuples_of_host_arrays_as_numba_cuda_takes_them():
+    import enum
+
+    class Level(enum.IntEnum):
+        LOW = 1
+        HIGH = 9
+
+    @od.jit
+    def kernel(out, level, stamps, when, pair):
+        out[0] = level.value
+        stamps[0] = when
+        out[2] = pair[0][1] + pair[1][0]
+        pair[1][0] = -1.0
+
+    out, stamps, pair = np.zeros(3), np.zeros(1, "datetime64[D]"), (np.arange(3.0), np.full(2, 10.0))
+    kernel[1, 1](out, Level.HIGH, stamps, np.datetime64("2020-01-03"), pair)
+    assert out.tolist() == [9.0, 0.0, 11.0] and pair[1][0] == -1.0
+    assert stamps[0] == np.datetime64("2020-01-03")

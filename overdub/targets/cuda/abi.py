@@ -154,15 +154,28 @@ def value_slots(ty: nt.Type) -> tuple[Slot, ...]:
         return (Slot(code, ("real",)), Slot(code, ("imag",)))
     if isinstance(ty, (nt.Integer, nt.Float, nt.Boolean)):
         return (Slot(_scalar_code(ty)),)
+    if isinstance(ty, nt.EnumMember):  # numba's enum model: its value's
+        return tuple(slot.under("value") for slot in value_slots(ty.dtype))
     raise TypeError(f"overdub cannot pass a {ty} inside a struct or named tuple to a CUDA kernel")
 
 
 @kind_slots.register(arguments.PythonInt)
 @kind_slots.register(arguments.Scalar)
+@kind_slots.register(arguments.EnumMemberArgument)
 @kind_slots.register(arguments.StructArgument)
 @kind_slots.register(arguments.NamedTupleArgument)
 def _by_value(kind: ArgumentKind[Any, Any], signature: object, ty: nt.Type) -> tuple[Slot, ...]:
     return value_slots(ty)
+
+
+@kind_slots.register
+def _datetime(kind: arguments.DatetimeScalar, signature: object, ty: nt.Type) -> tuple[Slot, ...]:
+    return (Slot("q", (0,), helper=units_count),)
+
+
+def units_count(value: np.datetime64 | np.timedelta64) -> tuple[int]:
+    """A datetime64 or timedelta64 as numba passes it: its count of its units, an int64 (NaT the least)."""
+    return (int(value.astype(np.int64)),)
 
 
 def _array_slots(ty: nt.Array) -> tuple[Slot, ...]:

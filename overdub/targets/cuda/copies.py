@@ -15,24 +15,28 @@ from .driver import make_current
 
 def copied_to_device(args: tuple[object, ...], stream: Any = None) -> tuple[tuple[object, ...], list[tuple[Any, Any]]]:
     """numba-cuda's treatment of host arrays, for its drop-in (``od.jit``): each numpy array copied to the
-    device; returns the new arguments and the (host, device) pairs to copy back after the launch."""
+    device, in tuples too; returns the new arguments and the (host, device) pairs to copy back after the
+    launch."""
     make_current()
-    if any(isinstance(value, np.ndarray) for value in args):
-        performance_warning("Host array used in CUDA kernel will incur copy overhead to/from device.", stacklevel=5)
     pairs: list[tuple[Any, Any]] = []
-    moved: list[object] = []
-    value: Any
-    for value in args:
-        if isinstance(value, np.ndarray):
-            device = numba_cuda.to_device(value, stream=stream or 0)
-            pairs.append((value, device))
-            value = device
-        elif isinstance(arguments.kind_of(value), arguments.HostRecord):  # passed by its device address
-            device = numba_cuda.to_device(np.array(value).reshape(1), stream=stream or 0)
-            pairs.append((value, device))
-            value = arguments.RecordOnDevice(device.device_ctypes_pointer.value, value.dtype, device)
-        moved.append(value)
-    return tuple(moved), pairs
+    moved = tuple(_copied(value, pairs, stream) for value in args)
+    if any(isinstance(host, np.ndarray) for host, _ in pairs):
+        performance_warning("Host array used in CUDA kernel will incur copy overhead to/from device.", stacklevel=5)
+    return moved, pairs
+
+
+def _copied(value: Any, pairs: list[tuple[Any, Any]], stream: Any) -> object:
+    if type(value) is tuple:
+        return tuple(_copied(element, pairs, stream) for element in value)
+    if isinstance(arguments.kind_of(value), arguments.NumpyArray):
+        device = numba_cuda.to_device(value, stream=stream or 0)
+        pairs.append((value, device))
+        return device
+    if isinstance(arguments.kind_of(value), arguments.HostRecord):  # passed by its device address
+        device = numba_cuda.to_device(np.array(value).reshape(1), stream=stream or 0)
+        pairs.append((value, device))
+        return arguments.RecordOnDevice(device.device_ctypes_pointer.value, value.dtype, device)
+    return value
 
 
 def performance_warning(message: str, setting: str = "CUDA_WARN_ON_IMPLICIT_COPY", stacklevel: int = 4) -> None:
