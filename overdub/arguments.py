@@ -176,7 +176,7 @@ class DatetimeScalar(ArgumentKind[np.dtype[Any], nt.Type]):
         return value.dtype
 
     def numba_type(self, signature: np.dtype[Any]) -> nt.Type:
-        return numba.from_dtype(signature)
+        return cast("nt.Type", numba.from_dtype(signature))
 
 
 def _array_type(dtype: np.dtype[Any], ndim: int, layout: Layout, readonly: bool = False) -> nt.Array:

@@ -179,7 +179,7 @@ def _helper_sources(library: Any) -> tuple[object, ...]:
     code = library.get_llvm_str()
     sources: list[object] = [_RESHAPE_SOURCE] if any(name in code for name in _RESHAPE_FUNCTIONS) else []
     if _CALLS_NRT.search(code):
-        from numba.cuda.memory_management.nrt import NRT_LIBRARY
+        from numba.cuda.memory_management.nrt import NRT_LIBRARY  # type: ignore[import-not-found]
 
         sources.append(NRT_LIBRARY)
     return tuple(sources)
