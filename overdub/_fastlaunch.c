@@ -583,6 +583,18 @@ static void forget_context(Launcher *self, void *context) {
 
 #define NOT_HERE (-1) /* not a CUresult: the kernel has no function in the context */
 
+/* The driver refused a launch: the error the Python launch path raises for it (cuda.core's CUDAError, which
+ * numba-cuda raises and its programs catch), made by overdub.targets.cuda.driver.launch_error_of_code. */
+static void raise_launch_error(int err) {
+    PyObject *module = PyImport_ImportModule("overdub.targets.cuda.driver");
+    if (module == NULL) return;
+    PyObject *exc = PyObject_CallMethod(module, "launch_error_of_code", "i", err);
+    Py_DECREF(module);
+    if (exc == NULL) return;
+    PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
+    Py_DECREF(exc);
+}
+
 /* 1: launched, 0: a check failed (take the slow path), -1: error. */
 static int launcher_run(Launcher *self, PyObject *const *args, Py_ssize_t nargs, const Dims *dims,
                         PyObject *shmem_obj, PyObject *stream) {
@@ -642,7 +654,7 @@ static int launcher_run(Launcher *self, PyObject *const *args, Py_ssize_t nargs,
     }
     if (err == 201) return 0; /* CUDA_ERROR_INVALID_CONTEXT: the slow path makes the device's context current */
     if (err != 0) {
-        PyErr_Format(PyExc_RuntimeError, "cuLaunchKernel failed with CUresult %d", err);
+        raise_launch_error(err);
         return -1;
     }
     launches++;

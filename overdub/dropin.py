@@ -51,7 +51,9 @@ __all__ = ["jit", "Kernel", "Overload"]
 
 # numba-cuda's cuda.jit options: those that change the code are compile options (overdub.targets.options);
 # the rest are accepted for compatibility and explained in jit's docstring
-_COMPILE_OPTIONS = frozenset({"fastmath", "lineinfo", "debug", "opt", "max_registers", "link", "launch_bounds"})
+_COMPILE_OPTIONS = frozenset(
+    {"fastmath", "lineinfo", "debug", "opt", "max_registers", "link", "launch_bounds", "shared_memory_carveout"}
+)
 _ACCEPTED = frozenset({"cache", "inline", "forceinline", "boundscheck", "lto", "extensions", "target"})
 
 
@@ -63,7 +65,8 @@ def jit(func_or_signature=None, device: bool = False, context: Context | None = 
 
     numba-cuda's compile options apply to the kernel and everything it calls: ``fastmath``, ``lineinfo``,
     ``debug`` (checked kernels: bounds checks on the CPU target, numba-cuda's kernel exceptions on CUDA),
-    ``opt``, ``max_registers``, ``link`` and ``launch_bounds`` (see :class:`overdub.targets.CompileOptions`).
+    ``opt``, ``max_registers``, ``link``, ``launch_bounds`` and ``shared_memory_carveout`` (see
+    :class:`overdub.targets.CompileOptions`).
     ``extensions`` convert arguments before each launch as numba-cuda's do (``prepare_args``).
     ``boundscheck=True`` means ``debug=True``. ``cache`` is accepted (overdub keeps its own cache), as are
     ``inline``, ``forceinline`` and ``lto``, which change nothing here: LLVM and NVVM decide inlining."""
@@ -146,8 +149,8 @@ class Kernel:
         self.__doc__, self.__module__ = py_func.__doc__, py_func.__module__
         self._configs: dict = {}
         defs.note_kernel(py_func)
-        self.signatures = [signature_argtypes(sig) for sig in signatures]
-        for argtypes in self.signatures:
+        self._explicit = [signature_argtypes(sig) for sig in signatures]  # the signatures it was given
+        for argtypes in self._explicit:
             self.compile(argtypes)
 
     def compile(self, argtypes: tuple):
@@ -183,13 +186,13 @@ class Kernel:
         with the configuration held), after the arguments' conversions where the kernel has some."""
         plain = _Configured(self, config)
         front = launch.configured(plain, plain.function, config, plain.target, plain.context)
-        return _Converting(self, front, plain.target, config) if self.signatures or self.extensions else front
+        return _Converting(self, front, plain.target, config) if self._explicit or self.extensions else front
 
     def __reduce__(self):
         # what makes it: its def (which engines ship by value), its options and context; no compiled state. A def
         # plain pickle cannot name (a closure, a def made in a function) by value, as numba-cuda pickles kernels
         made = (self.py_func, (), self.context, self.target_name, self.options, tuple(self.extensions))
-        state = {"signatures": self.signatures}
+        state = {"_explicit": self._explicit}
         by_value = None if _named(self.py_func) else tasks.reduce_def(self.py_func)
         if by_value is None:
             return Kernel, made, state
@@ -216,10 +219,50 @@ class Kernel:
         return self
 
     @property
+    def signatures(self) -> list:
+        """The argument types it is compiled for, as numba-cuda lists them: the signatures it was given, then
+        those its launches compiled."""
+        return [*self._explicit, *(argtypes for argtypes in self.overloads if argtypes not in self._explicit)]
+
+    @property
     def overloads(self) -> dict:
         """The compiled kernels of this function now cached, by argument types (as numba-cuda's dict)."""
         kernels = cast("list[compiler.Kernel]", runtime.kernels.nodes())  # the runtime's kernel cache holds these
         return {node.job.argtypes: Overload(node) for node in kernels if node.job.func is self.py_func}
+
+    def _per_overload(self, name: str, signature):
+        """numba-cuda's resource queries: for ``signature`` (its argument types), else for the one signature of
+        a kernel compiled for one, else a dict over the compiled kernels."""
+        overloads = self.overloads
+        if signature is not None:
+            argtypes = signature_argtypes(signature)
+            if argtypes not in overloads:
+                self.compile(argtypes)
+                overloads = self.overloads
+            return getattr(overloads[argtypes], name)
+        if len(self._explicit) == 1:
+            return getattr(overloads[self._explicit[0]], name)
+        return {argtypes: getattr(overload, name) for argtypes, overload in overloads.items()}
+
+    def get_regs_per_thread(self, signature=None):
+        """The registers each thread of the kernel uses on the current device (numba-cuda's)."""
+        return self._per_overload("regs_per_thread", signature)
+
+    def get_shared_mem_per_block(self, signature=None):
+        """The bytes of static shared memory each block of the kernel uses."""
+        return self._per_overload("shared_mem_per_block", signature)
+
+    def get_const_mem_size(self, signature=None):
+        """The bytes of constant memory the kernel uses."""
+        return self._per_overload("const_mem_size", signature)
+
+    def get_local_mem_per_thread(self, signature=None):
+        """The bytes of local memory each thread of the kernel uses."""
+        return self._per_overload("local_mem_per_thread", signature)
+
+    def get_max_threads_per_block(self, signature=None):
+        """The most threads a block of the kernel may have on the current device (a launch beyond fails)."""
+        return self._per_overload("max_threads_per_block", signature)
 
     def in_context(self, context: Context) -> Kernel:
         """The same kernel, launched in ``context``."""
@@ -298,6 +341,35 @@ class Overload:
         its grid may have, with ``dynsmem`` bytes of dynamic shared memory: all must be resident at once."""
         threads = math.prod(blockdim) if isinstance(blockdim, tuple) else int(blockdim)
         return int(cast("Launcher", self.kernel.launcher).co_resident_blocks(threads, dynsmem))
+
+    def _resource(self, name: str) -> int:
+        resources = getattr(self.kernel.launcher, "resources", None)
+        if resources is None:
+            raise NotImplementedError(
+                f"{name} is what a kernel's code uses of a GPU: the {self.kernel.job.target.label} target has none "
+                f"to report (launch on the CUDA target)"
+            )
+        return int(resources()[name])
+
+    @property
+    def regs_per_thread(self) -> int:
+        return self._resource("regs_per_thread")
+
+    @property
+    def shared_mem_per_block(self) -> int:
+        return self._resource("shared_mem_per_block")
+
+    @property
+    def const_mem_size(self) -> int:
+        return self._resource("const_mem_size")
+
+    @property
+    def local_mem_per_thread(self) -> int:
+        return self._resource("local_mem_per_thread")
+
+    @property
+    def max_threads_per_block(self) -> int:
+        return self._resource("max_threads_per_block")
 
     def __repr__(self) -> str:
         return f"<overload of {self.kernel.describe()}>"
@@ -404,7 +476,7 @@ class _Converting(_LaunchConfiguration):
 
     def __init__(self, kernel: Kernel, front: Callable[..., None], target, config: LaunchConfig):
         self.kernel, self.config, self.front, self.target = kernel, config, front, target
-        self.name, self.signatures, self.extensions = kernel.__qualname__, kernel.signatures, kernel.extensions
+        self.name, self.signatures, self.extensions = kernel.__qualname__, kernel._explicit, kernel.extensions
 
     def __call__(self, *args):
         if self.signatures:

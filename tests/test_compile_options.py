@@ -124,8 +124,15 @@ def test_compile_options_are_checked():
         CompileOptions.of(max_registers=-1)
     with pytest.raises(TypeError, match="unknown compile options"):
         CompileOptions.of(fast=True)
-    with pytest.raises(TypeError, match="launch_bounds"):
+    with pytest.raises(ValueError, match="Got 4 launch bounds"):  # numba-cuda's error and message
         od.jit(launch_bounds=(1, 2, 3, 4))(lambda a: None)
+    with pytest.raises(TypeError, match="launch_bounds must be a positive int"):
+        od.jit(launch_bounds=(128, 0))(lambda a: None)
+    carveouts = {"MaxL1": 0, "maxshared": 100, "default": -1, 50: 50, -1: -1}
+    assert {k: CompileOptions.of(shared_memory_carveout=k).shared_memory_carveout for k in carveouts} == carveouts
+    for wrong, message in ((150, "must be between -1 and 100"), (-2, "between -1"), ("MaxL2", "Invalid carveout")):
+        with pytest.raises(ValueError, match=message):
+            od.jit(shared_memory_carveout=wrong)(lambda a: None)
 
 
 def test_a_configured_target_is_one_object_per_options_value_and_keeps_the_targets_meaning_of_names():

@@ -5,6 +5,7 @@ source is written to a real file (and imports what it uses), so messages name ``
 """
 
 import math
+import re
 import threading
 
 import numba
@@ -940,3 +941,46 @@ def test_enum_members_datetimes_and_tuples_of_host_arrays_as_numba_cuda_takes_th
     kernel[1, 1](out, Level.HIGH, stamps, np.datetime64("2020-01-03"), pair)
     assert out.tolist() == [9.0, 0.0, 11.0] and pair[1][0] == -1.0
     assert stamps[0] == np.datetime64("2020-01-03")
+
+
+def test_a_kernels_resource_use_as_numba_cuda_reports_it():
+    @od.jit("void(float32[::1], int64)")
+    def specialized(x, n):
+        tile = cuda.shared.array(64, numba.float32)
+        i = cuda.grid(1)
+        if i < n:
+            tile[i % 64] = x[i]
+            x[i] = 3.14 * math.sin(tile[i % 64])
+
+    assert specialized.get_regs_per_thread() > 0 and specialized.get_shared_mem_per_block() == 64 * 4
+    assert 0 < specialized.get_max_threads_per_block() <= 1024 and specialized.get_local_mem_per_thread() >= 0
+    assert specialized.get_const_mem_size() >= 0
+
+    @od.jit
+    def generic(x, n):
+        i = cuda.grid(1)
+        if i < n:
+            x[i] = 3.14 * math.sin(x[i])
+
+    x32, x64 = cuda.to_device(np.zeros(10, np.float32)), cuda.to_device(np.zeros(10))
+    generic[1, 10](x32, 10)
+    generic[1, 10](x64, 10)
+    f32, f64 = numba.void(numba.float32[::1], numba.int64), numba.void(numba.float64[::1], numba.int64)
+    every = generic.get_regs_per_thread()
+    assert every[f32.args] == generic.get_regs_per_thread(f32) > 0 and every[f64.args] > 0
+
+
+def test_launch_bounds_and_the_shared_memory_carveout_as_numba_cuda_has_them():
+    from cuda.core._utils.cuda_utils import CUDAError
+
+    @od.jit(launch_bounds=(128, 2), shared_memory_carveout="MaxShared")
+    def bounded(out):
+        out[cuda.grid(1)] = 1.0
+
+    out = cuda.to_device(np.zeros(256))
+    bounded[1, 128](out)
+    with pytest.raises(CUDAError, match="CUDA_ERROR_INVALID_VALUE"):  # numba-cuda's error, programs catch it
+        bounded[1, 256](out)
+    assert out.copy_to_host().sum() == 128.0
+    assert re.search(r"\.maxntid\s+128", bounded.inspect_asm(bounded.signatures[0]))
+    assert re.search(r"\.minnctapersm\s+2", bounded.inspect_asm(bounded.signatures[0]))

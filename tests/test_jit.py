@@ -413,3 +413,12 @@ def test_numba_cudas_warnings_with_its_classes_where_its_configuration_has_them(
         od.jit(debug=True)(body)
     with pytest.warns(NumbaInvalidConfigWarning, match="debug and lineinfo are mutually exclusive"):
         od.jit(debug=True, lineinfo=True, opt=False)(body)
+
+
+def test_resource_queries_name_the_target_that_has_none():
+    @od.jit("void(float32[::1])", target="cpu")
+    def kernel(x):
+        x[0] = 1.0
+
+    with pytest.raises(NotImplementedError, match="regs_per_thread is what a kernel's code uses of a GPU"):
+        kernel.get_regs_per_thread()

@@ -34,7 +34,10 @@ class CompileOptions:
     * ``launch_bounds`` -- the maximum threads per block the kernel is compiled for, and optionally the
       minimum blocks per SM and the maximum blocks per cluster (CUDA);
     * ``lto`` -- link-time optimisation: the kernel and what it links are kept as LTO-IR and optimised together
-      by nvJitLink when loaded (CUDA).
+      by nvJitLink when loaded (CUDA);
+    * ``shared_memory_carveout`` -- the share of the unified L1/shared memory the kernel prefers as shared
+      memory: a percentage (0-100, -1 the driver's default) or numba-cuda's ``"MaxL1"``, ``"MaxShared"``,
+      ``"default"`` (CUDA; set on the kernel when it loads).
     """
 
     debug: bool = False
@@ -45,6 +48,7 @@ class CompileOptions:
     link: tuple[str, ...] = ()
     launch_bounds: tuple[int, ...] | None = None
     lto: bool = False
+    shared_memory_carveout: int | None = None
 
     @classmethod
     def of(cls, **options: Any) -> CompileOptions:
@@ -89,16 +93,42 @@ def _checked(name: str, value: Any) -> Any:  # the user's value, checked: of the
         return tuple(os.fspath(f) if isinstance(f, os.PathLike) else f for f in files)
     if name == "launch_bounds":
         bounds = (value,) if isinstance(value, int) else tuple(value) if value is not None else None
+        if bounds is not None and len(bounds) > 3:  # numba-cuda's error and the start of its message
+            raise ValueError(
+                f"Got {len(bounds)} launch bounds: {bounds}. A maximum of three are supported: (max threads per "
+                f"block, min blocks per SM, max blocks per cluster)"
+            )
         if bounds is not None and (
-            not 1 <= len(bounds) <= 3
-            or not all(isinstance(b, int) and not isinstance(b, bool) and b > 0 for b in bounds)
+            not bounds or not all(isinstance(b, int) and not isinstance(b, bool) and b > 0 for b in bounds)
         ):
             raise TypeError(
                 f"compile option launch_bounds must be a positive int or a tuple of 1-3 of them "
                 f"(max threads per block, min blocks per SM, max blocks per cluster), not {value!r}"
             )
         return bounds
+    if name == "shared_memory_carveout":
+        return _carveout(value)
     raise TypeError(f"unknown compile option {name!r}")
+
+
+_CARVEOUTS = {"default": -1, "maxl1": 0, "maxshared": 100}  # numba-cuda's names for them
+
+
+def _carveout(value: Any) -> int | None:
+    """numba-cuda's ``shared_memory_carveout`` as the percentage the driver takes (its errors and messages)."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        if value.lower() not in _CARVEOUTS:
+            raise ValueError(
+                f"Invalid carveout value: {value!r} (an int from -1 to 100, 'MaxL1', 'MaxShared' or 'default')"
+            )
+        return _CARVEOUTS[value.lower()]
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"shared_memory_carveout must be an int or a string, not {value!r}")
+    if not -1 <= value <= 100:
+        raise ValueError(f"Carveout value {value} must be between -1 and 100")
+    return value
 
 
 def debug_default() -> bool:

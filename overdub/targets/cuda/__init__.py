@@ -300,7 +300,8 @@ class CUDATarget(Configurable, Target):
         return CUDACode(cres.library, tuple(argtypes), helper, cres.type_annotation)
 
     def link(self, code: CUDACode) -> CUDALauncher:
-        return CUDALauncher(code.library, code.argtypes, code.call_helper, code.type_annotation)
+        carveout = self.options.shared_memory_carveout
+        return CUDALauncher(code.library, code.argtypes, code.call_helper, code.type_annotation, carveout)
 
     def _kernel_code(self, func: Callable[..., object], argtypes: tuple[object, ...]) -> Any:
         """numba's compile result for a kernel, its library finished for loading: PTX (``get_asm_str``), LLVM IR

@@ -97,6 +97,24 @@ class Driver:
             raise RuntimeError(f"cuOccupancyMaxPotentialBlockSize failed: {err!r}")
         return block
 
+    def attributes(self, function: object) -> dict[str, int]:
+        """What the device's code of ``function`` uses and allows, under numba-cuda's names for them."""
+        make_current()
+        attribute = self.driver.CUfunction_attribute
+        found = {}
+        for name, which in (
+            ("regs_per_thread", attribute.CU_FUNC_ATTRIBUTE_NUM_REGS),
+            ("shared_mem_per_block", attribute.CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES),
+            ("const_mem_size", attribute.CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES),
+            ("local_mem_per_thread", attribute.CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES),
+            ("max_threads_per_block", attribute.CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK),
+        ):
+            err, value = self.driver.cuFuncGetAttribute(which, function)
+            if err:
+                raise RuntimeError(f"cuFuncGetAttribute failed: {err!r}")
+            found[name] = int(value)
+        return found
+
     def co_resident_blocks(self, function: object, threads: int, shmem: int) -> int:
         """How many blocks of ``threads`` threads (and ``shmem`` bytes of dynamic shared memory) of ``function``
         the device holds at once: the most a cooperative launch may have."""
@@ -118,6 +136,15 @@ class Driver:
         make_current()
         return library.get_cufunc().kernel._handle
 
+    def prefer_carveout(self, kernel: object, percent: int) -> None:
+        """Have ``kernel`` prefer ``percent`` of the unified L1/shared memory as shared memory, on every device
+        (-1: the driver's default)."""
+        attribute = self.driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT
+        for device in range(device_count()):
+            (err,) = self.driver.cuKernelSetAttribute(attribute, percent, kernel, device)
+            if err:
+                raise launch_error(f"setting the shared memory carveout {percent}: {err!r}")
+
     def function(self, kernel: object) -> Any:
         """The ``CUfunction`` of a ``CUkernel`` in the current context (the driver loads it there the first
         time), or None where it cannot; with no context current, the device's is made current first."""
@@ -128,6 +155,32 @@ class Driver:
     def current_context(self) -> int:
         err, context = self.driver.cuCtxGetCurrent()
         return 0 if err else int(context)
+
+
+@functools.cache
+def _launch_error_class() -> type[Exception]:
+    """The error of a launch the driver refused: cuda.core's ``CUDAError`` (numba-cuda raises it, and its
+    programs catch it), a RuntimeError too."""
+    try:
+        from cuda.core._utils.cuda_utils import CUDAError
+    except ImportError:  # another cuda.core layout: a RuntimeError alone
+        return RuntimeError
+    return type("CUDALaunchError", (CUDAError, RuntimeError), {"__module__": __name__})
+
+
+def launch_error(message: str) -> Exception:
+    return _launch_error_class()(message)
+
+
+def launch_error_of_code(code: int) -> Exception:
+    """The error of a launch the native path made and the driver refused with ``code`` (a CUresult)."""
+    from cuda.bindings import driver as bindings
+
+    try:
+        name = repr(bindings.CUresult(code))
+    except ValueError:
+        name = f"CUresult {code}"
+    return launch_error(f"cuLaunchKernel failed: {name}")
 
 
 @functools.cache

@@ -26,7 +26,7 @@ else:
     _fastlaunch.set_scalar_layouts(arraylayout.scalar_layouts())
 
 from ...launchconfig import stream_handle
-from .driver import context_of_stream, driver, in_context_now, make_current, toolkit
+from .driver import context_of_stream, driver, in_context_now, launch_error, make_current, toolkit
 
 if TYPE_CHECKING:
     from ...arguments import Argument
@@ -40,9 +40,14 @@ class CUDALauncher:
     """A compiled kernel (loaded on first launch) and how it is launched."""
 
     def __init__(
-        self, library: Any, argtypes: Iterable[object], call_helper: Any = None, type_annotation: object = None
+        self,
+        library: Any,
+        argtypes: Iterable[object],
+        call_helper: Any = None,
+        type_annotation: object = None,
+        carveout: int | None = None,
     ) -> None:
-        self.library = library
+        self.library, self.carveout = library, carveout  # carveout: the shared memory share it prefers (percent)
         self.type_annotation = type_annotation  # the typed IR, annotated on the source (inspect_types)
         self.call_helper = call_helper  # debug kernels: what the error codes threads record mean
         self.argtypes = tuple(argtypes)
@@ -57,7 +62,10 @@ class CUDALauncher:
         with self.lock:
             if self.handle is None:
                 with toolkit():
-                    self.handle = driver().kernel(self.library)
+                    handle = driver().kernel(self.library)
+                if self.carveout is not None:
+                    driver().prefer_carveout(handle, self.carveout)
+                self.handle = handle
         return self.handle
 
     def _function(self) -> object | None:
@@ -177,6 +185,10 @@ class CUDALauncher:
         """The driver's occupancy-optimal block size for this kernel."""
         return driver().potential_block_size(self._function(), shmem)
 
+    def resources(self) -> dict[str, int]:
+        """What the kernel's code uses of the current device and the most threads a block may have."""
+        return driver().attributes(self._function())
+
     def co_resident_blocks(self, threads: int, shmem: int = 0) -> int:
         """How many blocks of ``threads`` threads (and ``shmem`` bytes of dynamic shared memory) the current
         device holds at once: the most a cooperative launch may have (the driver's occupancy)."""
@@ -235,4 +247,4 @@ class CUDALauncher:
         launches in the stream's context), else the driver's error."""
         if context_of_stream(hstream) is not None:
             return False
-        raise RuntimeError(f"launching {self.library.name}: {err!r}")
+        raise launch_error(f"launching {self.library.name}: {err!r}")
