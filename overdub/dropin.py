@@ -228,7 +228,7 @@ class Kernel:
     def overloads(self) -> dict:
         """The compiled kernels of this function now cached, by argument types (as numba-cuda's dict)."""
         kernels = cast("list[compiler.Kernel]", runtime.kernels.nodes())  # the runtime's kernel cache holds these
-        return {node.job.argtypes: Overload(node) for node in kernels if node.job.func is self.py_func}
+        return {node.job.argtypes: Overload(node, self) for node in kernels if node.job.func is self.py_func}
 
     def _per_overload(self, name: str, signature):
         """numba-cuda's resource queries: for ``signature`` (its argument types), else for the one signature of
@@ -308,10 +308,28 @@ class Overload:
     """One compiled kernel of an ``od.jit`` kernel, as numba-cuda lists it in ``overloads``: its argument types,
     its typed IR (``inspect_types``; numba-cuda's ``_type_annotation``, where the target keeps it)."""
 
-    __slots__ = ("kernel",)
+    __slots__ = ("kernel", "owner")
 
-    def __init__(self, kernel):
-        self.kernel = kernel  # the compiler's Kernel node
+    def __init__(self, kernel, owner: Kernel):
+        self.kernel, self.owner = kernel, owner  # the compiler's Kernel node; the od.jit kernel it is one of
+
+    def _code(self, code, **where):
+        owner = self.owner
+        return code(
+            owner.py_func, *self.argument_types, context=owner.context, **dataclasses.asdict(owner.options), **where
+        )
+
+    def inspect_llvm(self) -> str:
+        """Its NVVM IR."""
+        return self._code(reflect.code_llvm)
+
+    def inspect_asm(self, cc=None) -> str:
+        """Its PTX, for compute capability ``cc`` (the current device's by default)."""
+        return self._code(reflect.code_ptx, cc=cc)
+
+    def inspect_sass(self, cc=None) -> str:
+        """Its SASS (needs a GPU, or ptxas and nvdisasm)."""
+        return self._code(reflect.code_sass, cc=cc)
 
     @property
     def argument_types(self) -> tuple:

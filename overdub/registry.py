@@ -526,6 +526,14 @@ class GenericFunction:
                 return func(*args)
         return self._call_typed(args)
 
+    def __getitem__(self, config: object) -> typing.NoReturn:
+        """``f[blocks, threads]``: a generic function is called from kernels, not launched as one (numba-cuda's
+        error and the start of its message, for its device functions)."""
+        raise RuntimeError(
+            f"Cannot compile a device function as a kernel: {self.__qualname__} is a generic function, called "
+            f"from kernels; launch a kernel that calls it"
+        )
+
     def _call_typed(self, args: tuple[object, ...]) -> typing.Any:
         argtypes = tuple(typeof(a) for a in args)
         match = self.table.dispatch(argtypes)

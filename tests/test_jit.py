@@ -422,3 +422,13 @@ def test_resource_queries_name_the_target_that_has_none():
 
     with pytest.raises(NotImplementedError, match="regs_per_thread is what a kernel's code uses of a GPU"):
         kernel.get_regs_per_thread()
+
+
+def test_a_device_function_launched_as_a_kernel_is_numba_cudas_runtime_error_and_opt_may_be_an_int():
+    @od.jit(device=True)
+    def helper():
+        pass
+
+    with pytest.raises(RuntimeError, match=r"Cannot compile a device function as a kernel: .*helper"):
+        helper[1, 1]()
+    assert od.jit(opt=0)(lambda out: None).options.opt is False  # numba-cuda's opt=0

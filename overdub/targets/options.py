@@ -81,9 +81,9 @@ class CompileOptions:
 
 def _checked(name: str, value: Any) -> Any:  # the user's value, checked: of the type of the field ``name``
     if name in ("debug", "lineinfo", "fastmath", "opt", "lto"):
-        if not isinstance(value, bool):
+        if not isinstance(value, bool) and value not in (0, 1):  # numba-cuda takes 0 and 1 too (opt=0)
             raise TypeError(f"compile option {name} must be True or False, not {value!r}")
-        return value
+        return bool(value)
     if name == "max_registers":
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value <= 0):
             raise TypeError(f"compile option max_registers must be a positive int or None, not {value!r}")
