@@ -43,6 +43,7 @@ from .launchconfig import LaunchConfig
 from .registry import function
 from .runtime import runtime
 from .targets import CompileOptions, Launcher, get_target
+from .targets.numbacuda import invalid_config_warning, performance_warning
 from .travel import defs, tasks
 from .types import Any as AnyType
 from .types import PtrType, dtype_of
@@ -92,19 +93,17 @@ def jit(func_or_signature=None, device: bool = False, context: Context | None = 
 
 
 def _warn_invalid_config(options: dict) -> None:
-    """numba-cuda's warnings for options that do not go together, with its warning class (programs filter
-    it): ``debug`` with ``opt`` (overdub compiles a debug kernel unoptimised, where numba-cuda may crash), and
-    ``debug`` with ``lineinfo`` (debug info includes line info)."""
+    """numba-cuda's warnings for options that do not go together: ``debug`` with ``opt`` (overdub compiles a
+    debug kernel unoptimised, where numba-cuda may crash), and ``debug`` with ``lineinfo`` (debug info includes
+    line info)."""
     if not options.get("debug"):
         return
-    from numba.cuda.core.errors import NumbaInvalidConfigWarning  # type: ignore[import-not-found]
-
     if options.get("opt", True):
         message = "debug=True with opt=True is not supported by CUDA: overdub compiles it with opt=False"
-        warnings.warn(NumbaInvalidConfigWarning(message), stacklevel=3)
+        invalid_config_warning(message, stacklevel=3)
     if options.get("lineinfo"):
         message = "debug and lineinfo are mutually exclusive: debug gives full debug info, line info included"
-        warnings.warn(NumbaInvalidConfigWarning(message), stacklevel=3)
+        invalid_config_warning(message, stacklevel=3)
 
 
 def _make(func, signatures, device, context, options, scope):
@@ -176,7 +175,7 @@ class Kernel:
         configured = self._configs.get(config)
         if configured is None:
             checked = _launch_config(config)
-            if get_target(self.target_name).name == "cuda":
+            if get_target(self.target_name).device_memory:  # a GPU's: numba-cuda's warning of small grids
                 _warn_low_occupancy(checked)
             configured = self._configs[config] = self._configured(checked)
         return configured
@@ -412,10 +411,8 @@ def _warn_low_occupancy(config: LaunchConfig) -> None:
     blocks = config.blocks if isinstance(config.blocks, tuple) else (config.blocks,)
     size = math.prod(blocks)
     if size < 128:
-        from .targets.cuda.copies import performance_warning
-
         message = f"Grid size {size} will likely result in GPU under-utilization due to low occupancy."
-        performance_warning(message, "CUDA_LOW_OCCUPANCY_WARNINGS")
+        performance_warning(message, "CUDA_LOW_OCCUPANCY_WARNINGS", stacklevel=3)
 
 
 def _numba_dims(value: object, name: str) -> None:

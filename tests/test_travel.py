@@ -5,6 +5,7 @@ cannot travel fails on the sender, and what fails to arrive makes a launch an er
 
 from __future__ import annotations
 
+import gc
 import multiprocessing
 import os
 import pickle
@@ -53,7 +54,10 @@ def run_here(x):
 
 @pytest.fixture(autouse=True)
 def as_sender():
-    """Each test starts as a process that adopted nothing (what it adopts is kept across runtime.reset())."""
+    """Each test starts as a process that adopted nothing (what it adopts is kept across runtime.reset()), with
+    the definitions earlier tests left collected: a snapshot leaves out what died, so one collected between two
+    snapshots a test compares would change the second."""
+    gc.collect()
     yield
     for kept in (origins.adopted, arrival._failed, origins._foreign):
         kept.clear()

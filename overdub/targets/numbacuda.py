@@ -9,13 +9,14 @@ does not import numba-cuda.
 
 from __future__ import annotations
 
+import warnings
 from types import ModuleType
 
 from .. import operators, postimport
 from ..bridge.structs import typeof_struct_class
 from ..types import LatticeMeta
 
-__all__ = ["numba_cuda_joined"]
+__all__ = ["numba_cuda_joined", "performance_warning", "invalid_config_warning"]
 
 
 def numba_cuda_joined(numba_cuda: ModuleType) -> None:
@@ -31,3 +32,19 @@ def numba_cuda_joined(numba_cuda: ModuleType) -> None:
 
 
 postimport.when_imported("numba.cuda", numba_cuda_joined)
+
+
+def performance_warning(message: str, setting: str, stacklevel: int) -> None:
+    """numba-cuda's ``NumbaPerformanceWarning``, where its configuration has it on (``setting``, and
+    ``DISABLE_PERFORMANCE_WARNINGS`` off): the class and message its programs and tests filter on."""
+    from numba.cuda.core import config, errors
+
+    if getattr(config, setting) and not config.DISABLE_PERFORMANCE_WARNINGS:
+        warnings.warn(errors.NumbaPerformanceWarning(message), stacklevel=stacklevel + 1)
+
+
+def invalid_config_warning(message: str, stacklevel: int) -> None:
+    """numba-cuda's ``NumbaInvalidConfigWarning``: options that do not go together."""
+    from numba.cuda.core.errors import NumbaInvalidConfigWarning  # type: ignore[import-not-found]
+
+    warnings.warn(NumbaInvalidConfigWarning(message), stacklevel=stacklevel + 1)

@@ -3,13 +3,13 @@ device before a launch and back after it. (``od.cuda`` itself refuses host memor
 
 from __future__ import annotations
 
-import warnings
 from typing import Any
 
 import numpy as np
 from numba import cuda as numba_cuda
 
 from ... import arguments
+from ..numbacuda import performance_warning
 from .driver import make_current
 
 
@@ -21,7 +21,8 @@ def copied_to_device(args: tuple[object, ...], stream: Any = None) -> tuple[tupl
     pairs: list[tuple[Any, Any]] = []
     moved = tuple(_copied(value, pairs, stream) for value in args)
     if any(isinstance(host, np.ndarray) for host, _ in pairs):
-        performance_warning("Host array used in CUDA kernel will incur copy overhead to/from device.", stacklevel=5)
+        message = "Host array used in CUDA kernel will incur copy overhead to/from device."
+        performance_warning(message, "CUDA_WARN_ON_IMPLICIT_COPY", stacklevel=4)
     return moved, pairs
 
 
@@ -37,15 +38,6 @@ def _copied(value: Any, pairs: list[tuple[Any, Any]], stream: Any) -> object:
         pairs.append((value, device))
         return arguments.RecordOnDevice(device.device_ctypes_pointer.value, value.dtype, device)
     return value
-
-
-def performance_warning(message: str, setting: str = "CUDA_WARN_ON_IMPLICIT_COPY", stacklevel: int = 4) -> None:
-    """numba-cuda's ``NumbaPerformanceWarning``, where its configuration has it on (``setting``, and
-    ``DISABLE_PERFORMANCE_WARNINGS`` off): the class and message its programs and tests filter on."""
-    from numba.cuda.core import config, errors  # type: ignore[import-not-found]
-
-    if getattr(config, setting) and not config.DISABLE_PERFORMANCE_WARNINGS:
-        warnings.warn(errors.NumbaPerformanceWarning(message), stacklevel=stacklevel)
 
 
 def copy_back(pairs: list[tuple[Any, Any]], stream: Any = None) -> None:

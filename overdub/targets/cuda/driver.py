@@ -168,6 +168,9 @@ def _launch_error_class() -> type[Exception]:
     return type("CUDALaunchError", (CUDAError, RuntimeError), {"__module__": __name__})
 
 
+runtime.register_cache(f"{__name__}._launch_error_class", _launch_error_class, kept="a class, made once")
+
+
 def launch_error(message: str) -> Exception:
     return _launch_error_class()(message)
 
@@ -177,7 +180,7 @@ def launch_error_of_code(code: int) -> Exception:
     from cuda.bindings import driver as bindings
 
     try:
-        name = repr(bindings.CUresult(code))
+        name = f"{bindings.CUresult(code).name} (CUresult {code})"
     except ValueError:
         name = f"CUresult {code}"
     return launch_error(f"cuLaunchKernel failed: {name}")
