@@ -21,6 +21,7 @@ device and back around the launch.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import inspect
 import math
 import numbers
@@ -34,7 +35,7 @@ import numpy as np
 
 from . import compiler, launch, reflect
 from .arguments import HostMemoryError
-from .bridge.signatures import as_scalar_of, chosen_signature, signature_argtypes, typeof_or_none
+from .bridge.signatures import chosen_signature, scalar_converter, signature_argtypes, typeof_or_none
 from .call import KernelCall
 from .context import Context
 from .intrinsics import Pointer
@@ -149,6 +150,7 @@ class Kernel:
         self._configs: dict = {}
         defs.note_kernel(py_func)
         self._explicit = [signature_argtypes(sig) for sig in signatures]  # the signatures it was given
+        self._plans: dict = {}  # the conversions to them chosen for the arguments' classes (_as_signature)
         for argtypes in self._explicit:
             self.compile(argtypes)
 
@@ -495,7 +497,7 @@ class _Converting(_LaunchConfiguration):
 
     def __call__(self, *args):
         if self.signatures:
-            args = _as_signature(self.name, args, self.signatures, self.target)
+            args = _as_signature(self.name, args, self.signatures, self.target, self.kernel._plans)
         if not self.extensions:
             return self.front(*args)
         # numba-cuda's extensions: each converts the arguments before the launch (``prepare_args(ty, value,
@@ -511,12 +513,48 @@ class _Converting(_LaunchConfiguration):
             write_back()
 
 
-def _as_signature(name: str, args: tuple, signatures: list, target) -> tuple:
+def _as_signature(name: str, args: tuple, signatures: list, target, plans: dict) -> tuple:
     """``args`` converted to the signature numba-cuda picks for them (:func:`chosen_signature`: exact matches
     first, then the fewest unsafe, safe and promoting conversions): scalars become numpy scalars of the
     signature's types, an int where the signature has a pointer (numba's ``CPointer``) the address of a typed
     pointer into the target's memory. A TypeError, as numba-cuda's, where no signature fits or two fit equally
-    (naming the kernel ``name`` and its signatures)."""
+    (naming the kernel ``name`` and its signatures).
+
+    The choice depends on what the values' classes, dtypes and ranks say of their types: ``plans`` keeps each
+    one made (a launch in a loop converts its arguments without choosing again)."""
+    key = _plan_key(args)
+    try:
+        plan = plans.get(key) if key is not None else None
+    except TypeError:  # a dtype attribute that is no dtype, unhashable: choose at each launch
+        key = plan = None
+    if plan is None:
+        plan = _plan(name, args, signatures, target)
+        if key is not None:
+            plans[key] = plan
+    return tuple(value if convert is None else convert(value) for convert, value in zip(plan, args))
+
+
+def _plan_key(args: tuple) -> tuple | None:
+    """What the signature chosen for ``args`` depends on, where their classes, dtypes and ranks say it: an
+    int's class and whether it fits int64, any other value's class, dtype and rank. None where a value has no
+    dtype (a tuple, a record, an object an extension converts): those choose at each launch."""
+    key: list = []
+    for value in args:
+        cls = type(value)
+        if cls is int:
+            key.append(-(2**63) <= value < 2**63)
+        elif cls is float or cls is bool or cls is complex:
+            key.append(cls)
+        else:
+            dtype, ndim = getattr(value, "dtype", None), getattr(value, "ndim", None)
+            if dtype is None or ndim is None:
+                return None
+            key.append((cls, dtype, ndim))
+    return tuple(key)
+
+
+def _plan(name: str, args: tuple, signatures: list, target) -> tuple:
+    """The conversion of each of ``args`` to the signature chosen for them (None: passed as it is)."""
     try:
         argtypes = chosen_signature(args, signatures)
     except TypeError as error:
@@ -526,7 +564,8 @@ def _as_signature(name: str, args: tuple, signatures: list, target) -> tuple:
         takes = "; ".join(f"({', '.join(map(str, each))})" for each in signatures)
         raise TypeError(f"No matching definition for argument type(s) {given}: {name} takes {takes}")
     return tuple(
-        _as_pointer(a, t, target) if isinstance(t, PtrType) else as_scalar_of(a, t) for a, t in zip(args, argtypes)
+        functools.partial(_as_pointer, ty=ty, target=target) if isinstance(ty, PtrType) else scalar_converter(ty)
+        for ty in argtypes
     )
 
 

@@ -432,3 +432,34 @@ def test_a_device_function_launched_as_a_kernel_is_numba_cudas_runtime_error_and
     with pytest.raises(RuntimeError, match=r"Cannot compile a device function as a kernel: .*helper"):
         helper[1, 1]()
     assert od.jit(opt=0)(lambda out: None).options.opt is False  # numba-cuda's opt=0
+
+
+def test_a_launch_in_a_loop_chooses_its_signature_once_per_argument_classes(monkeypatch):
+    """numba-cuda's signature choice for explicit signatures is made once for the classes, dtypes and ranks of
+    a launch's values (it cost stumpy's gpu_stump 2x numba-cuda's time, chosen again at each of its launches);
+    a value of another class, or an int past int64, chooses again."""
+    from overdub import dropin
+
+    chosen = []
+    original = dropin.chosen_signature
+    monkeypatch.setattr(dropin, "chosen_signature", lambda *a: chosen.append(a[0]) or original(*a))
+
+    @od.jit(["void(float64[:], float64)", "void(float64[:], int64)"], target="cpu")
+    def store(out, x):
+        out[0] = x
+
+    out = np.zeros(1)
+    for value in (1, 2, 3):
+        store[1, 1](out, value)
+    assert out[0] == 3.0 and len(chosen) == 1
+    store[1, 1](out, 2.5)
+    assert out[0] == 2.5 and len(chosen) == 2  # a float: the float64 signature
+    store[1, 1](out, 2**62 + 1)
+    assert out[0] == float(2**62 + 1) and len(chosen) == 2  # an int in int64's range: the same choice
+    store[1, 1](out, np.int32(7))
+    store[1, 1](out, np.int32(9))
+    assert out[0] == 9.0 and len(chosen) == 3  # int32: promoted to int64 (better than float64), once
+    with pytest.raises(TypeError, match="No matching definition"):
+        store[1, 1](np.zeros((1, 1)), 1.0)  # a 2-d array: none fits, every time
+    with pytest.raises(TypeError, match="No matching definition"):
+        store[1, 1](np.zeros((1, 1)), 1.0)

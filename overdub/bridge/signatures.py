@@ -5,7 +5,7 @@ scalars converted to them as numba-cuda converts them."""
 from __future__ import annotations
 
 import typing
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -48,14 +48,36 @@ def array_fits(value: object, ty: types.Type) -> bool:
         return False
 
 
+def scalar_converter(ty: types.Type) -> Callable[[object], object] | None:
+    """The conversion of a launch's value to the scalar type ``ty`` of an explicit signature, as numba-cuda
+    converts it: a number becomes a numpy scalar of ``ty`` (wrapping, as a C cast does), other values pass
+    unchanged; None where ``ty`` is not a number's type."""
+    if not isinstance(ty, (types.Integer, types.Float, types.Complex, types.Boolean)):
+        return None
+    dtype = numpy_support.as_dtype(ty)
+    scalar = dtype.type
+    bounds = (int(np.iinfo(dtype).min), int(np.iinfo(dtype).max)) if dtype.kind in "iu" else None
+    exact = {bool} if dtype.kind == "b" else {float, bool} if dtype == np.float64 else set()
+
+    def convert(value: object) -> object:
+        cls = type(value)
+        if cls is scalar:  # already of the type: as it is
+            return value
+        if cls is int and bounds is not None and bounds[0] <= value <= bounds[1]:  # type: ignore[operator]
+            return scalar(value)  # in range: no wrapping to do
+        if cls in exact:
+            return scalar(value)
+        if isinstance(value, (int, float, complex, bool, np.generic)):
+            return np.asarray(value).astype(dtype)[()]  # wraps, as a C cast does
+        return value
+
+    return convert
+
+
 def as_scalar_of(value: object, ty: types.Type) -> object:
-    """``value`` as a numpy scalar of the scalar type ``ty`` (as numba-cuda converts a launch's arguments to an
-    explicit signature); other values unchanged."""
-    if isinstance(ty, (types.Integer, types.Float, types.Complex, types.Boolean)) and isinstance(
-        value, (int, float, complex, bool, np.generic)
-    ):
-        return np.asarray(value).astype(numpy_support.as_dtype(ty))[()]  # wraps, as a C cast does
-    return value
+    """``value`` as a numpy scalar of the scalar type ``ty`` (:func:`scalar_converter`); other values unchanged."""
+    convert = scalar_converter(ty)
+    return value if convert is None else convert(value)
 
 
 def chosen_signature(
