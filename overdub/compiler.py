@@ -49,11 +49,13 @@ class Kernel(Guarded):
     """A compiled kernel: its code and this process's launcher of it, valid while every edge it consulted
     holds."""
 
-    __slots__ = ("job", "code", "launcher", "launch_keys")
+    __slots__ = ("job", "code", "launcher", "launch_keys", "made")
 
     def __init__(self, job: CompileJob) -> None:
         super().__init__()
         self.job = job
+        # which kernel of this process it is: an od.jit kernel's overloads are those made since it was
+        self.made = _made["count"] = _made.get("count", 0) + 1
         # the target's code (what the disk cache stores) and the Launcher it links of it (overdub.targets, above
         # this module), set once built or loaded, before the kernel is cached
         self.code: object = None
@@ -67,6 +69,15 @@ class Kernel(Guarded):
 
     def describe(self) -> str:
         return f"kernel {self.job.call()} in {chain_name(self.job.chain)}"
+
+
+_made: dict[str, int] = {}  # "count": the kernels this process made (Kernel.made)
+runtime.register_cache(f"{__name__}._made", _made, kept="the numbering of this process's kernels")
+
+
+def kernels_made() -> int:
+    """How many kernels this process has made (the last one's :attr:`Kernel.made`)."""
+    return _made.get("count", 0)
 
 
 def cached_kernel(job: CompileJob) -> Kernel:

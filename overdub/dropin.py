@@ -151,6 +151,7 @@ class Kernel:
         defs.note_kernel(py_func)
         self._explicit = [signature_argtypes(sig) for sig in signatures]  # the signatures it was given
         self._plans: dict = {}  # the conversions to them chosen for the arguments' classes (_as_signature)
+        self._since = compiler.kernels_made()  # its overloads: the kernels of its def made after this
         for argtypes in self._explicit:
             self.compile(argtypes)
 
@@ -227,9 +228,15 @@ class Kernel:
 
     @property
     def overloads(self) -> dict:
-        """The compiled kernels of this function now cached, by argument types (as numba-cuda's dict)."""
+        """The compiled kernels of this function now cached, by argument types (as numba-cuda's dict): those
+        made since this kernel was (numba-cuda's dispatcher made anew has none; another ``od.jit`` of the same
+        def, made earlier, lists its own)."""
         kernels = cast("list[compiler.Kernel]", runtime.kernels.nodes())  # the runtime's kernel cache holds these
-        return {node.job.argtypes: Overload(node, self) for node in kernels if node.job.func is self.py_func}
+        return {
+            node.job.argtypes: Overload(node, self)
+            for node in kernels
+            if node.job.func is self.py_func and (node.made > self._since or node.job.argtypes in self._explicit)
+        }
 
     def _per_overload(self, name: str, signature):
         """numba-cuda's resource queries: for ``signature`` (its argument types), else for the one signature of
@@ -237,10 +244,8 @@ class Kernel:
         overloads = self.overloads
         if signature is not None:
             argtypes = signature_argtypes(signature)
-            if argtypes not in overloads:
-                self.compile(argtypes)
-                overloads = self.overloads
-            return getattr(overloads[argtypes], name)
+            overload = overloads.get(argtypes) or Overload(self.compile(argtypes), self)
+            return getattr(overload, name)
         if len(self._explicit) == 1:
             return getattr(overloads[self._explicit[0]], name)
         return {argtypes: getattr(overload, name) for argtypes, overload in overloads.items()}

@@ -463,3 +463,20 @@ def test_a_launch_in_a_loop_chooses_its_signature_once_per_argument_classes(monk
         store[1, 1](np.zeros((1, 1)), 1.0)  # a 2-d array: none fits, every time
     with pytest.raises(TypeError, match="No matching definition"):
         store[1, 1](np.zeros((1, 1)), 1.0)
+
+
+def test_each_od_jit_of_a_def_lists_the_overloads_made_since_it_as_a_new_numba_dispatcher_does():
+    """numba-cuda's test_minmax jits one def in each test and inspects "the" overload: overdub listed every
+    kernel of the def, an earlier test's first (a float32 kernel where the test looked for max.f64)."""
+
+    def biggest(out, a, b):
+        out[0] = max(a[0], b[0])
+
+    first = od.jit(target="cpu")(biggest)
+    out, f4 = np.zeros(1), np.ones(1, np.float32)
+    first[1, 1](out, f4, f4)
+    second = od.jit(target="cpu")(biggest)
+    second[1, 1](out, np.ones(1), np.ones(1))
+    assert numba.float32 in [t[1].dtype for t in first.signatures]
+    assert [t[1].dtype for t in second.signatures] == [numba.float64]
+    assert list(second.inspect_asm()) == second.signatures and "max.f64" in second.inspect_asm()[second.signatures[0]]
