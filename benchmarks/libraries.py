@@ -4,7 +4,7 @@ overdub (``python -m overdub.switch --package LIB``), each run in a fresh proces
 For each library the row gives the first call (compiling its kernels: the user's wait) and the median of the
 warm calls after it, with overdub's time over numba-cuda's. The libraries' own GPU test suites are timed by
 whoever runs them (``benchmarks/compat.py``'s companion commands in docs/from-numba-cuda.md); ``--suite`` adds
-their wall times given as ``LIB=NUMBA_S,OVERDUB_S``.
+their wall times given as ``LIB=A,B`` (seconds under numba-cuda, then switched).
 
     python benchmarks/libraries.py --out DIR                 # every library installed here, on the GPU
     python benchmarks/libraries.py --only stumpy --repeat 5
@@ -91,7 +91,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--only", help="comma-separated libraries (default: every one installed)")
     parser.add_argument("--repeat", type=int, default=5, help="warm calls timed after the first")
-    parser.add_argument("--suite", action="append", default=[], help="LIB=NUMBA_S,OVERDUB_S: a test suite's times")
+    parser.add_argument(
+        "--suite",
+        action="append",
+        default=[],
+        help="LIB=A,B (seconds under numba-cuda, then switched): a test suite's times",
+    )
     parser.add_argument("--out", type=Path, help="directory for libraries.json and libraries.md")
     options = parser.parse_args()
     chosen = set(options.only.split(",")) if options.only else None
