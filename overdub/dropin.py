@@ -35,7 +35,7 @@ import numpy as np
 
 from . import compiler, launch, reflect
 from .arguments import HostMemoryError
-from .bridge.signatures import chosen_signature, scalar_converter, signature_argtypes, typeof_or_none
+from .bridge.signatures import chosen_signature, scalar_converter, sign_view, signature_argtypes, typeof_or_none
 from .call import KernelCall
 from .context import Context
 from .intrinsics import Pointer
@@ -564,13 +564,19 @@ def _plan(name: str, args: tuple, signatures: list, target) -> tuple:
         argtypes = chosen_signature(args, signatures)
     except TypeError as error:
         raise TypeError(f"{name}: {error}") from None
+    views: tuple = (None,) * len(args)
+    if argtypes is None and len(signatures) == 1:  # numba-cuda's one-signature kernel: integers' signs as it says
+        views = tuple(sign_view(value, ty) for value, ty in zip(args, signatures[0]))
+        viewed = tuple(value if view is None else view(value) for view, value in zip(views, args))
+        argtypes = chosen_signature(viewed, signatures) if any(views) else None
     if argtypes is None:
         given = ", ".join(str(typeof_or_none(value) or type(value).__name__) for value in args)
         takes = "; ".join(f"({', '.join(map(str, each))})" for each in signatures)
         raise TypeError(f"No matching definition for argument type(s) {given}: {name} takes {takes}")
     return tuple(
-        functools.partial(_as_pointer, ty=ty, target=target) if isinstance(ty, PtrType) else scalar_converter(ty)
-        for ty in argtypes
+        view
+        or (functools.partial(_as_pointer, ty=ty, target=target) if isinstance(ty, PtrType) else scalar_converter(ty))
+        for view, ty in zip(views, argtypes)
     )
 
 

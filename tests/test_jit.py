@@ -480,3 +480,27 @@ def test_each_od_jit_of_a_def_lists_the_overloads_made_since_it_as_a_new_numba_d
     assert numba.float32 in [t[1].dtype for t in first.signatures]
     assert [t[1].dtype for t in second.signatures] == [numba.float64]
     assert list(second.inspect_asm()) == second.signatures and "max.f64" in second.inspect_asm()[second.signatures[0]]
+
+
+def test_a_one_signature_kernel_takes_an_integer_array_of_the_other_sign_as_numba_cuda_does():
+    """numba-cuda launches a kernel compiled for one signature with an array's memory as it is: numba-cuda's
+    test_atomics passes uint32 arrays to void(int32[:, :]), test_warp_ops int32 ones to uint32 signatures."""
+
+    @od.jit("void(int32[:])", target="cpu")
+    def decrement(a):
+        a[0] -= 1
+
+    a = np.array([0, 5], dtype=np.uint32)
+    decrement[1, 1](a)
+    assert a.tolist() == [2**32 - 1, 5]  # the bits of int32 -1, in the array given
+    with pytest.raises(TypeError, match="No matching definition"):
+        decrement[1, 1](np.zeros(2, np.uint64))  # another width: no
+    with pytest.raises(TypeError, match="No matching definition"):
+        decrement[1, 1](np.zeros(2, np.float32))  # not an integer: no
+
+    @od.jit(["void(int32[:])", "void(float64[:])"], target="cpu")
+    def either(a):
+        a[0] -= 1
+
+    with pytest.raises(TypeError, match="No matching definition"):  # several signatures: numba's own matching
+        either[1, 1](np.zeros(2, np.uint32))

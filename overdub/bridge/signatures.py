@@ -4,6 +4,7 @@ scalars converted to them as numba-cuda converts them."""
 
 from __future__ import annotations
 
+import functools
 import typing
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
@@ -72,6 +73,23 @@ def scalar_converter(ty: types.Type) -> Callable[[object], object] | None:
         return value
 
     return convert
+
+
+def sign_view(value: object, ty: types.Type) -> Callable[[object], object] | None:
+    """Where ``value`` is an integer array of the other sign and the same width as the array type ``ty``, its
+    view as ``ty``'s dtype (numba-cuda launches a kernel compiled for one signature with the array's memory as
+    it is: ``uint32`` bits read as ``int32``); else None."""
+    dtype = getattr(value, "dtype", None)
+    if not isinstance(ty, types.Array) or not isinstance(ty.dtype, types.Integer) or not isinstance(dtype, np.dtype):
+        return None
+    wanted = numpy_support.as_dtype(ty.dtype)
+    if dtype.kind not in "iu" or dtype.itemsize != wanted.itemsize or dtype == wanted or not hasattr(value, "view"):
+        return None
+    return functools.partial(_viewed_as, dtype=wanted)
+
+
+def _viewed_as(value: typing.Any, dtype: np.dtype[typing.Any]) -> object:
+    return value.view(dtype)
 
 
 def as_scalar_of(value: object, ty: types.Type) -> object:
