@@ -44,7 +44,7 @@ from .launchconfig import LaunchConfig
 from .registry import function
 from .runtime import runtime
 from .targets import CompileOptions, Launcher, get_target
-from .targets.numbacuda import invalid_config_warning, performance_warning
+from .targets.numbacuda import check_debug_options, performance_warning
 from .travel import defs, tasks
 from .types import Any as AnyType
 from .types import PtrType, dtype_of
@@ -78,7 +78,7 @@ def jit(func_or_signature=None, device: bool = False, context: Context | None = 
             f"od.jit got unexpected options {sorted(unknown)}; it takes numba-cuda's "
             f"{sorted(_COMPILE_OPTIONS | _ACCEPTED)} and device, context"
         )
-    _warn_invalid_config(options)
+    check_debug_options(options.get("debug"), options.get("opt"), options.get("lineinfo"), stacklevel=2)
     scope = sys._getframe(1).f_locals  # where the def runs: device functions extend what it names
     if callable(func_or_signature) and not isinstance(func_or_signature, (str, list, tuple)):
         return _make(func_or_signature, (), device, context, options, scope)
@@ -93,21 +93,9 @@ def jit(func_or_signature=None, device: bool = False, context: Context | None = 
     return lambda func: _make(func, tuple(signatures), device, context, options, scope)
 
 
-def _warn_invalid_config(options: dict) -> None:
-    """numba-cuda's warnings for options that do not go together: ``debug`` with ``opt`` (overdub compiles a
-    debug kernel unoptimised, where numba-cuda may crash), and ``debug`` with ``lineinfo`` (debug info includes
-    line info)."""
-    if not options.get("debug"):
-        return
-    if options.get("opt", True):
-        message = "debug=True with opt=True is not supported by CUDA: overdub compiles it with opt=False"
-        invalid_config_warning(message, stacklevel=3)
-    if options.get("lineinfo"):
-        message = "debug and lineinfo are mutually exclusive: debug gives full debug info, line info included"
-        invalid_config_warning(message, stacklevel=3)
-
-
 def _make(func, signatures, device, context, options, scope):
+    if isinstance(func, Kernel):  # an od.jit kernel jitted again: its def, as numba-cuda takes a dispatcher's
+        func = func.py_func
     if device:
         given = CompileOptions.of(**{k: v for k, v in options.items() if k in _COMPILE_OPTIONS})
         ignored = sorted(k for k in _COMPILE_OPTIONS if getattr(given, k) != getattr(CompileOptions(), k))

@@ -413,6 +413,13 @@ def test_numba_cudas_warnings_with_its_classes_where_its_configuration_has_them(
         od.jit(debug=True)(body)
     with pytest.warns(NumbaInvalidConfigWarning, match="debug and lineinfo are mutually exclusive"):
         od.jit(debug=True, lineinfo=True, opt=False)(body)
+    monkeypatch.setattr(config, "CUDA_DEBUGINFO_DEFAULT", 1)  # numba-cuda's defaults, read as it reads them
+    with pytest.warns(NumbaInvalidConfigWarning, match="debug=True with opt=True is not supported"):
+        od.jit()
+    monkeypatch.setattr(config, "OPT", 0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        od.jit(debug=True)
 
 
 def test_resource_queries_name_the_target_that_has_none():
@@ -504,3 +511,16 @@ def test_a_one_signature_kernel_takes_an_integer_array_of_the_other_sign_as_numb
 
     with pytest.raises(TypeError, match="No matching definition"):  # several signatures: numba's own matching
         either[1, 1](np.zeros(2, np.uint32))
+
+
+def test_a_kernel_jitted_again_is_a_kernel_of_its_def():
+    @od.jit(target="cpu")
+    def fill(res):
+        res[0] = 666
+
+    again = od.jit(target="cpu")(fill)
+    assert again.py_func is fill.py_func
+    out = np.zeros(1)
+    again.py_func(out)
+    again[1, 1](out)
+    assert out[0] == 666

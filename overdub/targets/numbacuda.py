@@ -16,7 +16,7 @@ from .. import operators, postimport
 from ..bridge.structs import typeof_struct_class
 from ..types import LatticeMeta
 
-__all__ = ["numba_cuda_joined", "performance_warning", "invalid_config_warning"]
+__all__ = ["numba_cuda_joined", "performance_warning", "check_debug_options"]
 
 
 def numba_cuda_joined(numba_cuda: ModuleType) -> None:
@@ -43,8 +43,19 @@ def performance_warning(message: str, setting: str, stacklevel: int) -> None:
         warnings.warn(errors.NumbaPerformanceWarning(message), stacklevel=stacklevel + 1)
 
 
-def invalid_config_warning(message: str, stacklevel: int) -> None:
-    """numba-cuda's ``NumbaInvalidConfigWarning``: options that do not go together."""
+def check_debug_options(debug: object, opt: object, lineinfo: object, stacklevel: int) -> None:
+    """numba-cuda's ``NumbaInvalidConfigWarning`` for options that do not go together, its defaults read as it
+    reads them (``debug`` None: ``CUDA_DEBUGINFO_DEFAULT``; ``opt`` None: ``OPT`` not 0): ``debug`` with ``opt``
+    (overdub compiles a debug kernel unoptimised, where numba-cuda may crash) and ``debug`` with ``lineinfo``
+    (debug info includes line info)."""
+    from numba.cuda.core import config
     from numba.cuda.core.errors import NumbaInvalidConfigWarning  # type: ignore[import-not-found]
 
-    warnings.warn(NumbaInvalidConfigWarning(message), stacklevel=stacklevel + 1)
+    debug = config.CUDA_DEBUGINFO_DEFAULT if debug is None else debug
+    opt = (config.OPT != 0) if opt is None else opt
+    if debug and opt:
+        message = "debug=True with opt=True is not supported by CUDA: overdub compiles it with opt=False"
+        warnings.warn(NumbaInvalidConfigWarning(message), stacklevel=stacklevel + 1)
+    if debug and lineinfo:
+        message = "debug and lineinfo are mutually exclusive: debug gives full debug info, line info included"
+        warnings.warn(NumbaInvalidConfigWarning(message), stacklevel=stacklevel + 1)
