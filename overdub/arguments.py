@@ -145,13 +145,13 @@ class Scalar(ArgumentKind[type, nt.Type]):
 
 
 class EnumMemberArgument(ArgumentKind[type, nt.EnumMember]):
-    """A member of an ``enum.Enum`` or ``enum.IntEnum`` class of numbers: numba types it by its class (its
-    members' values unified), and passes its value."""
+    """A member of an ``enum.Enum`` or ``enum.IntEnum`` class (of numbers, or tuples of them): numba types it by
+    its class (its members' values unified), and passes its value."""
 
     name = "enum_member"
 
     def accepts(self, value: object) -> bool:
-        return isinstance(value, enum.Enum) and isinstance(value.value, (int, float))
+        return isinstance(value, enum.Enum)
 
     def signature(self, value: enum.Enum) -> type:
         return type(value)

@@ -297,6 +297,11 @@ class Shape(enum.Enum):
     SQUARE = 2.5
 
 
+class Planet(enum.Enum):  # numba-cuda's test_enums: members whose values are tuples
+    MERCURY = (3.303e23, 2.4397e6)
+    VENUS = (4.869e24, 6.0518e6)
+
+
 @pytest.mark.parametrize(
     ("value", "typed", "passed"),
     [
@@ -304,6 +309,7 @@ class Shape(enum.Enum):
         (Shape.SQUARE, "Enum<float64>(Shape)", 2.5),
         (np.datetime64("2020-01-03"), "datetime64[D]", 18264),
         (np.timedelta64(90, "s"), "timedelta64[s]", 90),
+        (Planet.VENUS, "Enum<UniTuple(float64 x 2)>(Planet)", (4.869e24, 6.0518e6)),
     ],
 )
 def test_enum_members_and_datetimes_are_passed_as_numba_cuda_passes_them(value, typed, passed):
@@ -314,7 +320,9 @@ def test_enum_members_and_datetimes_are_passed_as_numba_cuda_passes_them(value, 
     assert str(ty) == typed and ty == numba.typeof(value)
     slots = abi.kind_slots(kind, kind.signature(value), ty)
     values = abi.slot_values(slots, "v", namespace := {})
-    assert eval(f"({', '.join(values)},)", dict(namespace, v=value)) == (passed,) and len(abi.slot_format(slots)) == 2
+    passed = passed if isinstance(passed, tuple) else (passed,)
+    assert eval(f"({', '.join(values)},)", dict(namespace, v=value)) == passed
+    assert len(abi.slot_format(slots)) == 1 + len(passed)
     conditions = kind.guards("v", kind.signature(value), consts := {"signature_" + kind.name: kind.signature})
     consts["v_signature"] = kind.signature(value)
     assert all(eval(c, dict(consts, v=value)) for c in conditions)
