@@ -252,8 +252,12 @@ class FunctionState(Edge):
         self.label = f"{func.__module__}.{func.__qualname__}"
 
     def changed(self) -> bool:
+        """Was the function's code or defaults replaced? Not where it was collected: nothing can replace them
+        then. (A function made anew at each typing -- an ``@overload``'s ``impl`` closure, which numba drops
+        once inlined -- dies as soon as the kernel is compiled; taken for a change, each launch compiled the
+        kernel again, without end.) What rebinds its name is its binding's edge."""
         func = self.function()
-        return func is None or not all(
+        return func is not None and not all(
             map(same_value, self.state, (func.__code__, func.__defaults__, func.__kwdefaults__))
         )
 

@@ -3,6 +3,11 @@ arguments, builtins such as ``len``, kernels defined in closures (free variables
 globals read through the module (module proxies) -- the last two seen afresh after a redefinition or rebinding.
 """
 
+import faulthandler
+import gc
+
+import numpy as np
+
 import overdub as od
 from helpers import run
 
@@ -49,3 +54,34 @@ def test_rebound_global_of_another_module_read_through_the_module_is_used(make_m
     assert run(m.kernel) == [3]
     config.N = 8
     assert run(m.kernel) == [8]
+
+
+def test_a_kernel_inlining_an_overload_compiles_once_though_numba_drops_the_implementation():
+    """numba makes an ``@overload``'s ``impl`` anew at each typing and drops it once inlined
+    (``inline="always"``, numba-cuda's test_numba_interop): its death was taken for a change of its code, and
+    each launch compiled the kernel again, without end (the GPU's compat run timed out there)."""
+    from numba.extending import overload
+
+    def get_42():
+        raise NotImplementedError
+
+    @overload(get_42, inline="always")
+    def ol_get_42():
+        def impl():
+            return 42
+
+        return impl
+
+    def kernel(a):
+        a[0] = get_42()
+
+    a = np.zeros(1, dtype=np.float32)
+    compiles = od.stats()["compiles"]
+    faulthandler.dump_traceback_later(300, exit=True)  # the regression is a launch that never returns
+    try:
+        for _ in range(3):
+            gc.collect()
+            od.cuda(kernel, a, target="cpu")
+    finally:
+        faulthandler.cancel_dump_traceback_later()
+    assert a[0] == 42 and od.stats()["compiles"] == compiles + 1
