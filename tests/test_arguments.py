@@ -343,3 +343,10 @@ def test_a_datetime_of_another_unit_is_another_signature():
         out = np.zeros(1, dtype=f"datetime64[{unit}]")
         od.cuda(kernel, out, np.datetime64("2020-01-03", unit), target="cpu")
         assert out[0] == np.datetime64("2020-01-03", unit)
+
+
+def test_numba_cudas_argument_hints_are_host_memory_the_drop_in_copies():
+    from numba.cuda.args import In
+
+    with pytest.raises(cuda_target.HostMemoryError, match=r"cuda.In\(...\) wraps a host array: launch through od.jit"):
+        cuda_target.target_for((9, 0)).argument(In(np.zeros(2)))

@@ -984,3 +984,14 @@ def test_launch_bounds_and_the_shared_memory_carveout_as_numba_cuda_has_them():
     assert out.copy_to_host().sum() == 128.0
     assert re.search(r"\.maxntid\s+128", bounded.inspect_asm(bounded.signatures[0]))
     assert re.search(r"\.minnctapersm\s+2", bounded.inspect_asm(bounded.signatures[0]))
+
+
+def test_cuda_in_out_and_inout_copy_as_numba_cuda_says():
+    @od.jit
+    def set_three(a):
+        a[0] = 3
+
+    for hint, kept in ((cuda.In, 0), (cuda.InOut, 3), (cuda.Out, 3)):
+        host = np.zeros(1, dtype=np.int64)
+        set_three[1, 1](hint(host))
+        assert host[0] == kept, hint.__name__

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     # mypy reads numba.cuda as numba's own, older copy of the package, which numba-cuda replaces at run time
     # (its .pth redirector): what this module takes of numba-cuda is Any to it
     numba_cuda_dispatcher: Any
+    ArgHint: Any
     CUDACodeLibrary: Any
     compile_cuda: Any
     kernel_fixup: Any
@@ -45,6 +46,7 @@ if TYPE_CHECKING:
     cuda_typeof: Callable[[object, Any], types.Type]  # (value, Purpose.argument)
 else:
     from numba.cuda import dispatcher as numba_cuda_dispatcher
+    from numba.cuda.args import ArgHint
     from numba.cuda.codegen import CUDACodeLibrary
     from numba.cuda.compiler import compile_cuda, kernel_fixup
     from numba.cuda.cudadrv import nvvm
@@ -262,6 +264,11 @@ class CUDATarget(Configurable, Target):
         return f"{self.label}:{self.options!r}"
 
     def argument(self, value: object) -> arguments.Argument:
+        if isinstance(value, ArgHint):  # cuda.In, Out, InOut: host memory the drop-in copies as they say
+            raise HostMemoryError(
+                f"cuda.{type(value).__name__}(...) wraps a host array: launch through od.jit, which copies it as "
+                f"numba-cuda does, or pass a device array"
+            )
         described = arguments.describe(value, _numba_typeof, "host", _refuse_host_memory)
         if described.kind is not None and several_devices():
             check_same_device(value)

@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 from numba import cuda as numba_cuda
+from numba.cuda.args import ArgHint
 
 from ... import arguments
 from ..numbacuda import performance_warning
@@ -27,6 +28,11 @@ def copied_to_device(args: tuple[object, ...], stream: Any = None) -> tuple[tupl
 
 
 def _copied(value: Any, pairs: list[tuple[Any, Any]], stream: Any) -> object:
+    if isinstance(value, ArgHint):  # cuda.In, Out, InOut: copied in and back as each says (its own to_device)
+        after: list[Any] = []
+        device = value.to_device(after, stream=stream or 0)  # type: ignore[no-untyped-call]  # numba-cuda's, unannotated
+        pairs += [(write_back, None) for write_back in after]
+        return device
     if type(value) is tuple:
         return tuple(_copied(element, pairs, stream) for element in value)
     if isinstance(arguments.kind_of(value), arguments.NumpyArray):
@@ -44,7 +50,9 @@ def copy_back(pairs: list[tuple[Any, Any]], stream: Any = None) -> None:
     """Copy each device array back into its writable host array, each record into its host record (waits for
     the launch, as numba-cuda does)."""
     for host, device in pairs:
-        if isinstance(host, np.void):
+        if device is None:  # a cuda.Out or InOut's own write-back (cuda.In's keeps its device array alive)
+            host()
+        elif isinstance(host, np.void):
             back = device.copy_to_host(stream=stream or 0)[0]
             for name in host.dtype.names or ():
                 host[name] = back[name]
