@@ -104,6 +104,8 @@ class KernelCall:
         ctx = stacks.resolve(own_context if context is None else context) or tgt.base  # a tuple: a stack
         chain = ctx.chain(tgt, ctx.launch_state_type(state, lambda value: describe(value).type))
         lifted = closures.lift(function)
+        if lifted is not None and not _passable(describe, lifted.captured_values()):
+            lifted = None  # it captures a host array on CUDA: a constant of its code, as numba-cuda freezes one
         compiled = function if lifted is None else lifted.function
         hidden = () if state is None else (state,)
         defaults = passed_defaults(function, len(args))
@@ -163,6 +165,17 @@ class KernelCall:
         if self.defaults:
             launch = _with_defaults(launch, self.defaults)
         return launch
+
+
+def _passable(describe: Callable[[object], Argument], values: tuple[object, ...]) -> bool:
+    """Can each of ``values`` be passed to a kernel on the target ``describe`` describes for? Not where one lives
+    in memory the target's kernels do not read as a parameter (a host array on CUDA)."""
+    try:
+        for value in values:
+            describe(value)
+    except arguments.HostMemoryError:
+        return False
+    return True
 
 
 def passed_defaults(function: pytypes.FunctionType, given: int) -> tuple[object, ...]:

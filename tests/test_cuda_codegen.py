@@ -367,3 +367,19 @@ def test_carray_and_farray_view_a_pointer_on_both_targets():
     assert ".visible .entry" in od.code_ptx(views, od.Ptr[od.float32], types.float32[:])
     with pytest.raises(Exception, match="carray"):
         od.code_ptx(views, types.float32[:], types.float32[:])  # not a pointer: refused, naming the call
+
+
+def test_a_closure_capturing_a_host_array_compiles_for_cuda_with_the_array_a_constant():
+    """A closure kernel's captured data are launch arguments (one compiled kernel per captured types), but a
+    host array is no argument a CUDA kernel reads: the closure compiles with it a constant, as numba-cuda
+    freezes one (numba-cuda's test_array_copy and test_ssa capture one), its contents an edge of the kernel."""
+
+    def make(values):
+        def kernel(out):
+            for i in range(len(out)):
+                out[i] = values[i] * 2
+
+        return kernel
+
+    ptx = od.code_ptx(make(np.array([1.5, 2.5])), numba.types.float64[::1])
+    assert ".visible .entry" in ptx and ".const" in ptx  # numba-cuda's constant memory holds the array

@@ -995,3 +995,19 @@ def test_cuda_in_out_and_inout_copy_as_numba_cuda_says():
         host = np.zeros(1, dtype=np.int64)
         set_three[1, 1](hint(host))
         assert host[0] == kept, hint.__name__
+
+
+def test_a_closure_capturing_a_host_array_runs_with_its_current_contents():
+    values = np.array([1.5, 2.5])
+
+    @od.jit
+    def kernel(out):
+        for i in range(len(out)):
+            out[i] = values[i] * 2
+
+    out = cuda.to_device(np.zeros(2))
+    kernel[1, 1](out)
+    assert out.copy_to_host().tolist() == [3.0, 5.0]
+    values[0] = 10.0  # in place: the constant's contents are an edge of the kernel
+    kernel[1, 1](out)
+    assert out.copy_to_host().tolist() == [20.0, 5.0]
