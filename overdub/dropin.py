@@ -47,7 +47,7 @@ from .targets import CompileOptions, Launcher, get_target
 from .targets.numbacuda import check_debug_options, performance_warning
 from .travel import defs, tasks
 from .types import Any as AnyType
-from .types import PtrType, dtype_of
+from .types import PtrType, dtype_of, is_concrete
 
 __all__ = ["jit", "Kernel", "Overload"]
 
@@ -90,10 +90,11 @@ def jit(func_or_signature=None, device: bool = False, context: Context | None = 
         if func_or_signature is not None
         else []
     )
-    return lambda func: _make(func, tuple(signatures), device, context, options, scope)
+    specialized = func_or_signature is not None and not isinstance(func_or_signature, list)  # numba-cuda's rule
+    return lambda func: _make(func, tuple(signatures), device, context, options, scope, specialized)
 
 
-def _make(func, signatures, device, context, options, scope):
+def _make(func, signatures, device, context, options, scope, specialized=False):
     if isinstance(func, Kernel):  # an od.jit kernel jitted again: its def, as numba-cuda takes a dispatcher's
         func = func.py_func
     if device:
@@ -114,9 +115,8 @@ def _make(func, signatures, device, context, options, scope):
     compile_options = CompileOptions.of(**{k: v for k, v in options.items() if k in _COMPILE_OPTIONS})
     if options.get("boundscheck"):
         compile_options = compile_options.replaced(debug=True)
-    return Kernel(
-        func, signatures, context, options.get("target"), compile_options, tuple(options.get("extensions") or ())
-    )
+    extensions = tuple(options.get("extensions") or ())
+    return Kernel(func, signatures, context, options.get("target"), compile_options, extensions, specialized)
 
 
 class Kernel:
@@ -130,6 +130,7 @@ class Kernel:
         target: str | None = None,
         options: CompileOptions = CompileOptions(),
         extensions: tuple = (),
+        specialized: bool = False,
     ):
         self.py_func, self.context, self.target_name = py_func, context, target
         self.options, self.extensions = options, _Extensions(self, extensions)
@@ -138,6 +139,9 @@ class Kernel:
         self._configs: dict = {}
         defs.note_kernel(py_func)
         self._explicit = [signature_argtypes(sig) for sig in signatures]  # the signatures it was given
+        # numba-cuda's specialized kernel: given one signature (not a list of one), or made by specialize()
+        self._specialized = specialized
+        self.specializations: dict = {}  # specialize()'s kernels, by argument types
         self._plans: dict = {}  # the conversions to them chosen for the arguments' classes (_as_signature)
         self._since = compiler.kernels_made()  # its overloads: the kernels of its def made after this
         for argtypes in self._explicit:
@@ -182,7 +186,7 @@ class Kernel:
         # what makes it: its def (which engines ship by value), its options and context; no compiled state. A def
         # plain pickle cannot name (a closure, a def made in a function) by value, as numba-cuda pickles kernels
         made = (self.py_func, (), self.context, self.target_name, self.options, tuple(self.extensions))
-        state = {"_explicit": self._explicit}
+        state = {"_explicit": self._explicit, "_specialized": self._specialized}
         by_value = None if _named(self.py_func) else tasks.reduce_def(self.py_func)
         if by_value is None:
             return Kernel, made, state
@@ -204,9 +208,20 @@ class Kernel:
         return _ForAll(self, int(ntasks), tpb, stream, sharedmem)
 
     def specialize(self, *args) -> Kernel:
-        """numba-cuda's specialization to the types of ``args``: overdub already compiles per argument types
-        at each launch, so the kernel itself."""
-        return self
+        """numba-cuda's specialization to the types of ``args`` (values, or numba types): a kernel compiled for
+        them, launched with no other (one per types, kept in ``specializations``). A RuntimeError, as
+        numba-cuda's, for a kernel already specialized (given one signature, or made by this)."""
+        if self._specialized:
+            raise RuntimeError(f"Dispatcher already specialized: {self.__qualname__} takes only its signature")
+        argtypes = tuple(arg if is_concrete(arg) else typeof_or_none(arg) for arg in args)
+        if any(ty is None for ty in argtypes):
+            raise TypeError(f"{self.__qualname__}.specialize: numba has no type for some of {args!r}")
+        made = self.specializations.get(argtypes)
+        if made is None:
+            made = self.specializations[argtypes] = Kernel(
+                self.py_func, [argtypes], self.context, self.target_name, self.options, tuple(self.extensions), True
+            )
+        return made
 
     @property
     def signatures(self) -> list:
@@ -234,8 +249,8 @@ class Kernel:
             argtypes = signature_argtypes(signature)
             overload = overloads.get(argtypes) or Overload(self.compile(argtypes), self)
             return getattr(overload, name)
-        if len(self._explicit) == 1:
-            return getattr(overloads[self._explicit[0]], name)
+        if self._specialized:
+            return getattr(overloads.get(self._explicit[0]) or Overload(self.compile(self._explicit[0]), self), name)
         return {argtypes: getattr(overload, name) for argtypes, overload in overloads.items()}
 
     def get_regs_per_thread(self, signature=None):

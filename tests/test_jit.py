@@ -524,3 +524,21 @@ def test_a_kernel_jitted_again_is_a_kernel_of_its_def():
     again.py_func(out)
     again[1, 1](out)
     assert out[0] == 666
+
+
+def test_specialize_makes_one_kernel_per_types_and_a_specialized_kernel_refuses_another():
+    @od.jit(target="cpu")
+    def f(x):
+        x[0] = 1
+
+    assert f.specializations == {}
+    f32 = f.specialize(numba.float32[::1])
+    assert f.specialize(numba.float32[::1]) is f32 and len(f.specializations) == 1
+    assert f.specialize(np.zeros(1, np.int32)) is not f32 and len(f.specializations) == 2
+    x = np.zeros(1, np.float32)
+    f32[1, 1](x)
+    assert x[0] == 1
+    for specialized in (f32, od.jit("void(float32[::1])", target="cpu")(f.py_func)):
+        with pytest.raises(RuntimeError, match="Dispatcher already specialized"):
+            specialized.specialize(numba.float32[::1])
+    od.jit(["void(float32[::1])"], target="cpu")(f.py_func).specialize(numba.int32[::1])  # a list: not specialized
