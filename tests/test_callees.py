@@ -7,6 +7,7 @@ import faulthandler
 import gc
 
 import numpy as np
+import pytest
 
 import overdub as od
 from helpers import run
@@ -85,3 +86,27 @@ def test_a_kernel_inlining_an_overload_compiles_once_though_numba_drops_the_impl
     finally:
         faulthandler.cancel_dump_traceback_later()
     assert a[0] == 42 and od.stats()["compiles"] == compiles + 1
+
+
+@pytest.mark.parametrize("where", ["numba", "numba.cuda.misc.special"])
+def test_literal_unroll_over_a_tuple_of_arrays_of_several_ranks_on_both_targets(where):
+    """numba's unrolling pass finds ``literal_unroll`` by identity: a context's proxy in its place left the
+    loop over a heterogeneous tuple unrolled by nothing (numba-cuda's test_array_reductions). numba's and
+    numba-cuda's own ``literal_unroll`` each compile on both targets."""
+    import importlib
+
+    from numba import types
+
+    literal_unroll = importlib.import_module(where).literal_unroll
+    cases = (np.float64([1.0, 0.0]), np.float64([[1.0, 1.5], [2.0, 3.0]]))
+
+    def kernel(out):
+        i = 0
+        for case in literal_unroll(cases):
+            out[i] = case.ndim * 10 + case.size
+            i += 1  # noqa: SIM113  (literal_unroll unrolls a plain loop, not enumerate)
+
+    out = np.zeros(2)
+    od.cuda(kernel, out, target="cpu")
+    assert out.tolist() == [12.0, 24.0]
+    assert ".visible .entry" in od.code_ptx(kernel, types.float64[::1])

@@ -26,6 +26,7 @@ from numba.core.imputils import lower_constant
 from numba.core.typing.templates import fold_arguments
 
 from .. import world
+from ..rewrite import keep_as_is
 from ..runtime import runtime
 
 if TYPE_CHECKING:
@@ -225,6 +226,8 @@ def typing_code(value: object) -> list[tuple[object, pytypes.FunctionType | None
                 found.append((template, source if isinstance(source, pytypes.FunctionType) else None))
     return found
 
+
+keep_as_is(numba.literal_unroll)  # numba's unrolling pass finds its loops by this very function
 
 # each target's typing registries of globals, as a function giving them (numba-cuda's, from the CUDA target)
 _target_registries: list[Callable[[], list[Any]]] = []

@@ -14,6 +14,7 @@ from types import ModuleType
 
 from .. import operators, postimport
 from ..bridge.structs import typeof_struct_class
+from ..rewrite import keep_as_is
 from ..types import LatticeMeta
 
 __all__ = ["numba_cuda_joined", "performance_warning", "check_debug_options"]
@@ -25,10 +26,12 @@ def numba_cuda_joined(numba_cuda: ModuleType) -> None:
     numba's core typeof), types struct classes as numba's does."""
     # numba.cuda is numba-cuda's package at run time; mypy finds numba's own numba/cuda, which has neither
     from numba.cuda.core import errors, ir, rewrites  # type: ignore[import-not-found]
+    from numba.cuda.misc.special import literal_unroll  # type: ignore[import-not-found]
     from numba.cuda.typing.typeof import typeof_impl  # type: ignore[import-not-found]
 
     operators.join_pipeline(rewrites, ir, errors)
     typeof_impl.register(LatticeMeta)(typeof_struct_class)
+    keep_as_is(literal_unroll)  # numba-cuda's own, which its unrolling pass finds by identity
 
 
 postimport.when_imported("numba.cuda", numba_cuda_joined)

@@ -511,6 +511,9 @@ def _define_numba_cuda(numba_cuda: pytypes.ModuleType) -> None:
             if callable(value) and hasattr(getattr(numba_cuda, name), member):
                 replacements.append((getattr(getattr(numba_cuda, name), member), value))
     replacements.append((numba_cuda.warpsize, 32))
+    from numba.cuda.misc.special import literal_unroll  # type: ignore[import-not-found]
+
+    replacements.append((literal_unroll, numba.literal_unroll))  # the one numba's CPU pipeline unrolls by
     vars(CUDA_IDIOM).update(vectors.register())
     vector_stubs = [(getattr(numba_cuda, name), made) for name, made in vectors.CONSTRUCTORS.items()]
     replacements += vector_stubs  # numba-cuda's vector types' stub classes (cuda.float32x4, cuda.float2 alike)

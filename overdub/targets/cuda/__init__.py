@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
+import numba
 from numba.core import types
 from numba.core.compiler_lock import global_compiler_lock
 from numba.core.typing.templates import Signature, signature
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
     # (its .pth redirector): what this module takes of numba-cuda is Any to it
     numba_cuda_dispatcher: Any
     ArgHint: Any
+    numba_cuda_literal_unroll: Any
     CUDACodeLibrary: Any
     compile_cuda: Any
     kernel_fixup: Any
@@ -51,6 +53,7 @@ else:
     from numba.cuda.compiler import compile_cuda, kernel_fixup
     from numba.cuda.cudadrv import nvvm
     from numba.cuda.descriptor import cuda_target
+    from numba.cuda.misc.special import literal_unroll as numba_cuda_literal_unroll
     from numba.cuda.typing.typeof import Purpose
     from numba.cuda.typing.typeof import typeof as cuda_typeof
 
@@ -218,6 +221,7 @@ class CUDATarget(Configurable, Target):
         if root is None:
             self.root = TargetRoot(f"cuda-{arch}", self)
             self.root.forward(print, cuprintln)
+            self.root.replace(numba.literal_unroll, numba_cuda_literal_unroll)  # the one numba-cuda unrolls by
             for callee, view in forwarded_views():
                 self.root.forward(callee, view)
         else:
