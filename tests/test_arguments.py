@@ -350,3 +350,29 @@ def test_numba_cudas_argument_hints_are_host_memory_the_drop_in_copies():
 
     with pytest.raises(cuda_target.HostMemoryError, match=r"cuda.In\(...\) wraps a host array: launch through od.jit"):
         cuda_target.target_for((9, 0)).argument(In(np.zeros(2)))
+
+
+def test_a_foreign_arrays_producer_stream_is_synchronized_before_a_launch_reads_it(monkeypatch):
+    """``__cuda_array_interface__`` version 3: a consumer waits for the stream the interface names before
+    reading (numba-cuda does, under CUDA_ARRAY_INTERFACE_SYNC); an interface naming none is read as it is."""
+    from numba import cuda
+    from numba.cuda.core import config
+
+    synchronized = []
+
+    class Stream:
+        def __init__(self, handle):
+            self.handle = handle
+
+        def synchronize(self):
+            synchronized.append(self.handle)
+
+    monkeypatch.setattr(cuda, "external_stream", Stream)
+    on_a_stream, on_none = Interface((4,)), Interface((4,))
+    on_a_stream.__cuda_array_interface__["stream"] = 0x7000
+    assert abi.interface_fields(on_a_stream, 8)[2] == 4 and synchronized == [0x7000]
+    abi.interface_fields(on_none, 8)
+    assert synchronized == [0x7000]
+    monkeypatch.setattr(config, "CUDA_ARRAY_INTERFACE_SYNC", False)
+    abi.interface_fields(on_a_stream, 8)
+    assert synchronized == [0x7000]

@@ -34,6 +34,7 @@ from ... import arguments
 from ...arguments import Argument, ArgumentKind
 from ...runtime import runtime
 from ...types import StructType, dtype_of
+from .driver import synchronize_producer
 
 try:
     from ... import _fastlaunch
@@ -205,8 +206,11 @@ def _interface(kind: arguments.DeviceArray, signature: object, ty: nt.Array) -> 
 
 
 def interface_fields(value: Any, itemsize: int) -> tuple[int, ...]:  # any __cuda_array_interface__ object
-    """numba's exploded array fields for any ``__cuda_array_interface__`` object."""
+    """numba's exploded array fields for any ``__cuda_array_interface__`` object -- whose producer's stream, where
+    the interface names one, is synchronized first (:func:`~.driver.synchronize_producer`)."""
     interface = value.__cuda_array_interface__
+    if interface.get("stream") is not None:
+        synchronize_producer(value, interface["stream"])
     shape = interface["shape"]
     strides = interface.get("strides") or _c_strides(shape, itemsize)
     size = int(np.prod(shape, dtype=np.int64)) if shape else 1
