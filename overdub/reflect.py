@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import html
+import types as pytypes
+import weakref
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 from . import compiler, world
 from .call import KernelCall
 from .context import Context
 from .registry import EmptyTable, GenericFunction, MethodMatch
+from .rewrite import rewrite
+from .runtime import runtime
 from .targets import CompileOptions, get_target
 from .targets.registry import DEVICE, HOST
 
@@ -256,3 +260,41 @@ def code_lto_ptx(
     """The PTX of ``kernel`` compiled with ``lto=True`` after link-time optimisation with everything it links
     (numba-cuda's ``inspect_lto_ptx``; needs nvJitLink)."""
     return _code("lto_ptx", kernel, args_or_types, target, cc, device, context, state, dict(options, lto=True))
+
+
+# --- a device function's own code, as numba-cuda's device dispatcher shows it -----------------------------
+
+# a method's def -> {(argument types, the target's cache tag): (the world it was compiled in, what the target
+# compiled)}: one compile per world (compile_device's name is the one inspect_asm shows), none stale (a
+# redefinition anywhere moves the world)
+_device_functions: weakref.WeakKeyDictionary[object, dict[tuple[object, ...], tuple[int, object]]]
+_device_functions = weakref.WeakKeyDictionary()
+runtime.register_cache(f"{__name__}._device_functions", _device_functions)
+
+
+def device_function(
+    gf: GenericFunction, argtypes: Sequence[Any], cc: Sequence[int | str] | None = None, target: str = DEVICE
+) -> tuple[Any, Any]:
+    """The method of ``gf`` a call of ``argtypes`` reaches, compiled on its own as a device function for
+    ``target`` (compute capability ``cc``): (the target, what it compiled) -- numba-cuda's ``compile_device``."""
+    reading = get_target(target).for_reflection(None if cc is None else tuple(cc), None)
+    types = tuple(argtypes)
+    match = gf.table.dispatch(types)
+    if match.method is None:
+        raise match.error()  # type: ignore[misc]  # error() is None only when a method applies
+    func = cast(pytypes.FunctionType, match.method.func)
+    compiled = _device_functions.setdefault(func, {})
+    key, now = (types, reading.cache_tag), world.current_world()
+    if key not in compiled or compiled[key][0] != now:
+        with reading.reflecting():
+            made = reading.compile_device_function(rewrite(func, reading.base.chain(reading, None)), types)
+        compiled[key] = (now, made)
+    return reading, compiled[key][1]
+
+
+def device_code(
+    gf: GenericFunction, argtypes: Sequence[object], kind: str, cc: Sequence[int | str] | None = None
+) -> str:
+    """The code of kind ``kind`` ("llvm", "ptx") of :func:`device_function`'s compile."""
+    reading, compiled = device_function(gf, argtypes, cc)
+    return str(reading.device_code(compiled, kind))

@@ -24,7 +24,7 @@ import sys
 import types as pytypes
 import typing
 import weakref
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Literal, Protocol, TypeAlias
 
 from . import world
@@ -525,6 +525,33 @@ class GenericFunction:
             if match.valid and (check is None or check(args)):
                 return func(*args)
         return self._call_typed(args)
+
+    # -- numba-cuda's device dispatcher's inspection (od.jit(device=True) functions are generic functions) ----
+    def compile_device(self, signature: Sequence[object]) -> typing.Any:
+        """The method a call of ``signature`` (argument types) reaches, compiled on its own for the CUDA target:
+        numba-cuda's compile result (its ``fndesc.mangled_name`` names it in :meth:`inspect_asm`'s PTX)."""
+        from .reflect import device_function
+
+        compiled = device_function(self, tuple(signature))[1]
+        return getattr(compiled, "cres", compiled)
+
+    def inspect_llvm(self, signature: Sequence[object]) -> str:
+        """The NVVM IR of :meth:`compile_device`'s compile."""
+        from .reflect import device_code
+
+        return device_code(self, tuple(signature), "llvm")
+
+    def inspect_asm(self, signature: Sequence[object], cc: Sequence[int | str] | None = None) -> str:
+        """The PTX of :meth:`compile_device`'s compile, for compute capability ``cc``."""
+        from .reflect import device_code
+
+        return device_code(self, tuple(signature), "ptx", cc)
+
+    def inspect_sass(self, signature: Sequence[object]) -> str:
+        """numba-cuda's RuntimeError: a device function has no SASS of its own (inspect the kernel's)."""
+        from .reflect import device_code
+
+        return device_code(self, tuple(signature), "sass")
 
     def __getitem__(self, config: object) -> typing.NoReturn:
         """``f[blocks, threads]``: a generic function is called from kernels, not launched as one (numba-cuda's

@@ -542,3 +542,21 @@ def test_specialize_makes_one_kernel_per_types_and_a_specialized_kernel_refuses_
         with pytest.raises(RuntimeError, match="Dispatcher already specialized"):
             specialized.specialize(numba.float32[::1])
     od.jit(["void(float32[::1])"], target="cpu")(f.py_func).specialize(numba.int32[::1])  # a list: not specialized
+
+
+def test_a_device_functions_code_inspected_as_numba_cudas_device_dispatcher_shows_it(make_module):
+    m = make_module("""
+        import overdub as od
+
+        @od.jit(device=True)
+        def foo(x, y):
+            return x + y
+    """)
+    args = (numba.int32, numba.int32)
+    name = m.foo.compile_device(args).fndesc.mangled_name
+    assert "foo" in name and name in m.foo.inspect_llvm(args) and name in m.foo.inspect_asm(args)
+    assert m.foo.compile_device(args).fndesc.mangled_name == name  # compiled once while nothing changes
+    with pytest.raises(RuntimeError, match="Cannot inspect SASS of a device function"):
+        m.foo.inspect_sass(args)
+    m.run("@od.jit(device=True)\ndef foo(x, y):\n    return x * y\n")  # redefined: its code is the new one
+    assert "mul.lo.s64" in m.foo.inspect_asm(args) or "mul.wide.s32" in m.foo.inspect_asm(args)

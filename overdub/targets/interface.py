@@ -188,6 +188,15 @@ class Target(Protocol):
         """A kernel's code as text: ``kind`` is "ptx", "llvm", "asm", "sass", "typed" or "lto_ptx"."""
         raise ValueError(f"the {self.label} target has no {kind} code to show")
 
+    def compile_device_function(self, func: Callable[..., Any], argtypes: tuple[object, ...]) -> Any:
+        """``func`` (rewritten in this target's chain) compiled on its own as a device function for ``argtypes``,
+        to be read (numba-cuda's ``compile_device``): what :meth:`device_code` reads."""
+        raise ValueError(f"the {self.label} target compiles no device function on its own")
+
+    def device_code(self, compiled: Any, kind: str) -> str:
+        """The code of kind ``kind`` ("llvm", "ptx") of what :meth:`compile_device_function` compiled."""
+        raise ValueError(f"the {self.label} target has no {kind} code of a device function to show")
+
     def for_reflection(self, cc: tuple[int | str, ...] | None, device: int | None) -> Target:
         """This target as ``od.code_*`` compiles for: for compute capability ``cc``, else for ``device``'s."""
         if cc is not None or device is not None:

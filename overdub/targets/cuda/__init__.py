@@ -26,7 +26,7 @@ import re
 import weakref
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numba
 from numba.core import types
@@ -380,6 +380,21 @@ class CUDATarget(Configurable, Target):
         with toolkit():
             read = {"ptx": library.get_asm_str, "sass": library.get_sass, "lto_ptx": library.get_lto_ptx}[kind]
             return str(read(cc=self.cc))
+
+    def compile_device_function(self, func: Callable[..., object], argtypes: tuple[object, ...]) -> Registration:
+        types_ = tuple(cast("types.Type", t) for t in argtypes)
+        return self.compile_method(func, cuda_target.typing_context, types_, {})[2]
+
+    def device_code(self, compiled: Registration, kind: str) -> str:
+        library = compiled.cres.library
+        if kind == "llvm":
+            return str(library.get_llvm_str())
+        if kind == "ptx":
+            with toolkit():
+                return str(library.get_asm_str(cc=self.cc))
+        if kind == "sass":  # numba-cuda's error and message: a device function alone links into no cubin
+            raise RuntimeError("Cannot inspect SASS of a device function: inspect the kernel calling it")
+        return super().device_code(compiled, kind)
 
     def for_reflection(self, cc: tuple[int | str, ...] | None, device: int | None) -> CUDATarget:
         """The target for compute capability ``cc``, else for ``device``'s, else for the current device's
