@@ -8,7 +8,7 @@ import weakref
 from collections.abc import Callable, Sequence
 from typing import Any, cast
 
-from . import compiler, world
+from . import compiler, registry, world
 from .call import KernelCall
 from .context import Context
 from .registry import EmptyTable, GenericFunction, MethodMatch
@@ -292,9 +292,13 @@ def device_function(
     return reading, compiled[key][1]
 
 
-def device_code(
-    gf: GenericFunction, argtypes: Sequence[object], kind: str, cc: Sequence[int | str] | None = None
-) -> str:
-    """The code of kind ``kind`` ("llvm", "ptx") of :func:`device_function`'s compile."""
+def device_code(gf: GenericFunction, argtypes: tuple[object, ...], kind: str, cc: Sequence[int | str] | None) -> Any:
+    """The code of kind ``kind`` ("llvm", "ptx", "sass") of :func:`device_function`'s compile, or ("result") the
+    compile result itself: the generic function's ``inspect_*`` and ``compile_device``."""
     reading, compiled = device_function(gf, argtypes, cc)
+    if kind == "result":
+        return getattr(compiled, "cres", compiled)
     return str(reading.device_code(compiled, kind))
+
+
+registry.inspect_device = device_code

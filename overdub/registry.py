@@ -530,28 +530,19 @@ class GenericFunction:
     def compile_device(self, signature: Sequence[object]) -> typing.Any:
         """The method a call of ``signature`` (argument types) reaches, compiled on its own for the CUDA target:
         numba-cuda's compile result (its ``fndesc.mangled_name`` names it in :meth:`inspect_asm`'s PTX)."""
-        from .reflect import device_function
-
-        compiled = device_function(self, tuple(signature))[1]
-        return getattr(compiled, "cres", compiled)
+        return _inspected(self, signature, "result")
 
     def inspect_llvm(self, signature: Sequence[object]) -> str:
         """The NVVM IR of :meth:`compile_device`'s compile."""
-        from .reflect import device_code
-
-        return device_code(self, tuple(signature), "llvm")
+        return str(_inspected(self, signature, "llvm"))
 
     def inspect_asm(self, signature: Sequence[object], cc: Sequence[int | str] | None = None) -> str:
         """The PTX of :meth:`compile_device`'s compile, for compute capability ``cc``."""
-        from .reflect import device_code
-
-        return device_code(self, tuple(signature), "ptx", cc)
+        return str(_inspected(self, signature, "ptx", cc))
 
     def inspect_sass(self, signature: Sequence[object]) -> str:
         """numba-cuda's RuntimeError: a device function has no SASS of its own (inspect the kernel's)."""
-        from .reflect import device_code
-
-        return device_code(self, tuple(signature), "sass")
+        return str(_inspected(self, signature, "sass"))
 
     def __getitem__(self, config: object) -> typing.NoReturn:
         """``f[blocks, threads]``: a generic function is called from kernels, not launched as one (numba-cuda's
@@ -624,6 +615,16 @@ def _ints_fit_int64(indices: tuple[int, ...]) -> ArgsCheck:
         i, j = indices
         return lambda values: low <= values[i] <= high and low <= values[j] <= high  # type: ignore[operator]
     return lambda values: all(low <= values[k] <= high for k in indices)  # type: ignore[operator]
+
+
+# a generic function's own code, compiled on its own for a target (overdub.reflect sets it: it compiles)
+inspect_device: Callable[[GenericFunction, tuple[object, ...], str, typing.Any], typing.Any] | None = None
+
+
+def _inspected(gf: GenericFunction, signature: Sequence[object], kind: str, cc: typing.Any = None) -> typing.Any:
+    if inspect_device is None:
+        raise RuntimeError("overdub.reflect is not imported: import overdub")
+    return inspect_device(gf, tuple(signature), kind, cc)
 
 
 def function(

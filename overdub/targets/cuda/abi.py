@@ -34,7 +34,6 @@ from ... import arguments
 from ...arguments import Argument, ArgumentKind
 from ...runtime import runtime
 from ...types import StructType, dtype_of
-from .driver import synchronize_producer
 
 try:
     from ... import _fastlaunch
@@ -207,7 +206,7 @@ def _interface(kind: arguments.DeviceArray, signature: object, ty: nt.Array) -> 
 
 def interface_fields(value: Any, itemsize: int) -> tuple[int, ...]:  # any __cuda_array_interface__ object
     """numba's exploded array fields for any ``__cuda_array_interface__`` object -- whose producer's stream, where
-    the interface names one, is synchronized first (:func:`~.driver.synchronize_producer`)."""
+    the interface names one, is synchronized first (:func:`synchronize_producer`)."""
     interface = value.__cuda_array_interface__
     if interface.get("stream") is not None:
         synchronize_producer(value, interface["stream"])
@@ -215,6 +214,19 @@ def interface_fields(value: Any, itemsize: int) -> tuple[int, ...]:  # any __cud
     strides = interface.get("strides") or _c_strides(shape, itemsize)
     size = int(np.prod(shape, dtype=np.int64)) if shape else 1
     return (0, 0, size, itemsize, interface["data"][0], *shape, *strides)
+
+
+def synchronize_producer(array: object, stream: int) -> None:
+    """The ``__cuda_array_interface__`` (version 3) consumer's duty before a launch reads ``array``: wait for
+    the producer's work on the ``stream`` its interface names, as numba-cuda does for a foreign array (under its
+    ``CUDA_ARRAY_INTERFACE_SYNC``, on by default). numba-cuda's own device arrays are not foreign to it: it
+    passes them as they are, and so does this."""
+    from numba import cuda
+    from numba.cuda.core import config  # type: ignore[import-not-found]
+    from numba.cuda.cudadrv.devicearray import DeviceNDArray
+
+    if config.CUDA_ARRAY_INTERFACE_SYNC and not isinstance(array, DeviceNDArray):
+        cuda.external_stream(stream).synchronize()
 
 
 def _c_strides(shape: Sequence[int], itemsize: int) -> tuple[int, ...]:

@@ -171,19 +171,6 @@ def _launch_error_class() -> type[Exception]:
 runtime.register_cache(f"{__name__}._launch_error_class", _launch_error_class, kept="a class, made once")
 
 
-def synchronize_producer(array: object, stream: int) -> None:
-    """The ``__cuda_array_interface__`` (version 3) consumer's duty before a launch reads ``array``: wait for
-    the producer's work on the ``stream`` its interface names, as numba-cuda does for a foreign array (under its
-    ``CUDA_ARRAY_INTERFACE_SYNC``, on by default). numba-cuda's own device arrays are not foreign to it: it
-    passes them as they are, and so does this."""
-    from numba import cuda
-    from numba.cuda.core import config  # type: ignore[import-not-found]
-    from numba.cuda.cudadrv.devicearray import DeviceNDArray
-
-    if config.CUDA_ARRAY_INTERFACE_SYNC and not isinstance(array, DeviceNDArray):
-        cuda.external_stream(stream).synchronize()
-
-
 def launch_error(message: str) -> Exception:
     return _launch_error_class()(message)
 
