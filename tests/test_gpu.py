@@ -776,7 +776,7 @@ def test_synchronize_from_a_thread_that_never_used_the_gpu(thread_kernels):
 
 def test_a_debug_kernel_raises_on_the_new_thread_that_launched_it(cupy, thread_kernels, cold):
     out = cupy.zeros(64, dtype=np.int64)
-    with pytest.raises(ValueError, match=r"seventy, in thread \(6, 0, 0\) of block \(1, 0, 0\)"):
+    with pytest.raises(ValueError, match=r"tid=\[6, 0, 0\] ctaid=\[1, 0, 0\]: seventy"):  # numba-cuda's form
         _on_a_new_thread(
             lambda: od.cuda(thread_kernels.raises_at_70, out, threads=64, blocks=2, target="cuda", debug=True)
         )

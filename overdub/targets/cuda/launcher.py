@@ -235,12 +235,13 @@ class CUDALauncher:
         code = self._read_error_global("errcode")
         if code == 0:
             return
-        thread = tuple(self._read_error_global("tid" + axis) for axis in "xyz")
-        block = tuple(self._read_error_global("ctaid" + axis) for axis in "xyz")
+        thread = [self._read_error_global("tid" + axis) for axis in "xyz"]
+        block = [self._read_error_global("ctaid" + axis) for axis in "xyz"]
         exc_class, exc_args, loc = self.call_helper.get_exception(code)
-        where = f" at {os.path.basename(loc[1])}:{loc[2]}" if loc else ""
-        message = exc_args[0] if exc_args else exc_class.__name__
-        raise exc_class(f"{message}, in thread {thread} of block {block} of kernel {self.library.name}{where}")
+        # numba-cuda's message, which its programs match: where in the source, which thread, then the user's
+        where = f"In function {loc[0]!r}, file {os.path.abspath(loc[1])}, line {loc[2]}, " if loc else ""
+        prefix = f"{where}tid={thread} ctaid={block}"
+        raise exc_class(*((f"{prefix}: {exc_args[0]}", *exc_args[1:]) if exc_args else (prefix,)))
 
     def _failed(self, err: object, hstream: SupportsInt | None = None) -> bool:
         """After the driver refused a launch: False where the stream is another context's (the slow path
