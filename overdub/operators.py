@@ -28,6 +28,7 @@ numba's string-literal getitem rewrite -- and the typing context's ``resolve_sta
 
 from __future__ import annotations
 
+import itertools
 import operator
 import typing
 from collections.abc import Callable
@@ -226,7 +227,9 @@ def _make_reroute(registry_module: ModuleType, ir: ModuleType, errors: ModuleTyp
                     continue
                 kind, op, operands, constants = found
                 scope, loc = self.block.scope, stmt.loc
-                function = scope.redefine("$overdub_operator", loc)
+                # a name no other site has, in this IR or a copy of it (literal_unroll's subpipeline reroutes the
+                # copies of a loop's body again: scope.redefine's numbering restarted there, and two sites' names met)
+                function = scope.redefine(f"$overdub_operator_{next(_site_numbers)}", loc)
                 site = OperatorSite(
                     typing.cast("tuple[Context, ...]", self.chain), op, kind, constants
                 )  # match found one
@@ -237,6 +240,9 @@ def _make_reroute(registry_module: ModuleType, ir: ModuleType, errors: ModuleTyp
 
     RerouteOperators.__qualname__ = f"RerouteOperators[{registry_module.__name__}]"
     return RerouteOperators
+
+
+_site_numbers = itertools.count()  # the rerouted operator sites of this process, numbered
 
 
 # --- the restore pass after type inference ----------------------------------------------------------------
