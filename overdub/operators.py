@@ -326,15 +326,12 @@ def _register(registry_module: ModuleType, ir: ModuleType, errors: ModuleType, n
 
 def join_pipeline(rewrites: ModuleType, ir: ModuleType, errors: ModuleType) -> None:
     """The passes join another numba pipeline, with its own IR modules and rewrite registry (numba-cuda's:
-    ``overdub.targets`` joins them once numba-cuda is imported, before it compiles anything). Its IR module
-    lists each node kind's classes in ``*_types`` tuples."""
-    nodes = _Nodes(ir.setitem_types, ir.staticsetitem_types, ir.assign_types, ir.expr_types, ir.global_types)
+    ``overdub.targets`` joins them once numba-cuda is imported, before it compiles anything; numba-cuda-mlir's,
+    when the cuda-mlir target is). Its IR module lists each node kind's classes in ``*_types`` tuples where it
+    has several (numba-cuda), else has one class of each kind (numba, numba-cuda-mlir)."""
+    kinds = ("SetItem", "StaticSetItem", "Assign", "Expr", "Global")
+    nodes = _Nodes(*(getattr(ir, f"{kind.lower()}_types", None) or (getattr(ir, kind),) for kind in kinds))
     _register(rewrites, ir, errors, nodes)
 
 
-_register(
-    numba.core.rewrites,
-    numba.core.ir,
-    numba.core.errors,
-    _Nodes(*((getattr(numba.core.ir, name),) for name in ("SetItem", "StaticSetItem", "Assign", "Expr", "Global"))),
-)
+join_pipeline(numba.core.rewrites, numba.core.ir, numba.core.errors)

@@ -28,6 +28,8 @@ if TYPE_CHECKING:
     from numba.core.typing.context import BaseContext as TypingContext
     from numba.core.typing.templates import Signature
 
+    from .roots import TargetRoot
+
 __all__ = ["OverdubCallType", "resolve_call"]
 
 
@@ -181,7 +183,7 @@ def _resolve_callee(
     inlined = bridge.always_inlined_overload(typing_context, callee, args, kws)
     if inlined is not None:
         return compile_callee(inlined, chain, typing_context, args, kws)
-    sig, impl_key = bridge.delegate(typing_context, callee, args, kws)
+    sig, impl_key = cast("TargetRoot", chain[-1]).target.delegate(typing_context, callee, args, kws)
     if sig is None:
         _raise_at_call_site(MethodError(getattr(callee, "__name__", repr(callee)), argtypes))
     return sig, impl_key

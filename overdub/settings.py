@@ -104,11 +104,31 @@ def _reroute(text: str | None) -> str:
     return text or "when-extended"
 
 
+_CUDA_COMPILERS = ("numba-cuda", "numba-cuda-mlir")
+
+
+def _cuda_compiler(text: str | None) -> str:
+    if text and text not in _CUDA_COMPILERS:
+        raise ValueError(
+            f"the environment variable OVERDUB_CUDA_COMPILER is {text!r}: set it to 'numba-cuda' (the default) or "
+            f"'numba-cuda-mlir'"
+        )
+    return text or "numba-cuda"
+
+
 TARGET = Setting(
     "OVERDUB_TARGET",
     "`cuda` when a GPU is usable, else `cpu`",
     _target,
     "the target of launches that name none: `cpu` or `cuda` (the default target is fixed at its first use)",
+)
+CUDA_COMPILER = Setting(
+    "OVERDUB_CUDA_COMPILER",
+    "`numba-cuda`",
+    _cuda_compiler,
+    "what compiles for `target=\"cuda\"` (and the default target on a GPU): `numba-cuda`, or `numba-cuda-mlir` "
+    "(the `cuda-mlir` target, installed with `overdub[mlir]`)",
+    read=ONCE,
 )
 CPU_THREADS = Setting(
     "OVERDUB_CPU_THREADS",
@@ -146,7 +166,7 @@ REROUTE = Setting(
     read=ONCE,
 )
 
-SETTINGS = (TARGET, CPU_THREADS, DEBUG, CACHE, CACHE_DIR, CACHE_SIZE, REROUTE)
+SETTINGS = (TARGET, CUDA_COMPILER, CPU_THREADS, DEBUG, CACHE, CACHE_DIR, CACHE_SIZE, REROUTE)
 """Every setting of the library, in the order docs/settings.md lists them."""
 
 

@@ -72,6 +72,8 @@ def get_target(name: str | Target | None = None, debug: bool | None = None) -> T
     first asked."""
     if name is None:
         name = _default()
+    if name == "cuda" and settings.CUDA_COMPILER.value() == "numba-cuda-mlir":
+        name = "cuda-mlir"
     if isinstance(name, str):
         target = registry.entry(name).target()
     elif isinstance(getattr(name, "options", None), CompileOptions):

@@ -165,6 +165,17 @@ class Target(Protocol):
     def link(self, code: Any) -> Launcher:
         """This process's launcher of ``code`` (as ``compile_kernel`` or ``deserialized`` made it)."""
 
+    # -- optional: typing -----------------------------------------------------------------------------------
+    def delegate(
+        self, typing_context: TypingContext, callee: object, args: tuple[nt.Type, ...], kws: dict[str, nt.Type]
+    ) -> tuple[Signature, object] | tuple[None, None]:
+        """Type a call of what the compiler implements itself (a builtin, the kernel language's ``cuda.grid``):
+        (signature, implementation key), or (None, None) where it has no such call. By default numba's own
+        typing (:func:`overdub.bridge.delegate`); a target whose compiler is not numba's answers for it."""
+        from .. import bridge
+
+        return bridge.delegate(typing_context, callee, args, kws)
+
     # -- optional: recursion ------------------------------------------------------------------------------------
     def self_call(self, sig: Signature, state: Any) -> tuple[object, object]:
         """How a method being compiled calls itself with ``sig`` (``state``: the launch state's type, passed

@@ -78,14 +78,22 @@ runtime.register_cache(f"{__name__}._entries", _entries, kept="the registered ta
 
 
 def register(
-    name: str, context: str, package: str, holds: Callable[[object], bool], host_api: str | None = None
+    name: str,
+    context: str | BaseContext,
+    package: str,
+    holds: Callable[[object], bool],
+    host_api: str | None = None,
 ) -> BaseContext:
     """Register the target ``name`` owned by ``package``; returns its own context, named ``context``: bind it
-    to a module-level name of that name in the calling module, where it pickles by reference."""
+    to a module-level name of that name in the calling module, where it pickles by reference. A target that is
+    another's with another compiler (cuda-mlir) shares that one's context: ``context`` is the context itself."""
     if name in _entries:
         raise ValueError(f"a target named {name!r} is registered already (by {_entries[name].package})")
-    base = BaseContext(context)
-    base.__module__ = sys._getframe(1).f_globals["__name__"]  # the caller's module, which binds it
+    if isinstance(context, BaseContext):
+        base = context
+    else:
+        base = BaseContext(context)
+        base.__module__ = sys._getframe(1).f_globals["__name__"]  # the caller's module, which binds it
     _entries[name] = TargetEntry(name, base, package, holds, host_api)
     return base
 
@@ -132,6 +140,9 @@ DEVICE = "cuda"
 
 CPU = register("cpu", "CPU", "overdub.targets.cpu", _in_host_memory, "overdub.targets.cpu.hostapi")
 CUDA = register("cuda", "CUDA", "overdub.targets.cuda", _in_cuda_memory)
+# numba-cuda-mlir compiling for the CUDA target's devices and memory (which stays the CUDA target's: holding
+# answers "cuda" for device memory); installed with the ``mlir`` extra
+register("cuda-mlir", CUDA, "overdub.targets.cudamlir", lambda value: False)
 
 
 class EveryTarget:
@@ -142,7 +153,7 @@ class EveryTarget:
 
     @property
     def contexts(self) -> tuple[BaseContext, ...]:
-        return tuple(registered.base for registered in _entries.values())
+        return tuple({id(registered.base): registered.base for registered in _entries.values()}.values())
 
     def __reduce__(self) -> Reference:
         return reference_to(self, __name__, "ALL")

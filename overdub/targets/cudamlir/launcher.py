@@ -1,0 +1,51 @@
+"""A kernel numba-cuda-mlir compiled, and its launch: through numba-cuda-mlir's own dispatcher, which
+marshals arguments by its parameter ABI (an MLIR memref's: a 1-D array is five parameters there, where
+numba-cuda passes seven) and loads the cubin it linked; a typed pointer is passed as its address, which it
+takes for a pointer parameter. The launch function overdub generates checks the kernel's validity and the
+arguments' guards first, as on every target."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ...intrinsics import Pointer
+from ...launchconfig import stream_handle
+from .. import launchfn
+
+if TYPE_CHECKING:
+    from ...arguments import Argument
+    from ...compiler import Kernel
+    from .. import LaunchFunction
+
+
+@dataclass(frozen=True)
+class MLIRCode:
+    """A kernel's code on this target: numba-cuda-mlir's dispatcher and its compile result (PTX, MLIR)."""
+
+    dispatcher: Any  # numba-cuda-mlir's MLIRDispatcher, compiled for argtypes
+    cres: Any  # its CompileResult
+    argtypes: tuple[object, ...]  # numba's types
+
+
+class MLIRLauncher:
+    """Launches one compiled kernel with numba-cuda-mlir's dispatcher."""
+
+    def __init__(self, code: MLIRCode) -> None:
+        self.code = code
+        self.cooperative = bool(code.cres.metadata.get("use_cooperative", False))
+
+    def launch_function(self, kernel: Kernel, described: tuple[Argument, ...]) -> LaunchFunction:
+        body = ["enqueue(args, (gx, gy, gz), (tx, ty, tz), shmem, stream)"]
+        return launchfn.generate(kernel, described, body, {"enqueue": self._enqueue})
+
+    def _enqueue(self, args: tuple[object, ...], grid: object, block: object, shmem: int, stream: object) -> None:
+        handle = 0 if stream is None else stream_handle(stream)
+        values = [arg.address if type(arg) is Pointer else arg for arg in args]  # a pointer: its address
+        self.code.dispatcher[grid, block, handle, shmem](*values)
+
+    def suggested_block_size(self, shmem: int = 0) -> int:
+        return 256
+
+    def co_resident_blocks(self, threads: int, shmem: int = 0) -> int:
+        return int(self.code.cres._max_cooperative_grid_blocks(threads, shmem))

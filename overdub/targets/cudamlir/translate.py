@@ -1,0 +1,86 @@
+"""numba's types and numba-cuda-mlir's, one to one: the typing bridge of this target.
+
+numba-cuda-mlir carries its own copy of numba's type classes (``numba_cuda_mlir.numba_cuda.types``): its
+``float64`` is not numba's. overdub decides every call -- dispatch, the chain's overdubs, edges -- on numba's
+types, as on the other targets; this module translates what crosses between the two: the argument types of a
+call numba-cuda-mlir is typing (to numba's, for dispatch), and the signatures overdub answers (to its own).
+
+A type is translated by its structure: numbers, booleans and ``none`` by name; arrays, tuples, named tuples,
+literals, ``Omitted`` and pointers by their parts. A type with no counterpart raises :class:`Untranslatable`,
+which the target turns into a message naming the type: never a type of another meaning.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from numba.core import types as nt
+from numba_cuda_mlir.numba_cuda import types as mt
+
+__all__ = ["Untranslatable", "to_mlir", "to_numba", "signature_to_mlir", "signature_to_numba"]
+
+
+class Untranslatable(TypeError):
+    """A type one side has and the other has not (yet): what the target cannot compile, said plainly."""
+
+
+# the scalar types both sides name alike
+_SCALARS = (
+    "boolean int8 int16 int32 int64 uint8 uint16 uint32 uint64 float16 float32 float64 complex64 complex128 "
+    "none void intp uintp"
+).split()
+_TO_MLIR: dict[object, object] = {getattr(nt, name): getattr(mt, name) for name in _SCALARS}
+_TO_NUMBA: dict[object, object] = {value: key for key, value in _TO_MLIR.items()}
+
+
+def _convert(t: Any, side: Any, scalars: dict[object, object], back: Any) -> Any:
+    """``t`` (a type of the other side) as a type of ``side`` (numba's or numba-cuda-mlir's types module)."""
+    found = scalars.get(t)
+    if found is not None:
+        return found
+    convert = back  # the same translation, recursively
+    name = type(t).__name__
+    if name == "Array":
+        return side.Array(convert(t.dtype), t.ndim, t.layout, readonly=not t.mutable, aligned=t.aligned)
+    if name == "UniTuple":
+        return side.UniTuple(convert(t.dtype), t.count)
+    if name == "Tuple":
+        return side.Tuple(tuple(convert(item) for item in t.types))
+    if name in ("NamedUniTuple", "NamedTuple"):
+        return side.NamedTuple(tuple(convert(item) for item in t.types), t.instance_class)
+    if name in ("IntegerLiteral", "BooleanLiteral", "StringLiteral"):
+        return getattr(side, name)(t.literal_value)
+    if name == "Omitted":
+        return side.Omitted(t.value)
+    if name == "StarArgTuple":
+        return side.StarArgTuple(tuple(convert(item) for item in t.types))
+    if name in ("CPointer", "PtrType"):  # overdub's typed pointer is a numba CPointer
+        return side.CPointer(convert(t.dtype))
+    if name == "UnicodeType":
+        return side.unicode_type
+    raise Untranslatable(f"the type {t} has no counterpart in {'numba-cuda-mlir' if side is mt else 'numba'}")
+
+
+def to_mlir(t: Any) -> Any:
+    """numba's type ``t`` as numba-cuda-mlir's."""
+    return _convert(t, mt, _TO_MLIR, to_mlir)
+
+
+def to_numba(t: Any) -> Any:
+    """numba-cuda-mlir's type ``t`` as numba's."""
+    return _convert(t, nt, _TO_NUMBA, to_numba)
+
+
+def signature_to_mlir(sig: Any) -> Any:
+    """A numba signature as numba-cuda-mlir's (its Python signature kept: lowering folds keywords by it)."""
+    from numba_cuda_mlir.numba_cuda.typing.templates import signature
+
+    translated = signature(to_mlir(sig.return_type), *(to_mlir(a) for a in sig.args))
+    return translated.replace(pysig=sig.pysig) if sig.pysig is not None else translated
+
+
+def signature_to_numba(sig: Any) -> Any:
+    from numba.core.typing.templates import signature
+
+    translated = signature(to_numba(sig.return_type), *(to_numba(a) for a in sig.args))
+    return translated.replace(pysig=sig.pysig) if sig.pysig is not None else translated
