@@ -51,7 +51,7 @@ from ..cuda import CUDATarget, device_cc
 from ..gpu import gpu_usable
 from ..interface import GraphCapture
 from ..options import CompileOptions
-from .calls import MLIRBuiltin, MLIRMethod
+from .calls import MLIRBuiltin, MLIRMethod, counterpart
 from .launcher import MLIRCode, MLIRLauncher
 from .translate import Untranslatable, signature_to_numba, to_mlir
 
@@ -80,27 +80,6 @@ def _compiling_for(cc: tuple[int | str, ...]) -> Iterator[None]:
         mlir_tools._cached_cc = saved
 
 
-def _counterparts() -> dict[int, object]:
-    """numba-cuda's kernel-language objects -> numba-cuda-mlir's of the same name (by id: numba-cuda's
-    stubs are not all hashable)."""
-    found: dict[int, object] = {}
-    for name in dir(numba.cuda):
-        if name.startswith("_"):
-            continue
-        ours, theirs = getattr(numba.cuda, name, None), getattr(mlir_cuda, name, None)
-        if ours is None or theirs is None:
-            continue
-        found[id(ours)] = theirs
-        if isinstance(ours, type):  # a stub class's members: cuda.atomic.add, cuda.shared.array
-            for member in vars(ours):
-                if not member.startswith("_") and hasattr(theirs, member):
-                    found.setdefault(id(getattr(ours, member)), getattr(theirs, member))
-    return found
-
-
-_COUNTERPARTS = _counterparts()
-
-
 def _join_pipeline() -> None:
     """numba-cuda-mlir internals: its front end's own IR modules and rewrite registry run overdub's operator
     passes (a context's overdub of ``+`` reaches its kernels); its typeof types struct classes; its
@@ -115,12 +94,6 @@ def _join_pipeline() -> None:
 
 
 _join_pipeline()
-
-
-def counterpart(callee: object) -> object:
-    """numba-cuda-mlir's object for the numba-cuda one ``callee`` (``cuda.grid``), or ``callee`` itself (a
-    builtin, ``math.sin``, a numpy function: the same object on both)."""
-    return _COUNTERPARTS.get(id(callee), callee)
 
 
 class CUDAMLIRTarget(CUDATarget):
@@ -140,10 +113,6 @@ class CUDAMLIRTarget(CUDATarget):
             self.root.forward(cuprintln, print)  # numba-cuda-mlir prints with its own lowering of print
             self.root.forward(unsafe_load, _load)  # pointers: numba-cuda-mlir's own CPointer indexing
             self.root.forward(unsafe_store, _store)
-            for name in dir(numba.cuda):  # the kernel idiom's stub classes: numba-cuda-mlir's own
-                ours = getattr(numba.cuda, name, None)
-                if isinstance(ours, type) and not name.startswith("_") and hasattr(mlir_cuda, name):
-                    self.root.replace(ours, getattr(mlir_cuda, name))
         else:
             self.root = root.configured_for(self)
 

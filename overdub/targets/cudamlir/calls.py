@@ -12,18 +12,23 @@ module), what numba-cuda implements is numba-cuda-mlir's implementation of the s
 
 from __future__ import annotations
 
+import sys
+import types as pytypes
 import weakref
 from dataclasses import dataclass
 from typing import Any
 
+from numba.core import types as nt
 from numba.core.target_extension import target_override
 from numba_cuda_mlir.descriptor import mlir_target
 from numba_cuda_mlir.numba_cuda import types as mt
+from numba_cuda_mlir.numba_cuda.typing.templates import AttributeTemplate, infer_getattr
 from numba_cuda_mlir.numba_cuda.typing.typeof import typeof_impl
 
+from ...bridge.proxies import _seen_attribute
 from ...resolve import OverdubCallType
 from ...rewrite import ModuleProxy, Overdubbed
-from .translate import Untranslatable, to_numba
+from .translate import Untranslatable, to_mlir, to_numba
 
 __all__ = ["MLIRMethod", "MLIRBuiltin", "MLIRCallType", "numba_cuda_typing_context"]
 
@@ -142,9 +147,69 @@ def _lower_call(
     raise NotImplementedError(f"no lowering recorded for a call with {argtypes}")
 
 
+def _counterparts() -> dict[int, object]:
+    """numba-cuda's kernel-language objects -> numba-cuda-mlir's of the same name (by id: numba-cuda's
+    stubs are not all hashable)."""
+    import numba.cuda
+    import numba_cuda_mlir.cuda as mlir_cuda
+
+    found: dict[int, object] = {}
+    for name in dir(numba.cuda):
+        if name.startswith("_"):
+            continue
+        ours, theirs = getattr(numba.cuda, name, None), getattr(mlir_cuda, name, None)
+        if ours is None or theirs is None or not (callable(ours) or isinstance(ours, pytypes.ModuleType)):
+            continue
+        found[id(ours)] = theirs
+        # the members of a stub class or submodule: cuda.atomic.add, cuda.shared.array, cuda.libdevice.sin
+        if isinstance(ours, (type, pytypes.ModuleType)):
+            for member in vars(ours):
+                value = getattr(ours, member)
+                if not member.startswith("_") and hasattr(theirs, member) and callable(value):
+                    found.setdefault(id(value), getattr(theirs, member))
+    return found
+
+
+_COUNTERPARTS = _counterparts()
+
+
+def counterpart(value: object) -> object:
+    """numba-cuda-mlir's object for the numba-cuda one ``value`` (``cuda.grid``, ``cuda.threadIdx``), or
+    ``value`` itself (a builtin, ``math.sin``, a numpy function: the same object on both)."""
+    return _COUNTERPARTS.get(id(value), value)
+
+
+_typeof_class = typeof_impl.dispatch(type)
+
+
+@typeof_impl.register(type)  # type: ignore[untyped-decorator]
+def _typeof_kernel_language_class(value: type, c: object) -> Any:
+    """numba-cuda's stub classes (``cuda.threadIdx``, ``cuda.shared``, ``cuda.atomic``) read in a kernel: the
+    type of numba-cuda-mlir's object of the same name, whose typing and lowering then apply (overdub's kernels
+    keep numba-cuda's objects: the kernel language its contexts and dispatch are written against)."""
+    theirs = _COUNTERPARTS.get(id(value))
+    if isinstance(theirs, pytypes.ModuleType):  # cuda.shared, cuda.local, cuda.const: modules there
+        return mt.Module(theirs)
+    if theirs is not None and theirs is not value:  # typed as numba-cuda-mlir types its own, registered globals
+        return mlir_target.typing_context.resolve_value_type(theirs)
+    return _typeof_class(value, c)
+
+
+@typeof_impl.register(nt.Type)  # type: ignore[untyped-decorator]
+def _typeof_numba_type(value: nt.Type, c: object) -> Any:
+    """A numba type read in a kernel (``numba.float64`` as a ``cuda.shared.array`` dtype): numba-cuda-mlir's
+    type of its own counterpart."""
+    try:
+        return typeof_impl(to_mlir(value), c)
+    except Untranslatable as exc:
+        raise ValueError(str(exc)) from None
+
+
 class _ChainView:
-    """A module as a chain sees it, for numba-cuda-mlir's module type: its attributes are what the chain
-    makes of them (Overdubbed callables, proxies of submodules, the target's replacements)."""
+    """A module as a chain sees it on this target, the ``pymod`` of its numba-cuda-mlir type: its attributes
+    are what the chain makes of them (Overdubbed callables, proxies of submodules, the target's replacements),
+    and numba-cuda-mlir's own objects where the chain left numba-cuda's (``cuda.threadIdx``), which its
+    lowering reads."""
 
     def __init__(self, proxy: ModuleProxy) -> None:
         self.proxy = proxy
@@ -153,18 +218,51 @@ class _ChainView:
     def __getattr__(self, name: str) -> object:
         if name.startswith("__"):
             raise AttributeError(name)
-        return self.proxy.attribute(name)
+        value, module = _seen_attribute(self.proxy, name)
+        return value if module is None else getattr(_counterpart_module(module), name, value)
 
     def __repr__(self) -> str:
         return f"<module {self.__name__} as a chain sees it>"
 
 
-_views: weakref.WeakKeyDictionary[ModuleProxy, _ChainView] = weakref.WeakKeyDictionary()
+class MLIRModuleProxyType(mt.Module):  # type: ignore[misc]  # numba-cuda-mlir's types are untyped
+    """numba-cuda-mlir's type of a module seen from a context chain (a ``ModuleProxy``)."""
+
+    def __init__(self, view: _ChainView) -> None:
+        super().__init__(view)
+
+
+_views: weakref.WeakKeyDictionary[ModuleProxy, MLIRModuleProxyType] = weakref.WeakKeyDictionary()
 
 
 @typeof_impl.register(ModuleProxy)  # type: ignore[untyped-decorator]
-def _typeof_module_proxy(value: ModuleProxy, c: object) -> Any:
-    view = _views.get(value)
-    if view is None:
-        view = _views.setdefault(value, _ChainView(value))
-    return mt.Module(view)
+def _typeof_module_proxy(value: ModuleProxy, c: object) -> MLIRModuleProxyType:
+    found = _views.get(value)
+    if found is None:
+        found = _views.setdefault(value, MLIRModuleProxyType(_ChainView(value)))
+    return found
+
+
+def _counterpart_module(module: pytypes.ModuleType) -> pytypes.ModuleType:
+    """numba-cuda-mlir's module for numba-cuda's ``module`` (``numba.cuda`` -> ``numba_cuda_mlir.cuda``), or
+    ``module`` itself (``math``, ``numpy``, ``numba``)."""
+    if module.__name__ == "numba.cuda" or module.__name__.startswith("numba.cuda."):
+        theirs = sys.modules.get("numba_cuda_mlir.cuda" + module.__name__[len("numba.cuda") :])
+        if theirs is not None:
+            return theirs
+    return module
+
+
+@infer_getattr  # type: ignore[untyped-decorator]
+class _ModuleProxyAttributes(AttributeTemplate):  # type: ignore[misc]
+    """An attribute of a module seen from a chain: what the chain changed (an Overdubbed callable, a proxy, a
+    replacement) is typed as a value; what it did not, as numba-cuda-mlir types the attribute of its own module
+    of that name (``cuda.threadIdx``, typed by its module's attribute templates)."""
+
+    key = MLIRModuleProxyType
+
+    def generic_resolve(self, typ: MLIRModuleProxyType, attr: str) -> Any:
+        value, module = _seen_attribute(typ.pymod.proxy, attr)
+        if module is not None:
+            return self.context.resolve_getattr(mt.Module(_counterpart_module(module)), attr)
+        return self.context.resolve_value_type(value)
