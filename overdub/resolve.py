@@ -180,10 +180,11 @@ def _resolve_callee(
     function = bridge.python_function(callee)
     if function is not None and not bridge.numba_implements(typing_context, callee):
         return compile_callee(function, chain, typing_context, args, kws)
-    inlined = bridge.always_inlined_overload(typing_context, callee, args, kws)
+    target = cast("TargetRoot", chain[-1]).target
+    inlined = target.inlined_overload(typing_context, callee, args, kws)
     if inlined is not None:
         return compile_callee(inlined, chain, typing_context, args, kws)
-    sig, impl_key = cast("TargetRoot", chain[-1]).target.delegate(typing_context, callee, args, kws)
+    sig, impl_key = target.delegate(typing_context, callee, args, kws)
     if sig is None:
         _raise_at_call_site(MethodError(getattr(callee, "__name__", repr(callee)), argtypes))
     return sig, impl_key

@@ -176,6 +176,16 @@ class Target(Protocol):
 
         return bridge.delegate(typing_context, callee, args, kws)
 
+    def inlined_overload(
+        self, typing_context: TypingContext, callee: object, args: tuple[nt.Type, ...], kws: dict[str, nt.Type]
+    ) -> Callable[..., Any] | None:
+        """The Python implementation an ``@overload(callee, inline="always")`` gives for these argument types,
+        which overdub compiles as a callee, or None (then :meth:`delegate` types the call). By default
+        numba's (:func:`overdub.bridge.always_inlined_overload`)."""
+        from .. import bridge
+
+        return bridge.always_inlined_overload(typing_context, callee, args, kws)
+
     # -- optional: recursion ------------------------------------------------------------------------------------
     def self_call(self, sig: Signature, state: Any) -> tuple[object, object]:
         """How a method being compiled calls itself with ``sig`` (``state``: the launch state's type, passed

@@ -35,7 +35,9 @@ except ImportError as exc:  # the extra not installed
     ) from exc
 
 import numba
-import numba.cuda  # numba-cuda: the kernel language overdub decides calls on
+import numba.cuda
+import numpy as np
+from numba.core import types as nt  # numba-cuda: the kernel language overdub decides calls on
 import numba_cuda_mlir.cuda as mlir_cuda
 import numba_cuda_mlir.tools as mlir_tools
 from numba_cuda_mlir.descriptor import mlir_target
@@ -148,6 +150,10 @@ class CUDAMLIRTarget(CUDATarget):
     ) -> tuple[Any, object] | tuple[None, None]:
         """A call of what the kernel language implements: typed by numba-cuda (overdub's view) and by
         numba-cuda-mlir (its implementation of the same name, which lowering calls)."""
+        if callee is round and len(args) == 1 and not kws and isinstance(args[0], nt.Float):
+            # numba-cuda-mlir 0.6.0 rounds halves away from zero (round(2.5) == 3); Python and numba-cuda to even
+            sig, method, _ = self.compile_method(_round_half_even, typing_context, args, kws)
+            return sig, method
         sig, _ = bridge.delegate(typing_context, callee, args, kws)
         if sig is None:
             return None, None
@@ -171,6 +177,15 @@ class CUDAMLIRTarget(CUDATarget):
         except Untranslatable:
             pass  # numba-cuda's view stands for overdub's side
         return sig, MLIRBuiltin(theirs, msig)
+
+    def inlined_overload(
+        self, typing_context: Any, callee: object, args: tuple[Any, ...], kws: dict[str, Any]
+    ) -> Callable[..., Any] | None:
+        """None where numba-cuda-mlir has its own object of the name (``carray``): its implementation, not
+        numba-cuda's inlined one, whose body calls numba-cuda's intrinsics."""
+        if counterpart(callee) is not callee:
+            return None
+        return super().inlined_overload(typing_context, callee, args, kws)
 
     def compile_method(
         self, func: Callable[..., object], typing_context: object, argtypes: tuple[Any, ...], kws: dict[str, Any]
@@ -248,6 +263,11 @@ class CUDAMLIRTarget(CUDATarget):
 
     def graph_capture(self) -> GraphCapture | None:  # type: ignore[override]
         return None  # od.graph keeps this target's launches and replays them one by one
+
+
+def _round_half_even(x: Any) -> Any:
+    """``round(x)`` of a float on this target: to the nearest integer, halves to even (Python's rule)."""
+    return np.int64(mlir_cuda.libdevice.rint(x))  # a float32 widened exactly first (compiled as it is)
 
 
 def _load(ptr: Any, i: int = 0) -> Any:

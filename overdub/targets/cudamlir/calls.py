@@ -27,6 +27,7 @@ from numba_cuda_mlir.numba_cuda.typing.typeof import typeof_impl
 
 from ...bridge.proxies import _seen_attribute
 from ...resolve import OverdubCallType
+from ..cuda import _compiling_for as compiling_for
 from ...rewrite import ModuleProxy, Overdubbed
 from .translate import Untranslatable, to_mlir, to_numba
 
@@ -89,12 +90,16 @@ class MLIRCallType(mt.Callable, mt.Opaque):  # type: ignore[misc]  # numba-cuda-
             nkws = {k: to_numba(v) for k, v in kws.items()}
         except Untranslatable as exc:
             raise _refusal(self.site, str(exc)) from None
-        with target_override("cuda"):  # numba-cuda's templates answer for its own target only
+        # numba-cuda's typing, as the CUDA target types (its templates answer for their own target; its
+        # @overloads compile for the target's compute capability, not the driver's)
+        cc = getattr(self.site.chain[-1], "target").cc
+        with target_override("cuda"), compiling_for(cc):
             sig, impl_key = self.numba_type._resolved(numba_cuda_typing_context(), nargs, nkws)
         if isinstance(impl_key, (MLIRMethod, MLIRBuiltin)):
             mlir_sig = impl_key.sig
         elif impl_key is None and isinstance(self.site, OperatorSite):
-            mlir_sig = signature_to_mlir(sig)  # numba's own operator: the node is restored after typing
+            mlir_sig = signature_to_mlir(sig)  # numba's own operator: the node is restored after typing,
+            self.site.by_numba.add(tuple(mlir_sig.args))  # which reads the call's types, here numba-cuda-mlir's
         else:
             raise _refusal(self.site, f"a call resolved to {impl_key!r}, which numba-cuda-mlir cannot lower")
         self.lowerings[tuple(mlir_sig.args)] = impl_key
@@ -176,7 +181,18 @@ _COUNTERPARTS = _counterparts()
 def counterpart(value: object) -> object:
     """numba-cuda-mlir's object for the numba-cuda one ``value`` (``cuda.grid``, ``cuda.threadIdx``), or
     ``value`` itself (a builtin, ``math.sin``, a numpy function: the same object on both)."""
-    return _COUNTERPARTS.get(id(value), value)
+    found = _COUNTERPARTS.get(id(value))
+    if found is not None:
+        return found
+    module, qualname = getattr(value, "__module__", None), getattr(value, "__qualname__", None)
+    if not isinstance(module, str) or not isinstance(qualname, str) or "<locals>" in qualname:
+        return value
+    if module != "numba.cuda" and not module.startswith("numba.cuda."):
+        return value
+    theirs: object = sys.modules.get("numba_cuda_mlir.numba_cuda" + module[len("numba.cuda") :])
+    for part in qualname.split("."):  # numba.cuda.np.numpy_support.carray: the same path there
+        theirs = getattr(theirs, part, None)
+    return value if theirs is None else theirs
 
 
 _typeof_class = typeof_impl.dispatch(type)

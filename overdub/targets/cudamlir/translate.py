@@ -12,10 +12,13 @@ which the target turns into a message naming the type: never a type of another m
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from numba.core import types as nt
 from numba_cuda_mlir.numba_cuda import types as mt
+
+from ...types import PtrType
 
 __all__ = ["Untranslatable", "to_mlir", "to_numba", "signature_to_mlir", "signature_to_numba"]
 
@@ -54,11 +57,37 @@ def _convert(t: Any, side: Any, scalars: dict[object, object], back: Any) -> Any
         return side.Omitted(t.value)
     if name == "StarArgTuple":
         return side.StarArgTuple(tuple(convert(item) for item in t.types))
-    if name in ("CPointer", "PtrType"):  # overdub's typed pointer is a numba CPointer
-        return side.CPointer(convert(t.dtype))
+    if name in ("CPointer", "PtrType"):  # numba-cuda-mlir's pointers are overdub's typed pointers
+        return side.CPointer(convert(t.dtype)) if side is mt else PtrType(convert(t.dtype))
     if name == "UnicodeType":
         return side.unicode_type
+    if name == "NumberClass":
+        return side.NumberClass(convert(t.instance_type))
+    same = _same_class(t, side)
+    if same is not None:
+        return same
     raise Untranslatable(f"the type {t} has no counterpart in {'numba-cuda-mlir' if side is mt else 'numba'}")
+
+
+# where the two keep the kernel language's own types (Dim3, GridGroup): numba-cuda's, numba-cuda-mlir's
+_HOMES = {"numba_cuda_mlir.numba_cuda.types": ("numba.cuda.types", "numba.core.types"), "numba": ("numba_cuda_mlir.numba_cuda.types",)}
+
+
+def _same_class(t: Any, side: Any) -> Any:
+    """A type of no parameters (numba-cuda's ``Dim3``) as the class of the same name and module on the other
+    side makes it, or None."""
+    module = type(t).__module__
+    home = "numba_cuda_mlir.numba_cuda.types" if module.startswith("numba_cuda_mlir.") else "numba"
+    tail = module.split(".types", 1)[1] if ".types" in module else ""
+    for prefix in _HOMES[home]:
+        cls = getattr(sys.modules.get(prefix + tail), type(t).__name__, None)
+        if isinstance(cls, type):
+            try:
+                made = cls()
+            except TypeError:  # it takes parameters: not translated by its name alone
+                return None
+            return made if str(made) == str(t) else None
+    return None
 
 
 def to_mlir(t: Any) -> Any:
