@@ -152,9 +152,6 @@ def typeof_struct_class(cls: type, c: object) -> StructClassType:
 typeof_impl.register(LatticeMeta)(typeof_struct_class)
 
 
-typeof_impl.register(LatticeMeta)(typeof_struct_class)
-
-
 register_model(StructClassType)(models.OpaqueModel)
 
 

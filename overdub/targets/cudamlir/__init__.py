@@ -43,9 +43,7 @@ import numba_cuda_mlir.tools as mlir_tools
 from numba_cuda_mlir.descriptor import mlir_target
 
 from ... import bridge, operators
-from ...bridge.structs import typeof_struct_class
 from ...rewrite import keep_as_is
-from ...types import LatticeMeta
 from ...intrinsics import cuprintln, unsafe_load, unsafe_store
 from ...roots import TargetRoot
 from ...runtime import runtime
@@ -84,14 +82,12 @@ def _compiling_for(cc: tuple[int | str, ...]) -> Iterator[None]:
 
 def _join_pipeline() -> None:
     """numba-cuda-mlir internals: its front end's own IR modules and rewrite registry run overdub's operator
-    passes (a context's overdub of ``+`` reaches its kernels); its typeof types struct classes; its
-    ``literal_unroll`` stays itself in compiled code, as numba's does."""
+    passes (a context's overdub of ``+`` reaches its kernels); its ``literal_unroll`` stays itself in
+    compiled code, as numba's does."""
     from numba_cuda_mlir.numba_cuda.core import errors, ir, rewrites
     from numba_cuda_mlir.numba_cuda.misc.special import literal_unroll
-    from numba_cuda_mlir.numba_cuda.typing.typeof import typeof_impl
 
     operators.join_pipeline(rewrites, ir, errors)
-    typeof_impl.register(LatticeMeta)(typeof_struct_class)
     keep_as_is(literal_unroll)
 
 

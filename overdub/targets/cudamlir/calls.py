@@ -12,6 +12,7 @@ module), what numba-cuda implements is numba-cuda-mlir's implementation of the s
 
 from __future__ import annotations
 
+import inspect
 import sys
 import types as pytypes
 import weakref
@@ -20,16 +21,20 @@ from typing import Any
 
 from numba.core import types as nt
 from numba.core.target_extension import target_override
+import numba_cuda_mlir.cuda as mlir_cuda
 from numba_cuda_mlir.descriptor import mlir_target
 from numba_cuda_mlir.numba_cuda import types as mt
 from numba_cuda_mlir.numba_cuda.typing.templates import AttributeTemplate, infer_getattr
+from numba_cuda_mlir.numba_cuda.typing.templates import signature as mlir_signature
 from numba_cuda_mlir.numba_cuda.typing.typeof import typeof_impl
 
+from ... import bridge
 from ...bridge.proxies import _seen_attribute
+from ...types import LatticeMeta, StructType
 from ...resolve import OverdubCallType
 from ..cuda import _compiling_for as compiling_for
 from ...rewrite import ModuleProxy, Overdubbed
-from .translate import Untranslatable, to_mlir, to_numba
+from .translate import Untranslatable, shadow, to_mlir, to_numba
 
 __all__ = ["MLIRMethod", "MLIRBuiltin", "MLIRCallType", "numba_cuda_typing_context"]
 
@@ -68,14 +73,8 @@ class MLIRCallType(mt.Callable, mt.Opaque):  # type: ignore[misc]  # numba-cuda-
     def __init__(self, site: Overdubbed) -> None:
         self.site = site
         self.numba_type = OverdubCallType(site)
-        self.lowerings: dict[tuple[object, ...], MLIRMethod | MLIRBuiltin | None] = {}
         super().__init__(name=f"mlir-{self.numba_type.name}")
-        lowerings = self.lowerings
-
-        def lower_call(lower: Any, target: Any, args: list[Any], kws: list[Any]) -> None:
-            _lower_call(lowerings, lower, target, args, kws)
-
-        mlir_target.target_context.insert_func_defn([(lower_call, site, (mt.VarArg(mt.Any),))])
+        self.lowerings = _lowered_by_key(site)
 
     @property
     def key(self) -> Overdubbed:
@@ -129,6 +128,19 @@ def _typeof_overdubbed(value: Overdubbed, c: object) -> MLIRCallType:
     return found
 
 
+def _lowered_by_key(key: object) -> dict[tuple[object, ...], MLIRMethod | MLIRBuiltin | None]:
+    """numba-cuda-mlir's lowering of calls of ``key`` (an Overdubbed callee, a struct class): registered with
+    its target context, it lowers each call as the typing of its argument types resolved it, recorded in the
+    dict returned."""
+    lowerings: dict[tuple[object, ...], MLIRMethod | MLIRBuiltin | None] = {}
+
+    def lower_call(lower: Any, target: Any, args: list[Any], kws: list[Any]) -> None:
+        _lower_call(lowerings, lower, target, args, kws)
+
+    mlir_target.target_context.insert_func_defn([(lower_call, key, (mt.VarArg(mt.Any),))])
+    return lowerings
+
+
 def _lower_call(
     lowerings: dict[tuple[object, ...], MLIRMethod | MLIRBuiltin | None],
     lower: Any,
@@ -150,6 +162,84 @@ def _lower_call(
         builder(lower, target, args, kws)
         return
     raise NotImplementedError(f"no lowering recorded for a call with {argtypes}")
+
+
+class MLIRStructClassType(mt.Callable, mt.Opaque):  # type: ignore[misc]  # numba-cuda-mlir's types are untyped
+    """numba-cuda-mlir's type of a struct class read in a kernel: calling it makes a value. The class binds and
+    types the call as on every target (``__overdub_bind__``, on numba's types); the value is made by a device
+    function building the struct's named tuple from the fields, each converted to its type."""
+
+    def __init__(self, cls: type) -> None:
+        self.cls = cls
+        super().__init__(name=f"mlir-class({cls.__qualname__})")
+        self.lowerings = _lowered_by_key(cls)
+
+    @property
+    def key(self) -> type:
+        return self.cls
+
+    def get_call_type(self, context: Any, args: Any, kws: Any) -> Any:
+        bind = getattr(self.cls, "__overdub_bind__", None)
+        if bind is None:
+            raise TypeError(f"{self.cls.__qualname__} is an abstract type: it has no values")
+        try:
+            nargs = tuple(bridge.unliteral(to_numba(a)) for a in args)
+            nkws = {k: bridge.unliteral(to_numba(v)) for k, v in kws.items()}
+        except Untranslatable as exc:
+            raise TypeError(f"{self.cls.__qualname__}: the cuda-mlir target cannot make this value: {exc}") from None
+        struct_type, _ = bind(nargs, nkws)  # raises TypeError naming the field that does not convert
+        maker = _maker(struct_type)
+        folded, pysig = bridge.fold_call(maker.py_func, nargs, nkws)
+        cres = maker.compile_device(tuple(to_mlir(t) for t in folded))
+        # the maker returns the fields as a tuple; the call's value is the struct's named tuple (the same values)
+        sig = mlir_signature(to_mlir(struct_type), *cres.signature.args).replace(pysig=pysig)
+        method = MLIRMethod(maker, sig)
+        self.lowerings[tuple(sig.args)] = self.lowerings[tuple(args)] = method
+        return sig
+
+    def get_call_signatures(self) -> tuple[list[Any], bool]:
+        return [], True
+
+    def get_impl_key(self, sig: Any) -> object:
+        return self.cls
+
+
+_class_types: weakref.WeakKeyDictionary[type, MLIRStructClassType] = weakref.WeakKeyDictionary()
+
+
+def _typeof_struct_class(cls: type, c: object) -> MLIRStructClassType:
+    found = _class_types.get(cls)
+    if found is None:
+        found = _class_types.setdefault(cls, MLIRStructClassType(cls))
+    return found
+
+
+def _maker(struct_type: StructType) -> Any:
+    """The device function making a value of ``struct_type`` from its fields (the class's parameters, with
+    their defaults): the tuple of them, each converted to the field's type (numba-cuda-mlir 0.6.0 lowers no call
+    of a named-tuple class); one per struct type, kept on its shadow class."""
+    made = shadow(struct_type)
+    found = made.__dict__.get("maker")
+    if found is not None:
+        return found
+    spec: inspect.Signature = getattr(struct_type.cls, "__overdub_spec__").signature  # the fields, their defaults
+    names = [name for name, _ in struct_type.fields]
+    namespace: dict[str, object] = {}
+    converted = []
+    for i, (name, ftype) in enumerate(struct_type.fields):
+        if isinstance(ftype, StructType):
+            converted.append(name)  # bind checked it is a value of that very struct
+        else:
+            namespace[f"_t{i}"] = to_mlir(ftype)
+            converted.append(f"_t{i}({name})")
+    source = f"def make({', '.join(names)}):\n    return ({', '.join(converted)},)\n"
+    exec(compile(source, f"<overdub: making a {struct_type.name} on cuda-mlir>", "exec"), namespace)
+    make = namespace["make"]
+    defaults = [p.default for p in spec.parameters.values() if p.default is not inspect.Parameter.empty]
+    make.__defaults__ = tuple(defaults) or None  # type: ignore[attr-defined]
+    found = mlir_cuda.jit(device=True)(make)
+    type.__setattr__(made, "maker", found)
+    return found
 
 
 def _counterparts() -> dict[int, object]:
@@ -282,3 +372,6 @@ class _ModuleProxyAttributes(AttributeTemplate):  # type: ignore[misc]
         if module is not None:
             return self.context.resolve_getattr(mt.Module(_counterpart_module(module)), attr)
         return self.context.resolve_value_type(value)
+
+
+typeof_impl.register(LatticeMeta)(_typeof_struct_class)

@@ -6,19 +6,22 @@ types, as on the other targets; this module translates what crosses between the 
 call numba-cuda-mlir is typing (to numba's, for dispatch), and the signatures overdub answers (to its own).
 
 A type is translated by its structure: numbers, booleans and ``none`` by name; arrays, tuples, named tuples,
-literals, ``Omitted`` and pointers by their parts. A type with no counterpart raises :class:`Untranslatable`,
+literals, ``Omitted`` and pointers by their parts; a struct as a named tuple of its *shadow*, a named-tuple class
+standing for the struct class (:func:`shadow`). A type with no counterpart raises :class:`Untranslatable`,
 which the target turns into a message naming the type: never a type of another meaning.
 """
 
 from __future__ import annotations
 
+import collections
+import re
 import sys
 from typing import Any
 
 from numba.core import types as nt
 from numba_cuda_mlir.numba_cuda import types as mt
 
-from ...types import PtrType
+from ...types import PtrType, StructType
 
 __all__ = ["Untranslatable", "to_mlir", "to_numba", "signature_to_mlir", "signature_to_numba"]
 
@@ -50,7 +53,12 @@ def _convert(t: Any, side: Any, scalars: dict[object, object], back: Any) -> Any
     if name == "Tuple":
         return side.Tuple(tuple(convert(item) for item in t.types))
     if name in ("NamedUniTuple", "NamedTuple"):
+        struct_type = getattr(t.instance_class, "__overdub_struct_type__", None)
+        if struct_type is not None and side is nt:  # a struct's value, as numba-cuda-mlir holds it
+            return struct_type
         return side.NamedTuple(tuple(convert(item) for item in t.types), t.instance_class)
+    if name == "StructType" and side is mt:
+        return side.NamedTuple(tuple(convert(ftype) for _, ftype in t.fields), shadow(t))
     if name in ("IntegerLiteral", "BooleanLiteral", "StringLiteral"):
         return getattr(side, name)(t.literal_value)
     if name == "Omitted":
@@ -88,6 +96,21 @@ def _same_class(t: Any, side: Any) -> Any:
                 return None
             return made if str(made) == str(t) else None
     return None
+
+
+def shadow(struct_type: StructType) -> type:
+    """The named-tuple class standing for a struct class on this target (its name, its fields): numba-cuda-mlir
+    holds a struct's value as a named tuple of it, reads its fields by name, passes it to kernels field by
+    field."""
+    cls = struct_type.cls
+    found: type | None = cls.__dict__.get("__overdub_mlir_shadow__")  # kept on the class: it dies with it
+    if found is None:
+        name = re.sub(r"\W", "_", cls.__name__)  # Dual[float32] -> Dual_float32_: an identifier
+        found = collections.namedtuple(name, [field for field, _ in struct_type.fields])  # type: ignore[misc]  # a dynamic named tuple
+        found.__qualname__ = cls.__qualname__
+        found.__overdub_struct_type__ = struct_type  # type: ignore[attr-defined]
+        type.__setattr__(cls, "__overdub_mlir_shadow__", found)
+    return found
 
 
 def to_mlir(t: Any) -> Any:
