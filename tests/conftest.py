@@ -46,6 +46,32 @@ def cupy():
     return pytest.importorskip("cupy")
 
 
+def _mlir_installed() -> bool:
+    try:
+        import numba_cuda_mlir  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+@pytest.fixture(
+    params=[
+        "numba-cuda",
+        pytest.param(
+            "numba-cuda-mlir",
+            marks=pytest.mark.skipif(not _mlir_installed(), reason="numba-cuda-mlir not installed: overdub[mlir]"),
+        ),
+    ]
+)
+def cuda_compiler(request, monkeypatch):
+    """Each CUDA compiler in turn as what ``target="cuda"`` compiles with (``OVERDUB_CUDA_COMPILER``): a test
+    taking it runs on numba-cuda and on numba-cuda-mlir (the cuda-mlir target)."""
+    from overdub import settings
+
+    monkeypatch.setattr(settings.CUDA_COMPILER, "process_value", request.param)
+    return request.param
+
+
 @pytest.fixture
 def make_module(tmp_path):
     """``make_module(*sources)``: a fresh module (unique name, so its generic functions are its own) of the

@@ -16,7 +16,7 @@ import overdub as od
 from helpers import CALLS_F_OF_X, NUMBA_CALLEES, SEED, WRITES_ONE, method_f
 
 
-def test_seed_kernel_ptx_targets_sm90_and_calls_vprintf(make_module):
+def test_seed_kernel_ptx_targets_sm90_and_calls_vprintf(make_module, cuda_compiler):
     m = make_module(SEED, prefix="seed_ptx")
     ptx = od.code_ptx(m.kernel, od.Ptr[od.int64], cc=(9, 0))
     assert ".target sm_90" in ptx
@@ -50,7 +50,7 @@ def _strings(ptx: str) -> str:
     return "\n".join(found)
 
 
-def test_seed_kernel_ptx_changes_after_redefinition(make_module):
+def test_seed_kernel_ptx_changes_after_redefinition(make_module, cuda_compiler):
     m = make_module(SEED, prefix="seed_ptx_redefined")
     before = od.code_ptx(m.kernel, od.Ptr[od.int64])
     m.run(SEED.replace("print(1)", "print(2)").split("def kernel")[0])
@@ -58,7 +58,7 @@ def test_seed_kernel_ptx_changes_after_redefinition(make_module):
     assert before != after
 
 
-def test_generic_device_method_dispatches_on_argument_type_in_ptx(make_module):
+def test_generic_device_method_dispatches_on_argument_type_in_ptx(make_module, cuda_compiler):
     m = make_module(
         """
         from numba import cuda
@@ -85,7 +85,7 @@ def test_generic_device_method_dispatches_on_argument_type_in_ptx(make_module):
     assert "shl.b64" in i64
 
 
-def test_cuda_idiom_lowers_to_special_registers_barriers_shared_memory_and_atomics(make_module):
+def test_cuda_idiom_lowers_to_special_registers_barriers_shared_memory_and_atomics(make_module, cuda_compiler):
     m = make_module(
         """
         import math
@@ -108,7 +108,7 @@ def test_cuda_idiom_lowers_to_special_registers_barriers_shared_memory_and_atomi
         assert needle in ptx, needle
 
 
-def test_context_overdub_changes_the_generated_code(make_module):
+def test_context_overdub_changes_the_generated_code(make_module, cuda_compiler):
     m = make_module(
         """
         import math
@@ -204,7 +204,7 @@ def test_numba_cuda_intrinsics_libdevice_fp16_and_grid_groups_compile_to_ptx_wit
 CALLS_NUMBA_CALLEES = NUMBA_CALLEES + "\n\ndef kernel(out, x):\n    out[0] = twice(x) + plus_one(x)\n"
 
 
-def test_njit_and_cuda_device_function_callees_compile_to_ptx_without_a_gpu(make_module):
+def test_njit_and_cuda_device_function_callees_compile_to_ptx_without_a_gpu(make_module, cuda_compiler):
     m = make_module(CALLS_NUMBA_CALLEES)
     ptx = od.code_ptx(m.kernel, ARRAY, types.float64)
     assert ".visible .entry" in ptx
@@ -212,7 +212,7 @@ def test_njit_and_cuda_device_function_callees_compile_to_ptx_without_a_gpu(make
     assert any("twice" in e for e in edges) and any("plus_one" in e for e in edges)
 
 
-def test_a_redefined_njit_callee_is_an_edge(make_module):
+def test_a_redefined_njit_callee_is_an_edge(make_module, cuda_compiler):
     m = make_module(CALLS_NUMBA_CALLEES)
     before = od.code_ptx(m.kernel, ARRAY, types.float64)
     m.run("""
@@ -232,7 +232,7 @@ def test_njit_and_cuda_device_function_callees_run_on_the_cpu_target(make_module
     assert out[0] == 10.0
 
 
-def test_a_context_can_overdub_a_function_numba_cuda_implements(make_module):
+def test_a_context_can_overdub_a_function_numba_cuda_implements(make_module, cuda_compiler):
     m = make_module("""
         import overdub as od
         from numba.cuda import libdevice

@@ -25,7 +25,7 @@ def test_seed_scenario_prints_1_then_2_on_the_gpu():
     assert result.stdout == "1\n2\n"
 
 
-def test_seed_scenario_in_process_captured_at_fd_level(cupy, capfd, make_module):
+def test_seed_scenario_in_process_captured_at_fd_level(cupy, capfd, make_module, cuda_compiler):
     m = make_module(SEED, prefix="gpu_seed")
     arr = cupy.ones(1, dtype=np.int64)
     od.cuda(m.kernel, od.pointer(arr), target="cuda")
@@ -36,7 +36,7 @@ def test_seed_scenario_in_process_captured_at_fd_level(cupy, capfd, make_module)
     assert int(arr[0]) == 0
 
 
-def test_plain_function_callee_redefined(cupy, make_module):
+def test_plain_function_callee_redefined(cupy, make_module, cuda_compiler):
     m = make_module(
         """
         def f(x):
@@ -57,7 +57,7 @@ def test_plain_function_callee_redefined(cupy, make_module):
     assert int(a[0]) == 101
 
 
-def test_global_constant_rebound(cupy, make_module):
+def test_global_constant_rebound(cupy, make_module, cuda_compiler):
     m = make_module(
         """
         N = 3
@@ -74,7 +74,7 @@ def test_global_constant_rebound(cupy, make_module):
     assert int(a[0]) == 7
 
 
-def test_chain_with_leaf_redefined(cupy, make_module):
+def test_chain_with_leaf_redefined(cupy, make_module, cuda_compiler):
     m = make_module(
         """
         import overdub as od
@@ -105,7 +105,7 @@ def test_chain_with_leaf_redefined(cupy, make_module):
     assert int(out[0]) == 28
 
 
-def test_more_specific_method_and_selective_invalidation(cupy, make_module):
+def test_more_specific_method_and_selective_invalidation(cupy, make_module, cuda_compiler):
     m = make_module(
         """
         import overdub as od
@@ -137,7 +137,7 @@ def test_more_specific_method_and_selective_invalidation(cupy, make_module):
     assert od.stats()["compiles"] == compiles + 1 and int(out[0]) == 2
 
 
-def test_overdub_added_after_compilation(cupy, make_module):
+def test_overdub_added_after_compilation(cupy, make_module, cuda_compiler):
     m = make_module(
         """
         import math
@@ -160,7 +160,7 @@ def test_overdub_added_after_compilation(cupy, make_module):
     assert float(out[0]) == 42.0
 
 
-def test_grid_indexing_over_several_blocks(cupy, make_module):
+def test_grid_indexing_over_several_blocks(cupy, make_module, cuda_compiler):
     m = make_module(
         """
         from numba import cuda
@@ -177,7 +177,7 @@ def test_grid_indexing_over_several_blocks(cupy, make_module):
     assert (a.get() == np.arange(1000) * 2).all()
 
 
-def test_shared_memory_block_reduction(cupy, make_module):
+def test_shared_memory_block_reduction(cupy, make_module, cuda_compiler):
     m = make_module(
         """
         import numba
@@ -233,7 +233,7 @@ def test_dynamic_shared_memory_from_shmem(cupy, make_module):
     assert (out.get() == np.arange(64)[::-1]).all()
 
 
-def test_atomics_accumulate_across_the_grid(cupy, make_module):
+def test_atomics_accumulate_across_the_grid(cupy, make_module, cuda_compiler):
     m = make_module(
         """
         from numba import cuda
@@ -248,7 +248,7 @@ def test_atomics_accumulate_across_the_grid(cupy, make_module):
     assert int(out[0]) == 32 * 128
 
 
-def test_pointer_indexing_and_unsafe_load(cupy, make_module):
+def test_pointer_indexing_and_unsafe_load(cupy, make_module, cuda_compiler):
     m = make_module(
         """
         from numba import cuda
@@ -354,7 +354,7 @@ def test_threads_launching_while_another_redefines(cupy, make_module):
     assert int(a[0]) == 5
 
 
-def test_two_argument_dispatch_and_ambiguity_at_launch(cupy, make_module):
+def test_two_argument_dispatch_and_ambiguity_at_launch(cupy, make_module, cuda_compiler):
     m = make_module(TWO_ARGS, prefix="gpu_ambiguity")
     out = cupy.zeros(1, dtype=np.int64)
     od.cuda(m.kernel, out, 1, 2.5, target="cuda")
@@ -378,7 +378,7 @@ def test_method_error_names_function_types_and_candidates_on_the_gpu(cupy, make_
     assert "no method matching f(float64)" in message and "f(x: Integer)" in message
 
 
-def test_context_inheritance_and_a_library_extending_cuda(cupy, make_module):
+def test_context_inheritance_and_a_library_extending_cuda(cupy, make_module, cuda_compiler):
     m = make_module(
         """
         import overdub as od

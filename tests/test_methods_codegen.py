@@ -118,7 +118,7 @@ def test_operators_reach_no_table_while_every_table_of_them_is_empty(reroute):
     assert not any(edge.startswith("rshift(") for edge in edges)
 
 
-def test_a_method_on_operator_add_for_pointers_compiles_to_ptx_without_a_gpu(make_module):
+def test_a_method_on_operator_add_for_pointers_compiles_to_ptx_without_a_gpu(make_module, cuda_compiler):
     m = make_module(
         """
         import operator
@@ -138,7 +138,7 @@ def test_a_method_on_operator_add_for_pointers_compiles_to_ptx_without_a_gpu(mak
     assert ".visible .entry" in ptx and "add.f32" in ptx
 
 
-def test_a_context_overdub_of_getitem_shows_in_the_ptx():
+def test_a_context_overdub_of_getitem_shows_in_the_ptx(cuda_compiler):
     ctx = od.Context("ptx_getitem")
 
     @ctx.overdub(operator.getitem)
@@ -153,7 +153,7 @@ def test_a_context_overdub_of_getitem_shows_in_the_ptx():
     assert "mul.f32" in overdubbed and "mul.f32" not in plain
 
 
-def test_struct_dunders_compile_to_ptx_without_a_gpu(make_module):
+def test_struct_dunders_compile_to_ptx_without_a_gpu(make_module, cuda_compiler):
     from test_methods import DUAL
 
     m = make_module(DUAL, prefix="dual_ptx")

@@ -657,7 +657,7 @@ def test_ptx_loads_and_stores_struct_array_elements_at_their_field_offsets(m):
     assert re.search(r"st\.global\.u8\s+\[%rd\d+\+16\]", ptx)  # rings[0].filled
 
 
-def test_ptx_dispatches_on_the_parameter_of_a_parametric_struct(m):
+def test_ptx_dispatches_on_the_parameter_of_a_parametric_struct(m, cuda_compiler):
     m.run("""
         def k(out, x):
             out[0] = which_dual(Dual(x, x)) * 1000 + 7

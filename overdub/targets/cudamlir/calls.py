@@ -17,24 +17,25 @@ import sys
 import types as pytypes
 import weakref
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from numba.core import types as nt
 from numba.core.target_extension import target_override
-import numba_cuda_mlir.cuda as mlir_cuda
 from numba_cuda_mlir.descriptor import mlir_target
-from numba_cuda_mlir.numba_cuda import types as mt
 from numba_cuda_mlir.numba_cuda.typing.templates import AttributeTemplate, infer_getattr
 from numba_cuda_mlir.numba_cuda.typing.templates import signature as mlir_signature
 from numba_cuda_mlir.numba_cuda.typing.typeof import typeof_impl
 
 from ... import bridge
 from ...bridge.proxies import _seen_attribute
-from ...types import LatticeMeta, StructType
 from ...resolve import OverdubCallType
-from ..cuda import _compiling_for as compiling_for
 from ...rewrite import ModuleProxy, Overdubbed
-from .translate import Untranslatable, shadow, to_mlir, to_numba
+from ...types import LatticeMeta, StructType
+from ..cuda import _compiling_for as compiling_for
+from .translate import Untranslatable, mlir_cuda, mt, shadow, to_mlir, to_numba
+
+if TYPE_CHECKING:
+    from ...roots import TargetRoot
 
 __all__ = ["MLIRMethod", "MLIRBuiltin", "MLIRCallType", "numba_cuda_typing_context"]
 
@@ -59,7 +60,7 @@ class MLIRBuiltin:
 def numba_cuda_typing_context() -> Any:
     """The typing context overdub decides calls with on this target: numba-cuda's, as on the CUDA target (the
     kernel language's placeholders are numba-cuda's own objects)."""
-    from numba.cuda.descriptor import cuda_target  # type: ignore[import-not-found]
+    from numba.cuda.descriptor import cuda_target
 
     context = cuda_target.typing_context
     context.refresh()  # its registries installed (a no-op once they are)
@@ -91,8 +92,8 @@ class MLIRCallType(mt.Callable, mt.Opaque):  # type: ignore[misc]  # numba-cuda-
             raise _refusal(self.site, str(exc)) from None
         # numba-cuda's typing, as the CUDA target types (its templates answer for their own target; its
         # @overloads compile for the target's compute capability, not the driver's)
-        cc = getattr(self.site.chain[-1], "target").cc
-        with target_override("cuda"), compiling_for(cc):
+        cc = cast(Any, cast("TargetRoot", self.site.chain[-1]).target).cc
+        with target_override("cuda"), compiling_for(cc):  # type: ignore[no-untyped-call]  # numba's is unannotated
             sig, impl_key = self.numba_type._resolved(numba_cuda_typing_context(), nargs, nkws)
         if isinstance(impl_key, (MLIRMethod, MLIRBuiltin)):
             mlir_sig = impl_key.sig
@@ -222,7 +223,7 @@ def _maker(struct_type: StructType) -> Any:
     found = made.__dict__.get("maker")
     if found is not None:
         return found
-    spec: inspect.Signature = getattr(struct_type.cls, "__overdub_spec__").signature  # the fields, their defaults
+    spec: inspect.Signature = cast(Any, struct_type.cls).__overdub_spec__.signature  # the fields, their defaults
     names = [name for name, _ in struct_type.fields]
     namespace: dict[str, object] = {}
     converted = []
@@ -359,7 +360,7 @@ def _counterpart_module(module: pytypes.ModuleType) -> pytypes.ModuleType:
     return module
 
 
-@infer_getattr  # type: ignore[untyped-decorator]
+@infer_getattr
 class _ModuleProxyAttributes(AttributeTemplate):  # type: ignore[misc]
     """An attribute of a module seen from a chain: what the chain changed (an Overdubbed callable, a proxy, a
     replacement) is typed as a value; what it did not, as numba-cuda-mlir types the attribute of its own module

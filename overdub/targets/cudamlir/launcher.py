@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any
 from numba.np.numpy_support import as_dtype
 
 from ...intrinsics import Pointer
-from ...types import StructType
 from ...launchconfig import stream_handle
+from ...types import StructType
 from .. import launchfn
 from .translate import shadow
 

@@ -14,14 +14,19 @@ which the target turns into a message naming the type: never a type of another m
 from __future__ import annotations
 
 import collections
+import importlib
 import re
 import sys
 from typing import Any
 
 from numba.core import types as nt
-from numba_cuda_mlir.numba_cuda import types as mt
 
 from ...types import PtrType, StructType
+
+# numba-cuda-mlir's types module and kernel language, as Any: its partial annotations (its .pyi stubs) are not
+# what overdub checks against
+mt: Any = importlib.import_module("numba_cuda_mlir.numba_cuda.types")
+mlir_cuda: Any = importlib.import_module("numba_cuda_mlir.cuda")
 
 __all__ = ["Untranslatable", "to_mlir", "to_numba", "signature_to_mlir", "signature_to_numba"]
 
@@ -31,10 +36,26 @@ class Untranslatable(TypeError):
 
 
 # the scalar types both sides name alike
-_SCALARS = (
-    "boolean int8 int16 int32 int64 uint8 uint16 uint32 uint64 float16 float32 float64 complex64 complex128 "
-    "none void intp uintp"
-).split()
+_SCALARS = [
+    "boolean",
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "uint8",
+    "uint16",
+    "uint32",
+    "uint64",
+    "float16",
+    "float32",
+    "float64",
+    "complex64",
+    "complex128",
+    "none",
+    "void",
+    "intp",
+    "uintp",
+]
 _TO_MLIR: dict[object, object] = {getattr(nt, name): getattr(mt, name) for name in _SCALARS}
 _TO_NUMBA: dict[object, object] = {value: key for key, value in _TO_MLIR.items()}
 
@@ -78,7 +99,10 @@ def _convert(t: Any, side: Any, scalars: dict[object, object], back: Any) -> Any
 
 
 # where the two keep the kernel language's own types (Dim3, GridGroup): numba-cuda's, numba-cuda-mlir's
-_HOMES = {"numba_cuda_mlir.numba_cuda.types": ("numba.cuda.types", "numba.core.types"), "numba": ("numba_cuda_mlir.numba_cuda.types",)}
+_HOMES = {
+    "numba_cuda_mlir.numba_cuda.types": ("numba.cuda.types", "numba.core.types"),
+    "numba": ("numba_cuda_mlir.numba_cuda.types",),
+}
 
 
 def _same_class(t: Any, side: Any) -> Any:
@@ -106,10 +130,12 @@ def shadow(struct_type: StructType) -> type:
     found: type | None = cls.__dict__.get("__overdub_mlir_shadow__")  # kept on the class: it dies with it
     if found is None:
         name = re.sub(r"\W", "_", cls.__name__)  # Dual[float32] -> Dual_float32_: an identifier
-        found = collections.namedtuple(name, [field for field, _ in struct_type.fields])  # type: ignore[misc]  # a dynamic named tuple
-        found.__qualname__ = cls.__qualname__
-        found.__overdub_struct_type__ = struct_type  # type: ignore[attr-defined]
-        type.__setattr__(cls, "__overdub_mlir_shadow__", found)
+        named_tuple: Any = collections.namedtuple  # a class made at run time, which mypy does not follow
+        made = named_tuple(name, [field for field, _ in struct_type.fields])
+        made.__qualname__ = cls.__qualname__
+        made.__overdub_struct_type__ = struct_type
+        type.__setattr__(cls, "__overdub_mlir_shadow__", made)
+        found = made
     return found
 
 
@@ -134,5 +160,5 @@ def signature_to_mlir(sig: Any) -> Any:
 def signature_to_numba(sig: Any) -> Any:
     from numba.core.typing.templates import signature
 
-    translated = signature(to_numba(sig.return_type), *(to_numba(a) for a in sig.args))
+    translated = signature(to_numba(sig.return_type), *(to_numba(a) for a in sig.args))  # type: ignore[no-untyped-call]  # numba's is unannotated
     return translated.replace(pysig=sig.pysig) if sig.pysig is not None else translated
