@@ -163,7 +163,7 @@ def test_each_target_provides_the_target_interface_and_its_name_is_what_users_pa
 
     members = [name for name in vars(targets.Target) if not name.startswith("_")]
     members += list(targets.Target.__annotations__)
-    for name in ("cpu", "cuda"):
+    for name in ("cpu", "cuda", "cuda-mlir"):
         target = targets.get_target(name)
         assert target.name == name
         assert [m for m in members if not hasattr(target, m)] == []
@@ -238,14 +238,15 @@ def test_a_registered_target_is_found_by_name_and_holds_its_memory():
 
     from overdub.targets import registry
 
-    assert [entry.name for entry in registry.entries()][:2] == ["cpu", "cuda"]
+    assert [entry.name for entry in registry.entries()][:3] == ["cpu", "cuda", "cuda-mlir"]
     assert registry.holding(np.zeros(1)).name == "cpu"
 
     class DeviceArray:
         __cuda_array_interface__ = None  # the protocol's attribute, read by name
 
-    assert registry.holding(DeviceArray()).name == "cuda"
-    with pytest.raises(ValueError, match="unknown target 'tpu': use 'cpu' or 'cuda'"):
+    assert registry.holding(DeviceArray()).name == "cuda"  # device memory is the CUDA target's, either compiler
+    assert registry.entry("cuda-mlir").base is registry.CUDA  # a compiler of the CUDA target: its context
+    with pytest.raises(ValueError, match="unknown target 'tpu': use 'cpu', 'cuda' or 'cuda-mlir'"):
         registry.entry("tpu")
     with pytest.raises(ValueError, match="registered already"):
         registry.register("cpu", "CPU2", "overdub.targets.cpu", lambda value: True)

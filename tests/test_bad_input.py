@@ -164,7 +164,7 @@ def test_a_kernel_that_returns_a_value_is_rejected_on_every_target():
 
 def test_an_unknown_overdub_target_names_the_environment_variable(monkeypatch):
     monkeypatch.setenv("OVERDUB_TARGET", "bogus")
-    with pytest.raises(ValueError, match="OVERDUB_TARGET is 'bogus': set it to 'cpu' or 'cuda'"):
+    with pytest.raises(ValueError, match="OVERDUB_TARGET is 'bogus': set it to 'cpu', 'cuda' or 'cuda-mlir'"):
         targets.default_target()
 
 

@@ -1,7 +1,8 @@
 """Compilation targets: a registry of them, and what each provides to the driver.
 
 Each target is one package under ``targets/`` -- ``cpu/`` (numba's machine code, a grid run on every core),
-``cuda/`` (numba-cuda's PTX, loaded by the driver) -- implementing :class:`Target` (:mod:`.interface`, where
+``cuda/`` (numba-cuda's PTX, loaded by the driver), ``cudamlir/`` (the CUDA target with numba-cuda-mlir as its
+compiler, installed with the ``mlir`` extra) -- implementing :class:`Target` (:mod:`.interface`, where
 the optional hooks have their defaults), and one entry of :mod:`.registry`, which gives it its name (what
 users pass: ``od.cuda(..., target="cuda")``), its own context (``od.CUDA``) and the memory it holds. The
 driver calls ``compile_method`` while numba types a caller (:mod:`overdub.instances`) and ``compile_kernel``

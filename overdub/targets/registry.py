@@ -111,7 +111,7 @@ def entries() -> tuple[TargetEntry, ...]:
 
 
 def names() -> str:
-    """The registered targets' names as a message lists them: ``'cpu' or 'cuda'``."""
+    """The registered targets' names as a message lists them: ``'cpu', 'cuda' or 'cuda-mlir'``."""
     quoted = [repr(name) for name in _entries]
     return " or ".join(quoted) if len(quoted) < 3 else ", ".join(quoted[:-1]) + f" or {quoted[-1]}"
 

@@ -30,6 +30,7 @@ from ... import bridge
 from ...bridge.proxies import _seen_attribute
 from ...resolve import OverdubCallType
 from ...rewrite import ModuleProxy, Overdubbed
+from ...runtime import runtime
 from ...types import LatticeMeta, StructType
 from ..cuda import _compiling_for as compiling_for
 from .translate import Untranslatable, mlir_cuda, mt, shadow, to_mlir, to_numba
@@ -119,6 +120,7 @@ def _refusal(site: Overdubbed, why: str) -> TypeError:
 
 
 _call_types: weakref.WeakKeyDictionary[Overdubbed, MLIRCallType] = weakref.WeakKeyDictionary()
+runtime.register_cache(f"{__name__}._call_types", _call_types)
 
 
 @typeof_impl.register(Overdubbed)  # type: ignore[untyped-decorator]
@@ -206,6 +208,7 @@ class MLIRStructClassType(mt.Callable, mt.Opaque):  # type: ignore[misc]  # numb
 
 
 _class_types: weakref.WeakKeyDictionary[type, MLIRStructClassType] = weakref.WeakKeyDictionary()
+runtime.register_cache(f"{__name__}._class_types", _class_types)
 
 
 def _typeof_struct_class(cls: type, c: object) -> MLIRStructClassType:
@@ -340,6 +343,7 @@ class MLIRModuleProxyType(mt.Module):  # type: ignore[misc]  # numba-cuda-mlir's
 
 
 _views: weakref.WeakKeyDictionary[ModuleProxy, MLIRModuleProxyType] = weakref.WeakKeyDictionary()
+runtime.register_cache(f"{__name__}._views", _views)
 
 
 @typeof_impl.register(ModuleProxy)  # type: ignore[untyped-decorator]
