@@ -78,7 +78,15 @@ def kernel(a, x, y, out):
 
 def _plain(source: str) -> str:
     """The kernel as numba-cuda-mlir's own program writes it: the generic function a device function."""
-    return source.replace("@od.function", "@mlir_cuda.jit(device=True)")
+    return source.replace("@od.function", "@mlir_cuda.jit(device=True)").replace("numba.float32", "float32")
+
+
+def _plain_module(name: str, source: str):
+    """The kernel as a numba-cuda-mlir program: its own ``cuda`` and types."""
+    import numba_cuda_mlir.cuda as mlir_cuda
+    from numba_cuda_mlir.numba_cuda import types as mt
+
+    return fresh_module(f"mlir_plain_{name}", _plain(source), mlir_cuda=mlir_cuda, cuda=mlir_cuda, float32=mt.float32)
 
 
 def _argtypes():
@@ -107,7 +115,7 @@ def compile_part(repeat: int) -> dict[str, dict[str, float]]:
                 started = time.perf_counter()
                 od.code_ptx(module.kernel, *_argtypes(), target=target, cc=(9, 0))
                 times[target].append(time.perf_counter() - started)
-            module = fresh_module(f"mlir_plain_{name}", _plain(source), mlir_cuda=mlir_cuda)
+            module = _plain_module(name, source)
             f32 = mt.float32
             started = time.perf_counter()
             with _compiling_for((9, 0)):
@@ -154,7 +162,7 @@ def _launchers(name: str):
     for target in ("cuda", "cuda-mlir"):
         module = fresh_module(f"mlir_dev_{name}", KERNELS[name])
         made.append((target, lambda args, k=module.kernel, t=target: od.cuda(k, *args, blocks=blocks, threads=256, target=t)))
-    plain = fresh_module(f"mlir_dev_plain_{name}", _plain(KERNELS[name]), mlir_cuda=mlir_cuda)
+    plain = _plain_module(name, KERNELS[name])
     jitted = mlir_cuda.jit(plain.kernel)
     made.append(("mlir_jit", lambda args, k=jitted: k[blocks, 256](*args)))
     return made

@@ -20,8 +20,9 @@ from overdub.targets import cuda as cuda_target
 pytestmark = pytest.mark.gpu
 
 
-def test_seed_scenario_prints_1_then_2_on_the_gpu():
-    result = run_python(ROOT / "examples" / "seed_redefinition.py", env={"OVERDUB_TARGET": None})
+def test_seed_scenario_prints_1_then_2_on_the_gpu(cuda_compiler):
+    env = {"OVERDUB_TARGET": None, "OVERDUB_CUDA_COMPILER": cuda_compiler}
+    result = run_python(ROOT / "examples" / "seed_redefinition.py", env=env)
     assert result.stdout == "1\n2\n"
 
 

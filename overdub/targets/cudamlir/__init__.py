@@ -48,7 +48,7 @@ from ..cuda import CUDATarget, device_cc
 from ..gpu import gpu_usable
 from ..interface import GraphCapture
 from ..options import CompileOptions
-from .calls import MLIRBuiltin, MLIRMethod, counterpart
+from .calls import MLIRBuiltin, MLIRMethod, callee_name, counterpart
 from .launcher import MLIRCode, MLIRLauncher
 from .translate import Untranslatable, mlir_cuda, signature_to_numba, to_mlir
 
@@ -191,7 +191,7 @@ class CUDAMLIRTarget(CUDATarget):
             raise TypeError(f"{_name(func)}: the cuda-mlir target cannot compile it: {exc}") from None
         dispatcher = mlir_cuda.jit(**self._jit_options(device=True))(func)
         with _lock, _compiling_for(self.cc):
-            cres = dispatcher.compile_device(margs)
+            cres = dispatcher._compile_as_device_callee(margs, abi_name=callee_name(dispatcher, margs))
         msig = cres.signature
         sig = signature_to_numba(msig).replace(pysig=pysig)
         return sig, MLIRMethod(dispatcher, msig), dispatcher

@@ -25,6 +25,7 @@ from numba_cuda_mlir.descriptor import mlir_target
 from numba_cuda_mlir.numba_cuda.typing.templates import AttributeTemplate, infer_getattr
 from numba_cuda_mlir.numba_cuda.typing.templates import signature as mlir_signature
 from numba_cuda_mlir.numba_cuda.typing.typeof import typeof_impl
+from numba_cuda_mlir.tools import generate_mangled_name
 
 from ... import bridge
 from ...bridge.proxies import _seen_attribute
@@ -38,7 +39,7 @@ from .translate import Untranslatable, mlir_cuda, mt, shadow, to_mlir, to_numba
 if TYPE_CHECKING:
     from ...roots import TargetRoot
 
-__all__ = ["MLIRMethod", "MLIRBuiltin", "MLIRCallType", "numba_cuda_typing_context"]
+__all__ = ["MLIRMethod", "MLIRBuiltin", "MLIRCallType", "numba_cuda_typing_context", "callee_name", "counterpart"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -131,6 +132,13 @@ def _typeof_overdubbed(value: Overdubbed, c: object) -> MLIRCallType:
     return found
 
 
+def callee_name(dispatcher: Any, margs: tuple[Any, ...]) -> str:
+    """numba-cuda-mlir internals: the name its lowering gives a device function it calls
+    (``MLIRLower.build_user_defined_function_call``), under which it reuses a compile of it, this one."""
+    called = tuple(t for t in margs if not isinstance(t, mt.Omitted))
+    return str(generate_mangled_name(f"{dispatcher.py_func.__qualname__}_{id(dispatcher)}", called))
+
+
 def _lowered_by_key(key: object) -> dict[tuple[object, ...], MLIRMethod | MLIRBuiltin | None]:
     """numba-cuda-mlir's lowering of calls of ``key`` (an Overdubbed callee, a struct class): registered with
     its target context, it lowers each call as the typing of its argument types resolved it, recorded in the
@@ -193,7 +201,8 @@ class MLIRStructClassType(mt.Callable, mt.Opaque):  # type: ignore[misc]  # numb
         struct_type, _ = bind(nargs, nkws)  # raises TypeError naming the field that does not convert
         maker = _maker(struct_type)
         folded, pysig = bridge.fold_call(maker.py_func, nargs, nkws)
-        cres = maker.compile_device(tuple(to_mlir(t) for t in folded))
+        margs = tuple(to_mlir(t) for t in folded)
+        cres = maker._compile_as_device_callee(margs, abi_name=callee_name(maker, margs))
         # the maker returns the fields as a tuple; the call's value is the struct's named tuple (the same values)
         sig = mlir_signature(to_mlir(struct_type), *cres.signature.args).replace(pysig=pysig)
         method = MLIRMethod(maker, sig)
