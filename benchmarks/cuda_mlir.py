@@ -161,7 +161,9 @@ def _launchers(name: str):
     made = []
     for target in ("cuda", "cuda-mlir"):
         module = fresh_module(f"mlir_dev_{name}", KERNELS[name])
-        made.append((target, lambda args, k=module.kernel, t=target: od.cuda(k, *args, blocks=blocks, threads=256, target=t)))
+        made.append(
+            (target, lambda args, k=module.kernel, t=target: od.cuda(k, *args, blocks=blocks, threads=256, target=t))
+        )
     plain = _plain_module(name, KERNELS[name])
     jitted = mlir_cuda.jit(plain.kernel)
     made.append(("mlir_jit", lambda args, k=jitted: k[blocks, 256](*args)))

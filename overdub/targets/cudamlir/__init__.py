@@ -123,19 +123,19 @@ class CUDAMLIRTarget(CUDATarget):
         return f"{self.label}:numba-cuda-mlir {VERSION}:{self.options!r}"
 
     def _jit_options(self, device: bool) -> dict[str, object]:
+        """numba-cuda-mlir's ``jit`` options for these compile options (it takes numba-cuda's names)."""
         options = self.options
         jit: dict[str, object] = {"device": device, "chip": "sm_" + "".join(map(str, self.cc))}
-        if options.debug:
-            jit["debug"] = True
-            jit["opt"] = 0
-        if options.lineinfo:
-            jit["lineinfo"] = True
-        if options.fastmath:
-            jit["fastmath"] = True
-        if options.launch_bounds:
-            jit["launch_bounds"] = options.launch_bounds
-        if not options.opt:
-            jit["opt"] = 0
+        if options.debug or not options.opt:  # debug: unoptimised, as on the CUDA target
+            jit["opt"] = False
+        for name in ("debug", "lineinfo", "fastmath", "lto"):
+            if getattr(options, name):
+                jit[name] = True
+        for name in ("max_registers", "launch_bounds", "shared_memory_carveout"):
+            if getattr(options, name) is not None:
+                jit[name] = getattr(options, name)
+        if options.link and not device:
+            jit["link"] = list(options.link)
         return jit
 
     # -- typing: overdub decides calls on numba's types; numba-cuda-mlir compiles what was decided ---------
