@@ -29,7 +29,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 os.environ.setdefault("OVERDUB_CACHE", "0")
 
-from _common import fresh_module  # noqa: E402
+from _common import fresh_module
 
 N = 1 << 24
 KERNELS = {
@@ -97,7 +97,6 @@ def _argtypes():
 
 
 def compile_part(repeat: int) -> dict[str, dict[str, float]]:
-    import numba_cuda_mlir.cuda as mlir_cuda
     from numba_cuda_mlir import compiler as mlir_compiler
     from numba_cuda_mlir.numba_cuda import types as mt
 
