@@ -36,7 +36,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, cast
 
-from . import arguments, bridge, closures, compiler, stacks, travel
+from . import arguments, bridge, closures, compiler, reruns, stacks, travel
 from .arguments import Argument
 from .context import Context
 from .job import CompileError, CompileJob
@@ -78,7 +78,7 @@ class KernelCall:
     job: CompileJob
     typed: bool  # may arguments be numba types (a reflection)?
     defaults: tuple[object, ...] = ()  # the default values of the parameters the call leaves out, passed
-    interned: bool = False  # a def that arrived by value, compiled as the first of its content (travel.interned)
+    interned: bool = False  # compiled as another def of its definition or content (_canonical)
 
     @classmethod
     def of(
@@ -97,7 +97,7 @@ class KernelCall:
         function = cast(pytypes.FunctionType, bridge.python_function(kernel) or kernel)
         travel.check_arrived()
         own = function
-        function = travel.interned(function) if isinstance(function, pytypes.FunctionType) else function
+        function = _canonical(function) if isinstance(function, pytypes.FunctionType) else function
         # an od.jit kernel launched by od.cuda: its own target (its compile options) and context, unless given
         tgt, own_context = getattr(kernel, "launch_defaults", _launch_defaults)(target)
         describe = _describer(tgt, typed)
@@ -283,8 +283,8 @@ def slow_path(
     kernel is compiled again, as many times as that happens: a launch always runs a valid kernel."""
     runtime.collect()
     travel.note_kernel(kernel)
-    canonical = travel.interned(kernel) if type(kernel) is pytypes.FunctionType else kernel
-    if canonical is not kernel:  # a def arrived by value (a task's copy): launch as the first of its content
+    canonical = _canonical(kernel) if type(kernel) is pytypes.FunctionType else kernel
+    if canonical is not kernel:  # a def run again unchanged, or arrived by value: launch as the first of it
         if launch_from_table(canonical, args, target, context, state, *config.options()):
             return
         kernel = canonical
@@ -293,6 +293,14 @@ def slow_path(
     with tgt.on_device(None, "a launch", config.stream):  # on a stream: in the stream's context
         tgt.check_launchable(config.stream)
         launch_compiled(kernel, args, config, target, context, state)
+
+
+def _canonical(function: pytypes.FunctionType) -> pytypes.FunctionType:
+    """The def compiled for ``function``: the first of its definition where it is one run again unchanged (a
+    notebook cell, ``exec``, a reload: :mod:`overdub.reruns`), or the first of its content where it arrived by
+    value (a task's copy: :func:`overdub.travel.interned`); else itself."""
+    found = travel.interned(function)
+    return reruns.canonical(function) if found is function else found
 
 
 def _launch_defaults(target: str | Target | None) -> tuple[Target, None]:

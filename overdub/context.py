@@ -74,6 +74,11 @@ _every_context: weakref.WeakSet[Context] = weakref.WeakSet()
 runtime.register_cache(f"{__name__}._every_context", _every_context, kept="definitions, not a cache")
 
 
+# (module, line, name) of a module-level statement making a context -> (the context, the code that made it)
+_statements: dict[tuple[object, int, str], tuple[weakref.ref[Context], weakref.ref[pytypes.CodeType]]] = {}
+runtime.register_cache(f"{__name__}._statements", _statements)
+
+
 def every_context() -> list[Context]:
     """The contexts alive in this process, in no particular order."""
     return list(_every_context)
@@ -88,7 +93,29 @@ class Context(HookTables):
 
     overdubbable = True  # False only for a target's root, which holds no overdubs
 
+    def __new__(cls, name: str, parent: Context | None = None, state: object = None) -> Context:
+        """A new context -- or, for a module-level statement run again (a notebook cell, ``exec``, a reload:
+        a new code object at the same line of the same module) making the same context (name, parent, state),
+        the context it made: its overdubs, defined again unchanged, change nothing, and what was compiled in
+        it stays (:mod:`overdub.reruns`)."""
+        if cls is not Context:
+            return super().__new__(cls)
+        caller = sys._getframe(1)
+        key = (caller.f_globals.get("__name__"), caller.f_lineno, name)
+        if caller.f_code.co_name != "<module>":
+            return super().__new__(cls)
+        made = _statements.get(key)
+        ctx, code = (made[0](), made[1]()) if made is not None else (None, None)
+        declared = None if state is None else as_type(state)
+        if ctx is not None and code is not caller.f_code and ctx._parent is parent and ctx._state == declared:
+            return ctx
+        ctx = super().__new__(cls)
+        _statements[key] = (weakref.ref(ctx), weakref.ref(caller.f_code))
+        return ctx
+
     def __init__(self, name: str, parent: Context | None = None, state: object = None) -> None:
+        if "name" in vars(self):  # made already: a statement run again (__new__)
+            return
         self.name = name
         # where it is made: for pickling (a module's name; None only for code run with no __name__)
         self.__module__ = cast(str, sys._getframe(1).f_globals.get("__name__"))

@@ -27,7 +27,7 @@ import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Literal, Protocol, TypeAlias
 
-from . import world
+from . import reruns, world
 from .runtime import runtime
 from .types import Any, ConcreteType, LatticeType, ValueCheck, as_type, fits_int64, same_type_check, type_name, typeof
 from .types import subtype as issubtype
@@ -297,6 +297,24 @@ class Method:
     def location(self) -> str:
         return f"{os.path.basename(self.file)}:{self.line}"
 
+    def defined_again(self, new: Method) -> bool:
+        """Is ``new`` this method's def run again unchanged (a notebook cell, ``exec``, a reload:
+        :func:`overdub.reruns.same_definition`)? Then this method stays -- nothing it answered changes -- and
+        says where the def was run last."""
+        old_func, new_func = self.func, new.func
+        if (
+            self.generated
+            or new.generated
+            or (self.sig, self.params, self.converts) != (new.sig, new.params, new.converts)
+        ):
+            return False
+        if not isinstance(old_func, pytypes.FunctionType) or not isinstance(new_func, pytypes.FunctionType):
+            return False
+        if not reruns.same_definition(old_func, new_func):
+            return False
+        self.file, self.line = new.file, new.line
+        return True
+
     def applies_to(self, argtypes: Signature) -> bool:
         return len(argtypes) == len(self.sig) and all(map(issubtype, argtypes, self.sig))
 
@@ -438,6 +456,8 @@ class MethodTable:
         with world.lock:
             method.table = self
             replaced = next((i for i, m in enumerate(self.methods) if m.sig == method.sig), None)
+            if replaced is not None and self.methods[replaced].defined_again(method):
+                return self.methods[replaced]  # the same def run again: it stays, and nothing changes
             if replaced is None:
                 self.methods.append(method)
                 old, verb = None, "defined"
@@ -503,11 +523,21 @@ class GenericFunction:
         trailing default adds a method of lower arity; ``converts``: of a numba signature); returns the
         full-arity one."""
         methods = methods_from(self.__name__, func, sig, full=self, converts=converts)
+        kept = self._defined_again(methods[0])
+        if kept is not None:
+            return kept
         for method in methods:
             self.table.add(method)
         if func.__doc__ and not self.__doc__:
             self.__doc__ = func.__doc__
         return methods[0]
+
+    def _defined_again(self, method: Method) -> Method | None:
+        """The method of ``method``'s signature where ``method`` is its def run again unchanged: it stays,
+        with the methods its defaults made (:meth:`MethodTable.defined_again`). Else None."""
+        with world.lock:
+            old = next((m for m in self.table.methods if m.sig == method.sig), None)
+            return old if old is not None and old.defined_again(method) else None
 
     @property
     def methods(self) -> list[Method]:

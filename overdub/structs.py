@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, NoReturn, TypeAlias, TypeGuard
 
 import numpy as np
 
-from . import dunders, world
+from . import dunders, reruns, world
 from . import types as lattice
 from .runtime import runtime
 from .types import LatticeMeta, LatticeType, StructPattern, StructType
@@ -425,7 +425,8 @@ def struct(cls: object) -> StructMeta:
             f"{cls.__qualname__}(...) instead (Julia's outer constructor)"
         )
     caller = sys._getframe(1)  # the class statement being decorated
-    return make(cls, f"{os.path.basename(caller.f_code.co_filename)}:{caller.f_lineno}")
+    where = f"{os.path.basename(caller.f_code.co_filename)}:{caller.f_lineno}"
+    return _defined_again(cls, where) or make(cls, where)
 
 
 def make(cls: type, where: str, current: bool = True) -> StructMeta:
@@ -451,6 +452,58 @@ def make(cls: type, where: str, current: bool = True) -> StructMeta:
         new.__overdub_definition__.superseded_at = "the process it came from"
         new.__overdub_definition__.valid = False
     return new
+
+
+# a class statement's own entries that say nothing of its meaning (the spec compares the annotations)
+_PLACE = frozenset(
+    (
+        "__module__",
+        "__qualname__",
+        "__dict__",
+        "__weakref__",
+        "__annotations__",
+        "__firstlineno__",
+        "__static_attributes__",
+        "__orig_bases__",
+        "__parameters__",
+    )
+)
+
+
+def _defined_again(cls: type, where: str) -> StructMeta | None:
+    """The current struct class of ``cls``'s module and name where ``cls`` is its class statement run again
+    unchanged (a notebook cell, ``exec``, a reload): the same fields, field types, defaults, bases and members
+    (defs of the same definitions: :mod:`overdub.reruns`). It stays -- its values, arrays and the code reading
+    them stay valid -- and says where it was defined last. Else None: :func:`make` makes the new class, which
+    supersedes the old."""
+    if "<" in cls.__qualname__:
+        return None
+    old = _latest.get((cls.__module__, cls.__qualname__))
+    if old is None or not old.__overdub_definition__.valid or old.__bases__[1:] != cls.__bases__:
+        return None
+    spec, old_spec = _spec_of(cls, where), old.__overdub_spec__
+    if (spec.names, spec.params) != (old_spec.names, old_spec.params) or any(
+        a is not b and a != b for a, b in zip(spec.annotations, old_spec.annotations)
+    ):
+        return None
+    defaults = [spec.defaults.get(name, _NO_DEFAULT) for name in spec.names]
+    if not reruns.same_values(tuple(defaults), tuple(old_spec.defaults.get(n, _NO_DEFAULT) for n in spec.names)):
+        return None
+    members = {k: v for k, v in vars(cls).items() if k not in _PLACE and k not in spec.defaults}
+    old_members = {
+        k: v
+        for k, v in vars(old).items()
+        if k not in _PLACE and not k.startswith("__overdub") and k != "_numba_type_" and k not in spec.defaults
+    }
+    if members.keys() != old_members.keys():
+        return None
+    if not all(reruns.same_member(members[k], old_members[k]) for k in members):
+        return None
+    old_spec.where = where
+    return old
+
+
+_NO_DEFAULT = object()
 
 
 def add_members(cls: StructMeta, members: Mapping[str, object]) -> None:

@@ -587,6 +587,35 @@ class Circle:
         launch(m.k, old, n=1)
 
 
+def test_a_class_statement_run_again_unchanged_keeps_the_class_its_values_and_what_compiled(m):
+    m.run("""
+        def k(out, c):
+            out[0] = c.r * 2
+    """)
+    value = m.Circle(1.5)
+    assert launch(m.k, value, n=1) == [3.0]
+    compiled = od.stats()["compiles"]
+    first = m.Circle
+    m.run("""
+        @od.struct
+        class Circle(Shape):
+            r: od.float64
+    """)
+    assert m.Circle is first  # the same class: its values stay valid, nothing recompiles
+    assert launch(m.k, value, n=1) == [3.0] and od.stats()["compiles"] == compiled
+    m.run("""
+        @od.struct
+        class Circle(Shape):
+            r: od.float64
+
+            def area(self):
+                return self.r
+    """)
+    assert m.Circle is not first  # a member added: a redefinition, which supersedes the class
+    with pytest.raises(TypeError, match="redefined"):
+        launch(m.k, value, n=1)
+
+
 def test_arrays_of_a_redefined_struct_are_refused(m):
     m.run("""
         def k(out, ps):
@@ -597,7 +626,7 @@ def test_arrays_of_a_redefined_struct_are_refused(m):
     m.run("""
         @od.struct
         class Circle(Shape):
-            r: od.float64
+            r: od.float64 = 0.0  # changed: a default (run again unchanged, it would be no redefinition)
     """)
     with pytest.raises(TypeError, match=r"cannot pass an array of Circle: .*redefined"):
         launch(m.k, ps, n=1)
@@ -687,7 +716,7 @@ def test_a_struct_of_a_redefined_class_is_refused_on_the_cuda_target_too(m):
     m.run("""
         @od.struct
         class Circle(Shape):
-            r: od.float64
+            r: od.float64 = 0.0
     """)
     from overdub.targets import get_target
 
