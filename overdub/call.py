@@ -30,7 +30,6 @@ from __future__ import annotations
 import dis
 import functools
 import inspect
-import os
 import types as pytypes
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -40,7 +39,8 @@ from . import arguments, bridge, closures, compiler, reruns, stacks, travel
 from .arguments import Argument
 from .context import Context
 from .job import CompileError, CompileJob
-from .launchconfig import LaunchConfig
+from .launchconfig import LaunchConfig, LaunchConfigError, named
+from .places import place
 from .registry import GenericFunction
 from .runtime import Launch, launch_key, runtime
 from .targets import get_target
@@ -260,7 +260,11 @@ def launch_slow(
     """A launch the launch table could not serve (the fast path missed, or its launch functions' checks
     failed), as the fast path hands it over: its options by name (``_fastlaunch.OPTIONS``), made one checked
     :class:`LaunchConfig` here, then :func:`slow_path`."""
-    slow_path(kernel, args, LaunchConfig.of(blocks, threads, shmem, stream), target, context, state)
+    try:
+        config = LaunchConfig.of(blocks, threads, shmem, stream)
+    except LaunchConfigError as error:
+        raise named(error, kernel) from None
+    slow_path(kernel, args, config, target, context, state)
 
 
 def slow_path(
@@ -375,24 +379,31 @@ def check_kernel(kernel: object, args: tuple[object, ...]) -> None:
             f"kernel {kernel.__qualname__}{signature} cannot take the {len(args)} "
             f"argument{'s' if len(args) != 1 else ''} given after it: {exc}"
         ) from None
-    if returns_value(kernel.__code__):
+    line = returning_line(kernel.__code__)
+    if line is not None:
         raise TypeError(
-            f"kernel {kernel.__qualname__} ({_where(kernel)}) returns a value; kernels return "
-            f"nothing -- store results in an array argument"
+            f"kernel {kernel.__qualname__} returns a value ({place(kernel.__code__.co_filename, line)}); kernels "
+            f"return nothing -- store results in an array argument"
         )
 
 
 def returns_value(code: pytypes.CodeType) -> bool:
-    """Does ``code`` return anything but None? (Read off the bytecode: each return's value.)"""
+    """Does ``code`` return anything but None?"""
+    return returning_line(code) is not None
+
+
+def returning_line(code: pytypes.CodeType) -> int | None:
+    """The line of the first return of ``code`` of anything but None, or None where every return returns
+    None. (Read off the bytecode: each return's value.)"""
     instructions = list(dis.get_instructions(code))
     for i, instruction in enumerate(instructions):
-        if instruction.opname == "RETURN_CONST" and instruction.argval is not None:
-            return True
+        returns = instruction.opname == "RETURN_CONST" and instruction.argval is not None
         if instruction.opname == "RETURN_VALUE":
             before = instructions[i - 1]
-            if not (before.opname == "LOAD_CONST" and before.argval is None):
-                return True
-    return False
+            returns = not (before.opname == "LOAD_CONST" and before.argval is None)
+        if returns:
+            return instruction.positions.lineno if instruction.positions else code.co_firstlineno
+    return None
 
 
 def _what(value: object) -> str:
@@ -402,7 +413,7 @@ def _what(value: object) -> str:
 
 
 def _where(func: pytypes.FunctionType) -> str:
-    return f"{os.path.basename(func.__code__.co_filename)}:{func.__code__.co_firstlineno}"
+    return place(func.__code__.co_filename, func.__code__.co_firstlineno)
 
 
 _KERNEL_HINTS = {

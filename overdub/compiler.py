@@ -18,9 +18,10 @@ import types as pytypes
 from collections.abc import Callable
 from typing import TypeVar, cast
 
-from . import bridge, diskcache, world
+from . import bridge, diskcache, settings, world
 from . import resolve as _resolve  # noqa: F401  (it registers the numba type of Overdubbed callees: typing calls it)
 from .bindings import Guarded
+from .diagnosis import Diagnosis, diagnosed
 from .job import CompileJob, chain_name, compile_error, consult_chain
 from .registry import MethodError
 from .rewrite import rewrite, state_type
@@ -165,10 +166,26 @@ def build(
             return compile_with(rewrite(func, job.chain, len(job.argtypes)), job.argtypes)
     except Exception as exc:
         world.retire([node])
-        message = None if isinstance(exc, MethodError) else bridge.compile_error_message(exc)
-        if message is None:
+        if isinstance(exc, MethodError):
             raise
-        raise compile_error(bridge.numba_error_class(exc), f"{what}:\n{message}") from None
+        message = bridge.compile_error_message(exc)
+        report = message or f"{type(exc).__name__}: {exc}"  # (a compiler's own crash: numba-cuda's on a set)
+        diagnosis = diagnosed(cast(pytypes.FunctionType, job.func), report)
+        if message is None and diagnosis is None:
+            raise
+        details = f"{what}:\n{report}"
+        raise compile_error(bridge.numba_error_class(exc), explained(what, diagnosis, report), details) from None
+
+
+def explained(what: str, diagnosis: Diagnosis | None, report: str) -> str:
+    """A compile failure's message: headed ``what``, the plain account where there is one -- numba's report
+    then follows with ``OVERDUB_ERRORS=full``, and is the error's ``details`` always -- else numba's report."""
+    if diagnosis is None:
+        return f"{what}:\n{report}"
+    plain = f"{what}:\n{diagnosis.where + ': ' if diagnosis.where else ''}{diagnosis.what}"
+    if settings.ERRORS.value() == "full":
+        return f"{plain}\n\nnumba's report:\n{report}"
+    return f"{plain}\n(numba's report: the error's .details, or OVERDUB_ERRORS=full to show it here)"
 
 
 def _reason(job: CompileJob, stale: Kernel | None) -> str:

@@ -194,7 +194,7 @@ class Context(HookTables):
             change()
             world.bump_world()
             stale, self.shape = self.shape, ContextShape(self)
-            world.invalidate([stale], cause)
+            world.invalidate([stale], cause, internal=not self.overdubbable)  # a target's root: overdub's
 
     def _key(self, callee: object) -> object:
         if isinstance(callee, pytypes.FunctionType):

@@ -38,8 +38,12 @@ class CompileError(Exception):
     (``numba.core.errors.TypingError``, ...), so code written for numba -- ``except TypingError`` -- still
     catches it."""
 
-    def __reduce__(self) -> tuple[Callable[[type[BaseException] | None, str], CompileError], tuple[object, ...]]:
-        return compile_error, (_NUMBA_CLASS.get(type(self)), str(self))
+    details: str = ""
+    """numba's report of the failure, whole (the message gives a plain account of the failures a newcomer's
+    kernel meets: a dict, an undefined name...)."""
+
+    def __reduce__(self) -> tuple[Callable[..., CompileError], tuple[object, ...]]:
+        return compile_error, (_NUMBA_CLASS.get(type(self)), str(self), self.details)
 
 
 # numba error class -> the CompileError subclass that is also one
@@ -49,8 +53,15 @@ runtime.register_cache(f"{__name__}._AS_NUMBA_CLASS", _AS_NUMBA_CLASS, kept="the
 runtime.register_cache(f"{__name__}._NUMBA_CLASS", _NUMBA_CLASS, kept="the classes made are definitions")
 
 
-def compile_error(numba_class: type[BaseException] | None, message: str) -> CompileError:
-    """A CompileError carrying ``message``, also an instance of ``numba_class`` when that is given."""
+def compile_error(numba_class: type[BaseException] | None, message: str, details: str | None = None) -> CompileError:
+    """A CompileError carrying ``message`` (and ``details``: numba's whole report, by default the message),
+    also an instance of ``numba_class`` when that is given."""
+    error = _made(numba_class, message)
+    error.details = message if details is None else details
+    return error
+
+
+def _made(numba_class: type[BaseException] | None, message: str) -> CompileError:
     if numba_class is None:
         return CompileError(message)
     cls = _AS_NUMBA_CLASS.get(numba_class)

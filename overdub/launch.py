@@ -26,7 +26,7 @@ from . import world
 from .bindings import valid_slot_offset, version_tag_address
 from .call import launch_from_table, launch_slow, slow_path
 from .context import Context
-from .launchconfig import LaunchConfig
+from .launchconfig import LaunchConfig, LaunchConfigError, named
 from .runtime import STATE_MARK, runtime
 from .targets import Target, default_target, get_target
 
@@ -71,13 +71,16 @@ def cuda(
     device of ``stream``, else the device current on this thread (cupy's, numba-cuda's, or one a thread made
     current). A kernel compiles for the launch's device's architecture and is loaded once in each context it
     is launched in."""
-    if debug is not None or device is not None or _capturing_here():
-        config = LaunchConfig.of(blocks, threads, shmem, stream, device, debug)
-        return launch_configured(kernel, args, config, target, context, state)
-    # fast path: the launch table
-    if not launch_from_table(kernel, args, target, context, state, blocks, threads, shmem, stream):
-        launch_slow(kernel, args, blocks=blocks, threads=threads, shmem=shmem, stream=stream, target=target,
-                    context=context, state=state)  # fmt: skip
+    try:
+        if debug is not None or device is not None or _capturing_here():
+            config = LaunchConfig.of(blocks, threads, shmem, stream, device, debug)
+            return launch_configured(kernel, args, config, target, context, state)
+        # fast path: the launch table
+        if not launch_from_table(kernel, args, target, context, state, blocks, threads, shmem, stream):
+            launch_slow(kernel, args, blocks=blocks, threads=threads, shmem=shmem, stream=stream, target=target,
+                        context=context, state=state)  # fmt: skip
+    except LaunchConfigError as error:  # the kernel named: which launch of a program it is
+        raise named(error, kernel) from None
 
 
 def launch_configured(

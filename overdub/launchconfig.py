@@ -18,7 +18,21 @@ from __future__ import annotations
 import numbers
 from dataclasses import dataclass
 
-__all__ = ["LaunchConfig", "Shape", "Extents", "dims", "shmem_bytes", "stream_handle"]
+__all__ = ["LaunchConfig", "LaunchConfigError", "named", "Shape", "Extents", "dims", "shmem_bytes", "stream_handle"]
+
+
+class LaunchConfigError(ValueError):
+    """A launch's configuration (its grid, block or shared memory) is not one CUDA can launch; ``od.cuda``
+    names the kernel in the message."""
+
+
+def named(error: LaunchConfigError, kernel: object) -> LaunchConfigError:
+    """``error`` as a launch of ``kernel`` gives it: the kernel named, for a program that launches many."""
+    if str(error).startswith("od.cuda("):
+        return error
+    name = getattr(kernel, "__qualname__", None) or getattr(kernel, "__name__", None) or type(kernel).__name__
+    return LaunchConfigError(f"od.cuda({name}, ...): {error}")
+
 
 Shape = tuple[int, int, int]
 """A grid or block shape, normalised: three positive ints."""
@@ -95,8 +109,10 @@ def dims(value: object, what: str) -> Shape:
     within CUDA's limits for ``what`` ("blocks" or "threads")."""
     shape = tuple(map(_extent, value)) if isinstance(value, (tuple, list)) else (_extent(value),)
     if not 1 <= len(shape) <= 3 or 0 in shape:
-        raise ValueError(
-            f"{what} must be a positive integer or a tuple of 1-3 positive integers (not bools), not {value!r}"
+        floats = [v for v in (value if isinstance(value, (tuple, list)) else (value,)) if isinstance(v, float)]
+        hint = " (a float: divide with //, as in (n + 255) // 256, or round up with math.ceil)" if floats else ""
+        raise LaunchConfigError(
+            f"{what} must be a positive integer or a tuple of 1-3 positive integers (not bools), not {value!r}{hint}"
         )
     shape += (1,) * (3 - len(shape))
     limits = MAX_BLOCK if what == "threads" else MAX_GRID
@@ -104,16 +120,16 @@ def dims(value: object, what: str) -> Shape:
         what == "threads" and shape[0] * shape[1] * shape[2] > MAX_THREADS_PER_BLOCK
     ):
         extra = f" and {MAX_THREADS_PER_BLOCK} in all" if what == "threads" else ""
-        raise ValueError(f"{what}={value!r} exceeds CUDA's limits: at most {limits} per dimension{extra}")
+        raise LaunchConfigError(f"{what}={value!r} exceeds CUDA's limits: at most {limits} per dimension{extra}")
     return shape  # type: ignore[return-value]  # three: 1-3 extents padded with 1s above, which mypy cannot count
 
 
 def shmem_bytes(value: object) -> int:
     """The dynamic shared memory of a launch: an integer (numpy's too, not a bool) from 0 to :data:`MAX_SHMEM`."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
-        raise ValueError(f"shmem must be a non-negative integer (bytes of dynamic shared memory), not {value!r}")
+        raise LaunchConfigError(f"shmem must be a non-negative integer (bytes of dynamic shared memory), not {value!r}")
     if not value <= MAX_SHMEM:  # numbers.Integral declares only < and <= (typeshed)
-        raise ValueError(
+        raise LaunchConfigError(
             f"shmem={value!r} exceeds CUDA's limit of {MAX_SHMEM} bytes of dynamic shared memory per block"
         )
     return int(value)

@@ -107,7 +107,7 @@ def invalidation_tree(everything: bool = False) -> InvalidationTree:
     """The recent invalidations (``od.invalidation_log()``) that made something built on them stale, each
     printed as the tree of what it made stale, with each kernel's recompile cost in ms once it recompiled.
     ``everything=True`` keeps the changes nothing depended on (a first method, a target's own setup)."""
-    entries = world.invalidation_log()
+    entries = world.invalidation_log(internal=True)
     if not everything:
         entries = [entry for entry in entries if any(parent != -1 for parent in entry.parents)]
     return InvalidationTree(entries)

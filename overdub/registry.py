@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Literal, Protocol, TypeAlias
 
 from . import reruns, world
+from .places import place
 from .runtime import runtime
 from .types import Any, ConcreteType, LatticeType, ValueCheck, as_type, fits_int64, same_type_check, type_name, typeof
 from .types import subtype as issubtype
@@ -295,7 +296,7 @@ class Method:
 
     @property
     def location(self) -> str:
-        return f"{os.path.basename(self.file)}:{self.line}"
+        return place(self.file, self.line)
 
     def defined_again(self, new: Method) -> bool:
         """Is ``new`` this method's def run again unchanged (a notebook cell, ``exec``, a reload:

@@ -116,6 +116,14 @@ def _cuda_compiler(text: str | None) -> str:
     return text or "numba-cuda"
 
 
+def _errors(text: str | None) -> str:
+    if text and text not in ("short", "full"):
+        raise ValueError(
+            f"the environment variable OVERDUB_ERRORS is {text!r}: set it to 'short' (the default) or 'full'"
+        )
+    return text or "short"
+
+
 TARGET = Setting(
     "OVERDUB_TARGET",
     "`cuda` when a GPU is usable, else `cpu`",
@@ -143,6 +151,13 @@ DEBUG = Setting(
     "`1`: every launch that does not say otherwise compiles checked kernels (`debug=True`)",
     read=ONCE,
 )
+ERRORS = Setting(
+    "OVERDUB_ERRORS",
+    "`short`",
+    _errors,
+    "`full`: a compile failure's message, where it gives a plain account (a dict in a kernel, an undefined "
+    "name...), ends with numba's whole report too (always in the error's `details`)",
+)
 CACHE = Setting("OVERDUB_CACHE", "`1`", _cache, "`0` (or `false`, `no`, `off`) turns the disk cache off")
 CACHE_DIR = Setting(
     "OVERDUB_CACHE_DIR",
@@ -166,7 +181,7 @@ REROUTE = Setting(
     read=ONCE,
 )
 
-SETTINGS = (TARGET, CUDA_COMPILER, CPU_THREADS, DEBUG, CACHE, CACHE_DIR, CACHE_SIZE, REROUTE)
+SETTINGS = (TARGET, CUDA_COMPILER, CPU_THREADS, DEBUG, ERRORS, CACHE, CACHE_DIR, CACHE_SIZE, REROUTE)
 """Every setting of the library, in the order docs/settings.md lists them."""
 
 

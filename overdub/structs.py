@@ -26,7 +26,6 @@ refused from then on, with an error saying to make them again with the current c
 from __future__ import annotations
 
 import inspect
-import os
 import sys
 import threading
 import typing
@@ -37,6 +36,7 @@ import numpy as np
 
 from . import dunders, reruns, world
 from . import types as lattice
+from .places import place
 from .runtime import runtime
 from .types import LatticeMeta, LatticeType, StructPattern, StructType
 
@@ -425,7 +425,7 @@ def struct(cls: object) -> StructMeta:
             f"{cls.__qualname__}(...) instead (Julia's outer constructor)"
         )
     caller = sys._getframe(1)  # the class statement being decorated
-    where = f"{os.path.basename(caller.f_code.co_filename)}:{caller.f_lineno}"
+    where = place(caller.f_code.co_filename, caller.f_lineno)
     return _defined_again(cls, where) or make(cls, where)
 
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import sys
 import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -106,6 +107,8 @@ class Invalidation:
     worlds: tuple[str, ...] = field(default=())  # the world range each of them had been valid for
     # for each of them, the index of the one whose invalidation reached it through a backedge (-1: a root)
     parents: tuple[int, ...] = field(default=())
+    # overdub's own doing (a target's meaning of names set up, a module of overdub's imported), not the user's
+    internal: bool = field(default=False, compare=False)
 
     def __str__(self) -> str:
         lines = [f"{self.cause} (world {self.world}) invalidated:"]
@@ -113,9 +116,11 @@ class Invalidation:
         return "\n".join(lines)
 
 
-def invalidate(roots: Iterable[Node], cause: str) -> Invalidation | None:
+def invalidate(roots: Iterable[Node], cause: str, internal: bool = False) -> Invalidation | None:
     """Mark ``roots`` and everything reachable from them through backedges invalid as of the current world
-    (the change that causes it has bumped the world already); log it with ``cause``."""
+    (the change that causes it has bumped the world already); log it with ``cause`` -- as overdub's own doing
+    where ``internal`` says so or an import of overdub's code made the change (:func:`_importing_overdub`)."""
+    internal = internal or _importing_overdub()
     with lock:
         stack = [(node, -1) for node in roots if node.valid]
         order: list[Node] = []
@@ -138,6 +143,7 @@ def invalidate(roots: Iterable[Node], cause: str) -> Invalidation | None:
             tuple(node.describe() for node in order),
             tuple(node.worlds() for node in order),
             tuple(parents),
+            internal,
         )
         for node in order:
             node.detach()
@@ -158,10 +164,25 @@ def retire(nodes: Iterable[Node]) -> None:
             node.detach()
 
 
-def invalidation_log() -> list[Invalidation]:
-    """The most recent invalidations, oldest first (at most 1000 are kept)."""
+def invalidation_log(internal: bool = False) -> list[Invalidation]:
+    """The most recent invalidations, oldest first (at most 1000 are kept): those the user's definitions and
+    rebindings caused; ``internal=True`` adds overdub's own (its targets setting up what names mean there)."""
     with lock:
-        return list(_log)
+        return [entry for entry in _log if internal or not entry.internal]
+
+
+def _importing_overdub() -> bool:
+    """Is the change being made by a module of overdub's as it is imported (a target's package, a post-import
+    hook)? Read off the stack: an import machinery frame reached before any frame of code outside overdub."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        module = frame.f_globals.get("__name__", "")
+        if module.startswith("importlib") or frame.f_code.co_filename.startswith("<frozen importlib"):
+            return True
+        if module != "overdub" and not module.startswith("overdub."):
+            return False
+        frame = frame.f_back  # type: ignore[assignment]  # None ends the walk
+    return False
 
 
 # --- edge recording -------------------------------------------------------------------------------------

@@ -145,7 +145,10 @@ def test_contexts_made_by_one_statement_run_several_times_are_several_contexts()
     made = [od.Context("looped") for _ in range(3)]  # one code object: three contexts
     assert len({id(c) for c in made}) == 3
     namespace = {"od": od}
-    exec(compile("contexts = []\nfor i in range(3):\n    contexts.append(od.Context('c'))\n", "<loop>", "exec"), namespace)
+    exec(
+        compile("contexts = []\nfor i in range(3):\n    contexts.append(od.Context('c'))\n", "<loop>", "exec"),
+        namespace,
+    )
     assert len({id(c) for c in namespace["contexts"]}) == 3
 
 

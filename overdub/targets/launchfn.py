@@ -17,7 +17,16 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .. import arguments
-from ..launchconfig import MAX_GRID, MAX_SHMEM, MAX_THREADS_PER_BLOCK, dims, shmem_bytes, stream_handle
+from ..launchconfig import (
+    MAX_GRID,
+    MAX_SHMEM,
+    MAX_THREADS_PER_BLOCK,
+    LaunchConfigError,
+    dims,
+    named,
+    shmem_bytes,
+    stream_handle,
+)
 from ..runtime import runtime
 
 if TYPE_CHECKING:
@@ -52,13 +61,16 @@ def generate(
     ]
     if conditions:
         lines += [f"    if not ({' and '.join(conditions)}):", "        return False"]
-    lines += [
-        f"    gx, gy, gz = (blocks, 1, 1) if type(blocks) is int and 0 < blocks <= {MAX_GRID[0]} else "
+    lines += [  # (a bad configuration names the kernel: named)
+        "    try:",
+        f"        gx, gy, gz = (blocks, 1, 1) if type(blocks) is int and 0 < blocks <= {MAX_GRID[0]} else "
         "dims(blocks, 'blocks')",
-        f"    tx, ty, tz = (threads, 1, 1) if type(threads) is int and 0 < threads <= {MAX_THREADS_PER_BLOCK} "
+        f"        tx, ty, tz = (threads, 1, 1) if type(threads) is int and 0 < threads <= {MAX_THREADS_PER_BLOCK} "
         "else dims(threads, 'threads')",
-        f"    if type(shmem) is not int or not 0 <= shmem <= {MAX_SHMEM}:",
-        "        shmem = shmem_bytes(shmem)",
+        f"        if type(shmem) is not int or not 0 <= shmem <= {MAX_SHMEM}:",
+        "            shmem = shmem_bytes(shmem)",
+        "    except LaunchConfigError as error:",
+        "        raise named(error, kernel.job.func) from None",
     ]
     if not body_reads_stream:
         lines += ["    if stream is not None:", "        stream_handle(stream)"]
@@ -71,6 +83,8 @@ def generate(
         guard=kernel.guard,
         dims=dims,
         shmem_bytes=shmem_bytes,
+        LaunchConfigError=LaunchConfigError,
+        named=named,
         stream_handle=stream_handle,
         count_launch=runtime.count_launch,
     )

@@ -14,7 +14,6 @@ except while a checked CPU kernel is compiled on this thread, and the site is re
 from __future__ import annotations
 
 import contextlib
-import os
 import re
 import sys
 import threading
@@ -27,6 +26,7 @@ from llvmlite import ir
 from numba.core import cgutils
 from numba.core.base import BaseContext
 
+from ...places import place
 from ...runtime import runtime
 
 __all__ = ["checking", "install", "raise_recorded"]
@@ -99,7 +99,7 @@ def _site_id() -> int:
             inst = frame.f_locals["inst"]
             loc = getattr(inst, "loc", None)
             if loc is not None:
-                where = f"{os.path.basename(loc.filename)}:{loc.line}"
+                where = place(loc.filename, loc.line)
             what = _indexed(inst)
             break
         frame = frame.f_back
@@ -133,7 +133,7 @@ def raise_recorded(kernel_name: str) -> None:
     _RECORD[:] = 0
     where, what = _sites[site]
     on_axis = f" {axis}" if axis >= 0 else ""
-    raise IndexError(
+    raise IndexError(  # in place of the runner's bare IndexError, which is only the signal: not chained
         f"index {index} is out of bounds for axis{on_axis} with size {size} of {what}, in thread "
         f"{thread} of block {block} of kernel {kernel_name} at {where}"
-    )
+    ) from None
