@@ -114,13 +114,18 @@ class PythonInt(ArgumentKind[str, nt.Integer]):
         return type(value) is int
 
     def signature(self, value: int) -> str:
-        return "int64" if -(2**63) <= value < 2**63 else "uint64"
+        if not -(2**63) <= value < 2**64:
+            raise OverflowError(
+                f"the int {value} does not fit in 64 bits: a kernel takes an int from -2**63 to 2**63 - 1 "
+                f"(int64), or to 2**64 - 1 (uint64); pass a float, or split the value"
+            )
+        return "int64" if value < 2**63 else "uint64"
 
     def numba_type(self, signature: str) -> nt.Integer:
         return nt.int64 if signature == "int64" else nt.uint64
 
     def guards(self, name: str, signature: str, consts: dict[str, object]) -> list[str]:
-        return [f"-{2**63} <= {name} < {2**63}" if signature == "int64" else f"{name} >= {2**63}"]
+        return [f"-{2**63} <= {name} < {2**63}" if signature == "int64" else f"{2**63} <= {name} < {2**64}"]
 
 
 class Scalar(ArgumentKind[type, nt.Type]):

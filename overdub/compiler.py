@@ -12,6 +12,7 @@ cached kernel's validity depends on.
 
 from __future__ import annotations
 
+import collections
 import logging
 import time
 import types as pytypes
@@ -142,14 +143,16 @@ def _built_kernel(job: CompileJob) -> Kernel:
     started = time.perf_counter()
     kernel.code = build(job, kernel, target.compile_kernel, f"compiling kernel {job.call()} for {target.label}")
     kernel.launcher = target.link(kernel.code)
-    compile_ms[kernel.describe()] = (time.perf_counter() - started) * 1e3
+    compiles = compile_ms.setdefault(kernel.describe(), collections.deque(maxlen=16))
+    compiles.append((world.current_world(), (time.perf_counter() - started) * 1e3))
     runtime.count("compiles")
     diskcache.store(job, kernel)
     return kernel
 
 
-# a kernel's description -> how long its latest compile took, in ms (what od.invalidation_tree shows)
-compile_ms: dict[str, float] = {}
+# a kernel's description -> its latest compiles: (the world it compiled in, how long it took in ms), what
+# od.invalidation_tree shows after each invalidation of it (the compile that followed it)
+compile_ms: dict[str, collections.deque[tuple[int, float]]] = {}
 runtime.register_cache(f"{__name__}.compile_ms", compile_ms)
 
 

@@ -65,6 +65,17 @@ class Captured:
         )
 
 
+def _check_same_types(index: int, captured: Any, called: call_module.KernelCall) -> None:
+    """A graph's launch ``index`` updated with arguments of the types it was captured with (``captured``: its
+    compile job), or a TypeError saying to capture a new graph."""
+    if called.job != captured:
+        raise TypeError(
+            f"od.graph update of launch {index}: {called.job.call().split('(')[0]} was captured for "
+            f"({', '.join(map(str, captured.argtypes))}), these arguments are "
+            f"({', '.join(str(a.type) for a in called.arguments)}): capture a new graph"
+        )
+
+
 class Graph:
     """Launches captured once (``with od.graph() as g:``) and replayed (``g.launch()``)."""
 
@@ -77,6 +88,7 @@ class Graph:
         self._fast: tuple[Any, ...] = ()  # _checked where it covers every kernel: graph_launch checks them
         self._replay: tuple[int, int, int] = (0, 0, 0)  # CUDA: graph_launch's executable graph, null stream, entry
         self._closed = False
+        self._failed = False  # the capture's block raised: nothing to replay (the CPU target's record)
         self._captured = False  # a graph captures once
 
     @property
@@ -108,6 +120,7 @@ class Graph:
 
     def __exit__(self, kind: object, error: object, traceback: object) -> None:
         try:
+            self._failed = kind is not None
             if self._capture is not None:
                 self._capture.end(failed=kind is not None)
                 if kind is None:
@@ -181,6 +194,7 @@ class Graph:
             if stream is not None and self._captures.launch(self._fast, stream):
                 return
         if self._capture is None:
+            self._check_open()
             for captured in self.launches:
                 self._run(captured)
             return
@@ -222,33 +236,30 @@ class Graph:
         """The ``index``-th captured launch takes ``args`` from the next replay on (of the classes and types it
         was captured with; no new capture)."""
         captured = self.launches[index]
-        if self._capture is None:
+        self._check_open()
+        if self._capture is None:  # the CPU target's record: the same checks, then the launch's arguments
             call_module.check_call(captured.kernel, args)
+            _check_same_types(index, captured.call().job, captured.call(tuple(args)))
             captured.args = tuple(args)
             return
-        self._check_open()
         self._refresh()
         called = captured.call(tuple(args))
-        if called.job != captured.compiled.job:
-            raise TypeError(
-                f"od.graph update of launch {index}: {captured.compiled.describe()} was captured for "
-                f"({', '.join(map(str, captured.compiled.job.argtypes))}), these arguments are "
-                f"({', '.join(str(a.type) for a in called.arguments)}): capture a new graph"
-            )
+        _check_same_types(index, captured.compiled.job, called)
         kept = self._captures.parameters(cast(Launcher, captured.compiled.launcher), called.arguments)
         occurrence = sum(1 for c in self.launches[:index] if c.function == captured.function)
         self._captures.replace_arguments(captured.function, occurrence, kept[1])
         captured.args, captured.kept = tuple(args), kept
 
     def _check_open(self) -> None:
-        if self._closed or self._captures.exec is None:
+        if self._closed or self._failed or (self._capture is not None and self._captures.exec is None):
             raise RuntimeError("od.graph: this graph was closed (or its capture failed)")
 
     def close(self) -> None:
-        """Free the graph's driver objects (also done when it is collected)."""
-        if self._capture is not None and not self._closed:
+        """Free the graph's driver objects (also done when it is collected); it replays no more."""
+        if not self._closed:
             self._closed, self._fast = True, ()
-            self._capture.close()
+            if self._capture is not None:
+                self._capture.close()
 
     def __del__(self) -> None:
         try:

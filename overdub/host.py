@@ -38,11 +38,20 @@ def overdub(
     target = get_target(HOST)
     context = resolve(ctx) or target.base
     func = _as_def(f, len(args))
+    args += _defaults(func, len(args))
     hidden = () if state is None else (state,)  # the hidden first argument, as a launch passes it
     argtypes = tuple(_typed(target, func, i - len(hidden), a) for i, a in enumerate(hidden + args))
     chain = context.chain(target, context.launch_state_type(state, lambda value: argtypes[0]))
     node = host_call(CompileJob.of(func, argtypes, chain))
     return node.dispatcher(*hidden, *args)  # type: ignore[operator]  # the target's dispatcher
+
+
+def _defaults(func: pytypes.FunctionType, given: int) -> tuple[object, ...]:
+    """The default values of the parameters a call with ``given`` arguments leaves out, passed as arguments
+    (the compiled function takes every parameter, as a kernel does)."""
+    missing = func.__code__.co_argcount - given
+    defaults = func.__defaults__ or ()
+    return tuple(defaults[-missing:]) if 0 < missing <= len(defaults) else ()
 
 
 def _typed(target: Any, func: pytypes.FunctionType, index: int, value: object) -> object:

@@ -90,8 +90,9 @@ def _tree(entry: world.Invalidation) -> str:
 
     def walk(index: int, prefix: str, last: bool) -> None:
         text = entry.invalidated[index]
-        cost = compiler.compile_ms.get(text)
-        recompiled = f" -> recompiled in {cost:.1f} ms" if cost is not None else ""
+        # the compile that followed this invalidation (not an earlier one, not a later one's)
+        after = [ms for at, ms in compiler.compile_ms.get(text, ()) if at >= entry.world]
+        recompiled = f" -> recompiled in {after[0]:.1f} ms" if after else ""
         lines.append(f"{prefix}{'└─ ' if last else '├─ '}{text}  [worlds {entry.worlds[index]}]{recompiled}")
         below = children.get(index, [])
         for i, child in enumerate(below):

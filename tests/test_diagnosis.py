@@ -111,3 +111,74 @@ def test_a_notebook_cells_lines_are_named_as_the_cell(monkeypatch):
     shell = types.SimpleNamespace(compile=types.SimpleNamespace(_filename_map={filename: 3}))
     monkeypatch.setitem(sys.modules, "IPython", types.SimpleNamespace(get_ipython=lambda: shell))
     assert places.place(filename, 2) == "In[3]:2" and places.place("/x/other.py", 1) == "other.py:1"
+
+
+# --- CPU/GPU parity and unclear errors, found adversarially (issue 36 item 7) ----------------------------
+
+
+def test_a_float16_scalar_argument_runs_on_the_cpu_target():
+    def k(a, x):
+        a[0] = x * 2
+
+    a = np.zeros(1, dtype=np.float16)
+    od.cuda(k, a, np.float16(1.5), target="cpu")  # crashed the process (numba's JIT called __truncdfhf2)
+    assert a[0] == 3.0
+    assert od.overdub(None, lambda x: x, np.float16(2.5)) == 2.5  # a half returned to Python
+
+
+def test_od_graph_on_the_cpu_target_refuses_what_the_cuda_path_refuses():
+    def k(a, x):
+        a[0] += x
+
+    a = np.zeros(1)
+    with od.graph(target="cpu") as g:
+        od.cuda(k, a, 1.0, target="cpu")
+    g.launch()
+    with pytest.raises(TypeError, match=r"update of launch 0: .*k was captured for .*float64\), these .*int64\)"):
+        g.update(0, a, 2)
+    g.update(0, a, 2.0)
+    g.launch()
+    assert a[0] == 3.0
+    g.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        g.launch()
+    with pytest.raises(KeyError), od.graph(target="cpu") as failed:
+        od.cuda(k, a, 1.0, target="cpu")
+        raise KeyError("the block failed")
+    with pytest.raises(RuntimeError, match="capture failed"):
+        failed.launch()
+    assert a[0] == 3.0
+
+
+def test_od_overdub_on_the_host_passes_a_functions_defaults():
+    def f(x, k=2.0):
+        return x * k
+
+    assert od.overdub(od.Context("host_defaults"), f, 1.5) == 3.0  # was numba's "Signature mismatch"
+    assert od.overdub(None, f, 1.5, 3.0) == 4.5
+
+
+def test_an_int_beyond_64_bits_is_refused_before_anything_compiles():
+    def k(a, n):
+        a[0] = n
+
+    a = np.zeros(1, dtype=np.uint64)
+    od.cuda(k, a, 2**64 - 1, target="cpu")
+    assert a[0] == 2**64 - 1
+    compiles = od.stats()["compiles"]
+    for value in (-(2**63) - 5, 2**64):  # was typed uint64, compiled, then "overdub internal error"
+        with pytest.raises(OverflowError, match=f"the int {value} does not fit in 64 bits"):
+            od.cuda(k, a, value, target="cpu")
+    assert od.stats()["compiles"] == compiles
+
+
+def test_the_invalidation_tree_shows_the_recompile_that_followed_each_invalidation(make_module):
+    gf = "import overdub as od\n\n@od.function\ndef f(x):\n    return x + {}\n"
+    m = make_module(gf.format(1) + "\ndef k(a):\n    a[0] = f(a[0])\n", prefix="tree")
+    od.cuda(m.k, np.zeros(1), target="cpu")
+    m.run(gf.format(2))  # invalidates the kernel now: the tree has it before any recompile
+    kernel_lines = [line for line in str(od.invalidation_tree()).splitlines() if "kernel k(" in line]
+    assert kernel_lines and "recompiled" not in kernel_lines[-1]  # not yet: the first compile's time was shown
+    od.cuda(m.k, np.zeros(1), target="cpu")
+    kernel_lines = [line for line in str(od.invalidation_tree()).splitlines() if "kernel k(" in line]
+    assert " -> recompiled in " in kernel_lines[-1]

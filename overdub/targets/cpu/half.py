@@ -77,14 +77,17 @@ def _unbox_float_or_half(typ: types.Type, obj: ir.Value, c: Any) -> NativeValue:
     number = c.pyapi.number_float(obj)
     double = c.pyapi.float_as_double(number)
     c.pyapi.decref(number)
-    return NativeValue(c.builder.fptrunc(double, ir.HalfType()), is_error=c.pyapi.c_api_error())  # type: ignore[no-untyped-call]  # numba's is unannotated
+    # through single precision, exact for a half's value: LLVM lowers a double's truncation to half on x86-64
+    # to a call of compiler-rt's __truncdfhf2, which numba's JIT does not link (the call jumped to address 0)
+    single = c.builder.fptrunc(double, ir.FloatType())
+    return NativeValue(c.builder.fptrunc(single, ir.HalfType()), is_error=c.pyapi.c_api_error())  # type: ignore[no-untyped-call]  # numba's is unannotated
 
 
 def _box_float_or_half(typ: types.Type, val: ir.Value, c: Any) -> ir.Value:
     """A half to Python as a float (a host call's result), numba's own boxing for the others."""
     if typ != types.float16:
         return _numba_box_float(typ, val, c)
-    return c.pyapi.float_from_double(c.builder.fpext(val, ir.DoubleType()))
+    return c.pyapi.float_from_double(c.builder.fpext(c.builder.fpext(val, ir.FloatType()), ir.DoubleType()))
 
 
 # numba's registries refuse a second registration for a class: these replace numba's, which they call
