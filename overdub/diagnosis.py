@@ -11,7 +11,6 @@ in the message where ``OVERDUB_ERRORS=full``.
 from __future__ import annotations
 
 import builtins
-import difflib
 import dis
 import re
 import types as pytypes
@@ -136,6 +135,8 @@ def _diagnosed(func: pytypes.FunctionType, report: str) -> Diagnosis | None:
     found = _UNDEFINED.search(report)
     if found:
         name = found.group(1)
+        import difflib  # (a failure's message only: not imported with overdub)
+
         known = [n for n in func.__globals__ if not n.startswith("__")] + dir(builtins)
         close = difflib.get_close_matches(name, known, n=1)
         hint = f" -- did you mean {close[0]!r}?" if close else ""
