@@ -467,3 +467,38 @@ def test_a_kernel_that_does_not_print_prints_nothing(make_module, capfd):
     capfd.readouterr()
     run(m.kernel, target="cpu")
     assert capfd.readouterr() == ("", "")
+
+
+def test_a_small_grid_runs_on_the_launching_thread_where_that_was_measured_faster():
+    from numba import cuda
+
+    from overdub.targets.cpu.workers import PROBE_NS, RECHECK, Workers
+
+    policy = Workers()
+    assert policy.use(4, 8) == 8  # a grid size's first launch: every worker
+    policy.ran(4, 8, PROBE_NS // 10)  # short: waiting, not work
+    assert policy.use(4, 8) == 1  # timed on this thread alone next
+    policy.ran(4, 1, PROBE_NS // 20)
+    assert all(policy.use(4, 8) == 1 for _ in range(10))  # faster alone: it stays
+    assert policy.use(4096, 8) == 8
+    policy.ran(4096, 8, PROBE_NS * 5)  # long: work, which stays parallel
+    assert policy.use(4096, 8) == 8
+    slow_alone = Workers()
+    slow_alone.use(16, 2)
+    slow_alone.ran(16, 2, PROBE_NS // 2)
+    slow_alone.use(16, 2)
+    slow_alone.ran(16, 1, PROBE_NS)  # slower alone: back to every worker
+    assert slow_alone.use(16, 2) == 2
+    for _ in range(RECHECK):  # measured again after RECHECK launches
+        slow_alone.use(16, 2)
+    assert slow_alone._sizes[16][1:3] == [-1, -1]
+    a, out = np.arange(1024.0), np.zeros(1024)
+
+    def double(a, out):
+        i = cuda.grid(1)
+        if i < a.size:
+            out[i] = 2 * a[i]
+
+    for _ in range(4):  # whichever way each launch runs, the same result
+        od.cuda(double, a, out, blocks=4, threads=256, target="cpu")
+        assert (out == 2 * a).all()

@@ -31,6 +31,7 @@ import itertools
 import math
 import secrets
 import threading
+import time
 import types as pytypes
 import typing
 import weakref
@@ -70,6 +71,7 @@ from .atomics import ATOMIC
 from .globalarrays import global_array
 from .runner import UnsupportedOnCPU
 from .sync import SYNC_NAMES, namespace
+from .workers import Workers
 
 if TYPE_CHECKING:
     from numba.core.dispatcher import Dispatcher
@@ -179,8 +181,19 @@ class CPULauncher:
         names = "".join(f", {name}" for name in launchfn.argument_names(len(described)))
         mode = cpu_grid.MODES[self.mode] | (0 if self.checked else cpu_grid.RAISE_ENDS_THREAD)
         stack = runner.fiber_stack_size(kernel.needs)  # used by fibers only: blocks that synchronize
-        run = f"failed = entry({mode}, TARGET.workers, address, gx, gy, gz, tx, ty, tz, shmem, {stack}{names})"
-        body = (_checked(run, kernel) if self.checked else [run]) + _flush(kernel)
+        run = f"failed = entry({mode}, workers, address, gx, gy, gz, tx, ty, tz, shmem, {stack}{names})"
+        if self.mode == runner.Need.GRID_SYNC.value:  # every block resident: every worker
+            timed = ["workers = TARGET.workers", run]
+        else:  # a small grid may run faster on this thread alone (.workers)
+            timed = [
+                "every, blocks = TARGET.workers, gx * gy * gz",
+                "workers = policy.use(blocks, every) if every > 1 and blocks > 1 else every",
+                "started = now()",
+                run,
+                "if workers != every or blocks > 1:",
+                "    policy.ran(blocks, workers, now() - started)",
+            ]
+        body = (_checked_all(timed, kernel) if self.checked else timed) + _flush(kernel)
         body += ["if failed:", "    raise_grid_error(kernel)"]
         return launchfn.generate(
             kernel,
@@ -193,6 +206,8 @@ class CPULauncher:
                 "fflush": _libc.fflush,
                 "raise_grid_error": _raise_grid_error,
                 "raise_recorded": cpu_checks.raise_recorded,
+                "policy": Workers(),
+                "now": time.perf_counter_ns,
             },
         )
 
@@ -212,7 +227,13 @@ def _flush(kernel: Kernel) -> list[str]:
 
 def _checked(run: str, kernel: Kernel) -> list[str]:
     """A checked kernel's launch: an IndexError becomes the message cpu_checks recorded."""
-    return ["try:", f"    {run}", "except IndexError:", f"    raise_recorded({kernel.job.name!r})", "    raise"]
+    return _checked_all([run], kernel)
+
+
+def _checked_all(lines: list[str], kernel: Kernel) -> list[str]:
+    """``lines`` (a checked kernel's launch) where an IndexError becomes the message cpu_checks recorded."""
+    return ["try:", *(f"    {line}" for line in lines), "except IndexError:",
+            f"    raise_recorded({kernel.job.name!r})", "    raise"]  # fmt: skip
 
 
 class SerialLauncher:
