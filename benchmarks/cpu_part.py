@@ -434,3 +434,43 @@ def _parallel(part: Part, cfg: dict, check_only: bool, od, cpu_target) -> None:
         part.measure(f"compute [njit(parallel=True), {numba.get_num_threads()} threads]", t_parallel * 1e3, "ms", n=n)
         part.measure("speed-up of njit(parallel=True) over njit (the machine's)", ratio(t_serial, t_parallel), "x")
         part.measure("overdub on every worker / njit(parallel=True)", ratio(t_all, t_parallel), "x")
+    _launch_cost(part, check_only, od)
+
+
+LAUNCHES = 10_000
+
+
+def _launch_cost(part: Part, check_only: bool, od) -> None:
+    """The fixed cost of a launch: 10,000 launches of a 1,024-thread kernel (4 blocks of 256) on every worker,
+    against numba's njit(parallel=True) of the same loop called as often (issue 36 item 3: at most 1.5x)."""
+    import numba
+
+    with part.guard("launch cost"):
+        m = fresh_module("cpu_launch_cost", SMALL)
+        x, y = np.ones(1024, dtype=np.float32), np.zeros(1024, dtype=np.float32)
+        a = np.float32(2)
+        prange_source = "def loop(a, x, y):\n    for i in numba.prange(x.size):\n        y[i] = a * x[i] + y[i]\n"
+        loop = fresh_module("cpu_launch_cost_loop", prange_source).loop
+        parallel = numba.njit(loop, parallel=True)
+        od.cuda(m.small, a, x, y, blocks=4, threads=256, target="cpu")
+        parallel(a, x, y)
+        if not part.check(
+            "launch-cost kernel [od cpu] == njit", lambda: check_close("small", y, 2 * 2.0 * np.ones(1024))
+        ):
+            return
+        if check_only:
+            return
+
+        def od_launches():
+            for _ in range(LAUNCHES):
+                od.cuda(m.small, a, x, y, blocks=4, threads=256, target="cpu")
+
+        def nb_calls():
+            for _ in range(LAUNCHES):
+                parallel(a, x, y)
+
+        t_od, t_nb = _best_interleaved(od_launches, nb_calls, 3)
+        part.measure("10,000 launches of a 1,024-thread kernel [od cpu, every worker]", t_od / LAUNCHES * 1e6, "us")
+        part.measure("10,000 calls of the same loop [njit(parallel=True)]", t_nb / LAUNCHES * 1e6, "us")
+        part.measure("launch cost ratio od/njit(parallel=True)", ratio(t_od, t_nb), "x")
+        part.target("launch cost od/njit(parallel=True)", ratio(t_od, t_nb), "<=", 1.5)
