@@ -31,10 +31,12 @@ process's load decides.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import multiprocessing
 import os
 import pickle
+import time
 from collections.abc import Iterable, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
@@ -155,15 +157,28 @@ def precompile(
         pending.setdefault(call.job, call)
     done = {job: _found(call) for job, call in pending.items()}
     to_compile = [call for job, call in pending.items() if done[job] is None]
-    here, shares, notes = _assigned(to_compile, min(len(to_compile), workers or os.cpu_count() or 1))
     failures: dict[CompileJob, str] = {}
+    processes = min(len(to_compile), workers or os.cpu_count() or 1)
+    if workers is None and len(to_compile) > 1 and diskcache.directory() is not None:
+        # the first call compiled here says what a compile costs, and so whether workers would pay
+        first = to_compile.pop(0)
+        started = time.perf_counter()
+        done[first.job] = _compiled_here(first, "", failures)
+        processes = worth_it(len(to_compile), time.perf_counter() - started, _startup(first), os.cpu_count() or 1)
+    here, shares, notes = _assigned(to_compile, processes)
     with contextlib.ExitStack() as stack:
+        spawned = time.time()
         futures = _started(stack, [[by_name for _, by_name in share] for share in shares])
         for call in here:  # while the workers start
             done[call.job] = _compiled_here(call, notes.get(call.job, ""), failures)
+        ready: list[float] = []
         for share, future in zip(shares, futures):
-            for (call, _), answer in zip(share, _answers(future, len(share))):
+            at, answers = _answers(future, len(share))
+            ready += [at] if at else []
+            for (call, _), answer in zip(share, answers):
                 done[call.job], notes[call.job] = _loaded(call, answer)
+        if ready:  # how long the workers took to start, for the next od.precompile's choice
+            _note_startup(shares[0][0][0], max(ready) - spawned)
     for call in to_compile:
         if done[call.job] is None and call.job not in failures:  # a worker left no entry usable here
             done[call.job] = _compiled_here(call, notes[call.job], failures)
@@ -269,7 +284,7 @@ def _by_name(call: KernelCall) -> tuple[_ByName | None, str]:
     return by_name, ""
 
 
-def _started(stack: contextlib.ExitStack, shares: list[list[_ByName]]) -> list[Future[list[_Answer]]]:
+def _started(stack: contextlib.ExitStack, shares: list[list[_ByName]]) -> list[Future[tuple[float, list[_Answer]]]]:
     """A spawned process for each share (no fork of a process holding numba's and the driver's state), each
     with a pool of its own -- so each share runs in its own process -- compiling the share, then exiting;
     shut down on leaving ``stack``, not waiting for the processes' exit (a second: numba's objects torn
@@ -286,18 +301,68 @@ def _started(stack: contextlib.ExitStack, shares: list[list[_ByName]]) -> list[F
     return futures
 
 
-def _answers(future: Future[list[_Answer]], size: int) -> list[_Answer]:
-    """A worker's answers for its share; where the process failed or died, that answer for each call."""
+def _answers(future: Future[tuple[float, list[_Answer]]], size: int) -> tuple[float, list[_Answer]]:
+    """(when the worker was ready: its clock's time, 0 where unknown; its answers for its share); where the
+    process failed or died, that answer for each call."""
     try:
         return future.result()
     except Exception as exc:  # the process died (BrokenProcessPool), or its share did not pickle
-        return [_Answer(None, f"its worker failed ({type(exc).__name__}: {exc})", 0)] * size
+        return 0.0, [_Answer(None, f"its worker failed ({type(exc).__name__}: {exc})", 0)] * size
 
 
-def _compile_share(snapshot: snapshots.Token, share: list[_ByName]) -> list[_Answer]:
-    """In a worker process: adopt the sender's definitions, then compile (or load) each call of the share."""
+def _compile_share(snapshot: snapshots.Token, share: list[_ByName]) -> tuple[float, list[_Answer]]:
+    """In a worker process: adopt the sender's definitions, then compile (or load) each call of the share;
+    with the time it was ready to (its imports and the adoption done)."""
     arrival.adopt(*snapshot)
-    return [_compile_in_worker(by_name) for by_name in share]
+    ready = time.time()
+    return ready, [_compile_in_worker(by_name) for by_name in share]
+
+
+# --- whether workers pay ------------------------------------------------------------------------------------
+
+STARTUP_GUESS = 3.0
+"""Seconds a worker process takes to be ready (spawned, overdub and the target imported, the definitions
+adopted) where no od.precompile on this machine measured it yet: enough that a small program compiles here."""
+
+
+def worth_it(calls: int, per_call: float, startup: float, cpus: int) -> int:
+    """How many processes compile ``calls`` calls of ``per_call`` seconds each, this one included: the number
+    whose estimated time -- workers starting (``startup``), then each process's share one after another -- is
+    least, and 1 (no worker) unless that beats compiling here by a tenth. So od.precompile is never slower than
+    compiling one call after another, by its estimates."""
+    serial = calls * per_call
+    best, best_time = 1, serial
+    for processes in range(2, min(calls, cpus) + 1):
+        estimate = startup + -(-calls // processes) * per_call
+        if estimate < best_time:
+            best, best_time = processes, estimate
+    return best if best_time < 0.9 * serial else 1
+
+
+def _startup_file() -> Any:
+    root = diskcache.directory()
+    return None if root is None else root / "precompile-startup.json"
+
+
+def _startup(call: KernelCall) -> float:
+    """The startup of a worker for ``call``'s target, as the last od.precompile that started some measured it."""
+    path = _startup_file()
+    try:
+        return float(json.loads(path.read_text())[call.target.name]) if path is not None else STARTUP_GUESS
+    except (OSError, ValueError, KeyError, TypeError):  # none measured yet, or unreadable: the guess
+        return STARTUP_GUESS
+
+
+def _note_startup(call: KernelCall, seconds: float) -> None:
+    path = _startup_file()
+    if path is None:
+        return
+    try:
+        known = json.loads(path.read_text()) if path.exists() else {}
+        known[call.target.name] = round(seconds, 3)
+        path.write_text(json.dumps(known))
+    except (OSError, ValueError):  # another process writing it, or no room: the next run guesses
+        pass
 
 
 def _compile_in_worker(by_name: _ByName) -> _Answer:

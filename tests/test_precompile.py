@@ -219,3 +219,20 @@ def test_a_fresh_process_launches_cuda_kernels_precompiled_in_parallel_from_thei
     fresh = _fresh_process(kernels, "cuda")
     assert fresh["outs"] == first["outs"] == [(2 * X).tolist(), (2 * X + 1).tolist()]
     assert (fresh["stats"]["compiles"], fresh["stats"]["disk_hits"]) == (0, 2)
+
+
+def test_by_default_workers_start_only_where_they_beat_compiling_here():
+    from overdub.precompiling import STARTUP_GUESS, worth_it
+
+    assert worth_it(20, 0.08, STARTUP_GUESS, 16) == 1  # 1.6 s of compiles: a worker's startup alone is more
+    assert worth_it(20, 0.5, STARTUP_GUESS, 16) > 1  # 10 s: workers pay
+    processes = worth_it(40, 1.0, 2.0, 16)
+    assert 2 <= processes <= 16 and 2.0 + -(-40 // processes) * 1.0 < 0.9 * 40
+    assert worth_it(5, 10.0, 1.0, 1) == 1  # one CPU: no worker
+    assert worth_it(1, 100.0, 0.1, 16) == 1
+
+
+def test_a_small_program_precompiled_by_default_compiles_here_and_starts_no_process(kernels):
+    calls = [(kernels.k0, (np.zeros(8), X)), (kernels.k1, (np.zeros(8), X))]
+    report = od.precompile(calls, target="cpu")
+    assert report.spawned == 0 and [call.how for call in report] == ["compiled here"] * 2
