@@ -31,6 +31,7 @@ import dis
 import functools
 import inspect
 import types as pytypes
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, cast
@@ -289,14 +290,57 @@ def slow_path(
     travel.note_kernel(kernel)
     canonical = _canonical(kernel) if type(kernel) is pytypes.FunctionType else kernel
     if canonical is not kernel:  # a def run again unchanged, or arrived by value: launch as the first of it
-        if launch_from_table(canonical, args, target, context, state, *config.options()):
-            return
-        kernel = canonical
+        if not launch_from_table(canonical, args, target, context, state, *config.options()):
+            check_call(canonical, args)
+            tgt = get_target(target)
+            with tgt.on_device(None, "a launch", config.stream):
+                tgt.check_launchable(config.stream)
+                launch_compiled(canonical, args, config, target, context, state)
+        if cast(pytypes.FunctionType, canonical).__globals__ is cast(pytypes.FunctionType, kernel).__globals__:
+            _alias(cast(pytypes.FunctionType, kernel), canonical, args, target, context, state)
+        return
     check_call(kernel, args)
     tgt = get_target(target)
     with tgt.on_device(None, "a launch", config.stream):  # on a stream: in the stream's context
         tgt.check_launchable(config.stream)
         launch_compiled(kernel, args, config, target, context, state)
+
+
+def _alias(
+    rerun: pytypes.FunctionType,
+    first: object,
+    args: tuple[object, ...],
+    target: str | Target | None,
+    context: Context | tuple[Context, ...] | None,
+    state: object,
+) -> None:
+    """A def run again unchanged, launched as the first of its definition (whose kernel the launch table has
+    under its own key), added to the table under its own key: its next launches take the fast path. Each such
+    launch function checks first that the def is still what it was (its code and defaults: what made it the
+    same definition -- they are attributes one may assign), then runs the first def's, which checks the
+    kernel as any launch does."""
+    key = launch_key(rerun, context, target, args, state)
+    if key in runtime.launches:
+        return
+    for launch in runtime.launches.get(launch_key(first, context, target, args, state), ()):
+        if launch.guarded:
+            runtime.add_launch(key, _checking_def(rerun, launch))
+
+
+def _checking_def(rerun: pytypes.FunctionType, launch: Launch) -> Launch:
+    code, defaults, held = rerun.__code__, rerun.__defaults__, weakref.ref(rerun)  # (weakly: the table's key)
+
+    def aliased(args: tuple[object, ...], blocks: object, threads: object, shmem: int, stream: object, /) -> bool:
+        func = held()
+        return (
+            func is not None
+            and func.__code__ is code
+            and func.__defaults__ is defaults
+            and launch(args, blocks, threads, shmem, stream)
+        )
+
+    aliased.kernel, aliased.guarded = launch.kernel, True  # type: ignore[attr-defined]  # what the table reads
+    return cast(Launch, aliased)
 
 
 def _canonical(function: pytypes.FunctionType) -> pytypes.FunctionType:

@@ -190,3 +190,25 @@ def test_what_makes_two_defs_the_same_definition():
     exec(compile("def f(x, a=np.zeros(2)):\n    return a\n", "<six>", "exec"), arrays)
     assert not reruns.same_definition(with_array, arrays["f"])  # equal arrays, two objects: not the same
     assert math.isnan(float("nan")) and not reruns.same_values((float("nan"),), (float("nan"),))
+
+
+def test_a_kernel_run_again_launches_from_the_launch_table_and_an_assigned_code_is_seen(notebook, monkeypatch):
+    from overdub.runtime import runtime
+
+    monkeypatch.setenv("OVERDUB_CACHE", "0")
+    cell = "import numpy as np\nimport overdub as od\n\ndef k(a):\n    a[0] += 1\n"
+    notebook.run(cell)
+    a = np.zeros(1)
+    od.cuda(notebook.k, a, target="cpu")
+    notebook.run(cell)
+    k = notebook.k
+    od.cuda(k, a, target="cpu")  # the first def's kernel, added to the table under this def too
+    assert a[0] == 2 and od.stats()["compiles"] == 1
+    assert any(key[0]() is k for key in runtime.launches)
+
+    def other(a):
+        a[0] = 100
+
+    k.__code__ = other.__code__  # no longer the same definition: its table entry refuses, it compiles anew
+    od.cuda(k, a, target="cpu")
+    assert a[0] == 100 and od.stats()["compiles"] == 2
