@@ -56,7 +56,8 @@ __all__ = ["CUDAMLIRTarget", "current_target", "target_for", "VERSION"]
 
 VERSION = importlib.metadata.version("numba-cuda-mlir")
 
-# numba-cuda-mlir compiles one function at a time (its dispatchers' state, the no-GPU compute capability)
+# numba-cuda-mlir compiles one function at a time (its dispatchers' state, the no-GPU compute capability);
+# taken after the compile lock, never before it
 _lock = threading.RLock()
 
 
@@ -95,7 +96,8 @@ class CUDAMLIRTarget(CUDATarget):
     """The CUDA target compiling with numba-cuda-mlir."""
 
     name = "cuda-mlir"
-    compile_lock = _lock
+    # compile_lock: numba's global compiler lock, as the CUDA target's -- its typing of a call compiles
+    # numba-cuda's @overloads under that lock, so taking it first keeps one order of locks across threads
     compiles_recursion = False  # numba-cuda-mlir's recursive calls are typed in its own type inference
 
     def __init__(
