@@ -173,6 +173,17 @@ def test_what_it_cannot_compile_is_refused_naming_the_call_and_what_to_do(make_m
     ctx = od.Context("mlir_state", state=types.float64)
     with pytest.raises(Exception, match="does not compile launches passing state"):
         ptx(m.stateful, ARRAY, context=ctx, state=1.0)
+
+    @od.struct
+    class Pair:
+        a: od.float64
+        b: od.float64
+
+    def first(out, pairs):
+        out[0] = pairs[0].a
+
+    with pytest.raises(TypeError, match=r"is an array of a struct.*launch on target='cuda'"):
+        ptx(first, ARRAY, Pair.__overdub_type__[::1])
     assert ".visible .entry" in od.code_ptx(m.recursive, types.int64[:], target="cuda")  # numba-cuda recurses
 
 

@@ -68,6 +68,11 @@ def _convert(t: Any, side: Any, scalars: dict[object, object], back: Any) -> Any
     convert = back  # the same translation, recursively
     name = type(t).__name__
     if name == "Array":
+        if side is mt and isinstance(t.dtype, StructType):
+            raise Untranslatable(
+                f"{t} is an array of a struct, and numba-cuda-mlir 0.6.0's arrays are memrefs of numbers "
+                f"(docs/cuda-mlir.md): launch on target='cuda'"
+            )
         return side.Array(convert(t.dtype), t.ndim, t.layout, readonly=not t.mutable, aligned=t.aligned)
     if name == "UniTuple":
         return side.UniTuple(convert(t.dtype), t.count)
