@@ -169,8 +169,11 @@ def build(
             return compile_with(rewrite(func, job.chain, len(job.argtypes)), job.argtypes)
     except Exception as exc:
         world.retire([node])
-        if isinstance(exc, MethodError):
-            raise
+        if isinstance(exc, MethodError):  # dispatch's own error -- unless a construct kernels lack caused it
+            found = diagnosed(cast(pytypes.FunctionType, job.func), str(exc))  # (d[k] of a dict: getitem's)
+            if found is None:
+                raise
+            raise compile_error(None, explained(what, found, str(exc)), f"{what}:\n{exc}") from None
         message = bridge.compile_error_message(exc)
         report = message or f"{type(exc).__name__}: {exc}"  # (a compiler's own crash: numba-cuda's on a set)
         diagnosis = diagnosed(cast(pytypes.FunctionType, job.func), report)

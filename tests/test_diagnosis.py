@@ -54,6 +54,18 @@ def test_a_construct_kernels_lack_is_named_with_its_line_and_what_to_do(make_mod
     assert raised.value.details.startswith("compiling kernel k(") and raised.value.details != message
 
 
+def test_a_dict_is_named_even_where_getitem_has_methods(make_module):
+    m = make_module(
+        "import overdub as od\n\n@od.struct\nclass Box:\n    v: od.float64\n\n"
+        "    def __getitem__(self, k: od.Integer):\n        return self.v\n",
+        prefix="boxed",
+    )  # a method of getitem: d[1] is dispatched, and finds none for a dict
+    k = make_module(CASES["dict"][0], prefix="diagnosed_dispatched")
+    with pytest.raises(od.CompileError, match=r"diagnosed_dispatched_\d+\.py:2: dicts are not supported") as raised:
+        od.code_ptx(k.k, ARRAY)
+    assert "no method matching getitem(DictType" in raised.value.details and m.Box
+
+
 def test_numbas_report_follows_with_overdub_errors_full(make_module, monkeypatch):
     monkeypatch.setenv("OVERDUB_ERRORS", "full")
     m = make_module(CASES["dict"][0], prefix="diagnosed_full")
