@@ -109,7 +109,7 @@ def _self_call(node: MethodInstance, typing_context: TypingContext, argtypes: tu
     sig = None
     if world.being_built() is node and node.rewritten is not None:
         typed_args = argtypes if state is None else (state, *argtypes)
-        sig = bridge.self_call_signature(typing_context, node.rewritten, typed_args, argtypes)
+        sig = job.target.self_call_signature(typing_context, node.rewritten, typed_args, argtypes)
     if sig is None:
         raise CompileError(
             f"{job.call()} calls itself{' at ' + sites[0] if sites else ''} through another function: "

@@ -147,16 +147,30 @@ def test_round_of_a_float_rounds_halves_to_even_as_python_and_numba_cuda_do():
         assert "cvt.rni.f64.f64" in code and "copysign" not in code  # not numba-cuda-mlir's half away from zero
 
 
+def test_a_device_function_calling_itself_compiles(make_module):
+    m = make_module(
+        """
+        def fact(n):
+            if n <= 1:
+                return 1
+            return n * fact(n - 1)
+
+        def kernel(a, n):
+            a[0] = fact(n)
+    """,
+        prefix="mlir_recursive",
+    )
+    code = ptx(m.kernel, types.int64[::1], types.int64)
+    assert re.search(r"\.func +\(\.param \.b64 func_retval0\) _Z\d+fact_", code) and "mul.lo.s64" in code
+    m.run("def fact(n):\n    return 1 if n <= 1 else n + fact(n - 1)\n")  # redefined: recompiled, a sum now
+    summed = ptx(m.kernel, types.int64[::1], types.int64)
+    assert summed != code and "mul.lo.s64" not in summed.split(".func", 1)[1]
+
+
 def test_what_it_cannot_compile_is_refused_naming_the_call_and_what_to_do(make_module):
     m = make_module(
         """
         import overdub as od
-
-        def fact(n):
-            return 1 if n <= 1 else n * fact(n - 1)
-
-        def recursive(a):
-            a[0] = fact(5)
 
         def vectors(p, q):
             od.vstore(q, od.vload(p, 0, 4), 0)
@@ -166,8 +180,6 @@ def test_what_it_cannot_compile_is_refused_naming_the_call_and_what_to_do(make_m
     """,
         prefix="mlir_refused",
     )
-    with pytest.raises(od.CompileError, match=r"fact\(int64\) calls itself at .*compiles no recursive"):
-        ptx(m.recursive, types.int64[:])
     with pytest.raises(Exception, match=r"numba-cuda-mlir .* has no implementation of it: launch on target='cuda'"):
         ptx(m.vectors, od.Ptr[od.float32], od.Ptr[od.float32])
     ctx = od.Context("mlir_state", state=types.float64)
@@ -184,7 +196,6 @@ def test_what_it_cannot_compile_is_refused_naming_the_call_and_what_to_do(make_m
 
     with pytest.raises(TypeError, match=r"is an array of a struct.*launch on target='cuda'"):
         ptx(first, ARRAY, Pair.__overdub_type__[::1])
-    assert ".visible .entry" in od.code_ptx(m.recursive, types.int64[:], target="cuda")  # numba-cuda recurses
 
 
 def test_the_setting_makes_it_what_target_cuda_compiles_with(monkeypatch):

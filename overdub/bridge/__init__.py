@@ -38,7 +38,7 @@ from .calls import (
     typing_code,
     unliteral,
 )
-from .recursion import self_call_signature
+from .recursion import partial_return_type, self_call_signature
 from .signatures import converted_signature
 
 __all__ = [
@@ -57,6 +57,7 @@ __all__ = [
     "numba_implements",
     "python_function",
     "register_opaque",
+    "partial_return_type",
     "self_call_signature",
     "typing_code",
     "unliteral",

@@ -24,7 +24,7 @@ from numba.core.typing.templates import Signature, signature
 
 from .hidden import hidden_argument
 
-__all__ = ["SelfCall", "self_call_signature"]
+__all__ = ["SelfCall", "self_call_signature", "partial_return_type"]
 
 _keys = itertools.count()
 
@@ -44,6 +44,17 @@ def self_call_signature(
     (its state first, where it takes one): the return type numba infers so far (numba's own rule for a
     self-recursive function: from its returns that do not recurse). A TypingError, numba's, where there is
     none ("cannot type infer runaway recursion"); None where ``func`` is not being typed for them here."""
+    return_type = partial_return_type(typing_context, func, typed_args)
+    if return_type is None:
+        return None
+    sig: Signature = signature(return_type, *argtypes)  # type: ignore[no-untyped-call]  # numba's is unannotated
+    return sig
+
+
+def partial_return_type(typing_context: Any, func: Callable[..., Any], typed_args: tuple[Any, ...]) -> Any:
+    """The return type the typing of ``func`` for ``typed_args`` infers so far, in ``typing_context`` (numba's,
+    numba-cuda's, or numba-cuda-mlir's copy of it), recorded as the type the function must return; None where
+    ``func`` is not being typed for them there."""
     frame = typing_context.callstack.match(func, typed_args)
     if frame is None:
         return None
@@ -51,17 +62,17 @@ def self_call_signature(
     if frame in inferring:  # the partial inference's own recursive call: untyped, as numba skips it there
         raise _typing_error(frame)("a recursive call is left out of the partial inference of its return type")
     inferring.add(frame)
-    caching, config.DISABLE_TYPEINFER_FAIL_CACHE = config.DISABLE_TYPEINFER_FAIL_CACHE, True  # type: ignore[attr-defined]  # set from the environment
+    settings: Any = getattr(sys.modules[type(frame.typeinfer).__module__], "config", config)  # the inferer's
+    caching, settings.DISABLE_TYPEINFER_FAIL_CACHE = getattr(settings, "DISABLE_TYPEINFER_FAIL_CACHE", 0), True
     try:  # (numba's cache of failed resolutions would keep the skipped call's failure for the real inference)
         return_type = frame.typeinfer.return_types_from_partial()
     finally:
-        config.DISABLE_TYPEINFER_FAIL_CACHE = caching  # type: ignore[attr-defined]  # set from the environment
+        settings.DISABLE_TYPEINFER_FAIL_CACHE = caching
         inferring.discard(frame)
     if return_type is None:
         raise _typing_error(frame)("cannot type infer runaway recursion")
     frame.add_return_type(return_type)  # numba checks that the function's final return type is this one
-    sig: Signature = signature(return_type, *argtypes)  # type: ignore[no-untyped-call]  # numba's is unannotated
-    return sig
+    return return_type
 
 
 def _typing_error(frame: Any) -> type[Exception]:

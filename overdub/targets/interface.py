@@ -188,6 +188,20 @@ class Target(Protocol):
         return bridge.always_inlined_overload(typing_context, callee, args, kws)
 
     # -- optional: recursion ------------------------------------------------------------------------------------
+    def self_call_signature(
+        self,
+        typing_context: TypingContext,
+        func: Callable[..., Any],
+        typed_args: tuple[Any, ...],
+        argtypes: tuple[Any, ...],
+    ) -> Signature | None:
+        """How a method being compiled (``func``, typed for ``typed_args``) calls itself with ``argtypes``: the
+        return type its typing infers so far (numba's rule), or None where it is not being typed here. By
+        default numba's typing (:func:`overdub.bridge.self_call_signature`)."""
+        from .. import bridge
+
+        return bridge.self_call_signature(typing_context, func, typed_args, argtypes)
+
     def self_call(self, sig: Signature, state: Any) -> tuple[object, object]:
         """How a method being compiled calls itself with ``sig`` (``state``: the launch state's type, passed
         along first, or None): (implementation key; an object keeping it registered while referenced). By

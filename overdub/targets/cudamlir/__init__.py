@@ -38,6 +38,7 @@ import numba_cuda_mlir.tools as mlir_tools
 import numpy as np
 from numba.core import types as nt
 from numba_cuda_mlir.descriptor import mlir_target
+from numba_cuda_mlir.numba_cuda.typing.templates import signature as mlir_signature
 
 from ... import bridge, operators
 from ...intrinsics import cuprintln, unsafe_load, unsafe_store
@@ -48,9 +49,9 @@ from ..cuda import CUDATarget, device_cc
 from ..gpu import gpu_usable
 from ..interface import GraphCapture
 from ..options import CompileOptions
-from .calls import MLIRBuiltin, MLIRMethod, callee_name, counterpart
+from .calls import MLIRBuiltin, MLIRMethod, MLIRSelfCall, callee_name, counterpart
 from .launcher import MLIRCode, MLIRLauncher
-from .translate import Untranslatable, mlir_cuda, signature_to_numba, to_mlir
+from .translate import Untranslatable, mlir_cuda, signature_to_mlir, signature_to_numba, to_mlir
 
 __all__ = ["CUDAMLIRTarget", "current_target", "target_for", "VERSION"]
 
@@ -98,7 +99,6 @@ class CUDAMLIRTarget(CUDATarget):
     name = "cuda-mlir"
     # compile_lock: numba's global compiler lock, as the CUDA target's -- its typing of a call compiles
     # numba-cuda's @overloads under that lock, so taking it first keeps one order of locks across threads
-    compiles_recursion = False  # numba-cuda-mlir's recursive calls are typed in its own type inference
 
     def __init__(
         self, cc: tuple[int | str, ...], options: CompileOptions = CompileOptions(), root: TargetRoot | None = None
@@ -203,6 +203,25 @@ class CUDAMLIRTarget(CUDATarget):
             "the cuda-mlir target does not compile launches passing state (od.cuda(..., state=...)) yet: "
             "numba-cuda-mlir's lowering has no call with a hidden first argument (docs/cuda-mlir.md)"
         )
+
+    def self_call_signature(
+        self, typing_context: Any, func: Callable[..., Any], typed_args: tuple[Any, ...], argtypes: tuple[Any, ...]
+    ) -> Any:
+        """numba's rule for a function calling itself, in numba-cuda-mlir's typing, where the method is being
+        typed: the return type its other returns give so far."""
+        try:
+            margs = tuple(to_mlir(t) for t in typed_args)
+        except Untranslatable:
+            return None
+        return_type = bridge.partial_return_type(mlir_target.typing_context, func, margs)
+        if return_type is None:
+            return None
+        return signature_to_numba(mlir_signature(return_type, *margs))
+
+    def self_call(self, sig: Any, state: Any) -> tuple[object, object]:
+        if state is not None:
+            raise TypeError("the cuda-mlir target does not compile launches passing state yet (docs/cuda-mlir.md)")
+        return MLIRSelfCall(signature_to_mlir(sig)), None
 
     def compile_kernel(self, func: Callable[..., object], argtypes: tuple[object, ...]) -> MLIRCode:  # type: ignore[override]  # the CUDA target's with this compiler's code
         try:

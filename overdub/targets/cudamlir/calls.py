@@ -39,7 +39,15 @@ from .translate import Untranslatable, mlir_cuda, mt, shadow, to_mlir, to_numba
 if TYPE_CHECKING:
     from ...roots import TargetRoot
 
-__all__ = ["MLIRMethod", "MLIRBuiltin", "MLIRCallType", "numba_cuda_typing_context", "callee_name", "counterpart"]
+__all__ = [
+    "MLIRMethod",
+    "MLIRBuiltin",
+    "MLIRSelfCall",
+    "MLIRCallType",
+    "numba_cuda_typing_context",
+    "callee_name",
+    "counterpart",
+]
 
 
 @dataclass(frozen=True, eq=False)
@@ -56,6 +64,14 @@ class MLIRBuiltin:
     ``callee`` (its own object of the same name) for ``sig``."""
 
     callee: object
+    sig: Any
+
+
+@dataclass(frozen=True, eq=False)
+class MLIRSelfCall:
+    """What a method's call of itself lowers to: a call of the function being lowered (numba-cuda-mlir's
+    ``build_recursive_call``), of numba-cuda-mlir's signature ``sig``."""
+
     sig: Any
 
 
@@ -97,7 +113,7 @@ class MLIRCallType(mt.Callable, mt.Opaque):  # type: ignore[misc]  # numba-cuda-
         cc = cast(Any, cast("TargetRoot", self.site.chain[-1]).target).cc
         with target_override("cuda"), compiling_for(cc):  # type: ignore[no-untyped-call]  # numba's is unannotated
             sig, impl_key = self.numba_type._resolved(numba_cuda_typing_context(), nargs, nkws)
-        if isinstance(impl_key, (MLIRMethod, MLIRBuiltin)):
+        if isinstance(impl_key, (MLIRMethod, MLIRBuiltin, MLIRSelfCall)):
             mlir_sig = impl_key.sig
         elif impl_key is None and isinstance(self.site, OperatorSite):
             mlir_sig = signature_to_mlir(sig)  # numba's own operator: the node is restored after typing,
@@ -139,11 +155,11 @@ def callee_name(dispatcher: Any, margs: tuple[Any, ...]) -> str:
     return str(generate_mangled_name(f"{dispatcher.py_func.__qualname__}_{id(dispatcher)}", called))
 
 
-def _lowered_by_key(key: object) -> dict[tuple[object, ...], MLIRMethod | MLIRBuiltin | None]:
+def _lowered_by_key(key: object) -> dict[tuple[object, ...], MLIRMethod | MLIRBuiltin | MLIRSelfCall | None]:
     """numba-cuda-mlir's lowering of calls of ``key`` (an Overdubbed callee, a struct class): registered with
     its target context, it lowers each call as the typing of its argument types resolved it, recorded in the
     dict returned."""
-    lowerings: dict[tuple[object, ...], MLIRMethod | MLIRBuiltin | None] = {}
+    lowerings: dict[tuple[object, ...], MLIRMethod | MLIRBuiltin | MLIRSelfCall | None] = {}
 
     def lower_call(lower: Any, target: Any, args: list[Any], kws: list[Any]) -> None:
         _lower_call(lowerings, lower, target, args, kws)
@@ -153,7 +169,7 @@ def _lowered_by_key(key: object) -> dict[tuple[object, ...], MLIRMethod | MLIRBu
 
 
 def _lower_call(
-    lowerings: dict[tuple[object, ...], MLIRMethod | MLIRBuiltin | None],
+    lowerings: dict[tuple[object, ...], MLIRMethod | MLIRBuiltin | MLIRSelfCall | None],
     lower: Any,
     target: Any,
     args: list[Any],
@@ -165,6 +181,9 @@ def _lower_call(
     impl = lowerings.get(argtypes)
     if isinstance(impl, MLIRMethod):
         lower.store_var(target, lower.build_user_defined_function_call(target, impl.dispatcher, args, kws))
+        return
+    if isinstance(impl, MLIRSelfCall):
+        lower.store_var(target, lower.build_recursive_call(target, None, args, kws))
         return
     if isinstance(impl, MLIRBuiltin):
         builder = lower.get_registered_builder(impl.callee, impl.sig)
