@@ -169,18 +169,15 @@ def build(
             return compile_with(rewrite(func, job.chain, len(job.argtypes)), job.argtypes)
     except Exception as exc:
         world.retire([node])
-        if isinstance(exc, MethodError):  # dispatch's own error -- unless a construct kernels lack caused it
-            found = diagnosed(cast(pytypes.FunctionType, job.func), str(exc))  # (d[k] of a dict: getitem's)
-            if found is None:
-                raise
-            raise compile_error(None, explained(what, found, str(exc)), f"{what}:\n{exc}") from None
-        message = bridge.compile_error_message(exc)
-        report = message or f"{type(exc).__name__}: {exc}"  # (a compiler's own crash: numba-cuda's on a set)
+        # dispatch's own MethodError stands -- unless a construct kernels lack caused it (d[k] of a dict:
+        # getitem's); a failure of numba's stands as numba's report, with a plain account where there is one
+        message = None if isinstance(exc, MethodError) else bridge.compile_error_message(exc)
+        report = str(exc) if isinstance(exc, MethodError) else message or f"{type(exc).__name__}: {exc}"
         diagnosis = diagnosed(cast(pytypes.FunctionType, job.func), report)
         if message is None and diagnosis is None:
             raise
-        details = f"{what}:\n{report}"
-        raise compile_error(bridge.numba_error_class(exc), explained(what, diagnosis, report), details) from None
+        numba_class = None if isinstance(exc, MethodError) else bridge.numba_error_class(exc)
+        raise compile_error(numba_class, explained(what, diagnosis, report), f"{what}:\n{report}") from None
 
 
 def explained(what: str, diagnosis: Diagnosis | None, report: str) -> str:

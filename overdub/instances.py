@@ -100,11 +100,6 @@ def _self_call(node: MethodInstance, typing_context: TypingContext, argtypes: tu
     other returns, lowered as a call of itself (numba's own rule for self-recursion). A method reached again
     through another (``f`` calls ``g`` calls ``f``) is refused, as numba-cuda refuses it."""
     job, sites = node.job, bridge.call_sites()
-    if not job.target.compiles_recursion:
-        raise CompileError(
-            f"{job.call()} calls itself{' at ' + sites[0] if sites else ''}: the {job.target.label} target compiles "
-            f"no recursive device functions"
-        )
     state = state_type(job.chain)
     sig = None
     if world.being_built() is node and node.rewritten is not None:

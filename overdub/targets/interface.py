@@ -122,7 +122,6 @@ class Target(Protocol):
     root: TargetRoot  # the end of every chain: its forwards and replacements
     options: CompileOptions  # how it compiles; another value is another target (``configured``)
     device_memory: bool = False  # is an address a kernel takes (od.pointer, numba's CPointer) device memory?
-    compiles_recursion: bool = True  # does it compile a device function calling itself (``self_call``)?
 
     # -- required -------------------------------------------------------------------------------------------
     @property

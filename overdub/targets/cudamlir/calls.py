@@ -16,6 +16,7 @@ import inspect
 import sys
 import types as pytypes
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
@@ -85,27 +86,54 @@ def numba_cuda_typing_context() -> Any:
     return context
 
 
-class MLIRCallType(mt.Callable, mt.Opaque):  # type: ignore[misc]  # numba-cuda-mlir's types are untyped
+class _LoweredCallType(mt.Callable, mt.Opaque):  # type: ignore[misc]  # numba-cuda-mlir's types are untyped
+    """numba-cuda-mlir's type of a value whose calls overdub types (``get_call_type``) and lowers: each call as
+    its typing resolved it, for its argument types (``lowerings``, :func:`_lowered_by_key`)."""
+
+    def __init__(self, key: object, name: str) -> None:
+        self._key = key
+        super().__init__(name=name)
+        self.lowerings = _lowered_by_key(key)
+
+    @property
+    def key(self) -> object:
+        return self._key
+
+    def get_call_signatures(self) -> tuple[list[Any], bool]:
+        return [], True
+
+    def get_impl_key(self, sig: Any) -> object:
+        return self._key
+
+
+def _typed_once(cache: weakref.WeakKeyDictionary[Any, Any], value: Any, make: Callable[[Any], Any]) -> Any:
+    """The one numba-cuda-mlir type of ``value`` (numba-cuda-mlir then sees one type a value), made once."""
+    found = cache.get(value)
+    if found is None:
+        found = cache.setdefault(value, make(value))
+    return found
+
+
+def _as_numba(args: Any, kws: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """A call's numba-cuda-mlir argument types as numba's (Untranslatable where one has no counterpart)."""
+    return tuple(to_numba(a) for a in args), {k: to_numba(v) for k, v in kws.items()}
+
+
+class MLIRCallType(_LoweredCallType):
     """numba-cuda-mlir's type of one Overdubbed callee: dispatch happens in ``get_call_type``, as numba's
     :class:`~overdub.resolve.OverdubCallType` does it (the very one, on numba's types)."""
 
     def __init__(self, site: Overdubbed) -> None:
         self.site = site
         self.numba_type = OverdubCallType(site)
-        super().__init__(name=f"mlir-{self.numba_type.name}")
-        self.lowerings = _lowered_by_key(site)
-
-    @property
-    def key(self) -> Overdubbed:
-        return self.site
+        super().__init__(site, f"mlir-{self.numba_type.name}")
 
     def get_call_type(self, context: Any, args: Any, kws: Any) -> Any:
         from ...operators import OperatorSite
         from .translate import signature_to_mlir
 
         try:
-            nargs = tuple(to_numba(a) for a in args)
-            nkws = {k: to_numba(v) for k, v in kws.items()}
+            nargs, nkws = _as_numba(args, kws)
         except Untranslatable as exc:
             raise _refusal(self.site, str(exc)) from None
         # numba-cuda's typing, as the CUDA target types (its templates answer for their own target; its
@@ -124,12 +152,6 @@ class MLIRCallType(mt.Callable, mt.Opaque):  # type: ignore[misc]  # numba-cuda-
         self.lowerings[tuple(args)] = impl_key
         return mlir_sig
 
-    def get_call_signatures(self) -> tuple[list[Any], bool]:
-        return [], True
-
-    def get_impl_key(self, sig: Any) -> object:
-        return self.site
-
 
 def _refusal(site: Overdubbed, why: str) -> TypeError:
     name = getattr(site.callee, "__qualname__", repr(site.callee))
@@ -142,9 +164,7 @@ runtime.register_cache(f"{__name__}._call_types", _call_types)
 
 @typeof_impl.register(Overdubbed)  # type: ignore[untyped-decorator]
 def _typeof_overdubbed(value: Overdubbed, c: object) -> MLIRCallType:
-    found = _call_types.get(value)
-    if found is None:
-        found = _call_types.setdefault(value, MLIRCallType(value))
+    found: MLIRCallType = _typed_once(_call_types, value, MLIRCallType)
     return found
 
 
@@ -194,29 +214,25 @@ def _lower_call(
     raise NotImplementedError(f"no lowering recorded for a call with {argtypes}")
 
 
-class MLIRStructClassType(mt.Callable, mt.Opaque):  # type: ignore[misc]  # numba-cuda-mlir's types are untyped
+class MLIRStructClassType(_LoweredCallType):
     """numba-cuda-mlir's type of a struct class read in a kernel: calling it makes a value. The class binds and
     types the call as on every target (``__overdub_bind__``, on numba's types); the value is made by a device
     function building the struct's named tuple from the fields, each converted to its type."""
 
     def __init__(self, cls: type) -> None:
         self.cls = cls
-        super().__init__(name=f"mlir-class({cls.__qualname__})")
-        self.lowerings = _lowered_by_key(cls)
-
-    @property
-    def key(self) -> type:
-        return self.cls
+        super().__init__(cls, f"mlir-class({cls.__qualname__})")
 
     def get_call_type(self, context: Any, args: Any, kws: Any) -> Any:
         bind = getattr(self.cls, "__overdub_bind__", None)
         if bind is None:
             raise TypeError(f"{self.cls.__qualname__} is an abstract type: it has no values")
         try:
-            nargs = tuple(bridge.unliteral(to_numba(a)) for a in args)
-            nkws = {k: bridge.unliteral(to_numba(v)) for k, v in kws.items()}
+            nargs, nkws = _as_numba(args, kws)
         except Untranslatable as exc:
             raise TypeError(f"{self.cls.__qualname__}: the cuda-mlir target cannot make this value: {exc}") from None
+        nargs = tuple(bridge.unliteral(a) for a in nargs)
+        nkws = {k: bridge.unliteral(v) for k, v in nkws.items()}
         struct_type, _ = bind(nargs, nkws)  # raises TypeError naming the field that does not convert
         maker = _maker(struct_type)
         folded, pysig = bridge.fold_call(maker.py_func, nargs, nkws)
@@ -228,21 +244,13 @@ class MLIRStructClassType(mt.Callable, mt.Opaque):  # type: ignore[misc]  # numb
         self.lowerings[tuple(sig.args)] = self.lowerings[tuple(args)] = method
         return sig
 
-    def get_call_signatures(self) -> tuple[list[Any], bool]:
-        return [], True
-
-    def get_impl_key(self, sig: Any) -> object:
-        return self.cls
-
 
 _class_types: weakref.WeakKeyDictionary[type, MLIRStructClassType] = weakref.WeakKeyDictionary()
 runtime.register_cache(f"{__name__}._class_types", _class_types)
 
 
 def _typeof_struct_class(cls: type, c: object) -> MLIRStructClassType:
-    found = _class_types.get(cls)
-    if found is None:
-        found = _class_types.setdefault(cls, MLIRStructClassType(cls))
+    found: MLIRStructClassType = _typed_once(_class_types, cls, MLIRStructClassType)
     return found
 
 
@@ -376,9 +384,7 @@ runtime.register_cache(f"{__name__}._views", _views)
 
 @typeof_impl.register(ModuleProxy)  # type: ignore[untyped-decorator]
 def _typeof_module_proxy(value: ModuleProxy, c: object) -> MLIRModuleProxyType:
-    found = _views.get(value)
-    if found is None:
-        found = _views.setdefault(value, MLIRModuleProxyType(_ChainView(value)))
+    found: MLIRModuleProxyType = _typed_once(_views, value, lambda proxy: MLIRModuleProxyType(_ChainView(proxy)))
     return found
 
 
