@@ -7,7 +7,9 @@ directory and run in fresh processes, each launching all 20 kernels once:
 * **cold**: empty cache directory; **warm**: the cache the cold run filled;
 * **cold, precompiled**: another empty cache directory, the program calling ``od.precompile`` on its 20 launches
   with ``WORKERS`` processes (one per CPU, at most 20; this one included) before launching; then **warm after
-  the precompile**: the plain program on that cache, which must compile nothing;
+  the precompile**: the plain program on that cache, which must compile nothing; **cold, od.precompile()
+  choosing its workers**: a third empty cache, ``od.precompile`` deciding whether workers pay (never slower
+  than cold, by its target);
 * **edited**: after ``dev1.d0``'s body changed in its file -- only ``k0`` depends on it.
 
 Each run reports the seconds from importing the program to the last result (overdub, numba, numpy and, for
@@ -44,6 +46,8 @@ KERNELS = 20
 N = 256
 WORKERS = min(KERNELS, os.cpu_count() or 1)  # the processes od.precompile compiles in, this one included
 PRECOMPILED = f"cold, od.precompile(workers={WORKERS})"
+DECIDED = "cold, od.precompile() choosing its workers"
+DECIDES = -1  # --precompile's value for od.precompile's own choice (workers=None)
 
 
 def _device_module(prefix: str, name: str, offset: int, decorator: str, header: str) -> str:
@@ -108,7 +112,7 @@ def _launch_all(variant: str, workers: int):
 
         launches = [(getattr(kernels, f"k{j}"), (np.zeros(N), x)) for j in range(KERNELS)]
         if workers:
-            od.precompile(launches, target="cpu", workers=workers)
+            od.precompile(launches, target="cpu", workers=None if workers == DECIDES else workers)
         precompiled = od.stats()["compiles"]
         for kernel, args in launches:
             od.cuda(kernel, *args, blocks=(N + 127) // 128, threads=128, target="cpu")
@@ -128,7 +132,7 @@ def _launch_all(variant: str, workers: int):
         dx = cupy.asarray(x)
         launches = [(getattr(kernels, f"k{j}"), (cupy.zeros(N), dx)) for j in range(KERNELS)]
         if workers:
-            od.precompile(launches, target="cuda", workers=workers)
+            od.precompile(launches, target="cuda", workers=None if workers == DECIDES else workers)
         precompiled = od.stats()["compiles"]
         for kernel, args in launches:
             od.cuda(kernel, *args, blocks=(N + 127) // 128, threads=128, target="cuda")
@@ -205,6 +209,7 @@ def _program_runs(part, variant: str) -> None:
         if variant.startswith("od"):
             runs[PRECOMPILED] = _run_variant(variant, directory, False, WORKERS, "od-cache-precompiled")
             runs["warm after the precompile"] = _run_variant(variant, directory, False, cache="od-cache-precompiled")
+            runs[DECIDED] = _run_variant(variant, directory, False, DECIDES, "od-cache-decided")
         dev1 = directory / "dev1.py"
         dev1.write_text(dev1.read_text().replace(*EDIT))
         runs["edited"] = _run_variant(variant, directory, True)
@@ -228,6 +233,11 @@ def _program_runs(part, variant: str) -> None:
         )
         precompiled = runs[PRECOMPILED]
         part.measure(f"{variant} cold/cold with od.precompile", runs["cold"]["seconds"] / precompiled["seconds"], "x")
+        decided = runs["cold"]["seconds"] / runs[DECIDED]["seconds"]
+        part.measure(f"{variant} cold/cold with od.precompile choosing its workers", decided, "x")
+        part.target(
+            f"{variant} od.precompile choosing its workers never slower (cold/it, 10% noise)", decided, ">=", 0.9
+        )
         part.target(
             f"{variant} after od.precompile its launches compile nothing", precompiled["launch_compiles"], "==", 0
         )
@@ -318,7 +328,7 @@ if __name__ == "__main__":
     ap.add_argument("--variant", required=True)
     ap.add_argument("--dir", required=True)
     ap.add_argument("--edited", action="store_true")
-    ap.add_argument("--precompile", type=int, default=0, metavar="WORKERS")
+    ap.add_argument("--precompile", type=int, default=0, metavar="WORKERS", help=f"{DECIDES}: od.precompile decides")
     args = ap.parse_args()
     sys.path.insert(0, args.dir)
     import warnings

@@ -4,9 +4,10 @@ interleaved, medians of wall time; and what ``import overdub`` leaves out of ``s
     python benchmarks/import_time.py [--runs 11] [--overdub PATH]... [--uncached]
 
 By default Python's bytecode caches are used as an installed package has them (``pip install`` writes them;
-the first run writes the checkout's). ``--uncached`` compiles every module from source in every process --
-numba's as well as overdub's -- as a checkout run with ``PYTHONDONTWRITEBYTECODE=1`` and no ``__pycache__``
-compiles overdub's: an empty ``PYTHONPYCACHEPREFIX`` and no writing.
+the first run writes the checkout's). ``--uncached`` is a fresh clone's editable install run with
+``PYTHONDONTWRITEBYTECODE=1``: overdub's own modules compile from source in every process, while numba (and
+everything else installed) reads the bytecode its install wrote. Each overdub package is copied, without its
+``__pycache__``, to a temporary directory that no process writes bytecode into.
 
 ``--overdub PATH`` (repeatable) measures the overdub found at PATH (a checkout) as well, to compare versions.
 """
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -42,6 +44,16 @@ def _one(module: str, path: str, env: dict[str, str], cwd: str) -> tuple[float, 
     return float(elapsed), imported.strip()
 
 
+def _fresh_clone(path: str, into: str) -> str:
+    """A copy of the overdub package of the checkout ``path`` without bytecode, as a fresh clone has it (its
+    compiled extensions included); the directory to put on PYTHONPATH."""
+    copy = tempfile.mkdtemp(dir=into)
+    shutil.copytree(
+        os.path.join(path, "overdub"), os.path.join(copy, "overdub"), ignore=shutil.ignore_patterns("__pycache__")
+    )
+    return copy
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=11)
@@ -53,20 +65,28 @@ def main() -> None:
         ("overdub" if path == here else f"overdub [{path}]", "overdub", path)
         for path in [here] + [os.path.abspath(p) for p in args.overdub]
     ]
-    with tempfile.TemporaryDirectory() as empty:
+    with tempfile.TemporaryDirectory() as empty, tempfile.TemporaryDirectory() as clones:
         env = dict(os.environ)
+        env.pop("PYTHONPYCACHEPREFIX", None)  # numba's bytecode is read where its install wrote it
         if args.uncached:
-            env.update(PYTHONPYCACHEPREFIX=empty, PYTHONDONTWRITEBYTECODE="1")
+            env["PYTHONDONTWRITEBYTECODE"] = "1"
+            jobs = [
+                (label, module, _fresh_clone(path, clones) if module == "overdub" else path)
+                for label, module, path in jobs
+            ]
         else:
             env.pop("PYTHONDONTWRITEBYTECODE", None)
-            for _, module, path in jobs:  # the bytecode caches written, as installing writes them
-                _one(module, path, env, empty)
+        for _, module, path in jobs:  # a first run each: a checkout's bytecode written, as installing writes it
+            _one(module, path, env, empty)
         times: dict[str, list[float]] = {label: [] for label, _, _ in jobs}
         imported: dict[str, str] = {}
         for _ in range(args.runs):  # interleaved: the machine's load falls on every variant alike
             for label, module, path in jobs:
                 elapsed, imported[label] = _one(module, path, env, empty)
                 times[label].append(elapsed)
+        if args.uncached:  # every process compiled overdub from source: none wrote its bytecode
+            written = [root for _, module, path in jobs if module == "overdub" for root, _, _ in os.walk(path)]
+            assert not [root for root in written if root.endswith("__pycache__")], "overdub's bytecode was written"
     numba = statistics.median(times["numba"])
     print(f"{'import':40} {'median s':>9} {'/ numba':>8}  GPU stack imported")
     for label, values in times.items():

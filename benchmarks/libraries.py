@@ -8,6 +8,7 @@ their wall times given as ``LIB=A,B`` (seconds under numba-cuda, then switched).
 
     python benchmarks/libraries.py --out DIR                 # every library installed here, on the GPU
     python benchmarks/libraries.py --only stumpy --repeat 5
+    python benchmarks/libraries.py --cpu                     # the CPU target against the library's own CPU code
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -28,7 +30,8 @@ class Call:
     library: str  # the package switched
     what: str  # the call, as the table names it
     setup: str  # Python run once before timing (imports, data)
-    call: str  # the statement timed; it waits for the GPU
+    call: str  # the statement timed
+    gpu: bool = True  # the call waits for the GPU after it (numba-cuda's synchronize)
 
 
 CALLS = (
@@ -58,12 +61,25 @@ CALLS = (
     ),
 )
 
+# the CPU target against the library's own CPU code (numba.njit, parallel) on the same machine: the first of each
+# pair runs switched with OVERDUB_TARGET=cpu, the second as the library ships it (``--cpu``)
+_CPU_SETUP = "import numpy as np, stumpy\nT = np.random.default_rng(0).random(5_000)"
+CPU_CALLS = (
+    (
+        Call(
+            "stumpy", "gpu_stump(T, 50) on the CPU target, T of 5,000", _CPU_SETUP, "stumpy.gpu_stump(T, 50)", gpu=False
+        ),
+        Call("stumpy", "stump(T, 50), its njit(parallel=True) code", _CPU_SETUP, "stumpy.stump(T, 50)", gpu=False),
+    ),
+)
+
 _RUNNER = """
 import json, time
 {setup}
 def _sync():
-    from numba import cuda
-    cuda.synchronize()
+    if {gpu}:
+        from numba import cuda
+        cuda.synchronize()
 start = time.perf_counter(); {call}; _sync(); first = time.perf_counter() - start
 warm = []
 for _ in range({repeat}):
@@ -72,14 +88,18 @@ print("RESULT " + json.dumps({{"first": first, "warm": warm}}))
 """
 
 
-def measure(call: Call, switched: bool, repeat: int) -> dict[str, object]:
-    """One fresh process running ``call`` (switched to overdub or not): its first and warm times."""
-    program = _RUNNER.format(setup=call.setup, call=call.call, repeat=repeat)
+def measure(call: Call, switched: bool, repeat: int, cpu_target: bool = False) -> dict[str, object]:
+    """One fresh process running ``call`` (switched to overdub or not, on its CPU target where
+    ``cpu_target``): its first and warm times."""
+    program = _RUNNER.format(setup=call.setup, call=call.call, repeat=repeat, gpu=call.gpu)
+    env = dict(os.environ, OVERDUB_TARGET="cpu") if cpu_target else None
     with tempfile.TemporaryDirectory() as scratch:
         script = Path(scratch) / f"{call.library}_call.py"
         script.write_text(program)
         switch = ["-m", "overdub.switch", "--package", call.library] if switched else []
-        done = subprocess.run([sys.executable, *switch, str(script)], capture_output=True, text=True, timeout=900)
+        done = subprocess.run(
+            [sys.executable, *switch, str(script)], capture_output=True, text=True, timeout=900, env=env
+        )
     lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
     if done.returncode or not lines:
         return {"error": (done.stderr or done.stdout)[-1500:]}
@@ -98,8 +118,11 @@ def main() -> None:
         help="LIB=A,B (seconds under numba-cuda, then switched): a test suite's times",
     )
     parser.add_argument("--out", type=Path, help="directory for libraries.json and libraries.md")
+    parser.add_argument("--cpu", action="store_true", help="the CPU target against each library's own CPU code")
     options = parser.parse_args()
     chosen = set(options.only.split(",")) if options.only else None
+    if options.cpu:
+        return cpu_rows(chosen, options.repeat, options.out)
     suites = {k: tuple(map(float, v.split(","))) for k, v in (s.split("=", 1) for s in options.suite)}
     rows = []
     for call in CALLS:
@@ -130,6 +153,34 @@ def main() -> None:
         options.out.mkdir(parents=True, exist_ok=True)
         (options.out / "libraries.json").write_text(json.dumps(rows, indent=1))
         (options.out / "libraries.md").write_text(table + "\n")
+
+
+def cpu_rows(chosen: set[str] | None, repeat: int, out: Path | None) -> None:
+    """``--cpu``: each library's GPU call switched to overdub's CPU target against the library's own CPU code."""
+    lines = [
+        "| library | overdub's CPU target | the library's CPU code | first call (s) | warm (ms) | warm ratio |",
+        "|---|---|---|---:|---:|---:|",
+    ]
+    rows = []
+    for ours, theirs in CPU_CALLS:
+        if (chosen and ours.library not in chosen) or importlib.util.find_spec(ours.library) is None:
+            continue
+        a, b = measure(ours, True, repeat, cpu_target=True), measure(theirs, False, repeat)
+        rows.append({"library": ours.library, "overdub cpu": a, "native": b})
+        if "error" in a or "error" in b:
+            lines.append(f"| {ours.library} | {ours.what} | {theirs.what} | error | error | -- |")
+            continue
+        wa, wb = statistics.median(a["warm"]), statistics.median(b["warm"])
+        lines.append(
+            f"| {ours.library} | {ours.what} | {theirs.what} | {a['first']:.2f} / {b['first']:.2f} | "
+            f"{wa * 1e3:.1f} / {wb * 1e3:.1f} | {wa / wb:.2f}x |"
+        )
+    table = "\n".join(lines)
+    print(table)
+    if out:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "libraries_cpu.json").write_text(json.dumps(rows, indent=1))
+        (out / "libraries_cpu.md").write_text(table + "\n")
 
 
 if __name__ == "__main__":

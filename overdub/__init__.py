@@ -5,26 +5,29 @@ substitute any call; a compiled kernel keeps the edges it consulted, so redefini
 the next launch recompile.
 """
 
+import importlib
 from typing import TYPE_CHECKING
 
 from . import engines as _engines  # noqa: F401  (the engines' picklers ship the user's code: overdub.travel)
 from .context import Context, when_imported
 from .dropin import jit
 from .extending import method
-from .graphs import Graph, graph
 from .host import overdub
 from .intrinsics import Pointer, cuprintln, pointer, state, unsafe_load, unsafe_store, vload, vstore
 from .job import CompileError
 from .launch import default_target, synchronize
 from .memory import struct_array
-from .precompiling import precompile
 from .reflect import code_llvm, code_native, code_ptx, code_sass, code_typed, explain, invalidation_tree, stats
 from .registry import AmbiguityError, GenericFunction, Method, MethodError, function, methods, which
-from .scaleout import map_blocks, map_overlap
 from .structs import struct
 from .targets.registry import ALL, CPU, CUDA
 from .types import AbstractType, PtrType, issubtype
 from .world import current_world, invalidation_log
+
+if TYPE_CHECKING:  # names imported at their first use (``__getattr__`` below): ``import overdub`` leaves them out
+    from .graphs import Graph, graph
+    from .precompiling import precompile
+    from .scaleout import map_blocks, map_overlap
 
 if TYPE_CHECKING:  # od.cuda: the launch's signature and numba-cuda's names (a module whose call is the launch)
     from .cuda import CudaNamespace
@@ -87,6 +90,32 @@ else:
     )
 
 __version__ = "0.1.0"
+
+# The public names whose modules ``import overdub`` leaves out until a program first reads one (PEP 562):
+# precompile's process pool (multiprocessing, concurrent.futures), graphs, and the dask scale-out.
+_DEFERRED = {
+    "graph": "graphs",
+    "Graph": "graphs",
+    "precompile": "precompiling",
+    "map_blocks": "scaleout",
+    "map_overlap": "scaleout",
+}
+
+
+if not TYPE_CHECKING:  # a type checker reads the deferred names' imports above, and no attribute beyond them
+
+    def __getattr__(name: str) -> object:
+        module = _DEFERRED.get(name)
+        if module is None:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+        globals()[name] = value
+        return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_DEFERRED})
+
 
 __all__ = [
     # generic functions and dispatch

@@ -297,7 +297,7 @@ class DeviceArray(ArgumentKind[ArraySignature, nt.Array]):
 
     def signature(self, value: Any) -> ArraySignature:  # any __cuda_array_interface__ object
         interface = value.__cuda_array_interface__
-        shape, dtype = interface["shape"], interface_dtype(value)
+        shape, dtype = interface["shape"], interface_dtype(value, interface)
         c, f = contiguity(shape, interface.get("strides"), dtype.itemsize)
         return dtype, len(shape), "C" if c else ("F" if f else "A"), bool(interface["data"][1])
 

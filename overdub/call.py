@@ -289,21 +289,17 @@ def slow_path(
     runtime.collect()
     travel.note_kernel(kernel)
     canonical = _canonical(kernel) if type(kernel) is pytypes.FunctionType else kernel
-    if canonical is not kernel:  # a def run again unchanged, or arrived by value: launch as the first of it
-        if not launch_from_table(canonical, args, target, context, state, *config.options()):
-            check_call(canonical, args)
-            tgt = get_target(target)
-            with tgt.on_device(None, "a launch", config.stream):
-                tgt.check_launchable(config.stream)
-                launch_compiled(canonical, args, config, target, context, state)
-        if cast(pytypes.FunctionType, canonical).__globals__ is cast(pytypes.FunctionType, kernel).__globals__:
-            _alias(cast(pytypes.FunctionType, kernel), canonical, args, target, context, state)
-        return
-    check_call(kernel, args)
-    tgt = get_target(target)
-    with tgt.on_device(None, "a launch", config.stream):  # on a stream: in the stream's context
-        tgt.check_launchable(config.stream)
-        launch_compiled(kernel, args, config, target, context, state)
+    # a def run again unchanged, or arrived by value, launches as the first of it (from the table where it is)
+    rerun = cast(pytypes.FunctionType, kernel) if canonical is not kernel else None
+    kernel = canonical
+    if rerun is None or not launch_from_table(kernel, args, target, context, state, *config.options()):
+        check_call(kernel, args)
+        tgt = get_target(target)
+        with tgt.on_device(None, "a launch", config.stream):  # on a stream: in the stream's context
+            tgt.check_launchable(config.stream)
+            launch_compiled(kernel, args, config, target, context, state)
+    if rerun is not None and cast(pytypes.FunctionType, kernel).__globals__ is rerun.__globals__:
+        _alias(rerun, kernel, args, target, context, state)
 
 
 def _alias(

@@ -17,16 +17,21 @@ import logging
 import time
 import types as pytypes
 from collections.abc import Callable
-from typing import TypeVar, cast
+from typing import TYPE_CHECKING, TypeVar, cast
 
-from . import bridge, diskcache, settings, world
+from . import bridge, settings, world
 from . import resolve as _resolve  # noqa: F401  (it registers the numba type of Overdubbed callees: typing calls it)
 from .bindings import Guarded
-from .diagnosis import Diagnosis, diagnosed
 from .job import CompileJob, chain_name, compile_error, consult_chain
 from .registry import MethodError
 from .rewrite import rewrite, state_type
 from .runtime import runtime
+
+if TYPE_CHECKING:
+    from .diagnosis import Diagnosis
+
+# The disk cache (its facts, fingerprints, locators) and the diagnosis of a failure are imported where a
+# kernel is first loaded or compiled, or a compile first fails: ``import overdub`` leaves them out.
 
 _T = TypeVar("_T")
 
@@ -127,6 +132,8 @@ def _building(job: CompileJob, kernel: Guarded) -> bool:
 
 def _loaded_kernel(job: CompileJob) -> Kernel | None:
     """``job``'s kernel from the disk cache, its recorded edges re-checked (and made its edges) here."""
+    from . import diskcache
+
     kernel = Kernel(job)
     with world.building(kernel):
         loaded = _building(job, kernel) and diskcache.load(job, kernel)
@@ -146,6 +153,8 @@ def _built_kernel(job: CompileJob) -> Kernel:
     compiles = compile_ms.setdefault(kernel.describe(), collections.deque(maxlen=16))
     compiles.append((world.current_world(), (time.perf_counter() - started) * 1e3))
     runtime.count("compiles")
+    from . import diskcache
+
     diskcache.store(job, kernel)
     return kernel
 
@@ -173,6 +182,8 @@ def build(
         # getitem's); a failure of numba's stands as numba's report, with a plain account where there is one
         message = None if isinstance(exc, MethodError) else bridge.compile_error_message(exc)
         report = str(exc) if isinstance(exc, MethodError) else message or f"{type(exc).__name__}: {exc}"
+        from .diagnosis import diagnosed
+
         diagnosis = diagnosed(cast(pytypes.FunctionType, job.func), report)
         if message is None and diagnosis is None:
             raise

@@ -143,7 +143,8 @@ class Kernel:
         self._specialized = specialized
         self.specializations: dict = {}  # specialize()'s kernels, by argument types
         self._plans: dict = {}  # the conversions to them chosen for the arguments' classes (_as_signature)
-        self._since = compiler.kernels_made()  # its overloads: the kernels of its def made after this
+        self._since = compiler.kernels_made()  # its overloads: the kernels of its def made after this,
+        self._launched: set = set()  # and those its first launch found made (by another od.jit of its def)
         for argtypes in self._explicit:
             self.compile(argtypes)
 
@@ -238,7 +239,8 @@ class Kernel:
         return {
             node.job.argtypes: Overload(node, self)
             for node in kernels
-            if node.job.func is self.py_func and (node.made > self._since or node.job.argtypes in self._explicit)
+            if node.job.func is self.py_func
+            and (node.made > self._since or node.job.argtypes in self._explicit or node.job.argtypes in self._launched)
         }
 
     def _per_overload(self, name: str, signature):
@@ -491,21 +493,24 @@ class _Configured(_LaunchConfiguration):
             moved, copy_back = get_target(self.target).host_copies(args, self.config.stream)
             launch_configured(self.function, moved, self.config, self.target, self.context)
             copy_back()
+            args = moved
+        if not self.kernel._launched:  # its first launch: the kernel it ran is one of its overloads
+            self.kernel._launched.add(self.kernel._compiled(args).job.argtypes)
 
 
 class _Converting(_LaunchConfiguration):
     """``kernel[blocks, threads, ...]`` of a kernel whose arguments are converted before each launch (explicit
     signatures, numba-cuda's extensions): the conversions, then the launch (``front``)."""
 
-    __slots__ = ("front", "target", "signatures", "extensions", "name")
+    __slots__ = ("front", "target", "signatures", "extensions")
 
     def __init__(self, kernel: Kernel, front: Callable[..., None], target, config: LaunchConfig):
         self.kernel, self.config, self.front, self.target = kernel, config, front, target
-        self.name, self.signatures, self.extensions = kernel.__qualname__, kernel._explicit, kernel.extensions
+        self.signatures, self.extensions = kernel._explicit, kernel.extensions
 
     def __call__(self, *args):
         if self.signatures:
-            args = _as_signature(self.name, args, self.signatures, self.target, self.kernel._plans)
+            args = _as_signature(self.kernel.py_func, args, self.signatures, self.target, self.kernel._plans)
         if not self.extensions:
             return self.front(*args)
         # numba-cuda's extensions: each converts the arguments before the launch (``prepare_args(ty, value,
@@ -521,12 +526,12 @@ class _Converting(_LaunchConfiguration):
             write_back()
 
 
-def _as_signature(name: str, args: tuple, signatures: list, target, plans: dict) -> tuple:
+def _as_signature(function, args: tuple, signatures: list, target, plans: dict) -> tuple:
     """``args`` converted to the signature numba-cuda picks for them (:func:`chosen_signature`: exact matches
     first, then the fewest unsafe, safe and promoting conversions): scalars become numpy scalars of the
     signature's types, an int where the signature has a pointer (numba's ``CPointer``) the address of a typed
     pointer into the target's memory. A TypeError, as numba-cuda's, where no signature fits or two fit equally
-    (naming the kernel ``name`` and its signatures).
+    (naming the kernel ``function`` and its signatures).
 
     The choice depends on what the values' classes, dtypes and ranks say of their types: ``plans`` keeps each
     one made (a launch in a loop converts its arguments without choosing again)."""
@@ -536,7 +541,7 @@ def _as_signature(name: str, args: tuple, signatures: list, target, plans: dict)
     except TypeError:  # a dtype attribute that is no dtype, unhashable: choose at each launch
         key = plan = None
     if plan is None:
-        plan = _plan(name, args, signatures, target)
+        plan = _plan(function, args, signatures, target)
         if key is not None:
             plans[key] = plan
     return tuple(value if convert is None else convert(value) for convert, value in zip(plan, args))
@@ -561,12 +566,10 @@ def _plan_key(args: tuple) -> tuple | None:
     return tuple(key)
 
 
-def _plan(name: str, args: tuple, signatures: list, target) -> tuple:
+def _plan(function, args: tuple, signatures: list, target) -> tuple:
     """The conversion of each of ``args`` to the signature chosen for them (None: passed as it is)."""
-    try:
-        argtypes = chosen_signature(args, signatures)
-    except TypeError as error:
-        raise TypeError(f"{name}: {error}") from None
+    name = function.__qualname__
+    argtypes = chosen_signature(args, signatures, function)
     views: tuple = (None,) * len(args)
     if argtypes is None and len(signatures) == 1:  # numba-cuda's one-signature kernel: integers' signs as it says
         views = tuple(sign_view(value, ty) for value, ty in zip(args, signatures[0]))

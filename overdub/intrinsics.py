@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 
 import numba
 import numpy as np
-import numpy.typing as npt
 from llvmlite import ir
 from numba.core import cgutils, types
 from numba.core.extending import intrinsic, typeof_impl
@@ -25,6 +24,7 @@ from .runtime import runtime
 from .types import PtrType
 
 if TYPE_CHECKING:
+    import numpy.typing as npt  # for an annotation only
     from numba.core.base import BaseContext
     from numba.core.typing.context import BaseContext as TypingContext
     from numba.core.typing.templates import Signature
@@ -120,11 +120,13 @@ def contiguity(shape: Sequence[int], strides: Sequence[int] | None, itemsize: in
     return flags[0], flags[1]
 
 
-def interface_dtype(value: Any) -> np.dtype[typing.Any]:  # any __cuda_array_interface__ object
-    """The element dtype of a ``__cuda_array_interface__`` object: its own numpy ``dtype`` where it has one of
-    the interface's size (numba device arrays: record dtypes keep their alignment), else the interface's
-    ``descr`` where that names fields (a structured array), else its ``typestr``."""
-    interface: dict[str, Any] = value.__cuda_array_interface__
+def interface_dtype(value: Any, interface: dict[str, Any] | None = None) -> np.dtype[typing.Any]:
+    """The element dtype of a ``__cuda_array_interface__`` object (``interface``: that interface, where the
+    caller has read it -- numba's device arrays build it anew at each read): its own numpy ``dtype`` where it
+    has one of the interface's size (numba device arrays: record dtypes keep their alignment), else the
+    interface's ``descr`` where that names fields (a structured array), else its ``typestr``."""
+    if interface is None:
+        interface = value.__cuda_array_interface__
     plain: np.dtype[typing.Any] = np.dtype(interface["typestr"])
     own = getattr(value, "dtype", None)
     if isinstance(own, np.dtype) and own.itemsize == plain.itemsize:

@@ -93,6 +93,8 @@ class LaunchConfig:
 
 def _extent(d: object) -> int:
     """``d`` as a grid or block extent, or 0 where it is none (not an integer, a bool, or out of range)."""
+    if type(d) is int:  # the usual one, without numbers.Integral's abstract-class check (each launch asks)
+        return d if 1 <= d <= MAX_GRID[0] else 0
     # numbers.Integral declares only < and <= (typeshed): hence d < 1 rather than 1 <= d
     if isinstance(d, bool) or not isinstance(d, numbers.Integral) or d < 1 or not d <= MAX_GRID[0]:
         return 0
@@ -115,10 +117,9 @@ def dims(value: object, what: str) -> Shape:
             f"{what} must be a positive integer or a tuple of 1-3 positive integers (not bools), not {value!r}{hint}"
         )
     shape += (1,) * (3 - len(shape))
+    x, y, z = shape
     limits = MAX_BLOCK if what == "threads" else MAX_GRID
-    if any(n > limit for n, limit in zip(shape, limits)) or (
-        what == "threads" and shape[0] * shape[1] * shape[2] > MAX_THREADS_PER_BLOCK
-    ):
+    if x > limits[0] or y > limits[1] or z > limits[2] or (what == "threads" and x * y * z > MAX_THREADS_PER_BLOCK):
         extra = f" and {MAX_THREADS_PER_BLOCK} in all" if what == "threads" else ""
         raise LaunchConfigError(f"{what}={value!r} exceeds CUDA's limits: at most {limits} per dimension{extra}")
     return shape  # type: ignore[return-value]  # three: 1-3 extents padded with 1s above, which mypy cannot count

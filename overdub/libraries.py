@@ -24,11 +24,10 @@ __all__ = ["SHIPPED", "is_library_module", "is_versioned_module"]
 
 SHIPPED = "__overdub_shipped__"  # the mark of the namespace of a def that arrived by value (overdub.travel)
 
-_LIBRARY_PATHS = tuple(
-    sorted(
-        {os.path.realpath(sysconfig.get_paths()[k]) + os.sep for k in ("stdlib", "platstdlib", "purelib", "platlib")}
-    )
-)
+# the standard library's and site-packages' directories, resolved once (get_paths and realpath are not cheap)
+_KEYS = ("stdlib", "platstdlib", "purelib", "platlib")
+_PATHS = {k: os.path.realpath(path) + os.sep for k, path in sysconfig.get_paths().items() if k in _KEYS}
+_LIBRARY_PATHS = tuple(sorted(set(_PATHS.values())))
 
 
 def is_library_module(name: object) -> bool:
@@ -69,8 +68,8 @@ def _installed_with_metadata(path: str) -> bool:
 runtime.register_cache(f"{__name__}._is_library_file", _is_library_file)
 
 _VERSIONED = frozenset({"overdub", "numba", "numba_cuda", "llvmlite", "numpy", "builtins"})
-_SITE_PATHS = tuple(sorted({os.path.realpath(sysconfig.get_paths()[k]) + os.sep for k in ("purelib", "platlib")}))
-_STDLIB_PATHS = tuple(sorted({os.path.realpath(sysconfig.get_paths()[k]) + os.sep for k in ("stdlib", "platstdlib")}))
+_SITE_PATHS = tuple(sorted({_PATHS[k] for k in ("purelib", "platlib")}))
+_STDLIB_PATHS = tuple(sorted({_PATHS[k] for k in ("stdlib", "platstdlib")}))
 
 
 def is_versioned_module(name: object) -> bool:

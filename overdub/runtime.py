@@ -32,8 +32,7 @@ import itertools
 import types
 import weakref
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from . import world
 
@@ -172,8 +171,7 @@ class FunctionCache:
         return len(self._nodes)
 
 
-@dataclass(frozen=True)
-class ModuleCache:
+class ModuleCache(NamedTuple):
     """A module-level cache the runtime accounts for: :meth:`Runtime.reset` calls ``clear``, or, for a cache
     ``kept`` across resets, nothing (``kept`` says why)."""
 

@@ -19,8 +19,7 @@ Methods of 2 and 3 compile in the whole chain. After the tables (and not tables)
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from . import dunders
 from .extending import user_methods
@@ -32,8 +31,7 @@ if TYPE_CHECKING:
 __all__ = ["Asked", "asked"]
 
 
-@dataclass(frozen=True, slots=True)
-class Asked:
+class Asked(NamedTuple):
     """One table a call asks: the table, the chain a method found there compiles in, and whether it is a
     context's overdub table (else methods added to the callee, or its operands' dunders)."""
 

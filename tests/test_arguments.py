@@ -376,3 +376,42 @@ def test_a_foreign_arrays_producer_stream_is_synchronized_before_a_launch_reads_
     monkeypatch.setattr(config, "CUDA_ARRAY_INTERFACE_SYNC", False)
     abi.interface_fields(on_a_stream, 8)
     assert synchronized == [0x7000]
+
+
+class _FakeDeviceArray:
+    """A device array of numba-cuda's, as far as the drop-in's copies use one (no GPU here)."""
+
+    def __init__(self, host, copied):
+        self.data, self.copied = (host.copy() if copied else np.full_like(host, -1)), copied
+
+    def copy_to_host(self, host, stream=0):
+        host[...] = self.data
+
+
+@pytest.mark.parametrize(
+    ("hint", "copied_in", "copied_back"), [("In", True, False), ("Out", False, True), ("InOut", True, True)]
+)
+def test_cuda_in_out_and_inout_copy_a_host_array_as_their_names_say_without_numbas_warning(
+    monkeypatch, hint, copied_in, copied_back
+):
+    """od.jit's copies for numba-cuda's argument hints (targets/cuda/copies.py), with numba-cuda's device arrays
+    (the hint's own to_device gives a cuda.core view no kernel argument types); an implicit copy warns."""
+    import warnings
+
+    from numba import cuda as numba_cuda
+
+    from overdub.targets.cuda import copies
+
+    monkeypatch.setattr(copies, "make_current", lambda: None)
+    monkeypatch.setattr(copies.numba_cuda, "to_device", lambda host, stream=0: _FakeDeviceArray(host, True))
+    monkeypatch.setattr(copies.numba_cuda, "device_array_like", lambda host, stream=0: _FakeDeviceArray(host, False))
+    host = np.zeros(2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # numba-cuda warns of implicit copies only
+        (device,), pairs = copies.copied_to_device((getattr(numba_cuda, hint)(host),))
+    assert device.copied == copied_in
+    device.data[0] = 3.0  # the kernel's store
+    copies.copy_back(pairs)
+    assert host[0] == (3.0 if copied_back else 0.0)
+    with pytest.warns(Warning, match="copy overhead"):
+        copies.copied_to_device((np.zeros(2),))

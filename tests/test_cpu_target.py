@@ -9,6 +9,7 @@ import struct
 
 import numpy as np
 import pytest
+from numba import cuda
 
 import overdub as od
 from helpers import WRITES_ONE, last_json, run, run_python
@@ -502,3 +503,27 @@ def test_a_small_grid_runs_on_the_launching_thread_where_that_was_measured_faste
     for _ in range(4):  # whichever way each launch runs, the same result
         od.cuda(double, a, out, blocks=4, threads=256, target="cpu")
         assert (out == 2 * a).all()
+
+
+# --- grid-stride loops ---------------------------------------------------------------------------------------
+
+
+def grid_stride(x, out):
+    for i in range(cuda.grid(1), x.size, cuda.gridsize(1)):
+        out[i] = 2 * x[i]
+
+
+@pytest.mark.parametrize(("blocks", "threads"), [(1, 1), (3, 32), (8, 256)])
+def test_a_grid_stride_loop_runs_in_the_row_loop_and_visits_every_element(blocks, threads):
+    """``range(start, n, cuda.gridsize(1))`` could raise (a zero step) as far as numba's code says; the CPU
+    target knows extents are at least 1, so the kernel stays in the row loop (not one fiber a thread, 25x
+    slower) and every element is written once whatever the grid."""
+    from overdub.call import KernelCall
+
+    x = np.arange(1000, dtype=np.float64)
+    out = np.zeros_like(x)
+    od.cuda(grid_stride, x, out, blocks=blocks, threads=threads, target="cpu")
+    np.testing.assert_array_equal(out, 2 * x)
+    argtypes = tuple(cpu.TARGET.typeof(value) for value in (x, out))
+    launcher = KernelCall.of(grid_stride, argtypes, cpu.TARGET, typed=True).compiled().launcher
+    assert getattr(launcher, "mode", "serial") in ("grid loop", "serial")

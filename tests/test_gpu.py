@@ -617,8 +617,8 @@ def test_compile_options_on_the_gpu(cupy, make_module, tmp_path):
     a = cupy.zeros(8, dtype=np.int64)
     with pytest.raises(ValueError) as info:
         od.cuda(m.fail_on_5, a, threads=8, target="cuda", debug=True)
-    assert "five" in str(info.value) and "thread (5, 0, 0) of block (0, 0, 0)" in str(info.value)
-    assert f"{m.filename}:{m.line_of('raise ValueError')}" in str(info.value)
+    assert "five" in str(info.value) and "tid=[5, 0, 0] ctaid=[0, 0, 0]" in str(info.value)  # numba-cuda's words
+    assert f"{m.filename}, line {m.line_of('raise ValueError')}" in str(info.value)  # file F, line N
     od.cuda(m.fail_on_5, cupy.zeros(4, dtype=np.int64), threads=4, target="cuda", debug=True)  # no error raised
 
     from cuda.bindings import driver

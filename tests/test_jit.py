@@ -208,8 +208,14 @@ def test_signatures_that_fit_equally_or_not_at_all_are_numba_cudas_type_errors()
     def store(out, x):
         out[0] = x
 
-    with pytest.raises(TypeError, match="Ambiguous overloading"):
+    with pytest.raises(TypeError, match="Ambiguous overloading") as raised:
         store[1, 1](np.zeros(1), 2**40)  # int64 to float32 and to int16: both unsafe
+    assert str(raised.value).startswith("Ambiguous overloading for <function ")  # numba's words, which tests match
+    assert str(raised.value).endswith(
+        "(Array(float64, 1, 'C', False, aligned=True), int64):\n"
+        "(Array(float64, 1, 'A', False, aligned=True), float32) -> none\n"
+        "(Array(float64, 1, 'A', False, aligned=True), int16) -> none"
+    )
     with pytest.raises(TypeError, match="No matching definition for argument type"):
         store[1, 1](np.zeros(1, dtype=np.int32), 1.0)  # no signature takes an int32 array
 
@@ -487,6 +493,20 @@ def test_each_od_jit_of_a_def_lists_the_overloads_made_since_it_as_a_new_numba_d
     assert numba.float32 in [t[1].dtype for t in first.signatures]
     assert [t[1].dtype for t in second.signatures] == [numba.float64]
     assert list(second.inspect_asm()) == second.signatures and "max.f64" in second.inspect_asm()[second.signatures[0]]
+
+
+def test_a_kernel_lists_the_overload_its_launch_ran_where_another_od_jit_of_the_def_made_it():
+    """numba-cuda's test_optimization jits one def eagerly, then lazily, launches the lazy one and inspects its
+    one overload: the kernel its launch ran, found made by the eager one (it listed none)."""
+
+    def set_one(x):
+        x[0] = 1
+
+    od.jit("void(float64[::1])", target="cpu")(set_one)
+    lazy = od.jit(target="cpu")(set_one)
+    lazy[1, 1](np.zeros(1))
+    assert list(lazy.overloads) == [(numba.float64[::1],)] and len(lazy.inspect_asm()) == 1
+    assert list(od.jit(target="cpu")(set_one).overloads) == []  # never launched: none
 
 
 def test_a_one_signature_kernel_takes_an_integer_array_of_the_other_sign_as_numba_cuda_does():

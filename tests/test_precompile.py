@@ -8,6 +8,8 @@ import importlib
 import pathlib
 import pickle
 import sys
+import time
+import types
 
 import numpy as np
 import pytest
@@ -230,6 +232,27 @@ def test_by_default_workers_start_only_where_they_beat_compiling_here():
     assert 2 <= processes <= 16 and 2.0 + -(-40 // processes) * 1.0 < 0.9 * 40
     assert worth_it(5, 10.0, 1.0, 1) == 1  # one CPU: no worker
     assert worth_it(1, 100.0, 0.1, 16) == 1
+
+
+def test_the_choice_times_a_compile_after_the_first_whose_cost_is_the_compilers_own_start(kernels, monkeypatch):
+    """The first compile of a process pays the compiler's start, which would make workers look worth starting
+    where they are not: the second compile here is what a compile costs. (A clock of the test's own: the
+    first compile takes 100 s on it, the others 1 s.)"""
+    compiled_here, seen, clock = precompiling._compiled_here, [], [0.0]
+
+    def timed(call, note, failures):
+        clock[0] += 100.0 if not seen else 1.0
+        seen.append(call)
+        return compiled_here(call, note, failures)
+
+    asked = []
+    monkeypatch.setattr(precompiling, "_compiled_here", timed)
+    monkeypatch.setattr(precompiling, "time", types.SimpleNamespace(perf_counter=lambda: clock[0], time=time.time))
+    monkeypatch.setattr(precompiling, "worth_it", lambda calls, per_call, *rest: asked.append((calls, per_call)) or 1)
+    calls = [(kernels.k0, (np.zeros(8), X)), (kernels.k1, (np.zeros(8), X)), (kernels.k0, (np.zeros(8, np.float32), X))]
+    report = od.precompile(calls, target="cpu")
+    assert report.spawned == 0 and len(seen) == 3
+    assert asked == [(1, 1.0)]  # one call left to compile, at the second compile's cost
 
 
 def test_a_small_program_precompiled_by_default_compiles_here_and_starts_no_process(kernels):

@@ -11,13 +11,12 @@
 
 from __future__ import annotations
 
-import dataclasses
 import inspect
 import sys
 import types as pytypes
 from collections.abc import Callable
 from inspect import signature as pysignature  # what numba.core.utils.pysignature is
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numba
 from numba.core import types
@@ -121,8 +120,7 @@ def callee_type(context: TypingContext, callee: object, args: tuple[types.Type, 
         ) from None
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class TypedByTemplates:
+class TypedByTemplates(NamedTuple):
     """A need of compiled code: a call or attribute read in it was typed by the numba typing template (or the
     ``@overload``'s function behind it) ``module``.``qualname``, outside numba and overdub: the disk cache
     stores the code only where a fact digests that very code."""

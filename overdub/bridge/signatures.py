@@ -99,12 +99,13 @@ def as_scalar_of(value: object, ty: types.Type) -> object:
 
 
 def chosen_signature(
-    args: tuple[object, ...], signatures: list[tuple[types.Type, ...]]
+    args: tuple[object, ...], signatures: list[tuple[types.Type, ...]], owner: object = None
 ) -> tuple[types.Type, ...] | None:
     """The signature of ``signatures`` that numba's dispatcher picks for a launch's ``args``: the one whose
     conversions rate best -- numba's rating: the fewest unsafe conversions (int64 to float32), then the fewest
     safe ones (int32 to float64), then the fewest promotions (int32 to int64); an exact match beats them all.
-    None where no signature fits; a TypeError, as numba's "Ambiguous overloading", where two rate the same.
+    None where no signature fits; a TypeError in numba's words, "Ambiguous overloading for ``owner``" (the
+    function), where two rate the same.
     An array fits a signature's array of its rank and dtype; an int or a pointer fits a pointer."""
     rated = []
     for argtypes in signatures:
@@ -116,11 +117,9 @@ def chosen_signature(
     best = min(rating for rating, _ in rated)
     tied = [argtypes for rating, argtypes in rated if rating == best]
     if len(tied) > 1:
-        given = ", ".join(str(typeof_or_none(value) or type(value).__name__) for value in args)
-        candidates = "\n".join(f"  ({', '.join(map(str, argtypes))})" for argtypes in tied)
-        raise TypeError(
-            f"Ambiguous overloading for ({given}): these signatures convert the arguments equally well:\n{candidates}"
-        )
+        given = ", ".join(repr(typeof_or_none(value) or type(value).__name__) for value in args)
+        candidates = "\n".join(f"({', '.join(map(repr, argtypes))}) -> none" for argtypes in tied)
+        raise TypeError(f"Ambiguous overloading for {owner!r} ({given}):\n{candidates}")
     return tied[0]
 
 

@@ -14,8 +14,7 @@ from __future__ import annotations
 import importlib
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, NamedTuple, TypeVar
 
 from ..context import BaseContext
 from ..registry import Reference, reference_to
@@ -43,8 +42,7 @@ __all__ = [
 _F = TypeVar("_F", bound="Callable[..., object]")
 
 
-@dataclass(frozen=True)
-class TargetEntry:
+class TargetEntry(NamedTuple):
     """One registered target."""
 
     name: str

@@ -17,7 +17,7 @@ import itertools
 import threading
 import types as pytypes
 from dataclasses import dataclass
-from typing import cast
+from typing import NamedTuple, cast
 
 from .. import context, extending, registry, world
 from ..byvalue import Watch, dumps
@@ -81,8 +81,7 @@ class ByName:
         return registry.resolve_reference, (self.module, self.qualname)
 
 
-@dataclass(frozen=True, slots=True)
-class Snapshot:
+class Snapshot(NamedTuple):
     world: int
     read: tuple[Watch, ...]
     token: Token

@@ -126,9 +126,15 @@ def set_row(typingctx: TypingContext, row: types.Type, by: types.Type, bz: types
     return types.void(types.int64, types.int64, types.int64, types.int64), codegen
 
 
+EXTENTS = range(6, 12)
+"""The slots of the block's and the grid's extents (``blockDim``, ``gridDim``): at least 1 wherever a thread runs."""
+
+
 def _store_slot(builder: ir.IRBuilder, index: int, value: ir.Value) -> None:
-    # every index and extent is >= 0: said so, LLVM drops numba's negative-index handling and vectorises
-    builder.assume(builder.icmp_signed(">=", value, ir.Constant(_I64, 0)))
+    # every index is >= 0 and every extent >= 1: said so, LLVM drops numba's negative-index handling and
+    # vectorises, and a grid-stride loop's range(start, n, cuda.gridsize(1)) loses its "step is zero" raise
+    least = 1 if index in EXTENTS else 0
+    builder.assume(builder.icmp_signed(">=", value, ir.Constant(_I64, least)))
     state = _local_state(builder) or cgutils.alloca_once(builder, ir.ArrayType(_I64, 12), name=_LOCAL_STATE)  # type: ignore[no-untyped-call]  # numba's is unannotated
     builder.store(value, _local_slot(builder, state, index))
     built = typing.cast("Guarded | None", world.being_built())  # at code generation: a compile's node
