@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, TypeVar, cast
 from . import bridge, settings, world
 from . import resolve as _resolve  # noqa: F401  (it registers the numba type of Overdubbed callees: typing calls it)
 from .bindings import Guarded
-from .job import CompileJob, chain_name, compile_error, consult_chain
+from .job import CompileJob, also_numba_error, chain_name, compile_error, consult_chain
 from .registry import MethodError
 from .rewrite import rewrite, state_type
 from .runtime import runtime
@@ -186,6 +186,8 @@ def build(
 
         diagnosis = diagnosed(cast(pytypes.FunctionType, job.func), report)
         if message is None and diagnosis is None:
+            if isinstance(exc, MethodError):
+                raise also_numba_error(exc, bridge.TypingError) from None
             raise
         numba_class = None if isinstance(exc, MethodError) else bridge.numba_error_class(exc)
         raise compile_error(numba_class, explained(what, diagnosis, report), f"{what}:\n{report}") from None

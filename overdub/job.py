@@ -16,7 +16,7 @@ import types as pytypes
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from . import world
 from .runtime import runtime
@@ -26,9 +26,19 @@ if TYPE_CHECKING:
     from .roots import TargetRoot
     from .targets import Target
 
-__all__ = ["CompileJob", "CompileError", "Chain", "compile_error", "consult_chain", "chain_name", "type_list"]
+__all__ = [
+    "CompileJob",
+    "CompileError",
+    "Chain",
+    "compile_error",
+    "consult_chain",
+    "chain_name",
+    "type_list",
+    "also_numba_error",
+]
 
 Chain = tuple["Context", ...]  # the contexts a function is compiled in, the target's root last
+_E = TypeVar("_E", bound=BaseException)
 
 
 class CompileError(Exception):
@@ -74,6 +84,42 @@ def _made(numba_class: type[BaseException] | None, message: str) -> CompileError
         cls = _AS_NUMBA_CLASS.setdefault(numba_class, cls)
         _NUMBA_CLASS[cls] = numba_class
     return cls(message)
+
+
+# (an error's class, numba's error class) -> the subclass of the first that is also the second
+_ALSO_NUMBA: dict[tuple[type[BaseException], type[BaseException]], type[BaseException]] = {}
+runtime.register_cache(f"{__name__}._ALSO_NUMBA", _ALSO_NUMBA, kept="the classes made are definitions")
+
+
+def also_numba_error(error: _E, numba_class: type[BaseException]) -> _E:
+    """``error`` (message, fields) as an instance of a subclass of its class that is also ``numba_class``: a
+    ``MethodError`` a kernel's compile ends with is also numba's ``TypingError``, as numba-cuda's error for a
+    call no signature of a device function takes is, so ``except TypingError`` catches it. It pickles as the
+    error it was, remade as this on arrival."""
+    key = (type(error), numba_class)
+    cls = _ALSO_NUMBA.get(key)
+    if cls is None:
+        base = type(error)
+        cls = type(
+            base.__name__,
+            (base, numba_class),
+            {"__module__": base.__module__, "__qualname__": base.__qualname__, "__reduce__": _reduce_also},
+        )
+        cls = _ALSO_NUMBA.setdefault(key, cls)
+    also = cast(_E, cls.__new__(cls))
+    also.args, also.__dict__ = error.args, {**vars(error), "contexts": [], "loc": None}  # numba's error fields
+    return also
+
+
+def _reduce_also(error: BaseException) -> tuple[Callable[..., BaseException], tuple[object, ...]]:
+    base, numba_class = next(key for key, cls in _ALSO_NUMBA.items() if cls is type(error))
+    plain = base.__new__(base)
+    plain.args, plain.__dict__ = error.args, {k: v for k, v in vars(error).items() if k not in ("contexts", "loc")}
+    return _remade_also, (plain, numba_class)
+
+
+def _remade_also(error: BaseException, numba_class: type[BaseException]) -> BaseException:
+    return also_numba_error(error, numba_class)
 
 
 def type_list(argtypes: Sequence[object]) -> str:

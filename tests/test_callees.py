@@ -88,6 +88,32 @@ def test_a_kernel_inlining_an_overload_compiles_once_though_numba_drops_the_impl
     assert a[0] == 42 and od.stats()["compiles"] == compiles + 1
 
 
+def test_an_overloads_keyword_and_default_arguments_fold_with_its_own_signature_not_its_stubs():
+    """An ``@overload``'s stub often takes no parameters (``def f(): pass``); the keywords of a call fold with
+    the overload's signature, as numba-cuda folds them (its test_overload): folded with the stub's, the call
+    failed to type ("Cannot bind ... to signature '()'")."""
+    from numba import types
+    from numba.extending import overload
+
+    def stored():
+        pass
+
+    @overload(stored)
+    def ol_stored(out, x, y=5, z=6):
+        def impl(out, x, y=5, z=6):
+            out[0], out[1] = x + y, z
+
+        return impl
+
+    def kernel(a, b, out):
+        stored(out, a, z=b)
+
+    out = np.zeros(2, dtype=np.int64)
+    od.cuda(kernel, 1, 2, out, target="cpu")
+    assert tuple(out) == (6, 2)
+    assert ".entry" in od.code_ptx(kernel, types.int64, types.int64, types.int64[::1])
+
+
 @pytest.mark.parametrize("where", ["numba", "numba.cuda.misc.special"])
 def test_literal_unroll_over_a_tuple_of_arrays_of_several_ranks_on_both_targets(where):
     """numba's unrolling pass finds ``literal_unroll`` by identity: a context's proxy in its place left the

@@ -75,7 +75,9 @@ def test_numbas_report_follows_with_overdub_errors_full(make_module, monkeypatch
 
 
 def test_a_failure_it_does_not_know_keeps_numbas_report(make_module):
-    m = make_module("def k(a):\n    a[0] = 'text'\n", prefix="diagnosed_not")
+    # (a builtin no test adds methods to: a store of a string reports overdub's MethodError once some test's
+    # struct defined __setitem__, in whatever order the tests run)
+    m = make_module("def k(a):\n    a[0] = ord(1.5)\n", prefix="diagnosed_not")
     with pytest.raises(od.CompileError) as raised:
         od.code_ptx(m.k, ARRAY)
     assert "OVERDUB_ERRORS" not in str(raised.value) and raised.value.details == str(raised.value)

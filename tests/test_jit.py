@@ -276,6 +276,30 @@ def test_a_device_functions_signatures_are_one_generic_functions_methods_that_co
     assert ints[0] == 3
 
 
+def test_a_call_no_signature_takes_is_numba_cudas_typing_error_and_a_method_error_in_every_process():
+    """numba-cuda raises its TypingError for complex arguments to a device function whose signatures take
+    ints and floats; the kernel's compile ends with a MethodError (the candidates, the call's line) that is
+    also numba's TypingError, pickles as both, and leaves the kernel launchable with other arguments."""
+    from numba.core.errors import TypingError
+
+    add_device = od.jit(["(int64, int64)", "(float64, float64)"], device=True)(lambda x, y: x + y)
+
+    @od.jit(target="cpu")
+    def kernel(r, x, y):
+        r[0] = add_device(x, y)
+
+    with pytest.raises(TypingError) as caught:
+        kernel[1, 1](np.zeros(1, dtype=np.complex128), 1j, 1j)
+    error = caught.value
+    assert isinstance(error, od.MethodError) and error.argtypes == (numba.complex128,) * 2
+    assert "test_jit.py" in error.call_site and len(error.candidates) == 2
+    arrived = pickle.loads(pickle.dumps(error))
+    assert isinstance(arrived, TypingError) and isinstance(arrived, od.MethodError) and str(arrived) == str(error)
+    floats = np.zeros(1)
+    kernel[1, 1](floats, 1.5, 2.5)
+    assert floats[0] == 4.0
+
+
 def test_a_better_converting_signature_defined_later_recompiles_the_calls_that_converted():
     @od.jit("(float32,)", device=True)
     def shifted(x):

@@ -15,6 +15,8 @@ pointers, structs: numba-cuda reads the registrations of numba's core registries
 so each serves both targets).
 """
 
+from numba.core.errors import TypingError
+
 from . import (  # noqa: F401  (register numba's typing of pointers, module proxies and struct values)
     pointers,
     proxies,
@@ -43,6 +45,7 @@ from .signatures import converted_signature
 
 __all__ = [
     "TypedByTemplates",
+    "TypingError",
     "add_typing_registries",
     "always_inlined_overload",
     "call_sites",

@@ -87,9 +87,11 @@ def delegate(
 
     Keyword arguments of a Python placeholder (``carray(ptr, shape, dtype=...)``) are folded into positions
     first, its defaults passed as numba's ``Omitted``, and the signature carries the placeholder's Python
-    signature, with which lowering folds the call's own keyword arguments the same way."""
+    signature, with which lowering folds the call's own keyword arguments the same way. A placeholder whose
+    parameters do not take the call (an ``@overload``'s stub ``def f(): pass``) leaves the keywords to
+    numba's templates, which fold them with the overload's own signature."""
     pysig = None
-    if kws and isinstance(callee, pytypes.FunctionType):
+    if kws and isinstance(callee, pytypes.FunctionType) and _binds(callee, args, kws):
         args, pysig = fold_call(callee, args, kws)
         kws = {}
     fnty = callee_type(context, callee, args)
@@ -99,6 +101,15 @@ def delegate(
     _note_typing_modules(fnty)
     impl_key = fnty.get_impl_key(sig)
     return (sig if pysig is None else sig.replace(pysig=pysig)), impl_key  # type: ignore[no-untyped-call]  # numba's is unannotated
+
+
+def _binds(pyfunc: Callable[..., object], args: tuple[types.Type, ...], kws: dict[str, types.Type]) -> bool:
+    """Do ``pyfunc``'s parameters take a call with these arguments?"""
+    try:
+        pysignature(pyfunc).bind(*args, **kws)
+    except TypeError:
+        return False
+    return True
 
 
 def callee_type(context: TypingContext, callee: object, args: tuple[types.Type, ...]) -> types.Callable:
