@@ -544,7 +544,12 @@ def _as_signature(function, args: tuple, signatures: list, target, plans: dict) 
         plan = _plan(function, args, signatures, target)
         if key is not None:
             plans[key] = plan
-    return tuple(value if convert is None else convert(value) for convert, value in zip(plan, args))
+    if not plan:
+        return args
+    converted = list(args)
+    for index, convert in plan:
+        converted[index] = convert(converted[index])
+    return tuple(converted)
 
 
 def _plan_key(args: tuple) -> tuple | None:
@@ -554,7 +559,9 @@ def _plan_key(args: tuple) -> tuple | None:
     key: list = []
     for value in args:
         cls = type(value)
-        if cls is int:
+        if cls is np.ndarray:  # the common case first: this runs at every launch
+            key.append((cls, value.dtype, value.ndim))
+        elif cls is int:
             key.append(-(2**63) <= value < 2**63)
         elif cls is float or cls is bool or cls is complex:
             key.append(cls)
@@ -567,7 +574,8 @@ def _plan_key(args: tuple) -> tuple | None:
 
 
 def _plan(function, args: tuple, signatures: list, target) -> tuple:
-    """The conversion of each of ``args`` to the signature chosen for them (None: passed as it is)."""
+    """The conversions of ``args`` to the signature chosen for them: (index, conversion) of each argument not
+    passed as it is."""
     name = function.__qualname__
     argtypes = chosen_signature(args, signatures, function)
     views: tuple = (None,) * len(args)
@@ -579,11 +587,12 @@ def _plan(function, args: tuple, signatures: list, target) -> tuple:
         given = ", ".join(str(typeof_or_none(value) or type(value).__name__) for value in args)
         takes = "; ".join(f"({', '.join(map(str, each))})" for each in signatures)
         raise TypeError(f"No matching definition for argument type(s) {given}: {name} takes {takes}")
-    return tuple(
+    conversions = (
         view
         or (functools.partial(_as_pointer, ty=ty, target=target) if isinstance(ty, PtrType) else scalar_converter(ty))
         for view, ty in zip(views, argtypes)
     )
+    return tuple((index, convert) for index, convert in enumerate(conversions) if convert is not None)
 
 
 def _as_pointer(value, ty: PtrType, target):

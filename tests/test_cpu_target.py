@@ -470,29 +470,34 @@ def test_a_kernel_that_does_not_print_prints_nothing(make_module, capfd):
     assert capfd.readouterr() == ("", "")
 
 
-def test_a_small_grid_runs_on_the_launching_thread_where_that_was_measured_faster():
+def test_a_small_grid_runs_on_as_few_workers_as_were_measured_fastest():
+    """A short launch on every worker probes fewer (halving while each is faster than the one before), then
+    the fastest measured serves; a long one is work and stays on every worker; a count that turns slower
+    than another's measurement gives way to it; all is measured again after RECHECK launches."""
     from numba import cuda
 
     from overdub.targets.cpu.workers import PROBE_NS, RECHECK, Workers
 
+    def launch(policy, blocks, every, ns_by_count):
+        used = policy.use(blocks, every)
+        policy.ran(blocks, used, ns_by_count[used])
+        return used
+
+    waiting = {16: PROBE_NS // 2, 8: PROBE_NS // 4, 4: PROBE_NS // 8, 2: PROBE_NS // 6, 1: PROBE_NS // 3}
     policy = Workers()
-    assert policy.use(4, 8) == 8  # a grid size's first launch: every worker
-    policy.ran(4, 8, PROBE_NS // 10)  # short: waiting, not work
-    assert policy.use(4, 8) == 1  # timed on this thread alone next
-    policy.ran(4, 1, PROBE_NS // 20)
-    assert all(policy.use(4, 8) == 1 for _ in range(10))  # faster alone: it stays
-    assert policy.use(4096, 8) == 8
-    policy.ran(4096, 8, PROBE_NS * 5)  # long: work, which stays parallel
-    assert policy.use(4096, 8) == 8
-    slow_alone = Workers()
-    slow_alone.use(16, 2)
-    slow_alone.ran(16, 2, PROBE_NS // 2)
-    slow_alone.use(16, 2)
-    slow_alone.ran(16, 1, PROBE_NS)  # slower alone: back to every worker
-    assert slow_alone.use(16, 2) == 2
+    assert [launch(policy, 10, 16, waiting) for _ in range(5)] == [16, 8, 4, 2, 4]  # 2 was slower than 4
+    assert all(launch(policy, 10, 16, waiting) == 4 for _ in range(10))  # the fastest stays
+    alone = {8: PROBE_NS // 10, 4: PROBE_NS // 12, 2: PROBE_NS // 14, 1: PROBE_NS // 20}
+    assert [launch(policy, 4, 8, alone) for _ in range(5)] == [8, 4, 2, 1, 1]  # on the launching thread
+    work = {8: PROBE_NS * 5, 1: PROBE_NS * 40}
+    assert [launch(policy, 4096, 8, work) for _ in range(3)] == [8, 8, 8]  # long: work, which stays parallel
+    slowing = Workers()
+    assert [launch(slowing, 16, 2, {2: PROBE_NS // 2, 1: PROBE_NS // 4}) for _ in range(3)] == [2, 1, 1]
+    slowing.ran(16, 1, PROBE_NS)  # the launching thread alone turned slower than every worker was
+    assert slowing.use(16, 2) == 2
     for _ in range(RECHECK):  # measured again after RECHECK launches
-        slow_alone.use(16, 2)
-    assert slow_alone._sizes[16][1:3] == [-1, -1]
+        slowing.use(16, 2)
+    assert slowing._sizes[16].times == {} and slowing._sizes[16].choice == 2
     a, out = np.arange(1024.0), np.zeros(1024)
 
     def double(a, out):

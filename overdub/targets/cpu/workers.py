@@ -1,21 +1,24 @@
-"""How many of the runner's workers a launch uses: all of them, unless running the grid on the launching
-thread alone was measured faster -- a small grid, where waking the workers and waiting for them costs more
-than the work (tens of microseconds on a loaded machine, against a microsecond for a 1,024-thread loop).
+"""How many of the runner's workers a launch uses: all of them, unless fewer were measured faster -- a small
+grid, where waking the workers and waiting for them costs more than the work (tens of microseconds on a
+loaded machine, against a microsecond for a 1,024-thread loop; on a host of many cores, waking every worker
+for a grid of a few blocks can cost more than the whole grid run on a handful).
 
 Each launch function keeps a :class:`Workers` policy, deciding per grid size from the launches it times:
-a grid size's first launch runs on every worker; where it took less than :data:`PROBE_NS`, the next runs on
-the launching thread alone, and from then on the faster of the two serves, measured again every
-:data:`RECHECK` launches (the work a kernel does may change with its data). A longer parallel launch is work,
-not waiting, and stays parallel. The choice changes how long a launch takes, never what it computes: blocks
-run independently either way (a kernel synchronizing its grid keeps every worker).
+a grid size's first launch runs on every worker; where it took less than :data:`PROBE_NS`, the next ones
+probe fewer workers, halving the count (every, every/2, ... 1) while each is faster than the one before,
+and from then on the fastest measured serves -- the count in use is timed at each launch, and another takes
+over where it was measured faster -- all measured again every :data:`RECHECK` launches (the work a kernel
+does may change with its data). A longer parallel launch is work, not waiting, and stays on every worker.
+The choice changes how long a launch takes, never what it computes: blocks run independently however many
+workers take them (a kernel synchronizing its grid keeps every worker).
 """
 
 from __future__ import annotations
 
 __all__ = ["Workers", "PROBE_NS", "RECHECK"]
 
-PROBE_NS = 200_000
-"""A parallel launch shorter than this (ns) is timed against the launching thread alone."""
+PROBE_NS = 1_000_000
+"""A launch on every worker shorter than this (ns) is timed against fewer workers."""
 RECHECK = 1024
 """Launches of one grid size between two measurements."""
 
@@ -27,27 +30,41 @@ class Workers:
     __slots__ = ("_sizes",)
 
     def __init__(self) -> None:
-        # blocks -> [workers chosen, parallel ns, serial ns (-1: not measured), launches until the next
-        # measurement, the workers there are]
-        self._sizes: dict[int, list[int]] = {}
+        self._sizes: dict[int, _GridSize] = {}
 
     def use(self, blocks: int, workers: int) -> int:
-        """The workers the next launch of ``blocks`` blocks runs on: ``workers`` (every one), or 1."""
+        """The workers the next launch of ``blocks`` blocks runs on: ``workers`` (every one), or fewer."""
         state = self._sizes.get(blocks)
-        if state is None or state[3] <= 0 or state[4] != workers:
-            state = self._sizes[blocks] = [workers, -1, -1, RECHECK, workers]
-        state[3] -= 1
-        return state[0]
+        if state is None or state.left <= 0 or state.every != workers:
+            state = self._sizes[blocks] = _GridSize(workers)
+        state.left -= 1
+        return state.choice
 
     def ran(self, blocks: int, used: int, ns: int) -> None:
         """A launch of ``blocks`` blocks on ``used`` workers took ``ns``."""
         state = self._sizes.get(blocks)
-        if state is None:
-            return
-        every = state[4]
-        state[1 if used == every else 2] = ns
-        parallel, serial = state[1], state[2]
-        if serial < 0:  # a short parallel launch: timed on this thread alone next
-            state[0] = 1 if 0 <= parallel < PROBE_NS else every
+        if state is not None:
+            state.ran(used, ns)
+
+
+class _GridSize:
+    """The measurements of one grid size since its last recheck: each worker count's latest time."""
+
+    __slots__ = ("every", "choice", "times", "left", "probing")
+
+    def __init__(self, every: int) -> None:
+        self.every, self.choice, self.left, self.probing = every, every, RECHECK, True
+        self.times: dict[int, int] = {}  # worker count -> its latest launch's ns, in the order probed
+
+    def ran(self, used: int, ns: int) -> None:
+        if self.probing:
+            before = next(reversed(self.times.values()), None)  # the count probed last, halved into this one
+            self.times[used] = ns
+            waiting = self.times.get(self.every, PROBE_NS) < PROBE_NS
+            if waiting and used > 1 and (before is None or ns < before):
+                self.choice = used // 2  # faster with fewer: fewer again next
+                return
+            self.probing = False
         else:
-            state[0] = 1 if parallel < 0 or serial <= parallel else every
+            self.times[used] = ns
+        self.choice = min(self.times, key=self.times.__getitem__)
