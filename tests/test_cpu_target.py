@@ -532,3 +532,33 @@ def test_a_grid_stride_loop_runs_in_the_row_loop_and_visits_every_element(blocks
     argtypes = tuple(cpu.TARGET.typeof(value) for value in (x, out))
     launcher = KernelCall.of(grid_stride, argtypes, cpu.TARGET, typed=True).compiled().launcher
     assert getattr(launcher, "mode", "serial") in ("grid loop", "serial")
+
+
+def ranges_walked(bounds, counts, sums):
+    for k in range(bounds.shape[0]):
+        n = 0
+        total = 0
+        for i in range(bounds[k, 0], bounds[k, 1], bounds[k, 2]):
+            n += 1
+            total += i
+        counts[k] = n
+        sums[k] = total
+
+
+@pytest.mark.parametrize("dtype", [np.int64, np.int32])
+def test_a_range_walks_as_pythons_whether_it_runs_once_or_divides(dtype):
+    """``iter(range)`` on the CPU target checks for one iteration before dividing (overdub/targets/cpu/
+    ranges.py): once, several times, not at all, backwards, at the edges of one step; and a zero step raises
+    numba's ValueError in a checked launch (an unchecked one ends the thread, as on the GPU), after which the
+    kernel still runs."""
+    triples = [(0, 10, 3), (0, 10, 10), (0, 10, 11), (9, 10, 5), (10, 10, 1), (10, 0, 1), (10, 0, -3), (10, 0, -10)]
+    triples += [(10, 0, -11), (-5, 5, 2), (5, -5, -2), (0, 1, 1), (3, 4, 1_000_000), (-7, -1, 6), (-7, -1, 7)]
+    bounds = np.array(triples, dtype=dtype)
+    counts, sums = np.zeros(len(triples), dtype=np.int64), np.zeros(len(triples), dtype=np.int64)
+    od.cuda(ranges_walked, bounds, counts, sums, target="cpu")
+    assert counts.tolist() == [len(range(*t)) for t in triples]
+    assert sums.tolist() == [sum(range(*t)) for t in triples]
+    with pytest.raises(ValueError, match="range\\(\\) arg 3 must not be zero"):
+        od.cuda(ranges_walked, np.array([(0, 5, 0)], dtype=dtype), counts[:1], sums[:1], target="cpu", debug=True)
+    od.cuda(ranges_walked, bounds, counts, sums, target="cpu")
+    assert counts.tolist() == [len(range(*t)) for t in triples]

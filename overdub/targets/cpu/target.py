@@ -65,6 +65,7 @@ from . import devicemath, half, libdevice, runner, vectors
 from . import grid as cpu_grid
 from . import libm as cpu_libm
 from . import printing as _printing  # noqa: F401  (registers how CPU code prints)
+from . import ranges as cpu_ranges  # noqa: F401  (registers iter of a range without a division where it runs once)
 from . import state as cpu_state
 from . import sync as cpu_sync
 from .atomics import ATOMIC
