@@ -556,13 +556,21 @@ def typeof(value: object) -> nt.Type:
     return found
 
 
+# numpy dtypes numba's core does not know, as the numba type a target gives their elements (the CUDA target:
+# ml_dtypes' bfloat16 as numba-cuda's, once ml_dtypes is imported)
+target_element_types: dict[np.dtype[typing.Any], nt.Type] = {}
+
+
 def element_type(dtype: np.dtype[typing.Any]) -> nt.Type:
     """The numba type of one element of an array of ``dtype``: the StructType its metadata names (an array of
-    an ``@od.struct``), else numba's own (a numba Record for any other structured dtype)."""
+    an ``@od.struct``), else numba's own (a numba Record for any other structured dtype), else a target's
+    (:data:`target_element_types`)."""
     metadata = dtype.metadata
     if metadata and STRUCT_METADATA in metadata:
         struct_type: StructType = metadata[STRUCT_METADATA]
         return struct_type
+    if target_element_types and dtype in target_element_types:
+        return target_element_types[dtype]
     numba_type: nt.Type = numba.from_dtype(dtype)  # its overloads answer Any for a dtype of unknown scalar type
     return numba_type
 

@@ -35,6 +35,46 @@ def test_print_of_a_tuple_and_of_a_dim3_compiles_to_one_vprintf(make_module):
     assert "vprintf" in ptx and "(%lld, %f) (%d, %d, %d) %lld\n" in _strings(ptx)
 
 
+def test_a_bfloat16_prints_as_a_float_as_numba_cuda_prints_it(make_module):
+    m = make_module("""
+        from numba import cuda
+
+        def kernel():
+            a = cuda.bfloat16(0.9375)
+            print(a, a, a)
+    """)
+    ptx = od.code_ptx(m.kernel)
+    assert "%f %f %f\n" in _strings(ptx) and "cvt.f64.f32" in ptx
+
+
+def test_an_array_of_ml_dtypes_bfloat16_holds_numba_cudas_bfloat16(make_module):
+    """A cupy (or any ``__cuda_array_interface__``) array of ml_dtypes' bfloat16 -- whose interface's typestr
+    is a plain ``<V2`` -- is typed by its dtype as numba-cuda types it, and the kernel compiles."""
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    from overdub import arguments
+    from overdub.targets import get_target
+
+    class Bfloat16Array:
+        dtype = np.dtype(ml_dtypes.bfloat16)
+        __cuda_array_interface__ = {"shape": (5,), "typestr": "<V2", "strides": None, "data": (0x1000, False)}
+
+    get_target("cuda")  # the CUDA target knows ml_dtypes' bfloat16 once both are imported
+    described = arguments.Argument.of_kind(Bfloat16Array(), arguments.kind_of(Bfloat16Array()))
+    bf16 = described.type.dtype
+    assert str(bf16) == "__nv_bfloat16" and described.type.layout == "C"
+    m = make_module("""
+        import ml_dtypes
+        from numba import cuda
+
+        def kernel(a, b, out):
+            i = cuda.grid(1)
+            if i < a.size:
+                out[i] = 2 * a[i] + 4 * b[i] + ml_dtypes.bfloat16(3.0)
+    """)
+    array = types.Array(bf16, 1, "C")
+    assert ".entry" in od.code_ptx(m.kernel, array, types.int64[::1], array)
+
+
 def test_printing_more_values_than_vprintf_takes_prints_the_format_and_warns_as_numba_cuda(make_module):
     m = make_module("def kernel(x):\n    print(" + ", ".join(["x"] * 33) + ")\n")
     with pytest.warns(numba.core.errors.NumbaWarning, match="cannot print more than 32 items"):

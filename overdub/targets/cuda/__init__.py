@@ -29,6 +29,7 @@ from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, cast
 
 import numba
+import numpy as np
 from numba.core import types
 from numba.core.compiler_lock import global_compiler_lock
 from numba.core.typing.templates import Signature, signature
@@ -58,11 +59,12 @@ else:
     from numba.cuda.typing.typeof import typeof as cuda_typeof
 
 from ... import arguments, bridge
+from ... import types as overdub_types
 from ...arguments import HostMemoryError
 from ...bridge.hidden import HiddenArgumentCall
 from ...bridge.pointers import forwarded_views
 from ...bridge.recursion import SelfCall
-from ...context import Context
+from ...context import Context, when_imported
 from ...intrinsics import cuprintln
 from ...roots import TargetRoot
 from ...runtime import runtime
@@ -169,6 +171,16 @@ def _compiling_for(cc: tuple[int | str, ...]) -> Iterator[None]:
         yield
     finally:
         numba_cuda_dispatcher.get_current_device = original
+
+
+@when_imported("ml_dtypes")
+def _bfloat16_elements(ml_dtypes: Any) -> None:
+    """Arrays of ml_dtypes' ``bfloat16`` (a cupy or numpy array of it) hold numba-cuda's bfloat16, as
+    numba-cuda types them."""
+    from numba.cuda.np import numpy_support  # type: ignore[import-not-found]  # numba-cuda's (mypy reads numba's)
+
+    dtype = np.dtype(ml_dtypes.bfloat16)
+    overdub_types.target_element_types[dtype] = numpy_support.from_dtype(dtype)
 
 
 # numba-cuda internals: array reshapes lower to calls of C functions that numba-cuda's own kernels link from a

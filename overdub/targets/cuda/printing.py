@@ -11,7 +11,7 @@ import warnings
 from typing import TYPE_CHECKING, Any
 
 from llvmlite import ir
-from numba.core import cgutils
+from numba.core import cgutils, types
 from numba.core.errors import NumbaWarning
 
 from ...intrinsics import register_print_lowering
@@ -21,11 +21,12 @@ if TYPE_CHECKING:
 
     nvvmutils: Any  # numba-cuda's (mypy reads numba's older numba.cuda)
     CUDATargetContext: Any
+    Bfloat16: Any
     Dim3: Any
 else:
     from numba.cuda import nvvmutils
     from numba.cuda.target import CUDATargetContext
-    from numba.cuda.types.ext_types import Dim3
+    from numba.cuda.types.ext_types import Bfloat16, Dim3
 
 _I8P = ir.IntType(8).as_pointer()
 
@@ -36,12 +37,15 @@ MAX_VALUES = 32
 
 class DeviceVprintf:
     """CUDA's vprintf: the format and a pointer to the packed arguments; numba-cuda's ``dim3`` prints as a
-    tuple."""
+    tuple, its ``bfloat16`` as a float."""
 
-    printable: tuple[type, ...] = (Dim3,)
+    printable: tuple[type, ...] = (Dim3, Bfloat16)
 
     def item(self, context: BaseContext, builder: ir.IRBuilder, ty: Any, value: ir.Value) -> tuple[str, list[ir.Value]]:
-        """A ``dim3`` (``cuda.threadIdx``...) as numba-cuda prints it: ``(x, y, z)``."""
+        """A ``dim3`` (``cuda.threadIdx``...) as numba-cuda prints it, ``(x, y, z)``; a ``bfloat16`` as a
+        float, ``0.937500`` (promoted to double, as C varargs are)."""
+        if isinstance(ty, Bfloat16):
+            return "%f", [context.cast(builder, value, ty, types.float64)]  # type: ignore[no-untyped-call]  # numba's is unannotated
         return "(%d, %d, %d)", [builder.extract_value(value, k) for k in range(3)]
 
     def string(self, context: BaseContext, builder: ir.IRBuilder, text: str) -> ir.Value:
