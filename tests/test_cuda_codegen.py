@@ -55,8 +55,9 @@ def test_an_array_of_ml_dtypes_bfloat16_holds_numba_cudas_bfloat16(make_module):
     from overdub.targets import get_target
 
     class Bfloat16Array:
-        dtype = np.dtype(ml_dtypes.bfloat16)
-        __cuda_array_interface__ = {"shape": (5,), "typestr": "<V2", "strides": None, "data": (0x1000, False)}
+        def __init__(self):
+            self.dtype = np.dtype(ml_dtypes.bfloat16)
+            self.__cuda_array_interface__ = {"shape": (5,), "typestr": "<V2", "strides": None, "data": (0x1000, False)}
 
     get_target("cuda")  # the CUDA target knows ml_dtypes' bfloat16 once both are imported
     described = arguments.Argument.of_kind(Bfloat16Array(), arguments.kind_of(Bfloat16Array()))
