@@ -114,6 +114,31 @@ def test_an_overloads_keyword_and_default_arguments_fold_with_its_own_signature_
     assert ".entry" in od.code_ptx(kernel, types.int64, types.int64, types.int64[::1])
 
 
+def test_an_overload_whose_implementation_differs_from_its_typing_reports_numbas_check():
+    """numba checks an ``@overload``'s implementation against its typing function's signature where the
+    keywords fold (numba-cuda's test_extending): a ``*args`` typing function, with the call's keywords left to
+    numba, ends the compile with numba's TypingError saying so."""
+    from numba.core.errors import TypingError
+    from numba.extending import overload
+
+    def stub(a, kw=None):
+        pass
+
+    def typing(a, *star_args_token, kw=None, kw1=12):
+        def impl(a, b, f, kw=None, kw1=12):
+            return 1
+
+        return impl
+
+    overload(stub)(typing)
+
+    def kernel(out, a, b):
+        out[0] = stub(a, b, 9, kw=11)
+
+    with pytest.raises(TypingError, match=r"VAR_POSITIONAL \(e.g. \*args\) argument kind"):
+        od.cuda(kernel, np.zeros(1, dtype=np.int64), 1, 5, target="cpu")
+
+
 @pytest.mark.parametrize("where", ["numba", "numba.cuda.misc.special"])
 def test_literal_unroll_over_a_tuple_of_arrays_of_several_ranks_on_both_targets(where):
     """numba's unrolling pass finds ``literal_unroll`` by identity: a context's proxy in its place left the
