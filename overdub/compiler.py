@@ -40,6 +40,7 @@ log = logging.getLogger("overdub")
 __all__ = [
     "Kernel",
     "cached_kernel",
+    "compiled_afresh",
     "loaded_kernel",
     "build",
     "explain",
@@ -112,13 +113,28 @@ def _kernel_of(job: CompileJob, compile: bool) -> Kernel | None:
         if current is not None and current is not kernel and current.usable():
             return current  # another thread compiled it meanwhile
         reason = _reason(job, kernel)
-        loaded = _loaded_kernel(job)
+        loaded = None if bridge.dumps_requested() else _loaded_kernel(job)  # a dump is of a compile
         if loaded is None and not compile:
             return None
         built = loaded or _built_kernel(job)
         runtime.kernels.put(job, built)
         verb = "loaded from the disk cache" if loaded is not None else "compiled"
         log.info("%s %s for %s: %s", verb, job.call(), target.label, reason)
+        return built
+
+
+def compiled_afresh(job: CompileJob, since: int) -> Kernel:
+    """``job``'s kernel compiled now unless one made after ``since`` (:func:`kernels_made`) is valid, whatever
+    else memory or the disk cache holds (an ``od.jit`` kernel made while numba's dumps are asked for compiles
+    its own code, as each numba-cuda dispatcher does, so they print)."""
+    with job.target.compile_lock, world.lock:
+        runtime.collect()
+        current = cast("Kernel | None", runtime.kernels.get(job))
+        if current is not None and current.made > since and current.usable():
+            return current
+        built = _built_kernel(job)
+        runtime.kernels.put(job, built)
+        log.info("compiled %s for %s: numba's dumps asked for", job.call(), job.target.label)
         return built
 
 

@@ -20,6 +20,7 @@ device and back around the launch.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import inspect
@@ -33,7 +34,7 @@ from typing import Any, cast
 
 import numpy as np
 
-from . import compiler, launch, reflect
+from . import bridge, compiler, launch, reflect
 from .arguments import HostMemoryError
 from .bridge.signatures import chosen_signature, scalar_converter, sign_view, signature_argtypes, typeof_or_none
 from .call import KernelCall
@@ -145,16 +146,25 @@ class Kernel:
         self._plans: dict = {}  # the conversions to them chosen for the arguments' classes (_as_signature)
         self._since = compiler.kernels_made()  # its overloads: the kernels of its def made after this,
         self._launched: set = set()  # and those its first launch found made (by another od.jit of its def)
+        # made while numba's dumps are asked for (NUMBA_DUMP_IR...): the jobs it compiled itself, as each
+        # numba-cuda dispatcher compiles its own code, so that the dumps print
+        self._afresh: set | None = set() if bridge.dumps_requested() else None
         for argtypes in self._explicit:
             self.compile(argtypes)
 
     def compile(self, argtypes: tuple):
         """Compile for ``argtypes`` now (on this kernel's target), as an explicit signature does."""
-        return KernelCall.of(self.py_func, argtypes, self.target, self.context, typed=True).compiled()
+        return self._own(KernelCall.of(self.py_func, argtypes, self.target, self.context, typed=True))
 
     def _compiled(self, args: tuple):
         """The compiled kernel for ``args`` on this kernel's target and context."""
-        return KernelCall.of(self.py_func, args, self.target, self.context).compiled()
+        return self._own(KernelCall.of(self.py_func, args, self.target, self.context))
+
+    def _own(self, call: KernelCall):
+        if self._afresh is None or call.job in self._afresh:
+            return call.compiled()
+        self._afresh.add(call.job)
+        return compiler.compiled_afresh(call.job, self._since)
 
     @property
     def target(self):
@@ -180,7 +190,12 @@ class Kernel:
         """Calling it launches with ``config``: the native front where the extension is built (the lookup
         with the configuration held), after the arguments' conversions where the kernel has some."""
         plain = _Configured(self, config)
-        front = launch.configured(plain, plain.function, config, plain.target, plain.context)
+        # (numba's dumps asked for: through Python, which compiles this kernel's own code first)
+        front = (
+            plain
+            if self._afresh is not None
+            else launch.configured(plain, plain.function, config, plain.target, plain.context)
+        )
         return _Converting(self, front, plain.target, config) if self._explicit or self.extensions else front
 
     def __reduce__(self):
@@ -485,12 +500,17 @@ class _Configured(_LaunchConfiguration):
         self.target = kernel.target_name if kernel.options == CompileOptions() else kernel.target
 
     def __call__(self, *args):
+        if self.kernel._afresh is not None:  # numba's dumps asked for: this kernel's own compile first
+            with contextlib.suppress(HostMemoryError):  # host arrays on a GPU: after their copies, below
+                self.kernel._compiled(args)
         try:
             launch_configured(self.function, args, self.config, self.target, self.context)
         except HostMemoryError:
             # as numba-cuda does for its kernels (od.cuda refuses: the copies are not free): host arrays are
             # copied to the target's memory for the launch and back after it
             moved, copy_back = get_target(self.target).host_copies(args, self.config.stream)
+            if self.kernel._afresh is not None:
+                self.kernel._compiled(moved)
             launch_configured(self.function, moved, self.config, self.target, self.context)
             copy_back()
             args = moved

@@ -604,3 +604,31 @@ def test_a_device_functions_code_inspected_as_numba_cudas_device_dispatcher_show
         m.foo.inspect_sass(args)
     m.run("@od.jit(device=True)\ndef foo(x, y):\n    return x * y\n")  # redefined: its code is the new one
     assert "mul.lo.s64" in m.foo.inspect_asm(args) or "mul.wide.s32" in m.foo.inspect_asm(args)
+
+
+def test_numbas_dumps_print_for_each_od_jit_of_a_def_as_for_each_numba_cuda_dispatcher(monkeypatch, capfd):
+    """With numba's dumps asked for (NUMBA_DUMP_IR=1, or numba-cuda's override_config of it), an od.jit kernel
+    compiles its own code -- not the kernel an earlier od.jit of its def made, nor the disk cache's -- as each
+    numba-cuda dispatcher does, so the dump prints; its next launch compiles nothing; without the dumps an
+    od.jit of the same def again compiles nothing."""
+    from numba.core import config
+
+    def shifted(a, out):
+        i = cuda.grid(1)
+        if i < a.size:
+            out[i] = a[i] + 1.5
+
+    a, out = np.arange(8.0), np.zeros(8)
+    od.jit(target="cpu")(shifted)[1, 8](a, out)
+    before = compiles()
+    od.jit(target="cpu")(shifted)[1, 8](a, out)
+    assert compiles() == before
+    capfd.readouterr()
+    monkeypatch.setattr(config, "DUMP_IR", 1)
+    for eager in (False, True):
+        kernel = od.jit("void(float64[::1], float64[::1])", target="cpu")(shifted) if eager else od.jit(shifted)
+        for _ in range(2):
+            kernel[1, 8](a, out)
+        dumped = capfd.readouterr().out  # (on the CPU target, of the grid loop the kernel is inlined in)
+        assert "IR DUMP: " in dumped and "const(float, 1.5)" in dumped and (out == a + 1.5).all()
+        assert compiles() == before + 1 + eager

@@ -300,6 +300,30 @@ def call_sites() -> list[str]:
 # --- numba's errors -------------------------------------------------------------------------------------
 
 
+# numba's settings asking each compile to print what it makes (NUMBA_DUMP_IR=1, ...), in numba's config and
+# numba-cuda's own copy of it
+_DUMPS = (
+    "DUMP_BYTECODE",
+    "DUMP_CFG",
+    "DUMP_IR",
+    "DUMP_SSA",
+    "DUMP_ANNOTATION",
+    "DUMP_LLVM",
+    "DUMP_FUNC_OPT",
+    "DUMP_OPTIMIZED",
+    "DUMP_ASSEMBLY",
+    "DEBUG_TYPEINFER",
+)
+
+
+def dumps_requested() -> bool:
+    """Do numba's settings ask compiles to print what they make (``NUMBA_DUMP_IR`` and the like, or
+    numba-cuda's ``override_config`` of them)? Then code is compiled, not loaded or reused, where a compile
+    is asked for."""
+    configs = [numba.core.config, sys.modules.get("numba.cuda.core.config")]
+    return any(getattr(config, name, 0) for config in configs if config is not None for name in _DUMPS)
+
+
 def compile_error_message(exc: BaseException) -> str | None:
     """numba's own message for a compile failure (it names the kernel's source line), or None when the
     exception is not numba's."""
