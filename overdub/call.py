@@ -58,6 +58,7 @@ __all__ = [
     "launch_from_table",
     "check_call",
     "check_kernel",
+    "launch_own",
 ]
 
 
@@ -377,13 +378,34 @@ def launch_compiled(
         compiled = call.compiled()
         launch = call.launch_function(compiled)
         if launch(launched, *config.options()):
-            if add and launch.guarded and not call.interned and not _served(call.key, compiled):
+            if (
+                add
+                and launch.guarded
+                and not call.interned
+                and not _served(call.key, compiled)
+                and not compiler.configuration_bound(compiled)
+            ):
                 runtime.add_launch(call.key, launch)
             return call, compiled, launch
         if call.lifted is None and compiled.usable():  # (a captured value may have changed meanwhile)
             raise RuntimeError(
                 f"overdub internal error: the launch function of {compiled.job.call()} rejected "
                 f"the arguments it was made for"
+            )
+
+
+def launch_own(call: KernelCall, compiled: compiler.Kernel, config: LaunchConfig) -> None:
+    """Launch ``compiled`` for ``call`` with ``config`` as the slow path launches (the checks, the device, a
+    launch function), where ``compiled`` is an ``od.jit`` kernel's own code for this launch configuration,
+    which neither the kernel cache nor the launch table serves to another launch."""
+    check_call(call.kernel, call.args)
+    tgt = call.target
+    with tgt.on_device(None, "a launch", config.stream):
+        tgt.check_launchable(config.stream)
+        if not call.launch_function(compiled)(call.args, *config.options()):
+            raise RuntimeError(
+                f"overdub internal error: the launch function of {compiled.job.call()} rejected the arguments "
+                f"it was made for"
             )
 
 

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, TypeVar, cast
 from . import bridge, settings, world
 from . import resolve as _resolve  # noqa: F401  (it registers the numba type of Overdubbed callees: typing calls it)
 from .bindings import Guarded
+from .intrinsics import LaunchNeed
 from .job import CompileJob, also_numba_error, chain_name, compile_error, consult_chain
 from .registry import MethodError
 from .rewrite import rewrite, state_type
@@ -41,6 +42,7 @@ __all__ = [
     "Kernel",
     "cached_kernel",
     "compiled_afresh",
+    "configuration_bound",
     "loaded_kernel",
     "build",
     "explain",
@@ -103,14 +105,14 @@ def _kernel_of(job: CompileJob, compile: bool) -> Kernel | None:
     """The lookup's tiers after the launch table; on a miss of both, a compile where ``compile``, else None."""
     # somewhat fast path: compiled in this process and still valid
     kernel = cast("Kernel | None", runtime.kernels.get(job))  # the runtime's kernel cache holds these
-    if kernel is not None and kernel.usable():
+    if kernel is not None and kernel.usable() and not configuration_bound(kernel):
         return kernel
     # slow path: under the compile lock, the disk cache, else a compile
     target = job.target
     with target.compile_lock, world.lock:
         runtime.collect()
         current = cast("Kernel | None", runtime.kernels.get(job))
-        if current is not None and current is not kernel and current.usable():
+        if current is not None and current is not kernel and current.usable() and not configuration_bound(current):
             return current  # another thread compiled it meanwhile
         reason = _reason(job, kernel)
         loaded = None if bridge.dumps_requested() else _loaded_kernel(job)  # a dump is of a compile
@@ -123,19 +125,30 @@ def _kernel_of(job: CompileJob, compile: bool) -> Kernel | None:
         return built
 
 
-def compiled_afresh(job: CompileJob, since: int) -> Kernel:
+def compiled_afresh(job: CompileJob, since: int | None) -> Kernel:
     """``job``'s kernel compiled now unless one made after ``since`` (:func:`kernels_made`) is valid, whatever
     else memory or the disk cache holds (an ``od.jit`` kernel made while numba's dumps are asked for compiles
-    its own code, as each numba-cuda dispatcher does, so they print)."""
+    its own code, as each numba-cuda dispatcher does, so they print). ``since`` None: an ``od.jit`` kernel's
+    own code for the launch configuration compiling now (:mod:`overdub.cuda.launchconfig`), which no other
+    launch finds."""
     with job.target.compile_lock, world.lock:
         runtime.collect()
         current = cast("Kernel | None", runtime.kernels.get(job))
-        if current is not None and current.made > since and current.usable():
+        if since is not None and current is not None and current.made > since and current.usable():
             return current
-        built = _built_kernel(job)
-        runtime.kernels.put(job, built)
-        log.info("compiled %s for %s: numba's dumps asked for", job.call(), job.target.label)
+        built = _built_kernel(job, store=since is not None)
+        if since is not None:
+            runtime.kernels.put(job, built)
+        log.info("compiled %s for %s: %s", job.call(), job.target.label, _AFRESH[since is None])
         return built
+
+
+_AFRESH = ("numba's dumps asked for", "its launch configuration")
+
+
+def configuration_bound(kernel: Kernel) -> bool:
+    """Was ``kernel`` compiled for one launch configuration, which an ``od.jit`` kernel launches itself?"""
+    return bool(kernel.needs) and LaunchNeed.LAUNCH_CONFIG in kernel.needs
 
 
 def _building(job: CompileJob, kernel: Guarded) -> bool:
@@ -159,8 +172,8 @@ def _loaded_kernel(job: CompileJob) -> Kernel | None:
     return None
 
 
-def _built_kernel(job: CompileJob) -> Kernel:
-    """``job``'s kernel compiled, and written to the disk cache."""
+def _built_kernel(job: CompileJob, store: bool = True) -> Kernel:
+    """``job``'s kernel compiled, and written to the disk cache where ``store`` says."""
     target = job.target
     kernel = Kernel(job)
     started = time.perf_counter()
@@ -169,9 +182,10 @@ def _built_kernel(job: CompileJob) -> Kernel:
     compiles = compile_ms.setdefault(kernel.describe(), collections.deque(maxlen=16))
     compiles.append((world.current_world(), (time.perf_counter() - started) * 1e3))
     runtime.count("compiles")
-    from . import diskcache
+    if store and not configuration_bound(kernel):
+        from . import diskcache
 
-    diskcache.store(job, kernel)
+        diskcache.store(job, kernel)
     return kernel
 
 

@@ -20,7 +20,6 @@ device and back around the launch.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import functools
 import inspect
@@ -30,16 +29,17 @@ import sys
 import typing
 import warnings
 from collections.abc import Callable, Iterable
+from types import MethodType
 from typing import Any, cast
 
 import numpy as np
 
-from . import bridge, compiler, launch, reflect
+from . import bridge, compiler, launch, launchconfig, reflect, world
 from .arguments import HostMemoryError
 from .bridge.signatures import chosen_signature, scalar_converter, sign_view, signature_argtypes, typeof_or_none
-from .call import KernelCall
+from .call import KernelCall, launch_own
 from .context import Context
-from .intrinsics import Pointer
+from .intrinsics import LaunchNeed, Pointer
 from .launch import launch_configured
 from .launchconfig import LaunchConfig
 from .registry import function
@@ -149,6 +149,10 @@ class Kernel:
         # made while numba's dumps are asked for (NUMBA_DUMP_IR...): the jobs it compiled itself, as each
         # numba-cuda dispatcher compiles its own code, so that the dumps print
         self._afresh: set | None = set() if bridge.dumps_requested() else None
+        self._compile_hook = None  # a program's own _compile_for_args (it wraps numba-cuda's)
+        self.launch_config_sensitive = False  # a compile of it read its launch's configuration
+        self._compiled_here: set = set()  # the jobs its launches through Python compiled (_compile_for_args)
+        self._per_configuration: dict = {}  # (job, grid, block, shared memory) -> its own code for them
         for argtypes in self._explicit:
             self.compile(argtypes)
 
@@ -165,6 +169,79 @@ class Kernel:
             return call.compiled()
         self._afresh.add(call.job)
         return compiler.compiled_afresh(call.job, self._since)
+
+    # --- what a launch that compiles does (numba-cuda's dispatcher's, overdub.cuda.launchconfig) ---
+
+    @property
+    def _compile_for_args(self):
+        """What a launch of this kernel that compiles calls with the launch's arguments, its configuration
+        current (:mod:`overdub.cuda.launchconfig`): numba-cuda's dispatcher's, which programs wrap by
+        assigning their own; returns the compiled kernel."""
+        return self._compile_hook or MethodType(Kernel._compile_default, self)
+
+    @_compile_for_args.setter
+    def _compile_for_args(self, hook) -> None:
+        self._compile_hook = hook
+        self._configs.clear()  # its launches through Python from now on, which call it
+
+    @_compile_for_args.deleter
+    def _compile_for_args(self) -> None:
+        self._compile_hook = None
+        self._configs.clear()
+
+    def _compile_default(self, *args, **kws):
+        call = KernelCall.of(self.py_func, args, self.target, self.context)
+        if self.launch_config_sensitive:  # its own code for the configuration current
+            return compiler.compiled_afresh(call.job, None)
+        return self._own(call)
+
+    def mark_launch_config_sensitive(self) -> None:
+        """The code compiling now depends on its launch's configuration (numba-cuda's; a rewrite pass reading
+        :func:`overdub.cuda.launchconfig.current_launch_config` calls it, as cuda.coop's do): from then on this
+        kernel compiles its own code for each configuration it is launched with, which no other launch runs
+        and the disk cache does not keep."""
+        self.launch_config_sensitive = True
+        self._configs.clear()
+        needs = getattr(world.being_built(), "needs", None)
+        if needs is not None:
+            needs.add(LaunchNeed.LAUNCH_CONFIG)
+
+    def _through_python(self) -> bool:
+        """Do its launches go through Python (not the native launch table): a program's ``_compile_for_args``,
+        code depending on the launch configuration, numba's dumps asked for?"""
+        return self._compile_hook is not None or self.launch_config_sensitive or self._afresh is not None
+
+    def _launch_compiling(self, configured: _Configured, args: tuple) -> None:
+        """A launch through Python: with its configuration current, ``_compile_for_args`` first where it
+        compiles (each job once, or once for each configuration where the code depends on it); code depending
+        on the configuration launched as this kernel's own."""
+        config = configured.config
+        current = launchconfig.LaunchConfiguration(self, config, args)
+        shape = (current.griddim, current.blockdim, current.sharedmem)
+        try:
+            call, copy_back = KernelCall.of(self.py_func, args, self.target, self.context), None
+        except HostMemoryError:  # host arrays on a GPU: copied as numba-cuda copies them, and back after
+            moved, copy_back = get_target(self.target).host_copies(args, config.stream)
+            call = KernelCall.of(self.py_func, moved, self.target, self.context)
+        here = launchconfig.here
+        outer, here.config = getattr(here, "config", None), current
+        try:
+            if call.job not in self._compiled_here:  # (launches on two threads at once each call it)
+                compiled = self._compile_for_args(*call.args)
+                self._compiled_here.add(call.job)
+                if self.launch_config_sensitive and compiled is not None:
+                    self._per_configuration[(call.job, shape)] = compiled
+            if self.launch_config_sensitive:
+                own = self._per_configuration.get((call.job, shape))
+                if own is None or not own.usable():
+                    own = self._per_configuration[(call.job, shape)] = self._compile_for_args(*call.args)
+                launch_own(call, own, config)
+            else:
+                configured._launch(call.args)
+        finally:
+            here.config = outer
+        if copy_back is not None:
+            copy_back()
 
     @property
     def target(self):
@@ -190,10 +267,9 @@ class Kernel:
         """Calling it launches with ``config``: the native front where the extension is built (the lookup
         with the configuration held), after the arguments' conversions where the kernel has some."""
         plain = _Configured(self, config)
-        # (numba's dumps asked for: through Python, which compiles this kernel's own code first)
-        front = (
+        front = (  # through Python where its launches compile its own way (_through_python)
             plain
-            if self._afresh is not None
+            if self._through_python()
             else launch.configured(plain, plain.function, config, plain.target, plain.context)
         )
         return _Converting(self, front, plain.target, config) if self._explicit or self.extensions else front
@@ -362,6 +438,11 @@ class Overload:
         return self.kernel.job.argtypes
 
     @property
+    def launch_config_sensitive(self) -> bool:
+        """Was it compiled for one launch configuration (:meth:`Kernel.mark_launch_config_sensitive`)?"""
+        return LaunchNeed.LAUNCH_CONFIG in self.kernel.needs
+
+    @property
     def _type_annotation(self):
         return getattr(self.kernel.launcher, "type_annotation", None)
 
@@ -499,23 +580,30 @@ class _Configured(_LaunchConfiguration):
         self.kernel, self.function, self.config, self.context = kernel, kernel.py_func, config, kernel.context
         self.target = kernel.target_name if kernel.options == CompileOptions() else kernel.target
 
-    def __call__(self, *args):
-        if self.kernel._afresh is not None:  # numba's dumps asked for: this kernel's own compile first
-            with contextlib.suppress(HostMemoryError):  # host arrays on a GPU: after their copies, below
-                self.kernel._compiled(args)
+    def __call__(self, *args):  # the slow path's (the native lookup found no launch function), or each launch's
+        if self.kernel._through_python():
+            self.kernel._launch_compiling(self, args)
+            return
+        here = launchconfig.here  # the launch's configuration, for what compiles meanwhile
+        outer, here.config = getattr(here, "config", None), (self.kernel, self.config, args)
+        try:
+            self._launch(args)
+        finally:
+            here.config = outer
+
+    def _launch(self, args: tuple) -> None:
         try:
             launch_configured(self.function, args, self.config, self.target, self.context)
         except HostMemoryError:
             # as numba-cuda does for its kernels (od.cuda refuses: the copies are not free): host arrays are
             # copied to the target's memory for the launch and back after it
             moved, copy_back = get_target(self.target).host_copies(args, self.config.stream)
-            if self.kernel._afresh is not None:
-                self.kernel._compiled(moved)
             launch_configured(self.function, moved, self.config, self.target, self.context)
             copy_back()
             args = moved
         if not self.kernel._launched:  # its first launch: the kernel it ran is one of its overloads
-            self.kernel._launched.add(self.kernel._compiled(args).job.argtypes)
+            kernel = self.kernel
+            kernel._launched.add(KernelCall.of(kernel.py_func, args, kernel.target, kernel.context).job.argtypes)
 
 
 class _Converting(_LaunchConfiguration):

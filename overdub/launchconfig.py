@@ -11,14 +11,40 @@ function the raw values, which the launch function checks itself in a few instru
 others below are its slow branches): building a record per launch would cost more than the launch. The record
 is made where the fast path leaves off. ``kernel[blocks, threads]`` holds its record, and the native lookup
 reads its fields by name (``_fastlaunch.OPTIONS``: the fields it shares with ``od.cuda``'s keywords).
+
+While an ``od.jit`` kernel's launch compiles it, :func:`current_launch_config` is that launch's configuration as
+numba-cuda's compile-time view has it (:class:`LaunchConfiguration`), on the launching thread only, for code
+that compiles with it (a numba-cuda rewrite pass, as cuda.coop's are); :mod:`overdub.cuda.launchconfig` is the
+module numba-cuda programs import it from.
 """
 
 from __future__ import annotations
 
+import contextlib
 import numbers
+import sys
+import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import wraps
+from types import MethodType
+from typing import Any
 
-__all__ = ["LaunchConfig", "LaunchConfigError", "named", "Shape", "Extents", "dims", "shmem_bytes", "stream_handle"]
+__all__ = [
+    "LaunchConfig",
+    "LaunchConfigError",
+    "named",
+    "Shape",
+    "Extents",
+    "dims",
+    "shmem_bytes",
+    "stream_handle",
+    "LaunchConfiguration",
+    "current_launch_config",
+    "ensure_current_launch_config",
+    "capture_compile_config",
+    "here",
+]
 
 
 class LaunchConfigError(ValueError):
@@ -148,3 +174,73 @@ def stream_handle(stream: object) -> int:
     if handle is None:
         raise TypeError(f"stream= takes a cupy, numba or cuda.core stream, not {type(stream).__name__}")
     return int(handle)
+
+
+# --- the launch configuration while a launch compiles (numba-cuda's numba.cuda.launchconfig) -----------------
+# (overdub.cuda.launchconfig re-exports these for numba-cuda programs: see its docstring)
+
+here = threading.local()
+"""``here.config``: the launch compiling on this thread -- (its ``od.jit`` kernel, its :class:`LaunchConfig`, its
+arguments) as a launch sets it (two attribute stores a launch), made a :class:`LaunchConfiguration` when read."""
+
+
+class LaunchConfiguration:
+    """One launch's configuration as numba-cuda's compile-time view has it."""
+
+    __slots__ = ("dispatcher", "args", "griddim", "blockdim", "stream", "sharedmem")
+
+    def __init__(self, dispatcher: object, config: LaunchConfig, args: tuple[object, ...]) -> None:
+        self.dispatcher, self.args, self.stream, self.sharedmem = dispatcher, args, config.stream, config.shmem
+        self.griddim, self.blockdim = _three(config.blocks), _three(config.threads)
+
+    def __repr__(self) -> str:
+        return f"LaunchConfiguration(griddim={self.griddim}, blockdim={self.blockdim}, sharedmem={self.sharedmem})"
+
+
+def _three(extents: Extents) -> Shape:
+    return (extents, 1, 1) if isinstance(extents, int) else extents
+
+
+def current_launch_config() -> Any:
+    """The configuration of the launch compiling on this thread, or None."""
+    config = getattr(here, "config", None)
+    if type(config) is tuple:
+        config = here.config = LaunchConfiguration(*config)
+    if config is not None:
+        return config
+    numba_cudas = sys.modules.get("numba.cuda.launchconfig")  # a numba-cuda dispatcher's launch compiling
+    return None if numba_cudas is None else numba_cudas.current_launch_config()
+
+
+def ensure_current_launch_config() -> Any:
+    """The configuration of the launch compiling on this thread; a RuntimeError where none is."""
+    config = current_launch_config()
+    if config is None:
+        raise RuntimeError("No launch config set for this thread")
+    return config
+
+
+@contextlib.contextmanager
+def capture_compile_config(dispatcher: Any) -> Iterator[dict[str, Any]]:
+    """Meanwhile, record in the dict yielded (its ``"config"``) the launch configuration a compile of
+    ``dispatcher`` triggered by a launch sees (None where nothing compiled)."""
+    if dispatcher is None:
+        raise TypeError("dispatcher is required")
+    record: dict[str, Any] = {"config": None}
+    missing = object()
+    own = dispatcher.__dict__.get("_compile_for_args", missing)
+    original = dispatcher._compile_for_args
+
+    @wraps(original)
+    def wrapped(self: object, *args: object, **kws: object) -> Any:
+        record["config"] = current_launch_config()
+        return original(*args, **kws)
+
+    dispatcher._compile_for_args = MethodType(wrapped, dispatcher)
+    try:
+        yield record
+    finally:
+        if own is missing:
+            del dispatcher._compile_for_args
+        else:
+            dispatcher._compile_for_args = own

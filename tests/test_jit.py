@@ -632,3 +632,85 @@ def test_numbas_dumps_print_for_each_od_jit_of_a_def_as_for_each_numba_cuda_disp
         dumped = capfd.readouterr().out  # (on the CPU target, of the grid loop the kernel is inlined in)
         assert "IR DUMP: " in dumped and "const(float, 1.5)" in dumped and (out == a + 1.5).all()
         assert compiles() == before + 1 + eager
+
+
+# --- the launch configuration while a launch compiles (overdub.cuda.launchconfig, numba-cuda's) ---------------
+
+
+def test_a_launch_that_compiles_shows_its_configuration_to_compile_for_args_as_numba_cuda_does():
+    from overdub.cuda import launchconfig
+
+    @od.jit(target="cpu")
+    def f(x):
+        x[0] = 1
+
+    seen = {}
+    original = f._compile_for_args
+
+    def wrapped(*args, **kws):
+        seen["config"] = launchconfig.current_launch_config()
+        return original(*args, **kws)
+
+    f._compile_for_args = wrapped
+    arr = np.zeros(1, dtype=np.int32)
+    assert launchconfig.current_launch_config() is None
+    f[2, 3](arr)
+    config = seen["config"]
+    assert config.dispatcher is f and config.griddim == (2, 1, 1) and config.blockdim == (3, 1, 1)
+    assert config.args[0] is arr and arr[0] == 1
+    assert launchconfig.current_launch_config() is None
+    with pytest.raises(RuntimeError, match="No launch config set for this thread"):
+        launchconfig.ensure_current_launch_config()
+    del f._compile_for_args
+    with launchconfig.capture_compile_config(f) as capture:
+        f[1, 1](np.zeros(2))  # another job: it compiles
+    assert capture["config"].blockdim == (1, 1, 1) and "_compile_for_args" not in f.__dict__
+    assert f._compile_for_args.__func__ is original.__func__ and f._compile_for_args.__self__ is f
+
+
+def test_code_that_depends_on_its_launch_configuration_compiles_again_for_each_and_is_the_kernels_own():
+    """A rewrite pass reading the launch's configuration (as cuda.coop's do) marks the kernel sensitive: each
+    configuration it is launched with compiles its own code, which no other launch runs (od.cuda of the def
+    compiles its own) and the disk cache does not keep."""
+    from numba.core.rewrites import Rewrite, register_rewrite
+
+    from overdub.cuda import launchconfig
+
+    log = []
+
+    @od.jit(target="cpu")
+    def sensitive(x):
+        if cuda.grid(1) == 0:
+            x[0] = x[0] + 1
+
+    @register_rewrite("after-inference")
+    class ReadsTheBlock(Rewrite):
+        def __init__(self, state):
+            super().__init__(state)
+            self.logged, self.block = False, None
+
+        def match(self, func_ir, block, typemap, calltypes):
+            config = launchconfig.current_launch_config()
+            if self.logged or config is None or config.dispatcher is not sensitive:
+                return False
+            self.block = block
+            return True
+
+        def apply(self):
+            config = launchconfig.ensure_current_launch_config()
+            log.append(config.blockdim)
+            config.dispatcher.mark_launch_config_sensitive()
+            self.logged = True
+            return self.block
+
+    x = np.zeros(1, dtype=np.int64)
+    sensitive[1, 32](x)
+    sensitive[1, 64](x)
+    assert [dims[0] for dims in dict.fromkeys(log)] == [32, 64]  # (on the CPU target, each function compiled)
+    compiled, logged = compiles(), len(log)
+    sensitive[1, 64](x)
+    assert compiles() == compiled and len(log) == logged and x[0] == 3  # its code for 64 threads, kept
+    overloads = list(sensitive.overloads.values())
+    assert overloads and all(overload.launch_config_sensitive for overload in overloads)
+    od.cuda(sensitive.py_func, x, blocks=1, threads=16, target="cpu")  # the def's own kernel, not the od.jit's
+    assert compiles() == compiled + 1 and len(log) == logged and x[0] == 4

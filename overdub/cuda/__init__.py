@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 
 jit = dropin.jit
 
-_OWN_SUBMODULES = ("random",)  # overdub.cuda.X that are modules of overdub, not numba-cuda's
+_OWN_SUBMODULES = ("random", "launchconfig")  # overdub.cuda.X that are modules of overdub, not numba-cuda's
 _NUMBA_CUDA = "numba.cuda"
 __overdub_reexports__ = _NUMBA_CUDA  # compiled code types the names read through here as numba-cuda's own
 
