@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING, TypeVar, cast
 from . import bridge, settings, world
 from . import resolve as _resolve  # noqa: F401  (it registers the numba type of Overdubbed callees: typing calls it)
 from .bindings import Guarded
-from .intrinsics import LaunchNeed
 from .job import CompileJob, also_numba_error, chain_name, compile_error, consult_chain
 from .registry import MethodError
 from .rewrite import rewrite, state_type
@@ -43,6 +42,7 @@ __all__ = [
     "cached_kernel",
     "compiled_afresh",
     "configuration_bound",
+    "CONFIGURATION_BOUND",
     "loaded_kernel",
     "build",
     "explain",
@@ -146,9 +146,15 @@ def compiled_afresh(job: CompileJob, since: int | None) -> Kernel:
 _AFRESH = ("numba's dumps asked for", "its launch configuration")
 
 
+CONFIGURATION_BOUND = "code for one launch configuration"
+"""A need of compiled code: its compile read the launch's configuration (:mod:`overdub.cuda.launchconfig`), so
+the code is one ``od.jit`` kernel's, for that configuration; no other launch runs it, and the disk cache does
+not keep it."""
+
+
 def configuration_bound(kernel: Kernel) -> bool:
     """Was ``kernel`` compiled for one launch configuration, which an ``od.jit`` kernel launches itself?"""
-    return bool(kernel.needs) and LaunchNeed.LAUNCH_CONFIG in kernel.needs
+    return bool(kernel.needs) and CONFIGURATION_BOUND in kernel.needs
 
 
 def _building(job: CompileJob, kernel: Guarded) -> bool:

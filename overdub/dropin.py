@@ -39,7 +39,7 @@ from .arguments import HostMemoryError
 from .bridge.signatures import chosen_signature, scalar_converter, sign_view, signature_argtypes, typeof_or_none
 from .call import KernelCall, launch_own
 from .context import Context
-from .intrinsics import LaunchNeed, Pointer
+from .intrinsics import Pointer
 from .launch import launch_configured
 from .launchconfig import LaunchConfig
 from .registry import function
@@ -204,7 +204,7 @@ class Kernel:
         self._configs.clear()
         needs = getattr(world.being_built(), "needs", None)
         if needs is not None:
-            needs.add(LaunchNeed.LAUNCH_CONFIG)
+            needs.add(compiler.CONFIGURATION_BOUND)
 
     def _through_python(self) -> bool:
         """Do its launches go through Python (not the native launch table): a program's ``_compile_for_args``,
@@ -440,7 +440,7 @@ class Overload:
     @property
     def launch_config_sensitive(self) -> bool:
         """Was it compiled for one launch configuration (:meth:`Kernel.mark_launch_config_sensitive`)?"""
-        return LaunchNeed.LAUNCH_CONFIG in self.kernel.needs
+        return compiler.configuration_bound(self.kernel)
 
     @property
     def _type_annotation(self):

@@ -397,10 +397,6 @@ class LaunchNeed(enum.Enum):
     FLUSH_STDOUT = "printf on the host"
     """It calls C's printf: its launch flushes stdout when it ends."""
 
-    LAUNCH_CONFIG = "code for one launch configuration"
-    """A compile read the launch's configuration (:mod:`overdub.cuda.launchconfig`): the code is one
-    ``od.jit`` kernel's, for that configuration; no other launch runs it, and the disk cache does not keep it."""
-
 
 @intrinsic(prefer_literal=True)
 def _println(typingctx: TypingContext, *args: types.Type) -> _Typed:

@@ -559,6 +559,9 @@ def typeof(value: object) -> nt.Type:
 # numpy dtypes numba's core does not know, as the numba type a target gives their elements (the CUDA target:
 # ml_dtypes' bfloat16 as numba-cuda's, once ml_dtypes is imported)
 target_element_types: dict[np.dtype[typing.Any], nt.Type] = {}
+runtime.register_cache(
+    f"{__name__}.target_element_types", target_element_types, kept="what each target registered when imported"
+)
 
 
 def element_type(dtype: np.dtype[typing.Any]) -> nt.Type:

@@ -15,8 +15,6 @@ pointers, structs: numba-cuda reads the registrations of numba's core registries
 so each serves both targets).
 """
 
-from numba.core.errors import TypingError
-
 from . import (  # noqa: F401  (register numba's typing of pointers, module proxies and struct values)
     pointers,
     proxies,
@@ -24,6 +22,7 @@ from . import (  # noqa: F401  (register numba's typing of pointers, module prox
 )
 from .calls import (
     TypedByTemplates,
+    TypingError,
     add_typing_registries,
     always_inlined_overload,
     call_sites,

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numba
 from numba.core import types
+from numba.core.errors import TypingError as TypingError  # (the bridge re-exports numba's)
 from numba.core.extending import models, register_model, typeof_impl
 from numba.core.imputils import lower_constant
 from numba.core.typing.templates import fold_arguments
