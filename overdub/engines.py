@@ -22,7 +22,8 @@ worker starts each task in the world its def came with.
   runs before the method called after it: one caller's calls of an actor run in order).
 
 Each hook is installed when its module is imported (:func:`overdub.postimport.when_imported`), once; a
-version of an engine without the internal a hook wraps ships as it did.
+version of an engine without the internal a hook wraps ships as it did. This module itself is imported when
+the first of those modules is (``overdub/__init__.py`` watches :data:`overdub.postimport.ENGINE_MODULES`).
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from typing import cast
 
 from . import byvalue, postimport
 from .libraries import is_library_module
+from .postimport import ENGINE_MODULES
 from .runtime import runtime
 from .travel import arrival, defs, shipped, snapshots, structclasses, tasks
 from .travel.snapshots import Token
@@ -353,19 +355,27 @@ def _install_dask_worker(module: pytypes.ModuleType) -> None:
     module._run_task_simple = _wrapper(_run_task_simple, run)  # type: ignore[attr-defined]
 
 
+_HOOKS: dict[str, typing.Callable[[pytypes.ModuleType], None]] = {
+    "multiprocessing.reduction": _install_forking_pickler,
+    "multiprocessing.pool": _install_pool,
+    "concurrent.futures.process": _install_process_pool,
+    "distributed.worker": _install_dask_worker,
+    "cloudpickle.cloudpickle": _install_cloudpickle,
+    "ray.cloudpickle.cloudpickle": _install_cloudpickle,
+    "distributed.protocol.pickle": _install_dask,
+    "dask.tokenize": _install_dask_tokenize,
+    "dask.delayed": _install_dask_delayed,
+    "ray.remote_function": _install_ray_remote,
+    "ray.actor": _install_ray_actor,
+}
+assert tuple(_HOOKS) == ENGINE_MODULES, "postimport.ENGINE_MODULES names each hook's module"
+
+
 def install() -> None:
-    """Install every hook, each when its module is imported."""
-    postimport.when_imported("multiprocessing.reduction", _install_forking_pickler)
-    postimport.when_imported("multiprocessing.pool", _install_pool)
-    postimport.when_imported("concurrent.futures.process", _install_process_pool)
-    postimport.when_imported("distributed.worker", _install_dask_worker)
-    postimport.when_imported("cloudpickle.cloudpickle", _install_cloudpickle)
-    postimport.when_imported("ray.cloudpickle.cloudpickle", _install_cloudpickle)
-    postimport.when_imported("distributed.protocol.pickle", _install_dask)
-    postimport.when_imported("dask.tokenize", _install_dask_tokenize)
-    postimport.when_imported("dask.delayed", _install_dask_delayed)
-    postimport.when_imported("ray.remote_function", _install_ray_remote)
-    postimport.when_imported("ray.actor", _install_ray_actor)
+    """Install every hook, each when its module is imported: now for those imported already, after its code
+    for one importing now."""
+    for name, hook in _HOOKS.items():
+        postimport.when_imported(name, hook)
 
 
 install()

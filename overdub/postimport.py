@@ -22,7 +22,23 @@ from importlib.machinery import ModuleSpec
 
 from .runtime import runtime
 
-__all__ = ["when_imported"]
+__all__ = ["when_imported", "ENGINE_MODULES"]
+
+ENGINE_MODULES = (
+    "multiprocessing.reduction",
+    "multiprocessing.pool",
+    "concurrent.futures.process",
+    "distributed.worker",
+    "cloudpickle.cloudpickle",
+    "ray.cloudpickle.cloudpickle",
+    "distributed.protocol.pickle",
+    "dask.tokenize",
+    "dask.delayed",
+    "ray.remote_function",
+    "ray.actor",
+)
+"""The modules of the engines that ship work to other processes whose import installs overdub's hook in them
+(:mod:`overdub.engines`, imported then: ``overdub/__init__.py`` registers the hooks)."""
 
 Hook = Callable[[pytypes.ModuleType], object]
 
@@ -33,10 +49,12 @@ _finding = threading.local()  # .names: the modules this thread's finder is find
 
 
 def when_imported(name: str, hook: Hook) -> None:
-    """Run ``hook(module)`` once the module ``name`` is imported; now, if it is."""
+    """Run ``hook(module)`` once the module ``name`` is imported; now, if it is -- after its code, if it is
+    importing now with hooks waiting (a hook of another module, run meanwhile, added this one)."""
     with _lock:
         module = sys.modules.get(name)
-        if module is None:
+        if module is None or name in _waiting:  # (the waiting hooks run, and leave, when its code has run)
+            module = None
             _waiting.setdefault(name, []).append(hook)
             if not any(isinstance(finder, _Finder) for finder in sys.meta_path):
                 sys.meta_path.insert(0, _Finder())

@@ -31,6 +31,31 @@ def test_importing_overdub_imports_nothing_of_numba_cuda_the_cuda_bindings_or_cu
     assert out.split("\n")[0] == "[]"
 
 
+def test_importing_overdub_imports_what_definitions_need_and_the_rest_loads_at_first_use():
+    """``import overdub`` imports what defining generic functions, structs and contexts needs; the drop-in,
+    the targets, the compile pipeline and the engines' picklers load at their first use -- a launch, a
+    pickle, an engine's module imported -- and each works then."""
+    out = _run(
+        """
+        import pickle, sys
+        import overdub as od
+        later = ("overdub.dropin", "overdub.compiler", "overdub.targets", "overdub.engines", "overdub.byvalue",
+                 "overdub.travel.identities", "overdub.reflect", "overdub.intrinsics")
+        print(sorted(m for m in later if m in sys.modules))
+
+        @od.function
+        def f(x: od.Integer):
+            return x + 1
+
+        print(pickle.loads(pickle.dumps(f)) is f, "overdub.travel.identities" in sys.modules)
+        import multiprocessing.pool
+        print("overdub.engines" in sys.modules)
+        print(od.which(f, od.int64) is not None, od.CPU.name, callable(od.jit), od.cuda.__name__)
+        """
+    )
+    assert out.split("\n")[:4] == ["[]", "True True", "True", "True CPU True overdub.cuda"]
+
+
 def test_a_cpu_kernel_that_names_no_numba_cuda_runs_without_importing_it():
     out = _run(
         """

@@ -28,14 +28,39 @@ definitions with every piece of work instead.
 * **Kernels by value.** A def arriving by value is a new function object in each task; :mod:`~overdub.travel.interning`
   maps it to the first one with the same content, so a worker compiles a definition once.
 
-This package is that concept, one module each part; importing it installs the reducers of generic functions,
-contexts and struct classes. It names the three functions the launch path calls (:mod:`overdub.call`).
+This package is that concept, one module each part. Importing it imports only :mod:`~overdub.travel.origins`
+(a forked child must know what its parent made, whenever it first pickles); the rest loads at the first use
+of the three functions the launch path calls (:mod:`overdub.call`), of an engine's pickler
+(:mod:`overdub.engines`) or of a generic function's or context's pickling (``overdub/__init__.py``), and
+then installs the reducers of generic functions, contexts and struct classes.
 """
 
-from . import identities as _identities  # noqa: F401  (installs the reducers of generic functions, contexts)
-from . import structclasses as _structclasses  # noqa: F401  (installs the reducer of struct classes)
-from .arrival import check_arrived
-from .defs import note_kernel
-from .interning import interned
+import importlib
+from typing import TYPE_CHECKING
+
+from . import origins as _origins  # noqa: F401  (its fork hook: a child knows its parent's objects)
+
+if TYPE_CHECKING:
+    from .arrival import check_arrived
+    from .defs import note_kernel
+    from .interning import interned
 
 __all__ = ["check_arrived", "interned", "note_kernel"]  # what overdub.call reaches through the package
+
+_NAMES = {"check_arrived": "arrival", "note_kernel": "defs", "interned": "interning"}
+
+if not TYPE_CHECKING:  # a type checker reads the imports above
+
+    def __getattr__(name: str) -> object:
+        module = _NAMES.get(name)
+        if module is None:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        load()
+        value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+        globals()[name] = value
+        return value
+
+
+def load() -> None:
+    """The whole package, its reducers of generic functions, contexts and struct classes installed."""
+    from . import identities, structclasses  # noqa: F401  (each installs its reducers)
