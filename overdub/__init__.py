@@ -10,7 +10,7 @@ import typing
 from typing import TYPE_CHECKING
 
 from . import context as _context
-from . import postimport as _postimport
+from . import engines as _engines  # noqa: F401  (the engines' picklers ship the user's code: overdub.travel)
 from . import registry as _registry
 from . import travel as _travel  # its origins only: a forked child knows its parent's objects
 from .context import Context, when_imported
@@ -148,8 +148,7 @@ def __dir__() -> list[str]:
 
 # What the deferred modules install where the modules imported here look for it, installed at first need:
 # overdub.travel's pickling of generic functions and contexts, overdub.reflect's inspection of a generic
-# function's code; and overdub.engines' hooks in the picklers of multiprocessing, concurrent.futures, Dask,
-# joblib and Ray, imported with the first of their modules (each module's hook installed as it is imported).
+# function's code.
 
 
 def _reduce_generic(gf: GenericFunction) -> tuple[object, ...]:
@@ -169,18 +168,12 @@ def _inspect_device(gf: GenericFunction, signature: tuple[object, ...], kind: st
     return reflect.device_code(gf, signature, kind, cc)
 
 
-def _engines_hooked(module: object) -> None:
-    from . import engines  # noqa: F401  (each hook installed as its module is imported: this one's now)
-
-
 if _registry.reduce_generic is None:
     _registry.reduce_generic = _reduce_generic
 if _context.reduce_context is None:
     _context.reduce_context = _reduce_context  # type: ignore[assignment]
 if _registry.inspect_device is None:
     _registry.inspect_device = _inspect_device
-for _name in _postimport.ENGINE_MODULES:
-    _postimport.when_imported(_name, _engines_hooked)
 
 __all__ = [
     # generic functions and dispatch

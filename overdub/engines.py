@@ -22,12 +22,13 @@ worker starts each task in the world its def came with.
   runs before the method called after it: one caller's calls of an actor run in order).
 
 Each hook is installed when its module is imported (:func:`overdub.postimport.when_imported`), once; a
-version of an engine without the internal a hook wraps ships as it did. This module itself is imported when
-the first of those modules is (``overdub/__init__.py`` watches :data:`overdub.postimport.ENGINE_MODULES`).
+version of an engine without the internal a hook wraps ships as it did. The modules that ship (the user's code
+by value, :mod:`overdub.travel`) are imported at the first pickle.
 """
 
 from __future__ import annotations
 
+import importlib
 import io
 import pickle
 import sys
@@ -35,16 +36,43 @@ import types as pytypes
 import typing
 import uuid
 import weakref
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
-from . import byvalue, postimport
-from .libraries import is_library_module
+from . import postimport
 from .postimport import ENGINE_MODULES
 from .runtime import runtime
-from .travel import arrival, defs, shipped, snapshots, structclasses, tasks
-from .travel.snapshots import Token
+
+if TYPE_CHECKING:
+    from . import byvalue, libraries
+    from .travel import arrival, defs, shipped, snapshots, structclasses, tasks
+    from .travel.snapshots import Token
 
 __all__ = ["reduce_for_engine"]
+
+
+class _OnFirstUse:
+    """A module of overdub's imported at the first read of one of its attributes, then bound in its place in this
+    module: ``import overdub`` installs the hooks below, which run as their engines' modules are imported --
+    cloudpickle's while :mod:`overdub.byvalue` imports it, say -- and use these modules only when they pickle."""
+
+    def __init__(self, variable: str, module: str) -> None:
+        self._variable, self._module = variable, module
+
+    def __getattr__(self, name: str) -> object:
+        module = importlib.import_module(self._module)
+        globals()[self._variable] = module
+        return getattr(module, name)
+
+
+if not TYPE_CHECKING:
+    byvalue = _OnFirstUse("byvalue", "overdub.byvalue")
+    libraries = _OnFirstUse("libraries", "overdub.libraries")
+    arrival = _OnFirstUse("arrival", "overdub.travel.arrival")
+    defs = _OnFirstUse("defs", "overdub.travel.defs")
+    shipped = _OnFirstUse("shipped", "overdub.travel.shipped")
+    snapshots = _OnFirstUse("snapshots", "overdub.travel.snapshots")
+    structclasses = _OnFirstUse("structclasses", "overdub.travel.structclasses")
+    tasks = _OnFirstUse("tasks", "overdub.travel.tasks")
 
 
 def reduce_for_engine(obj: object) -> tuple[object, ...] | None:
@@ -52,14 +80,14 @@ def reduce_for_engine(obj: object) -> tuple[object, ...] | None:
     kind = type(obj)
     if kind is pytypes.FunctionType:
         module = obj.__module__
-        if is_library_module(module):
+        if libraries.is_library_module(module):
             return None
         return tasks.reduce_def(cast("pytypes.FunctionType", obj))
     if isinstance(obj, type):
         return structclasses.reduce_struct_class(obj)
     if kind is pytypes.MethodType:  # a bound or class method of the user's code, as a task
         func = getattr(obj, "__func__", None)
-        if type(func) is pytypes.FunctionType and not is_library_module(func.__module__):
+        if type(func) is pytypes.FunctionType and not libraries.is_library_module(func.__module__):
             return tasks.reduce_task_object(obj)
         return None
     task_class = _task_classes.get(kind)
@@ -71,7 +99,7 @@ def reduce_for_engine(obj: object) -> tuple[object, ...] | None:
 def _is_task_class(kind: type) -> bool:
     """Are instances of ``kind`` tasks of the user's code: callable, or a ``Process`` to run (their code calls
     the user's definitions)? Asked once per class."""
-    if is_library_module(kind.__module__):
+    if libraries.is_library_module(kind.__module__):
         return False
     process = sys.modules.get("multiprocessing.process")
     base = getattr(process, "BaseProcess", None)
@@ -184,7 +212,7 @@ def _install_dask(module: pytypes.ModuleType) -> None:
 def _dask_token(func: object) -> tuple[str, ...] | None:
     """What a Dask token of ``func`` adds to (or, for a def, is instead of) Dask's (None: nothing)."""
     func = getattr(func, "__func__", func)  # a bound method: its def
-    if type(func) is not pytypes.FunctionType or is_library_module(func.__module__):
+    if type(func) is not pytypes.FunctionType or libraries.is_library_module(func.__module__):
         return None
     try:
         digest, _, reaches = defs.def_bytes(func)
@@ -235,7 +263,7 @@ def _install_dask_delayed(module: pytypes.ModuleType) -> None:
 
 
 def _ray_key(func: object) -> tuple[str, str] | None:
-    if type(func) is not pytypes.FunctionType or is_library_module(func.__module__):
+    if type(func) is not pytypes.FunctionType or libraries.is_library_module(func.__module__):
         return None
     try:
         return snapshots.snapshot()[1], defs.def_bytes(func)[0]

@@ -32,14 +32,15 @@ def test_importing_overdub_imports_nothing_of_numba_cuda_the_cuda_bindings_or_cu
 
 
 def test_importing_overdub_imports_what_definitions_need_and_the_rest_loads_at_first_use():
-    """``import overdub`` imports what defining generic functions, structs and contexts needs; the drop-in,
-    the targets, the compile pipeline and the engines' picklers load at their first use -- a launch, a
-    pickle, an engine's module imported -- and each works then."""
+    """``import overdub`` imports what defining generic functions, structs and contexts needs, and the
+    engines' hooks (each installed as its engine's module is imported); the drop-in, the targets, the compile
+    pipeline and what ships the user's code load at their first use -- a launch, a pickle -- and each works
+    then."""
     out = _run(
         """
         import pickle, sys
         import overdub as od
-        later = ("overdub.dropin", "overdub.compiler", "overdub.targets", "overdub.engines", "overdub.byvalue",
+        later = ("overdub.dropin", "overdub.compiler", "overdub.targets", "overdub.byvalue",
                  "overdub.travel.identities", "overdub.reflect", "overdub.intrinsics")
         print(sorted(m for m in later if m in sys.modules))
 
@@ -49,7 +50,8 @@ def test_importing_overdub_imports_what_definitions_need_and_the_rest_loads_at_f
 
         print(pickle.loads(pickle.dumps(f)) is f, "overdub.travel.identities" in sys.modules)
         import multiprocessing.pool
-        print("overdub.engines" in sys.modules)
+        import overdub.byvalue
+        print(multiprocessing.pool.Pool.__module__ == "multiprocessing.pool" and overdub.byvalue._cloudpickle is not None)
         print(od.which(f, od.int64) is not None, od.CPU.name, callable(od.jit), od.cuda.__name__)
         """
     )
