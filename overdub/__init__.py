@@ -10,12 +10,11 @@ import typing
 from typing import TYPE_CHECKING
 
 from . import context as _context
-from . import engines as _engines  # noqa: F401  (the engines' picklers ship the user's code: overdub.travel)
+from . import postimport as _postimport
 from . import registry as _registry
 from . import travel as _travel  # its origins only: a forked child knows its parent's objects
 from .context import Context, when_imported
 from .extending import method
-from .job import CompileError
 from .registry import AmbiguityError, GenericFunction, Method, MethodError, function, methods, which
 from .structs import struct
 from .types import AbstractType, PtrType, issubtype
@@ -26,6 +25,7 @@ if TYPE_CHECKING:  # names imported at their first use (``__getattr__`` below): 
     from .graphs import Graph, graph
     from .host import overdub
     from .intrinsics import Pointer, cuprintln, pointer, state, unsafe_load, unsafe_store, vload, vstore
+    from .job import CompileError
     from .launch import default_target, synchronize
     from .memory import struct_array
     from .precompiling import precompile
@@ -100,6 +100,7 @@ __version__ = "0.1.0"
 _DEFERRED = {
     "cuda": ("cuda", None),
     "jit": ("dropin", "jit"),
+    "CompileError": ("job", "CompileError"),
     "overdub": ("host", "overdub"),
     "default_target": ("launch", "default_target"),
     "synchronize": ("launch", "synchronize"),
@@ -148,7 +149,9 @@ def __dir__() -> list[str]:
 
 # What the deferred modules install where the modules imported here look for it, installed at first need:
 # overdub.travel's pickling of generic functions and contexts, overdub.reflect's inspection of a generic
-# function's code.
+# function's code; and overdub.engines, whose hooks in the picklers of multiprocessing, concurrent.futures,
+# Dask, joblib and Ray ship the user's code (overdub.travel), imported with the first of their modules (each
+# hook installed as its module is imported: now, or after its code where it is importing).
 
 
 def _reduce_generic(gf: GenericFunction) -> tuple[object, ...]:
@@ -166,6 +169,10 @@ def _inspect_device(gf: GenericFunction, signature: tuple[object, ...], kind: st
     from . import reflect  # installs registry.inspect_device
 
     return reflect.device_code(gf, signature, kind, cc)
+
+
+def _engines_hooked(module: object) -> None:
+    from . import engines  # noqa: F401  (it installs each engine's hook as its module is imported)
 
 
 if _registry.reduce_generic is None:
@@ -253,3 +260,5 @@ __all__ = [
     "code_typed",
     "CompileError",
 ]
+for _name in _postimport.ENGINE_MODULES:
+    _postimport.when_imported(_name, _engines_hooked)

@@ -29,13 +29,13 @@ from typing import Any as Arbitrary
 from . import postimport, world
 from .hooktables import HookTables
 from .registry import MethodTable, methods_from, reference_to
-from .rewrite import is_overdubbable
 from .runtime import runtime
 from .types import (
     LatticeType,
     as_type,
     callee_key,
     callee_name,
+    is_overdubbable,
     issubtype,
     type_name,
 )

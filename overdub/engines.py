@@ -22,8 +22,10 @@ worker starts each task in the world its def came with.
   runs before the method called after it: one caller's calls of an actor run in order).
 
 Each hook is installed when its module is imported (:func:`overdub.postimport.when_imported`), once; a
-version of an engine without the internal a hook wraps ships as it did. The modules that ship (the user's code
-by value, :mod:`overdub.travel`) are imported at the first pickle.
+version of an engine without the internal a hook wraps ships as it did. This module is imported with the first
+of those modules (``overdub/__init__.py`` watches :data:`overdub.postimport.ENGINE_MODULES`), which may be
+cloudpickle imported by :mod:`overdub.byvalue` itself: the modules that ship (the user's code by value,
+:mod:`overdub.travel`) are imported at the first pickle.
 """
 
 from __future__ import annotations

@@ -21,8 +21,7 @@ from typing import Any
 
 from . import world
 from .registry import GenericFunction, MethodTable, methods_from, reference_to
-from .rewrite import is_overdubbable
-from .types import callee_key, callee_name
+from .types import callee_key, callee_name, is_overdubbable
 
 __all__ = ["method", "table", "user_methods", "UserMethods"]
 

@@ -18,8 +18,7 @@ from typing import TypeVar, cast
 
 from . import world
 from .registry import Method, MethodError, MethodTable, methods_from
-from .rewrite import is_overdubbable
-from .types import Any, Callee, CalleePattern, CalleeType, LatticeType, as_type, callee_name, subtype
+from .types import Any, Callee, CalleePattern, CalleeType, LatticeType, as_type, callee_name, is_overdubbable, subtype
 
 __all__ = ["HookTables", "PREHOOK", "POSTHOOK"]
 

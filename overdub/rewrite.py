@@ -25,7 +25,7 @@ import numpy as np
 
 from . import bindings
 from .runtime import runtime
-from .types import is_concrete
+from .types import is_overdubbable
 
 if TYPE_CHECKING:
     from numba.core import types as nt
@@ -89,26 +89,6 @@ class ModuleProxy:
 
     def __repr__(self) -> str:
         return f"<module {self.module.__name__} in {'/'.join(c.name for c in self.chain)}>"
-
-
-# numba's type inference rejects these names bound to anything but the builtin itself
-# what numba's passes recognise by identity, kept itself in compiled code: ``len``; the bridge and the targets add
-# theirs (``literal_unroll``, numba's and numba-cuda's), by id
-_kept_as_is: dict[int, object] = {id(len): len}
-runtime.register_cache(f"{__name__}._kept_as_is", _kept_as_is, kept="what numba recognises by identity")
-
-
-def keep_as_is(value: object) -> None:
-    """Have ``value`` stay itself in compiled code, never a context's to substitute: numba's passes recognise
-    it by identity (``literal_unroll``: a proxy in its place left the loop over a tuple unrolled by nothing)."""
-    _kept_as_is[id(value)] = value
-
-
-def is_overdubbable(value: object) -> bool:
-    """Callables a context may substitute: generic, plain Python, builtin and module functions, intrinsics,
-    ufuncs. Classes and numba types (``range``, ``np.float32``, ``numba.int32``) stay what they are, and so
-    does what numba recognises by identity (``len``, ``literal_unroll``: :func:`keep_as_is`)."""
-    return callable(value) and not isinstance(value, type) and not is_concrete(value) and id(value) not in _kept_as_is
 
 
 def substitute(value: object, chain: tuple[Context, ...], name: str = "") -> object:

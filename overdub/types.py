@@ -578,6 +578,25 @@ def element_type(dtype: np.dtype[typing.Any]) -> nt.Type:
     return numba_type
 
 
+# what numba's passes recognise by identity, kept itself in compiled code: ``len``; the bridge and the targets add
+# theirs (``literal_unroll``, numba's and numba-cuda's), by id
+_kept_as_is: dict[int, object] = {id(len): len}
+runtime.register_cache(f"{__name__}._kept_as_is", _kept_as_is, kept="what numba recognises by identity")
+
+
+def keep_as_is(value: object) -> None:
+    """Have ``value`` stay itself in compiled code, never a context's to substitute: numba's passes recognise
+    it by identity (``literal_unroll``: a proxy in its place left the loop over a tuple unrolled by nothing)."""
+    _kept_as_is[id(value)] = value
+
+
+def is_overdubbable(value: object) -> bool:
+    """Callables a context may substitute (:mod:`overdub.rewrite`): generic, plain Python, builtin and module
+    functions, intrinsics, ufuncs. Classes and numba types (``range``, ``np.float32``, ``numba.int32``) stay what
+    they are, and so does what numba recognises by identity (``len``, ``literal_unroll``: :func:`keep_as_is`)."""
+    return callable(value) and not isinstance(value, type) and not is_concrete(value) and id(value) not in _kept_as_is
+
+
 _NUMERIC_KINDS = ((nt.Boolean, 0), (nt.Integer, 1), (nt.Float, 2), (nt.Complex, 3))
 
 

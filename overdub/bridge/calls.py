@@ -26,8 +26,8 @@ from numba.core.imputils import lower_constant
 from numba.core.typing.templates import fold_arguments
 
 from .. import world
-from ..rewrite import keep_as_is
 from ..runtime import runtime
+from ..types import keep_as_is
 
 if TYPE_CHECKING:
     from numba.core.dispatcher import Dispatcher

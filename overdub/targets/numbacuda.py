@@ -14,8 +14,7 @@ from types import ModuleType
 
 from .. import operators, postimport
 from ..bridge.structs import typeof_struct_class
-from ..rewrite import keep_as_is
-from ..types import LatticeMeta
+from ..types import LatticeMeta, keep_as_is
 
 __all__ = ["numba_cuda_joined", "performance_warning", "check_debug_options"]
 

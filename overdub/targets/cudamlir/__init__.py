@@ -42,9 +42,9 @@ from numba_cuda_mlir.numba_cuda.typing.templates import signature as mlir_signat
 
 from ... import bridge, operators
 from ...intrinsics import cuprintln, unsafe_load, unsafe_store
-from ...rewrite import keep_as_is
 from ...roots import TargetRoot
 from ...runtime import runtime
+from ...types import keep_as_is
 from ..cuda import CUDATarget, device_cc
 from ..gpu import gpu_usable
 from ..interface import GraphCapture
