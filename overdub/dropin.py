@@ -46,11 +46,13 @@ from .registry import function
 from .runtime import runtime
 from .targets import CompileOptions, Launcher, get_target
 from .targets.numbacuda import check_debug_options, performance_warning
-from .travel import defs, tasks
+from .travel import defs, load, tasks
 from .types import Any as AnyType
 from .types import PtrType, dtype_of, is_concrete
 
 __all__ = ["jit", "Kernel", "Overload"]
+
+load()  # what ships code to other processes, its reducers of generic functions, contexts and struct classes
 
 # numba-cuda's cuda.jit options: those that change the code are compile options (overdub.targets.options);
 # the rest are accepted for compatibility and explained in jit's docstring

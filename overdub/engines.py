@@ -61,6 +61,7 @@ class _OnFirstUse:
         self._variable, self._module = variable, module
 
     def __getattr__(self, name: str) -> object:
+        importlib.import_module("overdub.travel").load()  # with its reducers of generic functions, contexts, structs
         module = importlib.import_module(self._module)
         globals()[self._variable] = module
         return getattr(module, name)

@@ -48,7 +48,7 @@ from .context import Context
 from .job import CompileError, CompileJob
 from .registry import reference_to, resolve_reference
 from .runtime import runtime
-from .travel import arrival, snapshots
+from .travel import arrival, load, snapshots
 
 if TYPE_CHECKING:
     from .targets import Target
@@ -56,6 +56,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("overdub")
 
 __all__ = ["precompile", "Precompiled", "PrecompiledCall"]
+
+load()  # what ships code to other processes, its reducers of generic functions, contexts and struct classes
 
 IN_MEMORY = "in memory"
 LOADED = "loaded from the disk cache"

@@ -20,9 +20,12 @@ from . import launch
 from .context import Context
 from .targets import get_target
 from .targets.registry import holding
+from .travel import load
 from .travel.shipped import Shipped
 
 __all__ = ["map_blocks", "map_overlap"]
+
+load()  # what ships code to other processes, its reducers of generic functions, contexts and struct classes
 
 _THREADS: dict[int, typing.Any] = {1: (256,), 2: (16, 16), 3: (8, 8, 4)}
 
