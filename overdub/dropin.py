@@ -204,9 +204,15 @@ class Kernel:
         and the disk cache does not keep."""
         self.launch_config_sensitive = True
         self._configs.clear()
-        needs = getattr(world.being_built(), "needs", None)
+        node = world.being_built()
+        needs = getattr(node, "needs", None)
         if needs is not None:
             needs.add(compiler.CONFIGURATION_BOUND)
+        current = launchconfig.current_launch_config()
+        if isinstance(node, compiler.Kernel) and isinstance(current, launchconfig.LaunchConfiguration):
+            # the kernel being built is this configuration's code: its next launch like this one runs it
+            self._per_configuration[(node.job, (current.griddim, current.blockdim, current.sharedmem))] = node
+            self._compiled_here.add(node.job)
 
     def _through_python(self) -> bool:
         """Do its launches go through Python (not the native launch table): a program's ``_compile_for_args``,

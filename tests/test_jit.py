@@ -705,12 +705,15 @@ def test_code_that_depends_on_its_launch_configuration_compiles_again_for_each_a
 
     x = np.zeros(1, dtype=np.int64)
     sensitive[1, 32](x)
+    compiled = compiles()
+    sensitive[1, 32](x)  # the code its first launch compiled serves the same configuration
+    assert compiles() == compiled
     sensitive[1, 64](x)
     assert [dims[0] for dims in dict.fromkeys(log)] == [32, 64]  # (on the CPU target, each function compiled)
     compiled, logged = compiles(), len(log)
     sensitive[1, 64](x)
-    assert compiles() == compiled and len(log) == logged and x[0] == 3  # its code for 64 threads, kept
+    assert compiles() == compiled and len(log) == logged and x[0] == 4  # its code for 64 threads, kept
     overloads = list(sensitive.overloads.values())
     assert overloads and all(overload.launch_config_sensitive for overload in overloads)
     od.cuda(sensitive.py_func, x, blocks=1, threads=16, target="cpu")  # the def's own kernel, not the od.jit's
-    assert compiles() == compiled + 1 and len(log) == logged and x[0] == 4
+    assert compiles() == compiled + 1 and len(log) == logged and x[0] == 5
