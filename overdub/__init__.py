@@ -9,6 +9,8 @@ import importlib
 import typing
 from typing import TYPE_CHECKING
 
+from numba import config as _numba_config
+
 from . import context as _context
 from . import postimport as _postimport
 from . import registry as _registry
@@ -19,6 +21,9 @@ from .registry import AmbiguityError, GenericFunction, Method, MethodError, func
 from .structs import struct
 from .types import AbstractType, PtrType, issubtype
 from .world import current_world, invalidation_log
+
+if _numba_config.ENABLE_CUDASIM:  # type: ignore[attr-defined]  # (numba's config module sets it at import)
+    from . import targets  # noqa: F401  (raises the ImportError saying overdub does not run under the simulator)
 
 if TYPE_CHECKING:  # names imported at their first use (``__getattr__`` below): ``import overdub`` leaves them out
     from .dropin import jit
