@@ -553,11 +553,11 @@ class _LaunchConfiguration:
 
     @property
     def griddim(self) -> tuple[int, int, int]:
-        return _three(self.config.blocks)
+        return launchconfig.shape_of(self.config.blocks)
 
     @property
     def blockdim(self) -> tuple[int, int, int]:
-        return _three(self.config.threads)
+        return launchconfig.shape_of(self.config.threads)
 
     @property
     def stream(self) -> object:
@@ -569,10 +569,6 @@ class _LaunchConfiguration:
 
     def __reduce__(self):
         return _configured_again, (self.kernel, (self.griddim, self.blockdim, self.stream, self.sharedmem))
-
-
-def _three(extents) -> tuple[int, int, int]:
-    return (extents, 1, 1) if isinstance(extents, int) else tuple(extents) + (1,) * (3 - len(extents))
 
 
 def _configured_again(kernel: Kernel, config: tuple) -> Callable[..., None]:

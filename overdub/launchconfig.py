@@ -44,6 +44,7 @@ __all__ = [
     "ensure_current_launch_config",
     "capture_compile_config",
     "here",
+    "shape_of",
 ]
 
 
@@ -191,13 +192,14 @@ class LaunchConfiguration:
 
     def __init__(self, dispatcher: object, config: LaunchConfig, args: tuple[object, ...]) -> None:
         self.dispatcher, self.args, self.stream, self.sharedmem = dispatcher, args, config.stream, config.shmem
-        self.griddim, self.blockdim = _three(config.blocks), _three(config.threads)
+        self.griddim, self.blockdim = shape_of(config.blocks), shape_of(config.threads)
 
     def __repr__(self) -> str:
         return f"LaunchConfiguration(griddim={self.griddim}, blockdim={self.blockdim}, sharedmem={self.sharedmem})"
 
 
-def _three(extents: Extents) -> Shape:
+def shape_of(extents: Extents) -> Shape:
+    """A grid or block shape as three ints, as :class:`LaunchConfig` keeps it an int for one dimension."""
     return (extents, 1, 1) if isinstance(extents, int) else extents
 
 
