@@ -1328,12 +1328,33 @@ static PyObject *set_scalar_layouts(PyObject *module, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* Guard.fresh (overdub/bindings.py) without a Python loop: ``words`` holds (address of a watched word, address
+ * of its expected value) pairs, native-endian uint64 each -- the guard's Guard.words, which it rebuilds when
+ * its checks change and whose memory its entries keep alive. True where every watched word equals its expected
+ * one; False where one moved, or for None (some word has no view: the slow check decides). */
+static PyObject *words_fresh(PyObject *module, PyObject *words) {
+    if (words == Py_None) Py_RETURN_FALSE;
+    char *bytes = PyBytes_AsString(words);
+    if (bytes == NULL) return NULL;
+    Py_ssize_t n = PyBytes_Size(words) / (Py_ssize_t)(2 * sizeof(uint64_t));
+    for (Py_ssize_t i = 0; i < n; i++) {
+        uint64_t pair[2];
+        memcpy(pair, bytes + (size_t)i * sizeof pair, sizeof pair);
+        if (*(const volatile uint64_t *)(uintptr_t)pair[0] != *(const volatile uint64_t *)(uintptr_t)pair[1])
+            Py_RETURN_FALSE;
+    }
+    Py_RETURN_TRUE;
+}
+
 static PyObject *launch_count(PyObject *module, PyObject *unused) {
     return PyLong_FromUnsignedLongLong(launches);
 }
 
 static PyMethodDef module_methods[] = {
     {"launch_count", launch_count, METH_NOARGS, "launches made by native launchers so far"},
+    {"words_fresh", words_fresh, METH_O,
+     "words_fresh(words): True where each (watched, expected) address pair of ``words`` (bytes of uint64 pairs)\n"
+     "holds equal words; False where one differs or ``words`` is None (Guard.fresh)"},
     {"set_scalar_layouts", set_scalar_layouts, METH_VARARGS,
      "set_scalar_layouts([(scalar_class, struct_code, offset), ...]): scalars of exactly these classes are "
      "copied from that offset in the object when the kernel takes that code ([]: converted)"},

@@ -43,6 +43,11 @@ import numpy as np
 from . import world
 from .runtime import runtime
 
+try:
+    from ._fastlaunch import words_fresh as words_fresh
+except ImportError:  # built without a C compiler: Guard.fresh reads each word in Python
+    words_fresh = None  # type: ignore[assignment]  # mypy types a function, not "the function or None"
+
 _MISSING = object()
 _WORD = ctypes.sizeof(ctypes.c_void_p)
 # PyDictObject: PyObject_HEAD (refcount, type), Py_ssize_t ma_used, uint64_t ma_version_tag.
@@ -400,14 +405,19 @@ class Guard:
     """The state a compiled thing read (directly or through what it calls), checked cheaply before use.
 
     Each watched word has an entry ``[view, expected]``, ``expected`` a ``ctypes.c_uint64`` holding the value
-    the word had when last checked, so that the native launcher compares two words in memory."""
+    the word had when last checked, so that native code compares two words in memory: the CUDA target's native
+    launcher, and -- where the extension is built -- the fast check itself (``words``, read by
+    ``_fastlaunch.words_fresh``)."""
 
-    __slots__ = ("_checks", "_edges")
+    __slots__ = ("_checks", "_edges", "words")
 
     def __init__(self) -> None:
         # a check is a pair, mutable in place: [view or None, expected value (c_uint64)]
         self._checks: dict[int, list[Any]] = {}  # word address -> [view, expected value (c_uint64)]
         self._edges: dict[int, list[Edge]] = {}  # word address -> the edges that word watches
+        self.words: bytes | None = b"" if words_fresh is not None else None
+        """The (watched word, expected value) address pairs of every check, as uint64s, for
+        ``_fastlaunch.words_fresh``; None where the extension is not built or some word has no view."""
 
     def add(self, edge: Edge) -> None:
         for view, value in edge.words():
@@ -419,8 +429,17 @@ class Guard:
             check = self._checks.get(address)
             if check is None:
                 self._checks[address] = [view, ctypes.c_uint64(value if view is not None else _UNSEEN)]
+                self.words = self._words()
             elif check[1].value != value:
                 check[1].value = _UNSEEN  # read at different moments: the first check is the slow one
+
+    def _words(self) -> bytes | None:
+        """``words`` for the checks as they are now."""
+        checks = self.native_checks() if words_fresh is not None else None
+        if checks is None:
+            return None
+        pairs = [word for address, expected, _ in checks for word in (address, expected)]
+        return struct.pack(f"={len(pairs)}Q", *pairs)
 
     def include(self, other: Guard) -> None:
         """Also guard what ``other`` guards (a callee's state is its callers' edges too)."""
@@ -430,6 +449,9 @@ class Guard:
 
     def fresh(self) -> bool:
         """Fast check: no watched word has moved since it was last checked."""
+        words = self.words
+        if words is not None:  # where the extension is built: each pair compared in C
+            return words_fresh(words)
         for view, expected in self._checks.values():
             if view is None or view.value != expected.value:
                 return False

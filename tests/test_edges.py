@@ -131,6 +131,40 @@ def test_a_global_rebound_from_zero_to_negative_zero_is_seen(make_module):
     assert run(m.kernel, dtype=np.float64) == [-1.0]
 
 
+@pytest.mark.parametrize("in_c", [True, False], ids=["in C", "in Python"])
+def test_the_fast_check_sees_a_rebound_global_in_c_and_in_python(make_module, monkeypatch, in_c):
+    """Guard.fresh compares each watched word with the value it had: in C over the guard's ``words`` (kept up to
+    date as checks are added) where the extension is built, in Python where it is not (or some word has no
+    view); either way a rebinding of a global the kernel read is seen by its next launch."""
+    from overdub import bindings
+    from overdub.runtime import launch_key, runtime
+
+    if in_c and bindings.words_fresh is None:
+        pytest.skip("the native extension is not built")
+    m = make_module("""
+        from numba import cuda
+        SCALE = 2.0
+
+        def kernel(out):
+            out[0] = SCALE
+    """)
+    out = np.zeros(1)
+    od.cuda(m.kernel, out, target="cpu")
+    (launch,) = runtime.launches[launch_key(m.kernel, None, "cpu", (out,))]
+    guard = launch.kernel.guard
+    if not in_c:
+        monkeypatch.setattr(guard, "words", None)  # what a build without the extension keeps
+    else:
+        watched = {address for address, _, _ in guard.native_checks() or []}
+        assert guard.words is not None and len(guard.words) == 16 * len(watched) == 16 * len(guard._checks)
+    assert guard.fresh()
+    m.SCALE = 3.0
+    assert not guard.fresh()
+    od.cuda(m.kernel, out, target="cpu")
+    assert out[0] == 3.0
+    assert guard.fresh() or not launch.kernel.valid  # the old kernel's guard recorded the move, or it died
+
+
 def test_re_running_a_nan_assignment_does_not_recompile(make_module):
     m = make_module("""
         X = float("nan")

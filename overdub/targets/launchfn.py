@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .. import arguments
+from ..bindings import words_fresh
 from ..launchconfig import (
     MAX_GRID,
     MAX_SHMEM,
@@ -33,6 +34,10 @@ if TYPE_CHECKING:
     from ..arguments import Argument
     from ..compiler import Kernel
     from . import LaunchFunction
+
+
+# the kernel's guard's fast check (Guard.fresh), inlined: its words compared in C where the extension is built
+FRESH = "guard.fresh()" if words_fresh is None else "words_fresh(guard.words)"
 
 
 def argument_names(n: int) -> list[str]:
@@ -56,7 +61,7 @@ def generate(
     lines = [
         "def launch(args, blocks, threads, shmem, stream):",
         f"    {', '.join(names) + ',' if names else '_'} = args{'' if names else ' or ()'}",
-        "    if not (kernel.valid and guard.fresh()) and not kernel.usable():",
+        f"    if not (kernel.valid and {FRESH}) and not kernel.usable():",
         "        return False",
     ]
     if conditions:
@@ -81,6 +86,7 @@ def generate(
         **consts,
         kernel=kernel,
         guard=kernel.guard,
+        words_fresh=words_fresh,
         dims=dims,
         shmem_bytes=shmem_bytes,
         LaunchConfigError=LaunchConfigError,
