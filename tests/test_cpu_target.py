@@ -510,6 +510,31 @@ def test_a_small_grid_runs_on_as_few_workers_as_were_measured_fastest():
         assert (out == 2 * a).all()
 
 
+def test_once_probing_is_done_one_launch_in_sample_is_timed_and_a_faster_count_still_takes_over():
+    """Probing times every launch; then only one launch in SAMPLE is (``timing``), and a sampled launch of
+    the count in use that turned slower than another count's measurement hands over to it."""
+    from overdub.targets.cpu.workers import PROBE_NS, RECHECK, SAMPLE, Workers
+
+    assert RECHECK % SAMPLE == 0
+    policy, told = Workers(), []
+
+    def launch(ns_by_count):
+        used = policy.use(8, 2)
+        if policy.timing:
+            told.append(used)
+            policy.ran(8, used, ns_by_count[used])
+        return used
+
+    fast_alone = {2: PROBE_NS // 2, 1: PROBE_NS // 4}
+    assert [launch(fast_alone) for _ in range(3)] == [2, 1, 1] and told == [2, 1]  # probed, then sampled
+    told.clear()
+    assert all(launch(fast_alone) == 1 for _ in range(4 * SAMPLE))
+    assert told == [1] * 4  # one launch in SAMPLE timed
+    slow_alone = {2: PROBE_NS // 2, 1: PROBE_NS}  # the launching thread alone turned slower than every worker
+    used = [launch(slow_alone) for _ in range(SAMPLE + 1)]
+    assert used[-1] == 2 and used.count(1) <= SAMPLE  # the next sampled launch handed over to every worker
+
+
 # --- grid-stride loops ---------------------------------------------------------------------------------------
 
 

@@ -185,14 +185,20 @@ class CPULauncher:
         run = f"failed = entry({mode}, workers, address, gx, gy, gz, tx, ty, tz, shmem, {stack}{names})"
         if self.mode == runner.Need.GRID_SYNC.value:  # every block resident: every worker
             timed = ["workers = TARGET.workers", run]
-        else:  # a small grid may run faster on this thread alone (.workers)
+        else:  # a small grid may run faster on this thread alone (.workers), timed where the policy says
             timed = [
                 "every, blocks = TARGET.workers, gx * gy * gz",
-                "workers = policy.use(blocks, every) if every > 1 and blocks > 1 else every",
-                "started = now()",
-                run,
-                "if workers != every or blocks > 1:",
-                "    policy.ran(blocks, workers, now() - started)",
+                "if every > 1 and blocks > 1:",
+                "    workers = policy.use(blocks, every)",
+                "    if policy.timing:",
+                "        started = now()",
+                f"        {run}",
+                "        policy.ran(blocks, workers, now() - started)",
+                "    else:",
+                f"        {run}",
+                "else:",
+                "    workers = every",
+                f"    {run}",
             ]
         body = (_checked_all(timed, kernel) if self.checked else timed) + _flush(kernel)
         body += ["if failed:", "    raise_grid_error(kernel)"]

@@ -6,38 +6,45 @@ for a grid of a few blocks can cost more than the whole grid run on a handful).
 Each launch function keeps a :class:`Workers` policy, deciding per grid size from the launches it times:
 a grid size's first launch runs on every worker; where it took less than :data:`PROBE_NS`, the next ones
 probe fewer workers, halving the count (every, every/2, ... 1) while each is faster than the one before,
-and from then on the fastest measured serves -- the count in use is timed at each launch, and another takes
-over where it was measured faster -- all measured again every :data:`RECHECK` launches (the work a kernel
-does may change with its data). A longer parallel launch is work, not waiting, and stays on every worker.
+and from then on the fastest measured serves -- the count in use is timed at one launch in :data:`SAMPLE`
+(timing every launch would cost a third of a small one), and another takes over where it was measured
+faster -- all measured again every :data:`RECHECK` launches (the work a kernel does may change with its
+data). A longer parallel launch is work, not waiting, and stays on every worker.
 The choice changes how long a launch takes, never what it computes: blocks run independently however many
 workers take them (a kernel synchronizing its grid keeps every worker).
 """
 
 from __future__ import annotations
 
-__all__ = ["Workers", "PROBE_NS", "RECHECK"]
+__all__ = ["Workers", "PROBE_NS", "RECHECK", "SAMPLE"]
 
 PROBE_NS = 1_000_000
 """A launch on every worker shorter than this (ns) is timed against fewer workers."""
 RECHECK = 1024
 """Launches of one grid size between two measurements."""
+SAMPLE = 32
+"""Once probing is done, one launch in this many is timed (RECHECK is a multiple of it)."""
 
 
 class Workers:
-    """One launch function's choice of workers, by grid size (blocks): ``use`` before a launch, ``ran`` after
-    it with the time it took."""
+    """One launch function's choice of workers, by grid size (blocks): ``use`` before a launch, then where
+    ``timing`` says so, ``ran`` after it with the time it took."""
 
-    __slots__ = ("_sizes",)
+    __slots__ = ("_sizes", "timing")
 
     def __init__(self) -> None:
         self._sizes: dict[int, _GridSize] = {}
+        self.timing = True
+        """Whether the launch ``use`` was last asked about is to be timed (and ``ran`` told)."""
 
     def use(self, blocks: int, workers: int) -> int:
-        """The workers the next launch of ``blocks`` blocks runs on: ``workers`` (every one), or fewer."""
+        """The workers the next launch of ``blocks`` blocks runs on: ``workers`` (every one), or fewer; sets
+        ``timing``."""
         state = self._sizes.get(blocks)
         if state is None or state.left <= 0 or state.every != workers:
             state = self._sizes[blocks] = _GridSize(workers)
-        state.left -= 1
+        left = state.left = state.left - 1
+        self.timing = state.probing or not left % SAMPLE
         return state.choice
 
     def ran(self, blocks: int, used: int, ns: int) -> None:
