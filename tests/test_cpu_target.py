@@ -535,6 +535,26 @@ def test_once_probing_is_done_one_launch_in_sample_is_timed_and_a_faster_count_s
     assert used[-1] == 2 and used.count(1) <= SAMPLE  # the next sampled launch handed over to every worker
 
 
+def test_a_first_launch_on_every_worker_that_was_long_is_timed_again_before_it_counts_as_work():
+    """Waking sleeping workers can take longer than PROBE_NS (idle cores of a virtual machine): a long first
+    launch on every worker is followed by a second, and only where that one is long too is the grid work."""
+    from overdub.targets.cpu.workers import PROBE_NS, Workers
+
+    def launches(ns_sequence):
+        policy, used = Workers(), []
+        for ns in ns_sequence:
+            used.append(policy.use(8, 2))
+            assert policy.timing
+            policy.ran(8, used[-1], ns[used[-1]] if isinstance(ns, dict) else ns)
+        return used, policy
+
+    waking, waiting = {2: 3 * PROBE_NS}, {2: PROBE_NS // 20, 1: PROBE_NS // 100}
+    used, policy = launches([waking, waiting, waiting])
+    assert used == [2, 2, 1] and policy.use(8, 2) == 1  # the second was short: probed, the thread alone
+    used, policy = launches([3 * PROBE_NS, 2 * PROBE_NS])
+    assert used == [2, 2] and policy.use(8, 2) == 2 and not policy.timing  # long twice: work, every worker
+
+
 # --- grid-stride loops ---------------------------------------------------------------------------------------
 
 

@@ -4,8 +4,9 @@ loaded machine, against a microsecond for a 1,024-thread loop; on a host of many
 for a grid of a few blocks can cost more than the whole grid run on a handful).
 
 Each launch function keeps a :class:`Workers` policy, deciding per grid size from the launches it times:
-a grid size's first launch runs on every worker; where it took less than :data:`PROBE_NS`, the next ones
-probe fewer workers, halving the count (every, every/2, ... 1) while each is faster than the one before,
+a grid size's first launch runs on every worker; where it took less than :data:`PROBE_NS` -- or the next
+one did: the first may have paid for waking sleeping workers (on a virtual machine, idle cores take
+milliseconds to wake) -- the next ones probe fewer workers, halving the count (every, every/2, ... 1) while each is faster than the one before,
 and from then on the fastest measured serves -- the count in use is timed at one launch in :data:`SAMPLE`
 (timing every launch would cost a third of a small one), and another takes over where it was measured
 faster -- all measured again every :data:`RECHECK` launches (the work a kernel does may change with its
@@ -57,14 +58,17 @@ class Workers:
 class _GridSize:
     """The measurements of one grid size since its last recheck: each worker count's latest time."""
 
-    __slots__ = ("every", "choice", "times", "left", "probing")
+    __slots__ = ("every", "choice", "times", "left", "probing", "woken")
 
     def __init__(self, every: int) -> None:
-        self.every, self.choice, self.left, self.probing = every, every, RECHECK, True
+        self.every, self.choice, self.left, self.probing, self.woken = every, every, RECHECK, True, False
         self.times: dict[int, int] = {}  # worker count -> its latest launch's ns, in the order probed
 
     def ran(self, used: int, ns: int) -> None:
         if self.probing:
+            if used == self.every and ns >= PROBE_NS and not self.woken:
+                self.woken = True  # long, maybe for waking the workers: is the next one on every worker too?
+                return
             before = next(reversed(self.times.values()), None)  # the count probed last, halved into this one
             self.times[used] = ns
             waiting = self.times.get(self.every, PROBE_NS) < PROBE_NS
