@@ -54,6 +54,7 @@ _WORD = ctypes.sizeof(ctypes.c_void_p)
 _VERSION_OFFSET = 3 * _WORD
 _HAS_VERSION_TAG = sys.version_info < (3, 14)
 _UNSEEN = 2**64 - 1  # a word value no pointer or version tag takes
+_PAIR = struct.Struct("=QQ")  # a (watched word, expected value) address pair of Guard.words
 
 
 def version_tag_address(namespace: dict[Any, Any]) -> int:
@@ -428,18 +429,12 @@ class Guard:
             group.append(edge)
             check = self._checks.get(address)
             if check is None:
-                self._checks[address] = [view, ctypes.c_uint64(value if view is not None else _UNSEEN)]
-                self.words = self._words()
+                expected = ctypes.c_uint64(value if view is not None else _UNSEEN)
+                self._checks[address] = [view, expected]
+                if self.words is not None:  # one pair more (a word without a view: none, for good)
+                    self.words = None if view is None else self.words + _PAIR.pack(address, ctypes.addressof(expected))
             elif check[1].value != value:
                 check[1].value = _UNSEEN  # read at different moments: the first check is the slow one
-
-    def _words(self) -> bytes | None:
-        """``words`` for the checks as they are now."""
-        checks = self.native_checks() if words_fresh is not None else None
-        if checks is None:
-            return None
-        pairs = [word for address, expected, _ in checks for word in (address, expected)]
-        return struct.pack(f"={len(pairs)}Q", *pairs)
 
     def include(self, other: Guard) -> None:
         """Also guard what ``other`` guards (a callee's state is its callers' edges too)."""
