@@ -1,28 +1,32 @@
 """``od.precompile``: a program's kernels compiled before their first launch, in parallel, into the disk cache.
 
 A program's first launches compile its kernels one after another, and threads cannot overlap them: numba's
-compiler holds a global lock. ``od.precompile`` takes the calls -- each kernel with its arguments' values or
-numba types, as ``od.code_ptx`` does -- and shares them, round robin, among processes: this one and spawned
-*worker processes* (each a ``concurrent.futures.ProcessPoolExecutor`` of one process, so each share runs in
-a process of its own). A worker compiles its share into the disk cache, whose entries are written whole and
-renamed into place (:mod:`overdub.diskcache`: concurrent writers are safe); this process compiles its own
-share meanwhile, then loads each worker's entry, its facts re-checked here as any load's are. The first
-launch of each call finds its kernel in memory; a later process finds it on disk (a warm start).
+compiler holds a global lock. ``od.precompile`` takes the calls -- each kernel with its arguments' values or numba
+types, as ``od.code_ptx`` does -- and shares them, round robin, among processes: this one and *worker processes*.
+On the CPU target of a Linux process the workers are forks of this one (a few milliseconds each, numba already
+started, every definition already there: a def of ``__main__`` compiles in a worker too); elsewhere -- the CUDA
+target, whose driver does not survive a fork, or a system without a safe fork -- each is spawned (a
+``concurrent.futures.ProcessPoolExecutor`` of one process) and imports numba and overdub first. A worker compiles
+its share into the disk cache, whose entries are written whole and renamed into place (:mod:`overdub.diskcache`:
+concurrent writers are safe); this process compiles its own share meanwhile, then loads each worker's entry, its
+facts re-checked here as any load's are. The first launch of each call finds its kernel in memory; a later process
+finds it on disk (a warm start).
 
 Each call takes the first tier that has it:
 
 * **in memory** -- compiled or loaded in this process already;
 * **on disk** -- loaded from the disk cache (:func:`overdub.compiler.loaded_kernel`): a warm start's
   ``od.precompile`` starts no process;
-* **in a worker** -- the worker adopts this process's definitions (the snapshot of :mod:`overdub.travel.snapshots`: a
-  method redefined or added at run time), imports the kernel by its module and qualified name, compiles it
-  for the call's argument types, target, context and state type, and stores it; this process loads the entry;
+* **in a worker** -- a forked worker compiles the call as this process would; a spawned one adopts this
+  process's definitions (the snapshot of :mod:`overdub.travel.snapshots`: a method redefined or added at run
+  time), imports the kernel by its module and qualified name, compiles it for the call's argument types,
+  target, context and state type; either stores it, and this process loads the entry;
 * **here** -- compiled in this process: its share; every call with ``workers=1`` or where the disk cache is
-  off; a call whose kernel a worker cannot import by name (a def of ``__main__``, which a worker imports anew;
-  a closure; a def made by ``exec``); and a call whose worker left no entry usable here (it could not be
+  off; a call whose kernel a spawned worker cannot import by name (a def of ``__main__``, which a worker
+  imports anew; a closure; a def made by ``exec``); and a call whose worker left no entry usable here (it could not be
   stored; the compile or the worker failed; the worker's import of the kernel differs from this process's).
 
-A worker compiles its own import of the kernel, never a copy of this process's def sent by value: an entry
+A spawned worker compiles its own import of the kernel, never a copy of this process's def sent by value: an entry
 written for a def that arrived by value is not loaded for the module's own def (``FunctionFact`` of
 :mod:`overdub.fingerprint`), and ``__main__`` is another module in a worker. Whatever a worker made, this
 process's load decides.
@@ -31,13 +35,16 @@ process's load decides.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import logging
 import multiprocessing
 import os
 import pickle
+import sys
 import time
-from collections.abc import Iterable, Sequence
+import warnings
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -171,11 +178,17 @@ def precompile(
             done[call.job] = _compiled_here(call, "", failures)
             per_call = time.perf_counter() - started
         del to_compile[:2]
-        processes = min(len(to_compile), worth_it(len(to_compile), per_call, _startup(call), os.cpu_count() or 1))
-    here, shares, notes = _assigned(to_compile, processes)
+        startup = FORK_STARTUP if forks(to_compile) else _startup(call)
+        processes = min(len(to_compile), worth_it(len(to_compile), per_call, startup, os.cpu_count() or 1))
+    forking = processes > 1 and forks(to_compile)
+    here, shares, notes = _assigned(to_compile, processes, forking)
     with contextlib.ExitStack() as stack:
         spawned = time.time()
-        futures = _started(stack, [[by_name for _, by_name in share] for share in shares])
+        futures: list[Any] = (
+            [_forked(stack, [call for call, _ in share]) for share in shares]
+            if forking
+            else _started(stack, [[by_name for _, by_name in share if by_name is not None] for share in shares])
+        )
         for call in here:  # while the workers start
             done[call.job] = _compiled_here(call, notes.get(call.job, ""), failures)
         ready: list[float] = []
@@ -184,7 +197,7 @@ def precompile(
             ready += [at] if at else []
             for (call, _), answer in zip(share, answers):
                 done[call.job], notes[call.job] = _loaded(call, answer)
-        if ready:  # how long the workers took to start, for the next od.precompile's choice
+        if ready and not forking:  # how long spawned workers took to start, for the next od.precompile's choice
             _note_startup(shares[0][0][0], max(ready) - spawned)
     for call in to_compile:
         if done[call.job] is None and call.job not in failures:  # a worker left no entry usable here
@@ -234,13 +247,28 @@ def _found(call: KernelCall) -> PrecompiledCall | None:
     return PrecompiledCall(call.job.call(), IN_MEMORY if kernel is before else LOADED, os.getpid())
 
 
-_Share = list[tuple[KernelCall, _ByName]]
+_Share = list[tuple[KernelCall, "_ByName | None"]]
 
 
-def _assigned(calls: list[KernelCall], processes: int) -> tuple[list[KernelCall], list[_Share], dict[CompileJob, str]]:
+def forks(calls: Sequence[KernelCall]) -> bool:
+    """Are the workers for ``calls`` forks of this process? Where every call is on the CPU target (a CUDA
+    compile may ask the driver, which a forked child cannot use) and the system forks safely (Linux: not
+    macOS, whose system libraries do not survive a fork)."""
+    return sys.platform.startswith("linux") and all(call.target.name == "cpu" for call in calls)
+
+
+FORK_STARTUP = 0.05
+"""Seconds a forked worker takes to be ready, for the choice of how many to start (a fork of a process of a
+few hundred megabytes, then its first compile's own start)."""
+
+
+def _assigned(
+    calls: list[KernelCall], processes: int, forking: bool = False
+) -> tuple[list[KernelCall], list[_Share], dict[CompileJob, str]]:
     """Which process compiles each call: the calls this process compiles, a share for each worker process (of
     ``processes`` in all, this one included: every ``processes``-th call a worker can compile, round
-    robin), and why a call is not a worker's."""
+    robin), and why a call is not a worker's. A forked worker compiles any call; a spawned one, what it can
+    import by name (:func:`_by_name`)."""
     if processes <= 1:
         return calls, [], {}
     if diskcache.directory() is None:
@@ -250,6 +278,9 @@ def _assigned(calls: list[KernelCall], processes: int) -> tuple[list[KernelCall]
     here: list[KernelCall] = []
     notes: dict[CompileJob, str] = {}
     for call in calls:
+        if forking:
+            shippable.append((call, None))
+            continue
         by_name, why = _by_name(call)
         if by_name is None:
             here.append(call)
@@ -308,7 +339,65 @@ def _started(stack: contextlib.ExitStack, shares: list[list[_ByName]]) -> list[F
     return futures
 
 
-def _answers(future: Future[tuple[float, list[_Answer]]], size: int) -> tuple[float, list[_Answer]]:
+class _ForkedWorker:
+    """A fork of this process compiling a share into the disk cache, its answers coming back through a pipe.
+    The child compiles and leaves at once (``os._exit``: no exit handler of this process runs twice); it only
+    compiles -- no launch, no driver -- so the runner's threads and a GPU context this process holds, which a
+    fork does not copy, are never asked for."""
+
+    def __init__(self, share: list[KernelCall]) -> None:
+        read, write = os.pipe()
+        with warnings.catch_warnings():  # Python 3.12+ warns of forking a process with threads: see above
+            warnings.simplefilter("ignore", DeprecationWarning)
+            pid = os.fork()
+        if pid == 0:  # the worker
+            code = 1
+            try:
+                os.close(read)
+                ready = time.time()
+                answers = [_compile_in_worker(functools.partial(_same, call)) for call in share]
+                with os.fdopen(write, "wb") as out:
+                    pickle.dump((ready, answers), out)
+                code = 0
+            finally:
+                os._exit(code)
+        os.close(write)
+        self.pid = pid
+        self.pipe: int | None = read
+        self.answer: tuple[float, list[_Answer]] | None = None
+
+    def result(self) -> tuple[float, list[_Answer]]:
+        """(when the worker was ready, its answers), once it has answered; a RuntimeError where it died first."""
+        if self.pipe is not None:
+            with os.fdopen(self.pipe, "rb") as answers:
+                self.pipe, data = None, answers.read()
+            _, status = os.waitpid(self.pid, 0)
+            try:
+                self.answer = pickle.loads(data)
+            except Exception:  # nothing or half an answer: its exit status says how it ended
+                raise RuntimeError(f"the forked worker {self.pid} ended without answering (status {status})") from None
+        if self.answer is None:
+            raise RuntimeError(f"the forked worker {self.pid} ended without answering")
+        return self.answer
+
+    def reap(self) -> None:
+        """Wait for the worker where its answer was never read (an error here cut the precompile short)."""
+        if self.pipe is not None:
+            with contextlib.suppress(Exception):
+                self.result()
+
+
+def _same(call: KernelCall) -> KernelCall:
+    return call
+
+
+def _forked(stack: contextlib.ExitStack, share: list[KernelCall]) -> _ForkedWorker:
+    worker = _ForkedWorker(share)
+    stack.callback(worker.reap)
+    return worker
+
+
+def _answers(future: Future[tuple[float, list[_Answer]]] | _ForkedWorker, size: int) -> tuple[float, list[_Answer]]:
     """(when the worker was ready: its clock's time, 0 where unknown; its answers for its share); where the
     process failed or died, that answer for each call."""
     try:
@@ -322,7 +411,7 @@ def _compile_share(snapshot: snapshots.Token, share: list[_ByName]) -> tuple[flo
     with the time it was ready to (its imports and the adoption done)."""
     arrival.adopt(*snapshot)
     ready = time.time()
-    return ready, [_compile_in_worker(by_name) for by_name in share]
+    return ready, [_compile_in_worker(by_name.call) for by_name in share]
 
 
 # --- whether workers pay ------------------------------------------------------------------------------------
@@ -372,10 +461,11 @@ def _note_startup(call: KernelCall, seconds: float) -> None:
         pass
 
 
-def _compile_in_worker(by_name: _ByName) -> _Answer:
+def _compile_in_worker(make: Callable[[], KernelCall]) -> _Answer:
+    """In a worker: the call ``make`` gives compiled (or loaded) and stored, and how."""
     before = runtime.stats()
     try:
-        by_name.call().compiled()
+        make().compiled()
     except Exception as exc:  # a compile error, or the kernel's module not importable here: compiled in the sender
         return _Answer(None, f"its compile in a worker failed ({_message(exc)})", os.getpid())
     after = runtime.stats()

@@ -1,10 +1,12 @@
-"""od.precompile: kernels compiled ahead, their calls shared between this process and spawned workers, into
-the disk cache; this process and a fresh one then launch them without compiling.
+"""od.precompile: kernels compiled ahead, their calls shared between this process and workers (forks of it on
+the CPU target, spawned processes elsewhere), into the disk cache; this process and a fresh one then launch
+them without compiling.
 
 A spawned worker costs a process start (numba's import): the tests that start one are few and small.
 """
 
 import importlib
+import os
 import pathlib
 import pickle
 import sys
@@ -154,7 +156,7 @@ def test_a_warm_precompile_loads_from_the_disk_cache_and_starts_no_process(kerne
     assert od.stats()["compiles"] == 0
 
 
-def test_kernels_a_worker_cannot_import_are_compiled_here_with_the_reason(kernels):
+def _main_def_and_closure(kernels):
     in_main: dict = {"__name__": "__main__"}
     exec(MAIN_KERNEL, in_main)
     offset = 3.0
@@ -164,13 +166,47 @@ def test_kernels_a_worker_cannot_import_are_compiled_here_with_the_reason(kernel
         if i < out.size:
             out[i] = x[i] + offset
 
-    report = od.precompile(
-        [(in_main["doubled"], (np.zeros(8), X)), (closure, (np.zeros(8), X))], target="cpu", workers=2
-    )
+    return in_main["doubled"], closure
+
+
+def test_kernels_a_spawned_worker_cannot_import_are_compiled_here_with_the_reason(kernels, monkeypatch):
+    monkeypatch.setattr(precompiling, "forks", lambda calls: False)  # as on the CUDA target, or macOS
+    doubled, closure = _main_def_and_closure(kernels)
+    report = od.precompile([(doubled, (np.zeros(8), X)), (closure, (np.zeros(8), X))], target="cpu", workers=2)
     assert [call.how for call in report] == ["compiled here"] * 2
     assert "defined in __main__" in report[0].note and "defined inside a function" in report[1].note
     assert report.spawned == 0
     assert _launched(closure) == (X + 3).tolist()
+
+
+def test_cpu_workers_are_forks_that_compile_any_call_this_process_could(kernels):
+    """A forked worker has this process's every definition: a def of ``__main__`` compiles there, and is
+    loaded here from the entry it stored (a closure's code, which the disk cache does not store, is compiled
+    here again, saying so)."""
+    assert precompiling.forks([KernelCall.of(kernels.k0, (np.zeros(8), X), "cpu")]) is sys.platform.startswith("linux")
+    if not sys.platform.startswith("linux"):
+        pytest.skip("workers are forks on Linux only")
+    doubled, closure = _main_def_and_closure(kernels)
+    calls = [(kernels.k0, (np.zeros(8), X)), (doubled, (np.zeros(8), X)), (kernels.k1, (np.zeros(8), X)),
+             (closure, (np.zeros(8), X))]  # fmt: skip
+    report = od.precompile(calls, target="cpu", workers=2)
+    assert report.spawned == 1
+    assert [call.how for call in report] == ["compiled here", "compiled in a worker", "compiled here", "compiled here"]
+    assert report[1].process != report[0].process and "cannot store" in report[3].note
+    compiles = od.stats()["compiles"]
+    assert _launched(doubled) == (2 * X).tolist() and _launched(closure) == (X + 3).tolist()
+    assert _launched(kernels.k1) == (2 * X + 1).tolist() and od.stats()["compiles"] == compiles
+
+
+def test_a_forked_worker_that_dies_leaves_its_share_compiled_here(kernels, monkeypatch):
+    monkeypatch.setattr(precompiling, "_compile_in_worker", lambda make: os._exit(3))
+    if not sys.platform.startswith("linux"):
+        pytest.skip("workers are forks on Linux only")
+    calls = [(kernels.k0, (np.zeros(8), X)), (kernels.k1, (np.zeros(8), X))]
+    report = od.precompile(calls, target="cpu", workers=2)
+    assert [call.how for call in report] == ["compiled here"] * 2
+    assert "ended without answering (status" in report[1].note
+    assert _launched(kernels.k1) == (2 * X + 1).tolist()
 
 
 def test_calls_are_checked_before_anything_compiles(kernels):
