@@ -717,3 +717,62 @@ def test_code_that_depends_on_its_launch_configuration_compiles_again_for_each_a
     assert overloads and all(overload.launch_config_sensitive for overload in overloads)
     od.cuda(sensitive.py_func, x, blocks=1, threads=16, target="cpu")  # the def's own kernel, not the od.jit's
     assert compiles() == compiled + 1 and len(log) == logged and x[0] == 5
+
+
+BLOCK_MARK = 0  # what the rewrite below replaces with the block size a launch compiles for
+
+
+def test_threads_launching_one_sensitive_kernel_with_different_configurations_each_run_code_for_their_own():
+    """Four threads launch one launch-configuration-sensitive kernel at once, each with its own block size, which
+    a rewrite bakes into the code: the configuration is each thread's own while its launch compiles, so every
+    launch writes its own block size, and each configuration compiles once."""
+    import threading
+
+    from numba.core import ir
+    from numba.core.rewrites import Rewrite, register_rewrite
+
+    from overdub.cuda import launchconfig
+
+    @od.jit(target="cpu")
+    def baked(x):
+        if cuda.grid(1) == 0:
+            x[0] = BLOCK_MARK
+
+    @register_rewrite("before-inference")
+    class BakeTheBlock(Rewrite):
+        def match(self, func_ir, block, typemap, calltypes):
+            config = launchconfig.current_launch_config()
+            if config is None or config.dispatcher is not baked:
+                return False
+            self.block, self.size = block, config.blockdim[0]
+            self.marks = [
+                stmt
+                for stmt in block.body
+                if isinstance(stmt, ir.Assign) and isinstance(stmt.value, ir.Global) and stmt.value.name == "BLOCK_MARK"
+            ]
+            return bool(self.marks)
+
+        def apply(self):
+            launchconfig.ensure_current_launch_config().dispatcher.mark_launch_config_sensitive()
+            for stmt in self.marks:
+                stmt.value = ir.Const(self.size, stmt.value.loc)
+            return self.block
+
+    wrong: list = []
+    start = threading.Barrier(4)
+
+    def launches(size: int) -> None:
+        start.wait()
+        for _ in range(10):
+            x = np.zeros(1, dtype=np.int64)
+            baked[1, size](x)
+            if x[0] != size:
+                wrong.append((size, int(x[0])))
+
+    before = compiles()
+    threads = [threading.Thread(target=launches, args=(size,)) for size in (32, 64, 96, 128)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert wrong == [] and compiles() - before == 4
