@@ -38,6 +38,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #if defined(__x86_64__) && !defined(OVERDUB_UCONTEXT)
@@ -158,7 +159,8 @@ typedef struct {
     int expected, arrived;
     long generation;
     int nworkers;
-    int tickets;                            /* pool threads that took part (atomic) */
+    int tickets_left;                       /* pool threads still to join (under pool.state) */
+    int pending;                            /* pool threads joined and not yet done (under pool.state) */
 } job;
 
 typedef struct {
@@ -683,27 +685,83 @@ static struct {
     pthread_mutex_t state;
     pthread_cond_t wake, done;
     job *job;
-    long generation;
-    int pending, started;
+    long generation;                /* bumped (under state) by each grid that wakes the pool */
+    int started;
     int64_t launches;
 } pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER,
-          PTHREAD_COND_INITIALIZER, NULL, 0, 0, 0, 0};
+          PTHREAD_COND_INITIALIZER, NULL, 0, 0, 0};
 
+/* Waiting spins this long before it sleeps: launches in a loop come back within microseconds, and a wake through
+ * the kernel costs tens of them on a loaded machine (numba's parallel runtime spins too). */
+#define SPIN_NS 100000
+
+static void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+static int64_t monotonic_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+/* Spin while *word is `value`, for at most SPIN_NS; the caller then takes the lock and sleeps if it must. */
+static void spin_while_long(long *word, long value) {
+    int64_t deadline = 0;
+    for (int i = 1; __atomic_load_n(word, __ATOMIC_ACQUIRE) == value; i++) {
+        cpu_relax();
+        if ((i & 255) == 0) {
+            int64_t now = monotonic_ns();
+            if (!deadline)
+                deadline = now + SPIN_NS;
+            else if (now > deadline)
+                return;
+        }
+    }
+}
+
+static void spin_while_positive(int *word) {
+    int64_t deadline = 0;
+    for (int i = 1; __atomic_load_n(word, __ATOMIC_ACQUIRE) > 0; i++) {
+        cpu_relax();
+        if ((i & 255) == 0) {
+            int64_t now = monotonic_ns();
+            if (!deadline)
+                deadline = now + SPIN_NS;
+            else if (now > deadline)
+                return;
+        }
+    }
+}
+
+/* A pool thread: waits for a grid, joins it while it has tickets left (a grid may use fewer threads than the pool
+ * has), runs its share, says it is done. A ticket is taken under the pool's lock, and the grid revokes those not
+ * taken once its own share is run: a thread that wakes late never touches a grid that has ended. */
 static void *pool_thread(void *unused) {
     (void)unused;
     long seen = 0;
-    pthread_mutex_lock(&pool.state);
     for (;;) {
+        spin_while_long(&pool.generation, seen);
+        pthread_mutex_lock(&pool.state);
         while (pool.generation == seen)
             pthread_cond_wait(&pool.wake, &pool.state);
         seen = pool.generation;
         job *j = pool.job;
+        int joined = j != NULL && j->tickets_left > 0;
+        if (joined)
+            j->tickets_left--;
         pthread_mutex_unlock(&pool.state);
-        if (j && __atomic_fetch_add(&j->tickets, 1, __ATOMIC_RELAXED) < j->nworkers - 1)
-            run_job(j);     /* the pool may have more threads than this grid uses */
+        if (!joined)
+            continue;
+        run_job(j);
         pthread_mutex_lock(&pool.state);
-        if (--pool.pending == 0)
+        if (__atomic_sub_fetch(&j->pending, 1, __ATOMIC_RELEASE) == 0)
             pthread_cond_signal(&pool.done);
+        pthread_mutex_unlock(&pool.state);  /* the grid may end from here on: j is not read again */
     }
     return NULL;
 }
@@ -763,17 +821,24 @@ static int32_t od_run(int64_t mode, int64_t nworkers, compiled_fn fn, void *args
     if (helpers) {
         pthread_mutex_lock(&pool.state);
         pool.job = &j;
-        pool.pending = pool.started;        /* every pool thread wakes; the extra ones find nothing to do */
-        pool.generation++;
+        j.tickets_left = j.pending = helpers;
+        __atomic_add_fetch(&pool.generation, 1, __ATOMIC_RELEASE);  /* spinning threads see it without a wake */
         pthread_cond_broadcast(&pool.wake);
         pthread_mutex_unlock(&pool.state);
     }
     run_job(&j);
     if (helpers) {
+        /* every block is taken (a grid syncing its grid returns once all its threads arrived): the tickets not
+         * taken yet are not waited for, and the pool forgets the grid before it ends */
         pthread_mutex_lock(&pool.state);
-        while (pool.pending > 0)
-            pthread_cond_wait(&pool.done, &pool.state);
+        j.pending -= j.tickets_left;
+        j.tickets_left = 0;
         pool.job = NULL;
+        pthread_mutex_unlock(&pool.state);
+        spin_while_positive(&j.pending);
+        pthread_mutex_lock(&pool.state);
+        while (j.pending > 0)
+            pthread_cond_wait(&pool.done, &pool.state);
         pthread_mutex_unlock(&pool.state);
     }
     pthread_mutex_unlock(&pool.lock);
@@ -821,7 +886,7 @@ static void forked_child(void) {
     pthread_cond_init(&pool.wake, NULL);
     pthread_cond_init(&pool.done, NULL);
     pool.job = NULL;
-    pool.pending = pool.started = 0;
+    pool.started = 0;
 }
 
 PyMODINIT_FUNC PyInit__cpugrid(void) {
