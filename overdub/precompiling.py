@@ -41,7 +41,6 @@ import logging
 import multiprocessing
 import os
 import pickle
-import sys
 import time
 import warnings
 from collections.abc import Callable, Iterable, Sequence
@@ -251,10 +250,10 @@ _Share = list[tuple[KernelCall, "_ByName | None"]]
 
 
 def forks(calls: Sequence[KernelCall]) -> bool:
-    """Are the workers for ``calls`` forks of this process? Where every call is on the CPU target (a CUDA
-    compile may ask the driver, which a forked child cannot use) and the system forks safely (Linux: not
-    macOS, whose system libraries do not survive a fork)."""
-    return sys.platform.startswith("linux") and all(call.target.name == "cpu" for call in calls)
+    """Are the workers for ``calls`` forks of this process? Where every call's target compiles in a fork (the CPU
+    target on Linux: not CUDA, whose compile may ask the driver, which a forked child cannot use, nor macOS,
+    whose system libraries do not survive a fork)."""
+    return all(getattr(call.target, "compiles_in_forks", False) for call in calls)
 
 
 FORK_STARTUP = 0.05

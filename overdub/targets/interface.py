@@ -122,6 +122,8 @@ class Target(Protocol):
     root: TargetRoot  # the end of every chain: its forwards and replacements
     options: CompileOptions  # how it compiles; another value is another target (``configured``)
     device_memory: bool = False  # is an address a kernel takes (od.pointer, numba's CPointer) device memory?
+    compiles_in_forks: bool = False  # may a fork of a process compile for it (od.precompile's workers)? Not where
+    # compiling may ask a driver, which a forked child cannot use
 
     # -- required -------------------------------------------------------------------------------------------
     @property

@@ -30,6 +30,7 @@ import dataclasses
 import itertools
 import math
 import secrets
+import sys
 import threading
 import time
 import types as pytypes
@@ -340,6 +341,7 @@ class CPUTarget(Configurable, Target):
     name = "cpu"
     base = CPU
     compile_lock = global_compiler_lock
+    compiles_in_forks = sys.platform.startswith("linux")  # numba's CPU compiler needs no driver; not macOS's fork
     global_array = staticmethod(global_array)
     """A global numpy array a kernel reads is read live, through its pointer (globalarrays.py)."""
 
