@@ -671,7 +671,7 @@ def _plan_key(args: tuple) -> tuple | None:
     key: list = []
     for value in args:
         cls = type(value)
-        if cls is np.ndarray:  # the common case first: this runs at every launch
+        if isinstance(value, np.ndarray):  # the common case first (a target's device arrays too): every launch
             key.append((cls, value.dtype, value.ndim))
         elif cls is int:
             key.append(-(2**63) <= value < 2**63)
