@@ -701,8 +701,9 @@ def _plan(function, args: tuple, signatures: list, target) -> tuple:
         raise TypeError(f"No matching definition for argument type(s) {given}: {name} takes {takes}")
     conversions = (
         view
-        or (functools.partial(_as_pointer, ty=ty, target=target) if isinstance(ty, PtrType) else scalar_converter(ty))
-        for view, ty in zip(views, argtypes)
+        or (functools.partial(_as_pointer, ty=ty, target=target) if isinstance(ty, PtrType) else None)
+        or (None if typeof_or_none(value) == ty else scalar_converter(ty))  # a launch types it so already
+        for view, ty, value in zip(views, argtypes, args)
     )
     return tuple((index, convert) for index, convert in enumerate(conversions) if convert is not None)
 
