@@ -48,7 +48,7 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from . import compiler, diskcache, dropin
+from . import compiler, diskcache, dropin, world
 from .call import KernelCall, check_call
 from .context import Context
 from .job import CompileError, CompileJob
@@ -346,8 +346,10 @@ class _ForkedWorker:
 
     def __init__(self, share: list[KernelCall]) -> None:
         read, write = os.pipe()
-        with warnings.catch_warnings():  # Python 3.12+ warns of forking a process with threads: see above
-            warnings.simplefilter("ignore", DeprecationWarning)
+        # forked holding the compiler's locks, which the child's compiles take again (re-entrant): another thread
+        # compiling at the fork would leave them held in the child by a thread it does not have
+        with share[0].target.compile_lock, world.lock, warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)  # Python 3.12+ warns of forking with threads
             pid = os.fork()
         if pid == 0:  # the worker
             code = 1
