@@ -295,3 +295,49 @@ def test_a_small_program_precompiled_by_default_compiles_here_and_starts_no_proc
     calls = [(kernels.k0, (np.zeros(8), X)), (kernels.k1, (np.zeros(8), X))]
     report = od.precompile(calls, target="cpu")
     assert report.spawned == 0 and [call.how for call in report] == ["compiled here"] * 2
+
+
+HELD_LOCK_PROGRAM = """
+import json, os, signal, sys, threading
+import numpy as np
+import overdub as od
+from overdub import world
+
+kernels = __import__(sys.argv[1])
+fork = os.fork
+
+
+def fork_while_another_thread_compiles():  # another thread takes a compile's lock right before the fork
+    grabbed, done = threading.Event(), threading.Event()
+
+    def holding():
+        with world.lock:
+            grabbed.set()
+            done.wait()
+
+    threading.Thread(target=holding, daemon=True).start()
+    grabbed.wait(0.5)  # (where od.precompile holds the lock itself, the thread waits for it: go on)
+    pid = fork()
+    if pid:
+        done.set()
+    else:  # a worker stuck on that lock dies in time: its share is then compiled here (and the test fails)
+        signal.alarm(20)
+    return pid
+
+
+os.fork = fork_while_another_thread_compiles
+x = np.arange(8.0)
+report = od.precompile([(kernels.k0, (np.zeros(8), x)), (kernels.k1, (np.zeros(8), x))], target="cpu", workers=2)
+print(json.dumps([call.how for call in report]))
+"""
+
+
+def test_a_fork_made_while_another_thread_holds_the_compilers_lock_compiles(kernels, tmp_path):
+    """od.precompile forks holding the compile's locks: a fork made while another thread held one would leave it
+    held in the child, by a thread the child does not have, and the worker would wait for it forever."""
+    if not sys.platform.startswith("linux"):
+        pytest.skip("workers are forks on Linux only")
+    done = run_python(
+        "-c", HELD_LOCK_PROGRAM, kernels.__name__, path=[str(pathlib.Path(kernels.__file__).parent)], timeout=20
+    )
+    assert last_json(done) == ["compiled here", "compiled in a worker"]
