@@ -1188,6 +1188,7 @@ static PyGetSetDef Configured_getset[] = {
     {"blockdim", (getter)Configured_get_of_configured, NULL, "the block, three extents", "blockdim"},
     {"stream", (getter)Configured_get_of_configured, NULL, "the stream (0: the default)", "stream"},
     {"sharedmem", (getter)Configured_get_of_configured, NULL, "the dynamic shared memory's bytes", "sharedmem"},
+    {"args", (getter)Configured_get_of_configured, NULL, "None: a launch's arguments are its thread's own", "args"},
     {NULL},
 };
 

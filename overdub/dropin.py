@@ -193,8 +193,10 @@ class Kernel:
 
     def _compile_default(self, *args, **kws):
         call = KernelCall.of(self.py_func, args, self.target, self.context)
-        if self.launch_config_sensitive:  # its own code for the configuration current
-            return compiler.compiled_afresh(call.job, None)
+        if self.launch_config_sensitive:  # its own code for the configuration current (marked so where the
+            own = compiler.compiled_afresh(call.job, None)  # marking came before this compile, not in it)
+            own.needs.add(compiler.CONFIGURATION_BOUND)
+            return own
         return self._own(call)
 
     def mark_launch_config_sensitive(self) -> None:
@@ -335,12 +337,16 @@ class Kernel:
         made since this kernel was (numba-cuda's dispatcher made anew has none; another ``od.jit`` of the same
         def, made earlier, lists its own)."""
         kernels = cast("list[compiler.Kernel]", runtime.kernels.nodes())  # the runtime's kernel cache holds these
-        return {
+        found = {
             node.job.argtypes: Overload(node, self)
             for node in kernels
             if node.job.func is self.py_func
             and (node.made > self._since or node.job.argtypes in self._explicit or node.job.argtypes in self._launched)
         }
+        for node in self._per_configuration.values():  # its own code for a launch configuration: not in that cache
+            if node.valid:
+                found.setdefault(node.job.argtypes, Overload(node, self))
+        return found
 
     def _per_overload(self, name: str, signature):
         """numba-cuda's resource queries: for ``signature`` (its argument types), else for the one signature of
@@ -566,6 +572,10 @@ class _LaunchConfiguration:
     @property
     def sharedmem(self) -> int:
         return self.config.shmem
+
+    args = None
+    """numba-cuda's: None -- a launch's arguments are its thread's own, on the launch configuration that
+    :func:`overdub.cuda.launchconfig.current_launch_config` gives while it compiles."""
 
     def __reduce__(self):
         return _configured_again, (self.kernel, (self.griddim, self.blockdim, self.stream, self.sharedmem))

@@ -618,7 +618,12 @@ runtime.register_cache(f"{__name__}._kinds", _kinds)
 def dtype_of(t: nt.Type) -> np.dtype[typing.Any]:
     """The numpy dtype of values of the concrete type ``t`` (a struct's is aligned as the device lays it out)."""
     # a StructType's numpy_dtype is None only while overdub.structs makes it, before any caller sees the type
-    return t.numpy_dtype if isinstance(t, StructType) else numba.np.numpy_support.as_dtype(t)  # type: ignore[return-value]
+    if isinstance(t, StructType):
+        return t.numpy_dtype  # type: ignore[return-value]
+    for dtype, element in target_element_types.items():  # a target's own element type (ml_dtypes' bfloat16)
+        if element == t:
+            return dtype
+    return numba.np.numpy_support.as_dtype(t)
 
 
 def from_dtype(dtype: np.dtype[typing.Any]) -> nt.Type:

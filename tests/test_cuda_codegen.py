@@ -74,6 +74,10 @@ def test_an_array_of_ml_dtypes_bfloat16_holds_numba_cudas_bfloat16(make_module):
     """)
     array = types.Array(bf16, 1, "C")
     assert ".entry" in od.code_ptx(m.kernel, array, types.int64[::1], array)
+    from overdub.targets.cuda import abi  # the launch's parameter slots: the array's itemsize, 2 (the H200 run
+    # found numba's as_dtype refusing numba-cuda's bfloat16 there, at the launch)
+
+    assert [slot.constant for slot in abi._array_slots(array)][:4] == [0, 0, None, 2]
 
 
 def test_printing_more_values_than_vprintf_takes_prints_the_format_and_warns_as_numba_cuda(make_module):

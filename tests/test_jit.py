@@ -776,3 +776,67 @@ def test_threads_launching_one_sensitive_kernel_with_different_configurations_ea
     for thread in threads:
         thread.join()
     assert wrong == [] and compiles() - before == 4
+
+
+def test_a_kernel_marked_sensitive_before_its_compile_lists_that_compile_as_its_configurations_overload():
+    """numba-cuda's test_dispatcher_mark_launch_config_sensitive: a wrapped ``_compile_for_args`` marks the kernel
+    before calling the original, so the compile after the marking is its code for this configuration -- listed
+    in ``overloads`` and said to be configuration sensitive."""
+    from overdub.cuda import launchconfig
+
+    @od.jit(target="cpu")
+    def f(x):
+        x[0] = 1
+
+    original = f._compile_for_args
+
+    def wrapped(*args, **kws):
+        launchconfig.ensure_current_launch_config().dispatcher.mark_launch_config_sensitive()
+        return original(*args, **kws)
+
+    f._compile_for_args = wrapped
+    arr = np.zeros(1, dtype=np.int32)
+    f[1, 1](arr)
+    assert arr[0] == 1
+    overloads = list(f.overloads.values())
+    assert len(overloads) == 1 and overloads[0].launch_config_sensitive
+
+
+def test_a_configured_launch_shows_no_arguments_and_each_threads_compile_sees_its_own():
+    """numba-cuda's test_launch_config_args_are_thread_local: ``kernel[1, 1]`` made before ``_compile_for_args``
+    is wrapped, launched from two threads at once; each compile sees its own thread's argument, and the
+    configured launch's ``args`` is None."""
+    import threading
+
+    from overdub.cuda import launchconfig
+
+    @od.jit(target="cpu")
+    def f(x):
+        x[0] = 1
+
+    configured = f[1, 1]
+    barrier, seen, errors = threading.Barrier(2), [], []
+    original = f._compile_for_args
+
+    def wrapped(*args, **kws):
+        config = launchconfig.ensure_current_launch_config()
+        barrier.wait(timeout=5)
+        seen.append(id(config.args[0]))
+        return original(*args, **kws)
+
+    f._compile_for_args = wrapped
+    arrays = [np.zeros(1, dtype=np.int32), np.zeros(1, dtype=np.int32)]
+
+    def launch(arr):
+        try:
+            configured(arr)
+        except BaseException as error:  # the test reports it
+            errors.append(error)
+
+    threads = [threading.Thread(target=launch, args=(arr,)) for arr in arrays]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=10)
+    assert errors == [] and set(seen) == {id(arr) for arr in arrays} and configured.args is None
+    assert all(arr[0] == 1 for arr in arrays)
