@@ -709,33 +709,28 @@ static int64_t monotonic_ns(void) {
     return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
 }
 
-/* Spin while *word is `value`, for at most SPIN_NS; the caller then takes the lock and sleeps if it must. */
+/* Each turn of a spin: a pause, and every 256 turns a look at the clock; true once SPIN_NS have passed since the
+ * first look (the caller then takes the lock and sleeps if it must). */
+static int spun_out(int turn, int64_t *deadline) {
+    cpu_relax();
+    if (turn & 255)
+        return 0;
+    int64_t now = monotonic_ns();
+    if (!*deadline)
+        *deadline = now + SPIN_NS;
+    return now > *deadline;
+}
+
 static void spin_while_long(long *word, long value) {
     int64_t deadline = 0;
-    for (int i = 1; __atomic_load_n(word, __ATOMIC_ACQUIRE) == value; i++) {
-        cpu_relax();
-        if ((i & 255) == 0) {
-            int64_t now = monotonic_ns();
-            if (!deadline)
-                deadline = now + SPIN_NS;
-            else if (now > deadline)
-                return;
-        }
-    }
+    for (int i = 1; __atomic_load_n(word, __ATOMIC_ACQUIRE) == value && !spun_out(i, &deadline); i++)
+        ;
 }
 
 static void spin_while_positive(int *word) {
     int64_t deadline = 0;
-    for (int i = 1; __atomic_load_n(word, __ATOMIC_ACQUIRE) > 0; i++) {
-        cpu_relax();
-        if ((i & 255) == 0) {
-            int64_t now = monotonic_ns();
-            if (!deadline)
-                deadline = now + SPIN_NS;
-            else if (now > deadline)
-                return;
-        }
-    }
+    for (int i = 1; __atomic_load_n(word, __ATOMIC_ACQUIRE) > 0 && !spun_out(i, &deadline); i++)
+        ;
 }
 
 /* A pool thread: waits for a grid, joins it while it has tickets left (a grid may use fewer threads than the pool
