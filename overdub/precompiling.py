@@ -3,10 +3,12 @@
 A program's first launches compile its kernels one after another, and threads cannot overlap them: numba's
 compiler holds a global lock. ``od.precompile`` takes the calls -- each kernel with its arguments' values or numba
 types, as ``od.code_ptx`` does -- and shares them, round robin, among processes: this one and *worker processes*.
-On the CPU target of a Linux process the workers are forks of this one (a few milliseconds each, numba already
-started, every definition already there: a def of ``__main__`` compiles in a worker too); elsewhere -- the CUDA
-target, whose driver does not survive a fork, or a system without a safe fork -- each is spawned (a
-``concurrent.futures.ProcessPoolExecutor`` of one process) and imports numba and overdub first. A worker compiles
+On Linux the workers are forks of this one (a few milliseconds each, numba already started, every definition
+already there: a def of ``__main__`` compiles in a worker too): a forked worker only compiles, with what needs no
+driver -- numba's CPU compiler; NVVM and nvJitLink for the CUDA target, which asks the driver what it must know
+before the fork (``Target.fork_worker``). Elsewhere -- a system without a safe fork, a CUDA toolkit whose linker
+is the driver's -- each is spawned (a ``concurrent.futures.ProcessPoolExecutor`` of one process) and imports numba
+and overdub first. A worker compiles
 its share into the disk cache, whose entries are written whole and renamed into place (:mod:`overdub.diskcache`:
 concurrent writers are safe); this process compiles its own share meanwhile, then loads each worker's entry, its
 facts re-checked here as any load's are. The first launch of each call finds its kernel in memory; a later process
@@ -41,6 +43,8 @@ import logging
 import multiprocessing
 import os
 import pickle
+import select
+import signal
 import time
 import warnings
 from collections.abc import Callable, Iterable, Sequence
@@ -150,9 +154,10 @@ def precompile(
     ``target``, ``context`` and ``state`` (a value or a numba type) are ``od.cuda``'s; an ``od.jit`` kernel is
     compiled as its launches compile it (its target, context and compile options). ``workers``: how many
     processes compile, this one included (default: one per call to compile, at most one per CPU);
-    ``workers=1`` compiles here, one call after another. Worker processes import each kernel by its module
-    and qualified name; kernels they cannot import (defs of ``__main__``, closures) are compiled here. They
-    are spawned: a script calls ``od.precompile`` under ``if __name__ == "__main__":``.
+    ``workers=1`` compiles here, one call after another. On Linux the workers are forks of this process;
+    elsewhere they are spawned (a script calls ``od.precompile`` under ``if __name__ == "__main__":``), import
+    each kernel by its module and qualified name, and kernels they cannot import (defs of ``__main__``,
+    closures) are compiled here.
 
     Each call is checked as a launch checks it before anything compiles (a TypeError naming the kernel). A
     call that fails to compile raises a :class:`CompileError` naming every failed call, after the others
@@ -177,15 +182,16 @@ def precompile(
             done[call.job] = _compiled_here(call, "", failures)
             per_call = time.perf_counter() - started
         del to_compile[:2]
-        startup = FORK_STARTUP if forks(to_compile) else _startup(call)
+        startup = FORK_STARTUP if forks(to_compile) is not None else _startup(call)
         processes = min(len(to_compile), worth_it(len(to_compile), per_call, startup, os.cpu_count() or 1))
-    forking = processes > 1 and forks(to_compile)
+    setups = forks(to_compile) if processes > 1 else None
+    forking = setups is not None
     here, shares, notes = _assigned(to_compile, processes, forking)
     with contextlib.ExitStack() as stack:
         spawned = time.time()
         futures: list[Any] = (
-            [_forked(stack, [call for call, _ in share]) for share in shares]
-            if forking
+            [_forked(stack, [call for call, _ in share], setups) for share in shares]
+            if setups is not None
             else _started(stack, [[by_name for _, by_name in share if by_name is not None] for share in shares])
         )
         for call in here:  # while the workers start
@@ -249,12 +255,22 @@ def _found(call: KernelCall) -> PrecompiledCall | None:
 _Share = list[tuple[KernelCall, "_ByName | None"]]
 
 
-def forks(calls: Sequence[KernelCall]) -> bool:
-    """Are the workers for ``calls`` forks of this process? Where every call's target compiles in a fork (the CPU
-    target on Linux: not CUDA, whose compile may ask the driver, which a forked child cannot use, nor macOS,
-    whose system libraries do not survive a fork)."""
-    return all(getattr(call.target, "compiles_in_forks", False) for call in calls)
+def forks(calls: Sequence[KernelCall]) -> tuple[Callable[[], None], ...] | None:
+    """What forked workers for ``calls`` run first, each target's (``Target.fork_worker``); None where some
+    target cannot compile in a fork (a driver it would ask, macOS's fork): then the workers are spawned."""
+    setups: dict[int, Callable[[], None]] = {}
+    for call in calls:
+        if id(call.target) not in setups:
+            setup = call.target.fork_worker()
+            if setup is None:
+                return None
+            setups[id(call.target)] = setup
+    return tuple(setups.values())
 
+
+ANSWER_WITHIN = 120.0
+"""Seconds a forked worker may take per call of its share before it is taken for hung and killed (its calls are
+then compiled here)."""
 
 FORK_STARTUP = 0.05
 """Seconds a forked worker takes to be ready, for the choice of how many to start (a fork of a process of a
@@ -344,7 +360,7 @@ class _ForkedWorker:
     compiles -- no launch, no driver -- so the runner's threads and a GPU context this process holds, which a
     fork does not copy, are never asked for."""
 
-    def __init__(self, share: list[KernelCall]) -> None:
+    def __init__(self, share: list[KernelCall], setups: Sequence[Callable[[], None]]) -> None:
         read, write = os.pipe()
         # forked holding the compiler's locks, which the child's compiles take again (re-entrant): another thread
         # compiling at the fork would leave them held in the child by a thread it does not have
@@ -355,6 +371,8 @@ class _ForkedWorker:
             code = 1
             try:
                 os.close(read)
+                for setup in setups:  # each target's (a CUDA worker: what the driver said, never to be asked)
+                    setup()
                 ready = time.time()
                 answers = [_compile_in_worker(functools.partial(_same, call)) for call in share]
                 with os.fdopen(write, "wb") as out:
@@ -363,16 +381,35 @@ class _ForkedWorker:
             finally:
                 os._exit(code)
         os.close(write)
-        self.pid = pid
+        self.pid, self.size = pid, len(share)
         self.pipe: int | None = read
         self.answer: tuple[float, list[_Answer]] | None = None
 
+    def _read(self, seconds: float) -> bytes:
+        """The worker's whole answer; where it gives none within ``seconds`` (a worker hung on something its
+        fork copied in a state it cannot leave), killed, and what it wrote by then."""
+        assert self.pipe is not None
+        chunks: list[bytes] = []
+        deadline = time.monotonic() + seconds
+        with os.fdopen(self.pipe, "rb", buffering=0) as answers:
+            self.pipe = None
+            while select.select([answers], [], [], max(0.0, deadline - time.monotonic()))[0]:
+                chunk = answers.read(1 << 16)
+                if not chunk:
+                    return b"".join(chunks)
+                chunks.append(chunk)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.pid, signal.SIGKILL)
+        raise RuntimeError(f"the forked worker {self.pid} gave no answer in {seconds:g} s: killed")
+
     def result(self) -> tuple[float, list[_Answer]]:
-        """(when the worker was ready, its answers), once it has answered; a RuntimeError where it died first."""
+        """(when the worker was ready, its answers), once it has answered; a RuntimeError where it died first,
+        or gave no answer within :data:`ANSWER_WITHIN` seconds a call (then it is killed)."""
         if self.pipe is not None:
-            with os.fdopen(self.pipe, "rb") as answers:
-                self.pipe, data = None, answers.read()
-            _, status = os.waitpid(self.pid, 0)
+            try:
+                data = self._read(ANSWER_WITHIN * self.size)
+            finally:
+                _, status = os.waitpid(self.pid, 0)
             try:
                 self.answer = pickle.loads(data)
             except Exception:  # nothing or half an answer: its exit status says how it ended
@@ -392,8 +429,10 @@ def _same(call: KernelCall) -> KernelCall:
     return call
 
 
-def _forked(stack: contextlib.ExitStack, share: list[KernelCall]) -> _ForkedWorker:
-    worker = _ForkedWorker(share)
+def _forked(
+    stack: contextlib.ExitStack, share: list[KernelCall], setups: Sequence[Callable[[], None]]
+) -> _ForkedWorker:
+    worker = _ForkedWorker(share, setups)
     stack.callback(worker.reap)
     return worker
 

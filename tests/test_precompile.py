@@ -170,7 +170,7 @@ def _main_def_and_closure(kernels):
 
 
 def test_kernels_a_spawned_worker_cannot_import_are_compiled_here_with_the_reason(kernels, monkeypatch):
-    monkeypatch.setattr(precompiling, "forks", lambda calls: False)  # as on the CUDA target, or macOS
+    monkeypatch.setattr(precompiling, "forks", lambda calls: None)  # as on macOS, or a driver's linker
     doubled, closure = _main_def_and_closure(kernels)
     report = od.precompile([(doubled, (np.zeros(8), X)), (closure, (np.zeros(8), X))], target="cpu", workers=2)
     assert [call.how for call in report] == ["compiled here"] * 2
@@ -183,7 +183,8 @@ def test_cpu_workers_are_forks_that_compile_any_call_this_process_could(kernels)
     """A forked worker has this process's every definition: a def of ``__main__`` compiles there, and is
     loaded here from the entry it stored (a closure's code, which the disk cache does not store, is compiled
     here again, saying so)."""
-    assert precompiling.forks([KernelCall.of(kernels.k0, (np.zeros(8), X), "cpu")]) is sys.platform.startswith("linux")
+    call = KernelCall.of(kernels.k0, (np.zeros(8), X), "cpu")
+    assert (precompiling.forks([call]) is not None) is sys.platform.startswith("linux")
     if not sys.platform.startswith("linux"):
         pytest.skip("workers are forks on Linux only")
     doubled, closure = _main_def_and_closure(kernels)
@@ -207,6 +208,57 @@ def test_a_forked_worker_that_dies_leaves_its_share_compiled_here(kernels, monke
     assert [call.how for call in report] == ["compiled here"] * 2
     assert "ended without answering (status" in report[1].note
     assert _launched(kernels.k1) == (2 * X + 1).tolist()
+
+
+def test_a_forked_worker_that_hangs_is_killed_and_its_share_compiled_here(kernels, monkeypatch):
+    if not sys.platform.startswith("linux"):
+        pytest.skip("workers are forks on Linux only")
+    monkeypatch.setattr(precompiling, "_compile_in_worker", lambda make: time.sleep(600))
+    monkeypatch.setattr(precompiling, "ANSWER_WITHIN", 0.5)
+    started = time.perf_counter()
+    report = od.precompile([(kernels.k0, (np.zeros(8), X)), (kernels.k1, (np.zeros(8), X))], target="cpu", workers=2)
+    assert time.perf_counter() - started < 60
+    assert [call.how for call in report] == ["compiled here"] * 2
+    assert "gave no answer in 0.5 s: killed" in report[1].note
+    assert _launched(kernels.k1) == (2 * X + 1).tolist()
+
+
+def test_cuda_workers_are_forks_too_and_compile_a_def_of_main(kernels):
+    """NVVM is a library a fork can call: the CUDA target's workers are forks on Linux (where linking needs no
+    driver), compiling what a spawned worker could not import -- a def of ``__main__``."""
+    if not sys.platform.startswith("linux"):
+        pytest.skip("workers are forks on Linux only")
+    doubled, _ = _main_def_and_closure(kernels)
+    types = (od.float64[::1], od.float64[::1])
+    report = od.precompile([(kernels.k0, types), (doubled, types)], target="cuda", workers=2)
+    assert [call.how for call in report] == ["compiled here", "compiled in a worker"] and report.spawned == 1
+    compiles = od.stats()["compiles"]
+    assert ".entry" in od.code_ptx(doubled, *types) and od.stats()["compiles"] == compiles
+
+
+def test_a_cuda_compile_fork_never_asks_the_driver_and_links_for_its_parents_device():
+    """In a forked compile worker the driver is never asked: ``make_current`` refuses (its parent then compiles
+    the call), and a kernel stored for its parent's launches holds the cubin under the key the parent's
+    launches look it up by, which the parent asked the driver for before the fork."""
+    from overdub.targets import cuda as cuda_target
+
+    cuda_driver = importlib.import_module("overdub.targets.cuda.driver")  # the package's `driver` is a function
+
+    if not cuda_target._links_without_driver():
+        pytest.skip("no nvJitLink here to link a cubin")
+    target = cuda_target.target_for((9, 0))
+    code = target.compile_kernel(lambda out: None, (od.float64[::1],))
+    try:
+        cuda_driver.become_compile_fork(cuda_driver.CompileFork((9, 0), (9, 0, "a")))
+        with pytest.raises(RuntimeError, match="forked compile worker cannot use the CUDA driver"):
+            cuda_driver.make_current()
+        cuda_driver.make_current_if_gpu()  # a compile's: nothing to do in a fork
+        target._launches_load_cubins = lambda: True  # as for its parent's device
+        stored = target.serialized(code)
+    finally:
+        cuda_driver._fork.clear()
+        del target._launches_load_cubins
+    assert list(stored["library"]["cubin_cache"]) == [(9, 0, "a")]
 
 
 def test_calls_are_checked_before_anything_compiles(kernels):

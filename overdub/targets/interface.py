@@ -122,8 +122,6 @@ class Target(Protocol):
     root: TargetRoot  # the end of every chain: its forwards and replacements
     options: CompileOptions  # how it compiles; another value is another target (``configured``)
     device_memory: bool = False  # is an address a kernel takes (od.pointer, numba's CPointer) device memory?
-    compiles_in_forks: bool = False  # may a fork of a process compile for it (od.precompile's workers)? Not where
-    # compiling may ask a driver, which a forked child cannot use
 
     # -- required -------------------------------------------------------------------------------------------
     @property
@@ -218,6 +216,12 @@ class Target(Protocol):
     def deserialized(self, stored: Any, argtypes: tuple[object, ...]) -> Any | None:
         """The code ``serialized`` stored, in this process; or None -- a miss -- where the entry lacks what
         this process's use needs."""
+        return None
+
+    def fork_worker(self) -> Callable[[], None] | None:
+        """Asked in a process about to fork ``od.precompile``'s workers, which only compile into the disk cache:
+        what a forked worker runs first, or None where a fork cannot compile for this target (then its workers
+        are spawned). By default None: compiling may ask a driver, which a forked child cannot use."""
         return None
 
     # -- optional: reflection ----------------------------------------------------------------------------------

@@ -341,7 +341,6 @@ class CPUTarget(Configurable, Target):
     name = "cpu"
     base = CPU
     compile_lock = global_compiler_lock
-    compiles_in_forks = sys.platform.startswith("linux")  # numba's CPU compiler needs no driver; not macOS's fork
     global_array = staticmethod(global_array)
     """A global numpy array a kernel reads is read live, through its pointer (globalarrays.py)."""
 
@@ -493,12 +492,21 @@ class CPUTarget(Configurable, Target):
         body, address = cpu_grid.loaded_body(_rebuilt(body), self._njit_options)
         return CPUCode(mode, body, address, cpu_grid.loaded_entry(argtypes, lambda: _rebuilt(entry)), argtypes, checked)
 
+    def fork_worker(self) -> Callable[[], None] | None:
+        """numba's CPU compiler needs no driver: forked workers on Linux (not macOS, whose system libraries do
+        not survive a fork), which need nothing first."""
+        return _nothing if sys.platform.startswith("linux") else None
+
     def synchronize(self, device: int | str | None = None) -> None:
         """Launches return when their grid is done: nothing is left to wait for but printf's buffer (the CPU
         is one device: ``device`` is None, 0 or "all")."""
         if device not in (None, 0, "all"):
             raise ValueError(f"od.synchronize(device={device!r}): the CPU target has one device, 0")
         _libc.fflush(None)
+
+
+def _nothing() -> None:
+    pass
 
 
 def _configured(options: CompileOptions) -> CPUTarget:

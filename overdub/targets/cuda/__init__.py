@@ -23,6 +23,7 @@ import dataclasses
 import functools
 import os
 import re
+import sys
 import weakref
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
@@ -75,9 +76,12 @@ from ..registry import CUDA
 from . import printing as _printing  # noqa: F401  (registers how CUDA code prints)
 from .copies import copied_to_device, copy_back
 from .driver import (
+    CompileFork,
+    become_compile_fork,
     check_same_device,
     check_stream,
     checked,
+    compile_fork,
     context_of_stream,
     device_count,
     driver,
@@ -358,8 +362,12 @@ class CUDATarget(Configurable, Target):
         if self.options.debug:
             return None
         if self._launches_load_cubins():
-            make_current()  # linking may ask the driver
-            library.get_cubin()
+            fork = compile_fork()
+            if fork is None:
+                make_current()  # linking may ask the driver
+                library.get_cubin()
+            else:  # a forked worker: the key its parent's launches look the cubin up by, asked there
+                library.get_cubin(cc=fork.link_cc)
         else:
             library.get_asm_str(cc=self.cc)
         try:
@@ -447,6 +455,21 @@ class CUDATarget(Configurable, Target):
         cc = device_cc()
         return self if cc == self.cc else target_for(cc).configured(self.options)
 
+    def fork_worker(self) -> Callable[[], None] | None:
+        """On Linux, od.precompile's workers are forks where compiling needs no driver: NVVM is a library, and
+        so is nvJitLink, which links cubins where cuda.core's linker takes it (else the driver's cuLink*, which
+        a forked child cannot use: spawned workers then). What the driver says -- the current device's
+        architecture, the key its cubins are looked up by -- is asked here, before the fork."""
+        if not sys.platform.startswith("linux"):
+            return None
+        if not gpu_usable():  # the workers store PTX, as any process without a GPU does
+            return functools.partial(become_compile_fork, CompileFork(None, None))
+        if not _links_without_driver():
+            return None
+        make_current()
+        link_cc = CUDACodeLibrary._ensure_cc(None, None)  # numba-cuda's: what a launch's get_cubin() asks for
+        return functools.partial(become_compile_fork, CompileFork(device_cc(), tuple(link_cc)))
+
     def _launches_load_cubins(self) -> bool:
         """Is this compile one that a launch here loads (not a reflection, and a usable GPU of this
         target's compute capability)?"""
@@ -530,8 +553,27 @@ def device_cc(device: int | None = None, what: str = "od.cuda") -> tuple[int, ..
         return _compute_capability(_checked_ordinal(device, what))
     if not gpu_usable():
         return DEFAULT_CC
+    fork = compile_fork()
+    if fork is not None and fork.device_cc is not None:  # a forked compile worker: its parent's device
+        return fork.device_cc
     err, current = driver().driver.cuCtxGetDevice()
     return _compute_capability(0 if err else int(current))
+
+
+def _links_without_driver() -> bool:
+    """Does linking a cubin take nvJitLink (a library), not the driver's cuLink*? cuda.core's linker chooses:
+    nvJitLink 12.3 or newer where it is installed."""
+    try:
+        from cuda.core import Linker
+
+        which = getattr(Linker, "which_backend", None)
+        if which is not None:
+            return str(which()) == "nvJitLink"
+        from numba.cuda.cudadrv.driver import _have_nvjitlink  # type: ignore[attr-defined]  # an older cuda.core: numba-cuda's test
+
+        return bool(_have_nvjitlink())
+    except Exception:  # no toolkit's bindings: nothing links here
+        return False
 
 
 def _checked_ordinal(device: object, what: str) -> int:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import dataclasses
 import functools
 import threading
 from collections.abc import Iterator
@@ -30,11 +31,37 @@ CUDA_ERROR_INVALID_CONTEXT = 201  # CUresult: no context is current on the calli
 _thread = threading.local()  # .current: has make_current() run on this host thread?
 
 
+@dataclasses.dataclass(frozen=True)
+class CompileFork:
+    """What a fork of a process that may have used the driver knows of it: the child is one of
+    ``od.precompile``'s workers, which only compiles -- NVVM and nvJitLink are libraries a fork can call; the
+    driver, whose state a fork does not copy, is never asked there."""
+
+    device_cc: tuple[int, ...] | None  # the architecture of the parent's current device (None: no usable GPU)
+    link_cc: tuple[int | str, ...] | None  # numba-cuda's key of that device's cubins: (9, 0, "a")
+
+
+_fork: list[CompileFork] = []  # in a forked compile worker, set first thing: this process must not ask the driver
+
+
+def become_compile_fork(fork: CompileFork) -> None:
+    """Run first in a forked compile worker (``od.precompile``'s), with what its parent knew."""
+    _fork[:] = [fork]
+
+
+def compile_fork() -> CompileFork | None:
+    """What the parent knew, where this process is a forked compile worker; else None."""
+    return _fork[0] if _fork else None
+
+
 def make_current(verify: bool = False) -> None:
     """Make the current device's primary context current on the calling host thread (cuda.core
     ``Device().set_current()``: the thread's current device, else device 0, as the CUDA runtime chooses), once
     per thread. ``verify``: ask the driver whether a context is still current here (the thread may have popped
-    it, e.g. ``numba.cuda.close()``), for the slow path of a launch, which is not run per launch."""
+    it, e.g. ``numba.cuda.close()``), for the slow path of a launch, which is not run per launch. A forked
+    compile worker refuses (a RuntimeError: its parent compiles that call)."""
+    if _fork:
+        raise RuntimeError("a forked compile worker cannot use the CUDA driver: its parent compiles this call")
     if getattr(_thread, "current", False) and not (verify and not _context_is_current()):
         return
     from cuda.core import Device
@@ -51,7 +78,7 @@ def _context_is_current() -> bool:
 def make_current_if_gpu() -> None:
     """:func:`make_current` where a usable GPU is (compiling needs none; where there is one, numba-cuda and
     cuda.core may ask the driver while compiling and linking)."""
-    if gpu_usable():
+    if gpu_usable() and not _fork:
         make_current()
 
 
