@@ -386,8 +386,8 @@ class _ForkedWorker:
         self.answer: tuple[float, list[_Answer]] | None = None
 
     def _read(self, seconds: float) -> bytes:
-        """The worker's whole answer; where it gives none within ``seconds`` (a worker hung on something its
-        fork copied in a state it cannot leave), killed, and what it wrote by then."""
+        """The worker's whole answer; a RuntimeError where it gives none within ``seconds`` (hung on something
+        its fork copied in a state it cannot leave): then it is killed."""
         assert self.pipe is not None
         chunks: list[bytes] = []
         deadline = time.monotonic() + seconds
