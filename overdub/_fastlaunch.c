@@ -1347,12 +1347,73 @@ static PyObject *words_fresh(PyObject *module, PyObject *words) {
     Py_RETURN_TRUE;
 }
 
+/* The drop-in's plan key (overdub/dropin.py, _plan_key) without a Python loop: for each argument, an ndarray's
+ * (class, dtype, ndim); a plain int's whether it fits an int64; a float's, bool's or complex's class; any other
+ * value's (class, dtype, ndim), and None for the whole key where a value has no dtype or no ndim. */
+static PyObject *plan_key_item(PyObject *value, PyObject *ndarray, int *none) {
+    PyObject *cls = (PyObject *)Py_TYPE(value);
+    if (cls == (PyObject *)&PyLong_Type) {
+        int overflow = 0;
+        PyLong_AsLongLongAndOverflow(value, &overflow);
+        if (PyErr_Occurred()) return NULL;
+        return PyBool_FromLong(overflow == 0);
+    }
+    if (cls == (PyObject *)&PyFloat_Type || cls == (PyObject *)&PyBool_Type || cls == (PyObject *)&PyComplex_Type) {
+        Py_INCREF(cls);
+        return cls;
+    }
+    int array = cls == ndarray ? 1 : PyObject_IsInstance(value, ndarray);
+    if (array < 0) return NULL;
+    PyObject *dtype = PyObject_GetAttr(value, s_dtype), *ndim = NULL;
+    if (dtype != NULL) ndim = PyObject_GetAttr(value, s_ndim);
+    if (ndim == NULL) {
+        Py_XDECREF(dtype);
+        if (array || !PyErr_ExceptionMatches(PyExc_AttributeError)) return NULL;
+        PyErr_Clear(); /* getattr(value, ..., None): no dtype or no ndim */
+        *none = 1;
+        return NULL;
+    }
+    if (!array && (dtype == Py_None || ndim == Py_None)) { /* as getattr's default: no dtype or ndim */
+        Py_DECREF(dtype);
+        Py_DECREF(ndim);
+        *none = 1;
+        return NULL;
+    }
+    PyObject *item = PyTuple_Pack(3, cls, dtype, ndim);
+    Py_DECREF(dtype);
+    Py_DECREF(ndim);
+    return item;
+}
+
+static PyObject *plan_key(PyObject *module, PyObject *const *argv, Py_ssize_t nargs) {
+    if (nargs != 2 || !PyTuple_Check(argv[1])) {
+        PyErr_SetString(PyExc_TypeError, "plan_key(ndarray, args): args a tuple");
+        return NULL;
+    }
+    Py_ssize_t n = PyTuple_Size(argv[1]);
+    PyObject *key = PyTuple_New(n);
+    if (key == NULL) return NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int none = 0;
+        PyObject *item = plan_key_item(PyTuple_GetItem(argv[1], i), argv[0], &none);
+        if (item == NULL) {
+            Py_DECREF(key);
+            if (none) Py_RETURN_NONE;
+            return NULL;
+        }
+        PyTuple_SetItem(key, i, item); /* steals item */
+    }
+    return key;
+}
+
 static PyObject *launch_count(PyObject *module, PyObject *unused) {
     return PyLong_FromUnsignedLongLong(launches);
 }
 
 static PyMethodDef module_methods[] = {
     {"launch_count", launch_count, METH_NOARGS, "launches made by native launchers so far"},
+    {"plan_key", (PyCFunction)(void (*)(void))plan_key, METH_FASTCALL,
+     "plan_key(ndarray, args): the drop-in's plan key of ``args`` (dropin._plan_key), or None"},
     {"words_fresh", words_fresh, METH_O,
      "words_fresh(words): True where each (watched, expected) address pair of ``words`` (bytes of uint64 pairs)\n"
      "holds equal words; False where one differs or ``words`` is None (Guard.fresh)"},

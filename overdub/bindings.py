@@ -44,9 +44,11 @@ from . import world
 from .runtime import runtime
 
 try:
+    from ._fastlaunch import plan_key as plan_key
     from ._fastlaunch import words_fresh as words_fresh
-except ImportError:  # built without a C compiler: Guard.fresh reads each word in Python
+except ImportError:  # built without a C compiler: Guard.fresh reads each word in Python, the drop-in its plan key
     words_fresh = None  # type: ignore[assignment]  # mypy types a function, not "the function or None"
+    plan_key = None  # type: ignore[assignment]
 
 _MISSING = object()
 _WORD = ctypes.sizeof(ctypes.c_void_p)

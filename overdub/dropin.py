@@ -36,6 +36,7 @@ import numpy as np
 
 from . import bridge, compiler, launch, launchconfig, reflect, world
 from .arguments import HostMemoryError
+from .bindings import plan_key
 from .bridge.signatures import chosen_signature, scalar_converter, sign_view, signature_argtypes, typeof_or_none
 from .call import KernelCall, launch_own
 from .context import Context
@@ -674,7 +675,7 @@ def _as_signature(function, args: tuple, signatures: list, target, plans: dict) 
     return tuple(converted)
 
 
-def _plan_key(args: tuple) -> tuple | None:
+def _plan_key_python(args: tuple) -> tuple | None:
     """What the signature chosen for ``args`` depends on, where their classes, dtypes and ranks say it: an
     int's class and whether it fits int64, any other value's class, dtype and rank. None where a value has no
     dtype (a tuple, a record, an object an extension converts): those choose at each launch."""
@@ -693,6 +694,9 @@ def _plan_key(args: tuple) -> tuple | None:
                 return None
             key.append((cls, dtype, ndim))
     return tuple(key)
+
+
+_plan_key = _plan_key_python if plan_key is None else functools.partial(plan_key, np.ndarray)  # C, where built
 
 
 def _plan(function, args: tuple, signatures: list, target) -> tuple:

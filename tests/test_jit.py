@@ -203,6 +203,34 @@ def test_several_signatures_choose_as_numba_chooses_exact_first_then_the_safest(
     assert out[0] == stored
 
 
+def test_the_signature_chosen_for_a_launch_is_kept_by_what_the_values_classes_dtypes_and_ranks_say():
+    """A launch in a loop does not choose again: the plan is keyed by each value's class, dtype and rank (an
+    int's whether it fits an int64) -- in C where the extension is built, the same keys as the Python loop's --
+    and a value without a dtype (a tuple) chooses at each launch."""
+    from overdub import dropin
+
+    class NoRank:
+        dtype = np.dtype("f8")
+
+    values = (1, 2**63, -(2**63), -(2**63) - 1, True, 1.5, 2j, np.float64(1), np.int32(3), np.zeros(3),
+              np.zeros((2, 2), np.int8), np.zeros(3).view(np.recarray))  # fmt: skip
+    key = dropin._plan_key(values)
+    assert key == dropin._plan_key_python(values)
+    assert key[:7] == (True, False, True, False, bool, float, complex)
+    assert key[9] == (np.ndarray, np.dtype("f8"), 1) and key[11][0] is np.recarray
+    assert dropin._plan_key((np.zeros(2), NoRank())) is dropin._plan_key_python((np.zeros(2), (1, 2))) is None
+
+    @od.jit(["void(float64[:], float64)", "void(float64[:], int64)"], target="cpu")
+    def store(out, x):
+        out[0] = x
+
+    out = np.zeros(1)
+    for value in (3, 2.5, 3):
+        store[1, 1](out, value)  # each exact: an int64, a float64
+        assert out[0] == value
+    assert len(store._plans) == 2
+
+
 def test_signatures_that_fit_equally_or_not_at_all_are_numba_cudas_type_errors():
     @od.jit(["void(float64[:], float32)", "void(float64[:], int16)"], target="cpu")
     def store(out, x):
