@@ -42,6 +42,7 @@ class CompileFork:
 
 
 _fork: list[CompileFork] = []  # in a forked compile worker, set first thing: this process must not ask the driver
+runtime.register_cache(f"{__name__}._fork", _fork, kept="a fact of the process: a forked compile worker stays one")
 
 
 def become_compile_fork(fork: CompileFork) -> None:
