@@ -188,20 +188,33 @@ def precompile(
     forking = setups is not None
     here, shares, notes = _assigned(to_compile, processes, forking)
     with contextlib.ExitStack() as stack:
-        spawned = time.time()
+        spawned, clock = time.time(), time.perf_counter()
         futures: list[Any] = (
             [_forked(stack, [call for call, _ in share], setups) for share in shares]
             if setups is not None
             else _started(stack, [[by_name for _, by_name in share if by_name is not None] for share in shares])
         )
+        phases = {"workers started": time.perf_counter() - clock}
         for call in here:  # while the workers start
             done[call.job] = _compiled_here(call, notes.get(call.job, ""), failures)
+        phases["its own share compiled"] = time.perf_counter() - clock - sum(phases.values())
         ready: list[float] = []
+        waited = 0.0
         for share, future in zip(shares, futures):
+            started = time.perf_counter()
             at, answers = _answers(future, len(share))
+            waited += time.perf_counter() - started
             ready += [at] if at else []
             for (call, _), answer in zip(share, answers):
                 done[call.job], notes[call.job] = _loaded(call, answer)
+        phases["answers waited for"] = waited
+        phases["workers' entries loaded"] = time.perf_counter() - clock - sum(phases.values())
+        log.debug(
+            "od.precompile: %d %s workers, %s",
+            len(shares),
+            "forked" if forking else "spawned",
+            ", ".join(f"{phase} in {seconds * 1e3:.0f} ms" for phase, seconds in phases.items()),
+        )
         if ready and not forking:  # how long spawned workers took to start, for the next od.precompile's choice
             _note_startup(shares[0][0][0], max(ready) - spawned)
     for call in to_compile:

@@ -159,8 +159,7 @@ typedef struct {
     int expected, arrived;
     long generation;
     int nworkers;
-    int tickets_left;                       /* pool threads still to join (under pool.state) */
-    int pending;                            /* pool threads joined and not yet done (under pool.state) */
+    int pending;                            /* pool threads joined or still to join, not yet done (atomic) */
 } job;
 
 typedef struct {
@@ -680,12 +679,17 @@ static void run_job(job *j) {
     }
 }
 
+/* The grid on offer to the pool: its serial number (high 32 bits) and the tickets left (low 32 bits), one word
+ * that pool threads take a ticket from with a compare-and-swap -- a grid that wants 3 of 15 spinning threads
+ * makes no 15-way convoy on a lock. */
+#define TICKETS 0xffffffffull
+
 static struct {
     pthread_mutex_t lock;           /* one grid at a time: launches run in order, as on one stream */
-    pthread_mutex_t state;
+    pthread_mutex_t state;          /* the sleeping side: wake and done */
     pthread_cond_t wake, done;
-    job *job;
-    long generation;                /* bumped (under state) by each grid that wakes the pool */
+    job *job;                       /* the grid on offer (kept until the next one: a ticket holder reads it) */
+    uint64_t offer;                 /* (serial << 32) | tickets left (atomic) */
     int started;
     int64_t launches;
 } pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER,
@@ -721,9 +725,11 @@ static int spun_out(int turn, int64_t *deadline) {
     return now > *deadline;
 }
 
-static void spin_while_long(long *word, long value) {
+static uint32_t serial_of(uint64_t offer) { return (uint32_t)(offer >> 32); }
+
+static void spin_while_offered(uint32_t serial) {
     int64_t deadline = 0;
-    for (int i = 1; __atomic_load_n(word, __ATOMIC_ACQUIRE) == value && !spun_out(i, &deadline); i++)
+    for (int i = 1; serial_of(__atomic_load_n(&pool.offer, __ATOMIC_ACQUIRE)) == serial && !spun_out(i, &deadline); i++)
         ;
 }
 
@@ -733,30 +739,36 @@ static void spin_while_positive(int *word) {
         ;
 }
 
-/* A pool thread: waits for a grid, joins it while it has tickets left (a grid may use fewer threads than the pool
- * has), runs its share, says it is done. A ticket is taken under the pool's lock, and the grid revokes those not
- * taken once its own share is run: a thread that wakes late never touches a grid that has ended. */
+/* A pool thread: waits for a grid (spinning, then asleep), takes one of its tickets if any is left (a grid may use
+ * fewer threads than the pool has), runs its share, says it is done -- once per grid: the serial it saw. A
+ * ticket taken keeps the grid from ending (its pending count), so the grid the pool offers is read safely after;
+ * the grid revokes the tickets not taken once its own share is run: a thread that comes late never touches it. */
 static void *pool_thread(void *unused) {
     (void)unused;
-    long seen = 0;
+    uint32_t seen = 0;
     for (;;) {
-        spin_while_long(&pool.generation, seen);
-        pthread_mutex_lock(&pool.state);
-        while (pool.generation == seen)
-            pthread_cond_wait(&pool.wake, &pool.state);
-        seen = pool.generation;
-        job *j = pool.job;
-        int joined = j != NULL && j->tickets_left > 0;
-        if (joined)
-            j->tickets_left--;
-        pthread_mutex_unlock(&pool.state);
+        spin_while_offered(seen);
+        uint64_t offer = __atomic_load_n(&pool.offer, __ATOMIC_ACQUIRE);
+        if (serial_of(offer) == seen) {
+            pthread_mutex_lock(&pool.state);
+            while (serial_of(offer = __atomic_load_n(&pool.offer, __ATOMIC_ACQUIRE)) == seen)
+                pthread_cond_wait(&pool.wake, &pool.state);
+            pthread_mutex_unlock(&pool.state);
+        }
+        seen = serial_of(offer);
+        int joined = 0;
+        while (!joined && serial_of(offer) == seen && (offer & TICKETS) > 0)
+            joined = __atomic_compare_exchange_n(&pool.offer, &offer, offer - 1, 0, __ATOMIC_ACQ_REL,
+                                                 __ATOMIC_ACQUIRE);
         if (!joined)
             continue;
+        job *j = pool.job;
         run_job(j);
-        pthread_mutex_lock(&pool.state);
-        if (__atomic_sub_fetch(&j->pending, 1, __ATOMIC_RELEASE) == 0)
+        if (__atomic_sub_fetch(&j->pending, 1, __ATOMIC_ACQ_REL) == 0) { /* j is not read again */
+            pthread_mutex_lock(&pool.state);
             pthread_cond_signal(&pool.done);
-        pthread_mutex_unlock(&pool.state);  /* the grid may end from here on: j is not read again */
+            pthread_mutex_unlock(&pool.state);
+        }
     }
     return NULL;
 }
@@ -814,25 +826,28 @@ static int32_t od_run(int64_t mode, int64_t nworkers, compiled_fn fn, void *args
     j.nworkers = helpers + 1;
     j.expected = j.nworkers;
     if (helpers) {
-        pthread_mutex_lock(&pool.state);
         pool.job = &j;
-        j.tickets_left = j.pending = helpers;
-        __atomic_add_fetch(&pool.generation, 1, __ATOMIC_RELEASE);  /* spinning threads see it without a wake */
+        j.pending = helpers;
+        uint64_t serial = serial_of(pool.offer) + 1u;
+        if (serial == 0)  /* 0 is what a pool thread has seen before any grid */
+            serial = 1;
+        __atomic_store_n(&pool.offer, (serial << 32) | (uint64_t)helpers, __ATOMIC_RELEASE); /* spinners see it */
+        pthread_mutex_lock(&pool.state);  /* and sleepers are woken */
         pthread_cond_broadcast(&pool.wake);
         pthread_mutex_unlock(&pool.state);
     }
     run_job(&j);
     if (helpers) {
         /* every block is taken (a grid syncing its grid returns once all its threads arrived): the tickets not
-         * taken yet are not waited for, and the pool forgets the grid before it ends */
-        pthread_mutex_lock(&pool.state);
-        j.pending -= j.tickets_left;
-        j.tickets_left = 0;
-        pool.job = NULL;
-        pthread_mutex_unlock(&pool.state);
+         * taken yet are revoked and not waited for */
+        uint64_t offer = __atomic_load_n(&pool.offer, __ATOMIC_ACQUIRE);
+        while (!__atomic_compare_exchange_n(&pool.offer, &offer, offer & ~TICKETS, 0, __ATOMIC_ACQ_REL,
+                                            __ATOMIC_ACQUIRE))
+            ;
+        __atomic_sub_fetch(&j.pending, (int)(offer & TICKETS), __ATOMIC_ACQ_REL);
         spin_while_positive(&j.pending);
         pthread_mutex_lock(&pool.state);
-        while (j.pending > 0)
+        while (__atomic_load_n(&j.pending, __ATOMIC_ACQUIRE) > 0)
             pthread_cond_wait(&pool.done, &pool.state);
         pthread_mutex_unlock(&pool.state);
     }
@@ -881,6 +896,7 @@ static void forked_child(void) {
     pthread_cond_init(&pool.wake, NULL);
     pthread_cond_init(&pool.done, NULL);
     pool.job = NULL;
+    pool.offer = 0;
     pool.started = 0;
 }
 
