@@ -107,9 +107,7 @@ def register() -> dict[str, Callable[..., Any]]:
             for attribute in vector.attr_names:
                 make_attribute_wrapper(type(vector), attribute, attribute)
             CONSTRUCTORS[name] = _constructor(vector)
-    cpu_target.typing_context.refresh()  # the templates and lowerings registered now, before the next compile
-    cpu_target.target_context.refresh()
-    return CONSTRUCTORS
+    return CONSTRUCTORS  # numba's next compile refreshes its contexts: the templates and lowerings registered now
 
 
 CONSTRUCTORS: dict[str, Callable[..., Any]] = {}
