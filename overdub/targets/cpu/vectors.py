@@ -16,7 +16,6 @@ from numba.core import cgutils, types
 from numba.core.datamodel import models
 from numba.core.extending import make_attribute_wrapper, register_model
 from numba.core.imputils import lower_builtin
-from numba.core.registry import cpu_target
 from numba.core.typing.templates import AbstractTemplate, infer_global, signature
 
 from ...runtime import runtime
