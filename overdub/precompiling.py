@@ -176,13 +176,18 @@ def precompile(
         # the calls compiled here first say what a compile costs, and so whether workers would pay: the
         # second one's time, as the first pays the compiler's own start (NVVM and libdevice loaded, numba's
         # typing of the kernel language), which would make workers look worth starting where they are not
-        # (16 of them took 6.7 s for part 7's 20 kernels on the H200 host, against 2.8 s compiling here)
-        for call in to_compile[:2]:
+        # (16 of them took 6.7 s for part 7's 20 kernels on the H200 host, against 2.8 s compiling here). Where
+        # the workers are forks and enough calls are left, the first one's time is enough: a fork costs
+        # milliseconds, so a worker too many costs little, and the second compile here would delay every
+        # worker by a compile (0.13 s for part 7's CPU kernels on a 16-core host)
+        forked = forks(to_compile) is not None
+        timed = 1 if forked and len(to_compile) > FORK_AFTER_ONE else 2
+        for call in to_compile[:timed]:
             started = time.perf_counter()
             done[call.job] = _compiled_here(call, "", failures)
             per_call = time.perf_counter() - started
-        del to_compile[:2]
-        startup = FORK_STARTUP if forks(to_compile) is not None else _startup(call)
+        del to_compile[:timed]
+        startup = FORK_STARTUP if forked else _startup(call)
         processes = min(len(to_compile), worth_it(len(to_compile), per_call, startup, os.cpu_count() or 1))
     setups = forks(to_compile) if processes > 1 else None
     forking = setups is not None
@@ -284,6 +289,9 @@ def forks(calls: Sequence[KernelCall]) -> tuple[Callable[[], None], ...] | None:
 ANSWER_WITHIN = 120.0
 """Seconds a forked worker may take per call of its share before it is taken for hung and killed (its calls are
 then compiled here)."""
+
+FORK_AFTER_ONE = 3
+"""Calls left after the first one compiled here from which forked workers are chosen on its time alone."""
 
 FORK_STARTUP = 0.05
 """Seconds a forked worker takes to be ready, for the choice of how many to start (a fork of a process of a

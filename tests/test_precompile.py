@@ -341,6 +341,14 @@ def test_the_choice_times_a_compile_after_the_first_whose_cost_is_the_compilers_
     report = od.precompile(calls, target="cpu")
     assert report.spawned == 0 and len(seen) == 3
     assert asked == [(1, 1.0)]  # one call left to compile, at the second compile's cost
+    if not sys.platform.startswith("linux"):
+        return
+    # where workers are forks and more than FORK_AFTER_ONE calls are left, the first compile's time decides
+    seen.clear()
+    asked.clear()
+    more = [(kernels.k0, (np.zeros(8, dtype), X)) for dtype in (np.int8, np.int16, np.int32, np.uint8, np.uint16)]
+    od.precompile(more, target="cpu")
+    assert asked == [(4, 100.0)] and len(seen) == 5
 
 
 def test_a_small_program_precompiled_by_default_compiles_here_and_starts_no_process(kernels):
