@@ -172,6 +172,7 @@ def precompile(
     to_compile = [call for job, call in pending.items() if done[job] is None]
     failures: dict[CompileJob, str] = {}
     processes = min(len(to_compile), workers or os.cpu_count() or 1)
+    setups = forks(to_compile) if processes > 1 else None  # asked once: a CUDA target's asks the driver
     if workers is None and len(to_compile) > 1 and diskcache.directory() is not None:
         # the calls compiled here first say what a compile costs, and so whether workers would pay: the
         # second one's time, as the first pays the compiler's own start (NVVM and libdevice loaded, numba's
@@ -180,16 +181,16 @@ def precompile(
         # the workers are forks and enough calls are left, the first one's time is enough: a fork costs
         # milliseconds, so a worker too many costs little, and the second compile here would delay every
         # worker by a compile (0.13 s for part 7's CPU kernels on a 16-core host)
-        forked = forks(to_compile) is not None
-        timed = 1 if forked and len(to_compile) > FORK_AFTER_ONE else 2
+        timed = 1 if setups is not None and len(to_compile) > FORK_AFTER_ONE else 2
         for call in to_compile[:timed]:
             started = time.perf_counter()
             done[call.job] = _compiled_here(call, "", failures)
             per_call = time.perf_counter() - started
         del to_compile[:timed]
-        startup = FORK_STARTUP if forked else _startup(call)
+        startup = FORK_STARTUP if setups is not None else _startup(call)
         processes = min(len(to_compile), worth_it(len(to_compile), per_call, startup, os.cpu_count() or 1))
-    setups = forks(to_compile) if processes > 1 else None
+    if processes <= 1:
+        setups = None
     forking = setups is not None
     here, shares, notes = _assigned(to_compile, processes, forking)
     with contextlib.ExitStack() as stack:

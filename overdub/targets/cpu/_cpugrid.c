@@ -840,10 +840,7 @@ static int32_t od_run(int64_t mode, int64_t nworkers, compiled_fn fn, void *args
     if (helpers) {
         /* every block is taken (a grid syncing its grid returns once all its threads arrived): the tickets not
          * taken yet are revoked and not waited for */
-        uint64_t offer = __atomic_load_n(&pool.offer, __ATOMIC_ACQUIRE);
-        while (!__atomic_compare_exchange_n(&pool.offer, &offer, offer & ~TICKETS, 0, __ATOMIC_ACQ_REL,
-                                            __ATOMIC_ACQUIRE))
-            ;
+        uint64_t offer = __atomic_fetch_and(&pool.offer, ~TICKETS, __ATOMIC_ACQ_REL);
         __atomic_sub_fetch(&j.pending, (int)(offer & TICKETS), __ATOMIC_ACQ_REL);
         spin_while_positive(&j.pending);
         pthread_mutex_lock(&pool.state);
