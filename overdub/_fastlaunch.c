@@ -20,6 +20,8 @@
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
+#include <stdio.h>
+#include <time.h>
 
 #define MAX_SLOTS 1024
 
@@ -39,13 +41,14 @@ typedef struct {
     void *function;
 } Loaded;
 
-enum kind { SCALAR = 's', POINTER = 'p', ARRAY = 'a', VALUE = 'v' };
+enum kind { SCALAR = 's', POINTER = 'p', ARRAY = 'a', VALUE = 'v', HOST_ARRAY = 'n' };
 
 typedef struct {
     char code;             /* SCALAR: struct code q Q i I h H b B f d ? */
     char layout;           /* ARRAY: 'C', 'F' or 'A' */
     char exact;            /* ARRAY: the dtype is this very object (a record dtype: == is blind to its struct) */
     char device;           /* POINTER: the pointer's device flag */
+    char writeable;        /* HOST_ARRAY: whether the array is writeable (numba types a read-only one apart) */
     long long ndim;        /* ARRAY; VALUE: its slot count (nslots) */
     long long itemsize;    /* ARRAY */
     PyObject *dtype;       /* POINTER, ARRAY: the numpy dtype the guard expects */
@@ -53,6 +56,26 @@ typedef struct {
     PyObject *pack;        /* VALUE: value -> the bytes of its slots, called on its first launch */
     const struct Kind_ *ops;
 } ArgSpec;
+
+/* The CPU target's launch (a Launcher made by cpu_launcher): the arguments packed into the launch tuple the grid
+ * body reads -- (gx, gy, gz, bx, by, bz: int64, parallel: a byte at 48, then each argument at its offset, as
+ * numba lays the tuple out: overdub/targets/cpu/native.py) -- and the grid run by the runner's od_run
+ * (overdub/targets/cpu/_cpugrid.c), without the GIL, on the workers the launch function's policy chooses. */
+typedef int32_t (*cpu_run_t)(int64_t mode, int64_t nworkers, void *body, void *args, int64_t gx, int64_t gy,
+                             int64_t gz, int64_t tx, int64_t ty, int64_t tz, int64_t shmem, int64_t stack,
+                             int32_t *code, void **excinfo);
+typedef struct {
+    cpu_run_t run;          /* od_run; NULL: a CUDA target's launcher */
+    void *body;             /* the kernel's grid body */
+    long long mode, stack;  /* the runner's mode, a fiber's stack size */
+    long long *offsets;     /* each argument's place in the launch tuple */
+    PyObject *policy;       /* the launch function's workers.Workers */
+    PyObject *target;       /* the CPU target: its `workers` */
+    PyObject *raise_error;  /* raise_error(kernel): raises the failed grid's error */
+    int flush;              /* fflush(NULL) after each launch: the kernel prints */
+    int every_worker;       /* the kernel synchronizes its grid: every worker, whatever the policy */
+} CPURun;
+#define TUPLE_ARGS 49       /* the launch tuple's header: six int64 extents and the parallel byte */
 
 typedef struct {
     PyObject_HEAD
@@ -75,9 +98,10 @@ typedef struct {
     cu_ctx_push_current_t ctx_push_current;
     cu_ctx_pop_current_t ctx_pop_current;
     PyObject *stream_handle;   /* Python callable: stream object -> int handle */
+    CPURun cpu;                /* the CPU target's (cpu.run NULL: the CUDA target's) */
 } Launcher;
 
-static PyObject *s_valid, *s_usable, *s_dtype, *s_ndim, *s_c_contiguous, *s_f_contiguous, *s_size, *s_data, *s_ptr,
+static PyObject *s_workers, *s_use, *s_timing, *s_valid, *s_usable, *s_dtype, *s_ndim, *s_c_contiguous, *s_f_contiguous, *s_size, *s_data, *s_ptr,
     *s_shape, *s_strides, *s_address, *s_device, *s_cuda_slots;
 static unsigned long long launches = 0;
 static PyObject *node_type = NULL; /* world.Node, whose instances keep `valid` at valid_offset (install()) */
@@ -184,6 +208,13 @@ static int scalar_pack(const ArgSpec *spec, PyObject *value, uint64_t *slot) {
             return 1;
         }
         if (overflow <= 0) return 0;
+        unsigned long long u = PyLong_AsUnsignedLongLong(value);
+        if (u == (unsigned long long)-1 && PyErr_Occurred()) { /* past 64 bits: the slow path says so */
+            PyErr_Clear();
+            return 0;
+        }
+        memcpy(slot, &u, 8);
+        return 1;
     }
     PyObject *index = PyNumber_Index(value);
     if (index == NULL) return -1;
@@ -359,6 +390,52 @@ static int value_pack(const ArgSpec *spec, PyObject *value, uint64_t *slots) {
     return packed;
 }
 
+/* A numpy array (the CPU target's), as numba's exploded array: read in place, as numpy's own C API reads it
+ * (numpy/ndarraytypes.h, PyArrayObject_fields: the same since numpy 1.7), once set_numpy_layout has checked
+ * that layout on probe arrays; until then, and where it did not hold, no launcher takes numpy arrays
+ * (overdub/targets/cpu/native.py asks numpy_layout_known first). The parent slot holds the array, as numba's
+ * own unboxing leaves it (its meminfo is NULL: the CPU target's launches run without numba's runtime). */
+typedef struct {
+    PyObject_HEAD
+    char *data;
+    int nd;
+    Py_ssize_t *dimensions;
+    Py_ssize_t *strides;
+    PyObject *base;
+    PyObject *descr;
+    int flags;
+} NumpyFields;
+static PyTypeObject *numpy_array_type = NULL;
+#define NUMPY_C_CONTIGUOUS 0x0001
+#define NUMPY_F_CONTIGUOUS 0x0002
+#define NUMPY_WRITEABLE 0x0400
+
+static int host_array_pack(const ArgSpec *spec, PyObject *value, uint64_t *slots) {
+    if (numpy_array_type == NULL || !PyObject_TypeCheck(value, numpy_array_type)) return 0;
+    const NumpyFields *a = (const NumpyFields *)value;
+    if (a->descr != spec->dtype) { /* the guard's ``a.dtype is d or a.dtype == d`` */
+        int same = PyObject_RichCompareBool(a->descr, spec->dtype, Py_EQ);
+        if (same < 0) PyErr_Clear();
+        if (same != 1) return 0;
+    }
+    if (a->nd != spec->ndim || ((a->flags & NUMPY_WRITEABLE) != 0) != spec->writeable) return 0;
+    int c = (a->flags & NUMPY_C_CONTIGUOUS) != 0, f = (a->flags & NUMPY_F_CONTIGUOUS) != 0;
+    if (spec->layout == 'C' ? !c : spec->layout == 'F' ? (c || !f) : (c || f)) return 0;
+    long ndim = spec->ndim;
+    uint64_t size = 1;
+    for (long i = 0; i < ndim; i++) {
+        slots[5 + i] = (uint64_t)a->dimensions[i];
+        slots[5 + ndim + i] = (uint64_t)a->strides[i];
+        size *= (uint64_t)a->dimensions[i];
+    }
+    slots[0] = 0;
+    slots[1] = (uint64_t)(uintptr_t)value;
+    slots[2] = size;
+    slots[3] = (uint64_t)spec->itemsize;
+    slots[4] = (uint64_t)(uintptr_t)a->data;
+    return 1;
+}
+
 /* --- the specs: records with named fields -------------------------------------------------------------
  * Each kind's spec is a record (overdub/targets/cuda/abi.py) whose `kind` is the kind's letter and whose
  * fields are the kind's `fields` below, read by name in that order by its `parse`. */
@@ -403,6 +480,7 @@ static const char *const scalar_fields[] = {"code", NULL};
 static const char *const pointer_fields[] = {"dtype", "device", NULL};
 static const char *const array_fields[] = {"dtype", "ndim", "itemsize", "layout", "exact", NULL};
 static const char *const value_fields[] = {"definition", "nslots", "pack", NULL};
+static const char *const host_array_fields[] = {"dtype", "ndim", "itemsize", "layout", "writeable", NULL};
 
 static int scalar_parse(PyObject *spec, ArgSpec *out) {
     if (field_char(spec, scalar_fields[0], &out->code) < 0) return -1;
@@ -423,6 +501,15 @@ static int array_parse(PyObject *spec, ArgSpec *out) {
     if (field_object(spec, f[0], &out->dtype) < 0 || field_ll(spec, f[1], &out->ndim) < 0 ||
         field_ll(spec, f[2], &out->itemsize) < 0 || field_char(spec, f[3], &out->layout) < 0 ||
         field_truth(spec, f[4], &out->exact) < 0)
+        return -1;
+    return 0;
+}
+
+static int host_array_parse(PyObject *spec, ArgSpec *out) {
+    const char *const *f = host_array_fields;
+    if (field_object(spec, f[0], &out->dtype) < 0 || field_ll(spec, f[1], &out->ndim) < 0 ||
+        field_ll(spec, f[2], &out->itemsize) < 0 || field_char(spec, f[3], &out->layout) < 0 ||
+        field_truth(spec, f[4], &out->writeable) < 0)
         return -1;
     return 0;
 }
@@ -452,6 +539,7 @@ static const Kind kinds[] = {
     {POINTER, pointer_fields, pointer_parse, one_slot, pointer_pack},
     {ARRAY, array_fields, array_parse, array_slots, array_pack},
     {VALUE, value_fields, value_parse, value_slots, value_pack},
+    {HOST_ARRAY, host_array_fields, host_array_parse, array_slots, host_array_pack},
 };
 #define NKINDS (sizeof kinds / sizeof kinds[0])
 
@@ -595,11 +683,95 @@ static void raise_launch_error(int err) {
     Py_DECREF(exc);
 }
 
+static int64_t monotonic_ns(void) {
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (int64_t)now.tv_sec * 1000000000 + now.tv_nsec;
+}
+
+/* How many workers run the grid: every one for a kernel that synchronizes its grid or a grid of one block, else
+ * the policy's choice (its `use`, and `timing`: whether to tell it how long the launch took). -1: error. */
+static long cpu_workers(const CPURun *cpu, long long blocks, int *timing) {
+    *timing = 0;
+    PyObject *every = PyObject_GetAttr(cpu->target, s_workers);
+    if (every == NULL) return -1;
+    long workers = PyLong_AsLong(every);
+    if (!(workers == -1 && PyErr_Occurred()) && !cpu->every_worker && workers > 1 && blocks > 1) {
+        PyObject *count = PyLong_FromLongLong(blocks);
+        PyObject *chosen = count == NULL ? NULL : PyObject_CallMethodObjArgs(cpu->policy, s_use, count, every, NULL);
+        Py_XDECREF(count);
+        workers = chosen == NULL ? -1 : PyLong_AsLong(chosen);
+        Py_XDECREF(chosen);
+        if (!(workers == -1 && PyErr_Occurred())) {
+            *timing = attr_truth(cpu->policy, s_timing);
+            if (*timing < 0) workers = -1;
+        }
+    }
+    Py_DECREF(every);
+    return workers == -1 && PyErr_Occurred() ? -1 : workers;
+}
+
+/* A CPU target's launch, its kernel checked valid: 1 launched, 0 a check failed (take the slow path), -1 error. */
+static int cpu_launch(Launcher *self, PyObject *const *args, Py_ssize_t nargs, const Dims *dims, PyObject *shmem_obj,
+                      PyObject *stream) {
+    const CPURun *cpu = &self->cpu;
+    if (nargs != self->nargs) return 0;
+    /* shmem other than an int in 0..48 KiB (numpy's, a bad value): the slow path normalises it or says why */
+    if (!PyLong_CheckExact(shmem_obj)) return 0;
+    long shmem = PyLong_AsLong(shmem_obj);
+    if (PyErr_Occurred()) { PyErr_Clear(); return 0; }
+    if (shmem < 0 || shmem > 48 * 1024) return 0;
+    uint64_t tuple[MAX_SLOTS + 8], slots[MAX_SLOTS];
+    char *bytes = (char *)tuple;
+    for (Py_ssize_t i = 0; i < self->nargs; i++) {
+        const ArgSpec *spec = &self->specs[i];
+        int packed = spec->ops->pack(spec, args[i], slots);
+        if (packed <= 0) return packed;
+        size_t size = spec->ops == kind_named(SCALAR) ? code_size(spec->code) : 8 * (size_t)spec->ops->slots(spec);
+        memcpy(bytes + cpu->offsets[i], slots, size);
+    }
+    if (stream != Py_None) { /* the CPU target runs in order: a stream is checked, not used */
+        PyObject *handle = PyObject_CallFunctionObjArgs(self->stream_handle, stream, NULL);
+        if (handle == NULL) return -1;
+        Py_DECREF(handle);
+    }
+    const unsigned *grid = dims->grid, *block = dims->block;
+    long long blocks = (long long)grid[0] * grid[1] * grid[2];
+    int timing;
+    long workers = cpu_workers(cpu, blocks, &timing);
+    if (workers < 0) return -1;
+    for (int k = 0; k < 3; k++) { tuple[k] = grid[k]; tuple[3 + k] = block[k]; }
+    bytes[48] = workers > 1 && blocks > 1;
+    int32_t status, code = 0;
+    void *excinfo = NULL;
+    int64_t started = timing ? monotonic_ns() : 0, took;
+    Py_BEGIN_ALLOW_THREADS
+    status = cpu->run(cpu->mode, workers, cpu->body, tuple, grid[0], grid[1], grid[2], block[0], block[1], block[2],
+                      shmem, cpu->stack, &code, &excinfo);
+    Py_END_ALLOW_THREADS
+    took = timing ? monotonic_ns() - started : 0;
+    if (timing) {
+        PyObject *result = PyObject_CallMethod(cpu->policy, "ran", "LlL", blocks, workers, (long long)took);
+        if (result == NULL) return -1;
+        Py_DECREF(result);
+    }
+    if (cpu->flush) fflush(NULL);
+    if (status != 0) { /* the runner's error (a kernel's own exception ends its thread alone: not checked) */
+        PyObject *raised = PyObject_CallFunctionObjArgs(cpu->raise_error, self->kernel, NULL);
+        Py_XDECREF(raised);
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_SystemError, "overdub: a CPU grid failed and said nothing");
+        return -1;
+    }
+    launches++;
+    return 1;
+}
+
 /* 1: launched, 0: a check failed (take the slow path), -1: error. */
 static int launcher_run(Launcher *self, PyObject *const *args, Py_ssize_t nargs, const Dims *dims,
                         PyObject *shmem_obj, PyObject *stream) {
     int valid = still_valid(self);
     if (valid <= 0) return valid;
+    if (self->cpu.run != NULL) return cpu_launch(self, args, nargs, dims, shmem_obj, stream);
     if (nargs != self->nargs) return 0;
     uint64_t slots[MAX_SLOTS];
     void *params[MAX_SLOTS];
@@ -675,7 +847,10 @@ static PyObject *Launcher_call(Launcher *self, PyObject *call_args, PyObject *kw
     Dims dims;
     if (!PyArg_ParseTuple(call_args, "O!OOOO", &PyTuple_Type, &args, &blocks, &threads, &shmem_obj, &stream))
         return NULL;
-    if (dims_of(blocks, threads, &dims) < 0) return NULL;
+    if (dims_of(blocks, threads, &dims) < 0) { /* the slow path says what, naming the kernel */
+        PyErr_Clear();
+        Py_RETURN_FALSE;
+    }
     Py_ssize_t n;
     PyObject **items = tuple_items(args, local, 32, &n);
     if (items == NULL) return NULL;
@@ -685,12 +860,8 @@ static PyObject *Launcher_call(Launcher *self, PyObject *call_args, PyObject *kw
     return PyBool_FromLong(launched);
 }
 
-static int Launcher_init(Launcher *self, PyObject *args, PyObject *kwargs) {
-    PyObject *kernel, *checks, *specs, *kernel_handle, *stream_handle;
-    unsigned long long launch, ctx_get_current, kernel_get_function, stream_get_ctx, ctx_push, ctx_pop;
-    if (!PyArg_ParseTuple(args, "OOOO(KKKKKK)O", &kernel, &checks, &specs, &kernel_handle, &launch, &ctx_get_current,
-                          &kernel_get_function, &stream_get_ctx, &ctx_push, &ctx_pop, &stream_handle))
-        return -1;
+/* What every launcher checks and packs: the kernel's validity checks and the arguments' specs. */
+static int launcher_init_common(Launcher *self, PyObject *kernel, PyObject *checks, PyObject *specs) {
     self->nchecks = PySequence_Size(checks);
     self->nargs = PySequence_Size(specs);
     if (self->nchecks < 0 || self->nargs < 0) return -1;
@@ -729,6 +900,26 @@ static int Launcher_init(Launcher *self, PyObject *args, PyObject *kwargs) {
                      self->nslots, MAX_SLOTS);
         return -1;
     }
+    Py_INCREF(kernel);
+    self->kernel = kernel;
+    /* a world.Node's `valid` slot, read in place (install() said where; anything else: its attribute) */
+    self->valid_word = node_type != NULL && PyObject_TypeCheck(kernel, (PyTypeObject *)node_type)
+                           ? (PyObject **)((char *)kernel + valid_offset)
+                           : NULL;
+    return 0;
+}
+
+static int Launcher_init(Launcher *self, PyObject *args, PyObject *kwargs) {
+    PyObject *kernel, *checks, *specs, *kernel_handle, *stream_handle;
+    unsigned long long launch, ctx_get_current, kernel_get_function, stream_get_ctx, ctx_push, ctx_pop;
+    if (!PyArg_ParseTuple(args, "OOOO(KKKKKK)O", &kernel, &checks, &specs, &kernel_handle, &launch, &ctx_get_current,
+                          &kernel_get_function, &stream_get_ctx, &ctx_push, &ctx_pop, &stream_handle))
+        return -1;
+    if (self->kernel != NULL) {
+        PyErr_SetString(PyExc_TypeError, "a Launcher is made once");
+        return -1;
+    }
+    if (launcher_init_common(self, kernel, checks, specs) < 0) return -1;
     self->kernel_handle = PyLong_AsVoidPtr(kernel_handle);
     self->launch = (cu_launch_kernel_t)(uintptr_t)launch;
     self->ctx_get_current = (cu_ctx_get_current_t)(uintptr_t)ctx_get_current;
@@ -738,15 +929,59 @@ static int Launcher_init(Launcher *self, PyObject *args, PyObject *kwargs) {
     self->ctx_pop_current = (cu_ctx_pop_current_t)(uintptr_t)ctx_pop;
     self->nloaded = self->evict = 0;
     if (PyErr_Occurred()) return -1;
-    Py_INCREF(kernel);
-    self->kernel = kernel;
-    /* a world.Node's `valid` slot, read in place (install() said where; anything else: its attribute) */
-    self->valid_word = node_type != NULL && PyObject_TypeCheck(kernel, (PyTypeObject *)node_type)
-                           ? (PyObject **)((char *)kernel + valid_offset)
-                           : NULL;
     Py_INCREF(stream_handle);
     self->stream_handle = stream_handle;
     return 0;
+}
+
+static PyObject *LauncherType; /* (made at the module's import) */
+
+/* cpu_launcher(kernel, checks, specs, offsets, (run, body, mode, stack), policy, target, raise_error, stream_check,
+ * flush, every_worker): the CPU target's launch function of a kernel (overdub/targets/cpu/native.py). */
+static PyObject *cpu_launcher(PyObject *module, PyObject *args) {
+    PyObject *kernel, *checks, *specs, *offsets, *policy, *target, *raise_error, *stream_check;
+    unsigned long long run, body;
+    long long mode, stack;
+    int flush, every_worker;
+    if (!PyArg_ParseTuple(args, "OOOO!(KKLL)OOOOpp", &kernel, &checks, &specs, &PyTuple_Type, &offsets, &run, &body,
+                          &mode, &stack, &policy, &target, &raise_error, &stream_check, &flush, &every_worker))
+        return NULL;
+    allocfunc alloc = (allocfunc)PyType_GetSlot((PyTypeObject *)LauncherType, Py_tp_alloc);
+    Launcher *self = (Launcher *)alloc((PyTypeObject *)LauncherType, 0); /* zeroed; no init: a CUDA target's */
+    if (self == NULL) return NULL;
+    if (launcher_init_common(self, kernel, checks, specs) < 0) goto failed;
+    if (PyTuple_Size(offsets) != self->nargs) {
+        PyErr_SetString(PyExc_ValueError, "cpu_launcher: an offset per argument");
+        goto failed;
+    }
+    self->cpu.offsets = PyMem_Calloc(self->nargs + 1, sizeof(long long));
+    if (self->cpu.offsets == NULL) { PyErr_NoMemory(); goto failed; }
+    for (Py_ssize_t i = 0; i < self->nargs; i++) {
+        const ArgSpec *spec = &self->specs[i];
+        long long offset = PyLong_AsLongLong(PyTuple_GetItem(offsets, i));
+        size_t size = spec->ops == kind_named(SCALAR) ? code_size(spec->code) : 8 * (size_t)spec->ops->slots(spec);
+        if (offset == -1 && PyErr_Occurred()) goto failed;
+        if (offset < TUPLE_ARGS || (size_t)offset + size > 8 * (MAX_SLOTS + 8)) {
+            PyErr_Format(PyExc_OverflowError, "cpu_launcher: argument %zd at %lld does not fit the launch tuple", i,
+                         offset);
+            goto failed;
+        }
+        self->cpu.offsets[i] = offset;
+    }
+    self->cpu.body = (void *)(uintptr_t)body;
+    self->cpu.mode = mode;
+    self->cpu.stack = stack;
+    self->cpu.flush = flush;
+    self->cpu.every_worker = every_worker;
+    Py_INCREF(policy); self->cpu.policy = policy;
+    Py_INCREF(target); self->cpu.target = target;
+    Py_INCREF(raise_error); self->cpu.raise_error = raise_error;
+    Py_INCREF(stream_check); self->stream_handle = stream_check;
+    self->cpu.run = (cpu_run_t)(uintptr_t)run; /* last: a launcher is the CPU target's once whole */
+    return (PyObject *)self;
+failed:
+    Py_DECREF(self);
+    return NULL;
 }
 
 /* The end of a dealloc of an instance of a heap type of this module: its memory freed, its type released. */
@@ -759,6 +994,10 @@ static void free_instance(PyObject *self) {
 
 static void Launcher_dealloc(Launcher *self) {
     Py_XDECREF(self->kernel);
+    Py_XDECREF(self->cpu.policy);
+    Py_XDECREF(self->cpu.target);
+    Py_XDECREF(self->cpu.raise_error);
+    PyMem_Free(self->cpu.offsets);
     Py_XDECREF(self->stream_handle);
     for (Py_ssize_t i = 0; self->keep && i < self->nchecks; i++) Py_XDECREF(self->keep[i]);
     for (Py_ssize_t i = 0; self->specs && i < self->nargs; i++) spec_clear(&self->specs[i]);
@@ -1013,8 +1252,8 @@ static PyObject *launch_call(PyObject *kernel, PyObject *const *args, Py_ssize_t
         PyObject *launch = PyList_GetItem(candidates, i);
         if (Py_TYPE(launch) == (PyTypeObject *)LauncherType) {
             if (dims == NULL) { /* parsed once for every native launch function of the call */
-                if (dims_of(blocks, threads, &parsed) < 0) {
-                    launched = -1;
+                if (dims_of(blocks, threads, &parsed) < 0) { /* the slow path says what, naming the kernel */
+                    PyErr_Clear();
                     break;
                 }
                 dims = &parsed;
@@ -1310,6 +1549,42 @@ static PyObject *set_array_layout(PyObject *module, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* set_numpy_layout(ndarray, probes): numpy arrays are read in place where every probe -- (array, data address,
+ * shape, strides, flags) as numpy's attributes give them, flags (c_contiguous | f_contiguous << 1 | writeable
+ * << 10) -- reads so through NumpyFields; True where they all did (else nothing is read in place). */
+static PyObject *set_numpy_layout(PyObject *module, PyObject *args) {
+    PyObject *array_type, *probes;
+    if (!PyArg_ParseTuple(args, "O!O!", &PyType_Type, &array_type, &PyList_Type, &probes)) return NULL;
+    int holds = PyList_Size(probes) > 0;
+    for (Py_ssize_t i = 0; holds && i < PyList_Size(probes); i++) {
+        PyObject *array, *shape, *strides, *dtype;
+        unsigned long long data;
+        int flags;
+        if (!PyArg_ParseTuple(PyList_GetItem(probes, i), "OKO!O!Oi", &array, &data, &PyTuple_Type, &shape,
+                              &PyTuple_Type, &strides, &dtype, &flags))
+            return NULL;
+        PyObject *basicsize = PyObject_GetAttrString(array_type, "__basicsize__");
+        Py_ssize_t room = basicsize == NULL ? -1 : PyLong_AsSsize_t(basicsize);
+        Py_XDECREF(basicsize);
+        if (room == -1 && PyErr_Occurred()) return NULL;
+        if (!PyObject_TypeCheck(array, (PyTypeObject *)array_type) || room < (Py_ssize_t)sizeof(NumpyFields)) {
+            holds = 0;
+            break;
+        }
+        const NumpyFields *a = (const NumpyFields *)array;
+        holds = (uintptr_t)a->data == data && a->nd == PyTuple_Size(shape) && a->nd == PyTuple_Size(strides) &&
+                a->descr == dtype && (a->flags & (NUMPY_C_CONTIGUOUS | NUMPY_F_CONTIGUOUS | NUMPY_WRITEABLE)) == flags;
+        for (int k = 0; holds && k < a->nd; k++)
+            holds = a->dimensions[k] == PyLong_AsSsize_t(PyTuple_GetItem(shape, k)) &&
+                    a->strides[k] == PyLong_AsSsize_t(PyTuple_GetItem(strides, k));
+        if (PyErr_Occurred()) return NULL;
+    }
+    Py_XDECREF((PyObject *)numpy_array_type);
+    numpy_array_type = holds ? (PyTypeObject *)array_type : NULL;
+    Py_XINCREF((PyObject *)numpy_array_type);
+    return PyBool_FromLong(holds);
+}
+
 static PyObject *set_scalar_layouts(PyObject *module, PyObject *args) {
     PyObject *layouts;
     if (!PyArg_ParseTuple(args, "O!", &PyList_Type, &layouts)) return NULL;
@@ -1417,6 +1692,12 @@ static PyMethodDef module_methods[] = {
     {"words_fresh", words_fresh, METH_O,
      "words_fresh(words): True where each (watched, expected) address pair of ``words`` (bytes of uint64 pairs)\n"
      "holds equal words; False where one differs or ``words`` is None (Guard.fresh)"},
+    {"set_numpy_layout", set_numpy_layout, METH_VARARGS,
+     "set_numpy_layout(ndarray, [(array, data, shape, strides, dtype, flags), ...]): numpy arrays are read in "
+     "place where each probe reads as given (True), else not (False)"},
+    {"cpu_launcher", cpu_launcher, METH_VARARGS,
+     "cpu_launcher(kernel, checks, specs, offsets, (run, body, mode, stack), policy, target, raise_error, "
+     "stream_check, flush, every_worker): the CPU target's native launch function of a kernel"},
     {"set_scalar_layouts", set_scalar_layouts, METH_VARARGS,
      "set_scalar_layouts([(scalar_class, struct_code, offset), ...]): scalars of exactly these classes are "
      "copied from that offset in the object when the kernel takes that code ([]: converted)"},
@@ -1492,6 +1773,7 @@ static struct PyModuleDef module_def = {
 
 PyMODINIT_FUNC PyInit__fastlaunch(void) {
 #define INTERN(var, text) if ((var = PyUnicode_InternFromString(text)) == NULL) return NULL
+    INTERN(s_workers, "workers"); INTERN(s_use, "use"); INTERN(s_timing, "timing");
     INTERN(s_valid, "valid"); INTERN(s_usable, "usable"); INTERN(s_dtype, "dtype"); INTERN(s_ndim, "ndim");
     INTERN(s_c_contiguous, "_c_contiguous"); INTERN(s_f_contiguous, "_f_contiguous");
     INTERN(s_size, "size"); INTERN(s_data, "data"); INTERN(s_ptr, "ptr"); INTERN(s_shape, "shape");

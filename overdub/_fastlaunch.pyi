@@ -95,3 +95,22 @@ def set_array_layout(
     /,
 ) -> None: ...
 def set_scalar_layouts(layouts: list[tuple[type, str, int]], /) -> None: ...
+def set_numpy_layout(
+    array_class: type,
+    probes: list[tuple[object, ...]],
+    /,  # (array, data, shape, strides, dtype, flags)
+) -> bool: ...
+def cpu_launcher(
+    kernel: Kernel,
+    checks: object,
+    specs: Sequence[object],  # overdub.targets.nativespecs' and overdub.targets.cpu.native's spec records
+    offsets: tuple[int, ...],  # each argument's place in the launch tuple
+    grid: tuple[int, int, int, int],  # the runner's od_run, the grid body, the runner's mode, a fiber's stack
+    policy: object,  # overdub.targets.cpu.workers.Workers
+    target: object,  # its `workers`
+    raise_error: Callable[[Kernel], object],
+    stream_check: Callable[[object], object],
+    flush: bool,
+    every_worker: bool,
+    /,
+) -> Launcher: ...

@@ -48,7 +48,7 @@ RAISE_ENDS_THREAD = 8
 without debug, instead of stopping the grid (_cpugrid.c)."""
 
 
-def _packed(argtypes: Sequence[types.Type]) -> types.Tuple:
+def packed(argtypes: Sequence[types.Type]) -> types.Tuple:
     """The launch tuple: grid and block extents, whether more than one worker runs the grid, the arguments."""
     return types.Tuple((types.int64,) * 6 + (types.boolean,) + tuple(argtypes))  # type: ignore[no-untyped-call]  # numba's is unannotated
 
@@ -272,7 +272,7 @@ def _loops_function(
         "set_parallel": set_parallel,
         "narrow": narrow,
         "assume_x": assume_x,
-        "load_args": _args_loader(_packed(argtypes)),
+        "load_args": _args_loader(packed(argtypes)),
     }
     exec(compile(_source(header, loops, len(argtypes), bounds), "<overdub grid body>", "exec"), namespace_)
     name = "grid" if header is _ARGUMENTS_FIRST else "body"
@@ -287,7 +287,7 @@ def compile_body(
     and its address. The body is called from C only: it has no CPython wrapper."""
     if _takes_state(func):
         grid = _loops_function(func, argtypes, _ARGUMENTS_FIRST, loops, options)
-        namespace_: dict[str, Any] = {"grid": grid, "load_args": _args_loader(_packed(argtypes))}
+        namespace_: dict[str, Any] = {"grid": grid, "load_args": _args_loader(packed(argtypes))}
         exec(compile(_source(_TRAMPOLINE, "", len(argtypes)), "<overdub grid body>", "exec"), namespace_)
         body = numba.njit(namespace_["body"], no_cpython_wrapper=True, no_cfunc_wrapper=True, **options)  # type: ignore[call-overload]  # numba's stub of njit omits its target options
     else:

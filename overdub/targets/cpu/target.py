@@ -53,6 +53,7 @@ from ...bridge.pointers import forwarded_views
 from ...bridge.recursion import SelfCall
 from ...context import when_imported
 from ...intrinsics import LaunchNeed, cuprintln
+from ...launchconfig import stream_handle
 from ...roots import TargetRoot
 from ...runtime import runtime
 from ...types import typeof
@@ -65,9 +66,11 @@ from . import conversions as cpu_conversions  # noqa: F401  (registers the GPU's
 from . import devicemath, half, libdevice, runner, vectors
 from . import grid as cpu_grid
 from . import libm as cpu_libm
+from . import native as cpu_native
 from . import printing as _printing  # noqa: F401  (registers how CPU code prints)
 from . import ranges as cpu_ranges  # noqa: F401  (registers iter of a range without a division where it runs once)
 from . import state as cpu_state
+from . import stores as cpu_stores
 from . import sync as cpu_sync
 from .atomics import ATOMIC
 from .globalarrays import global_array
@@ -149,7 +152,7 @@ class CPULauncher:
     gives some values (an array of a struct: an array of its StructType) are not those numba's dispatcher
     would give them (an array of Records). (numba internals: ``Dispatcher.overloads[argtypes].entry_point``.)"""
 
-    __slots__ = ("body", "address", "mode", "entry", "entry_point", "checked")
+    __slots__ = ("body", "address", "mode", "entry", "entry_point", "checked", "argtypes")
 
     def __init__(
         self,
@@ -162,6 +165,7 @@ class CPULauncher:
     ) -> None:
         self.body, self.address, self.mode, self.checked = body, address, mode, checked
         self.entry = entry  # the dispatchers own the code the entry point and the address run
+        self.argtypes = argtypes
         self.entry_point = entry.overloads[cpu_grid.entry_types(argtypes)].entry_point  # type: ignore[attr-defined]  # numba's stub of CompileResult omits it
 
     def suggested_block_size(self, shmem: int = 0) -> int:
@@ -180,9 +184,27 @@ class CPULauncher:
         return runner.MAX_RESIDENT_THREADS // max(int(threads), 1)
 
     def launch_function(self, kernel: Kernel, described: tuple[Argument, ...]) -> LaunchFunction:
-        names = "".join(f", {name}" for name in launchfn.argument_names(len(described)))
         mode = cpu_grid.MODES[self.mode] | (0 if self.checked else cpu_grid.RAISE_ENDS_THREAD)
         stack = runner.fiber_stack_size(kernel.needs)  # used by fibers only: blocks that synchronize
+        native = None
+        if not self.checked and runner.SYMBOLS is not None and len(described) == len(self.argtypes):
+            native = cpu_native.launcher(
+                kernel,
+                described,
+                cpu_grid.packed(self.argtypes),
+                (runner.SYMBOLS["run"], self.address, mode, stack),
+                Workers(),
+                TARGET,
+                _raise_grid_error,
+                stream_handle,
+                LaunchNeed.FLUSH_STDOUT in kernel.needs,
+                self.mode == runner.Need.GRID_SYNC.value,
+            )
+        return native or self._generated(kernel, described, mode, stack)
+
+    def _generated(self, kernel: Kernel, described: tuple[Argument, ...], mode: int, stack: int) -> LaunchFunction:
+        """The launch function in Python: a checked launch, or arguments the native one does not pack."""
+        names = "".join(f", {name}" for name in launchfn.argument_names(len(described)))
         run = f"failed = entry({mode}, workers, address, gx, gy, gz, tx, ty, tz, shmem, {stack}{names})"
         if self.mode == runner.Need.GRID_SYNC.value:  # every block resident: every worker
             timed = ["workers = TARGET.workers", run]
@@ -407,6 +429,7 @@ class CPUTarget(Configurable, Target):
     def compile_host(self, func: Callable[..., object], argtypes: tuple[Any, ...]) -> Dispatcher[Any]:
         """A host entry point of ``func`` (rewritten in a chain) for these argument types: a numba dispatcher
         with its Python wrapper, compiled now and closed to other types (``od.overdub``)."""
+        cpu_stores.install()
         dispatcher: Dispatcher[Any] = numba.njit(func, **self._njit_options)
         with cpu_checks.checking(self.options.debug):
             dispatcher.compile(tuple(argtypes))
@@ -436,6 +459,7 @@ class CPUTarget(Configurable, Target):
         """The kernel's code, compiled without numba's runtime (NRT) -- reference counts cost every launch --
         unless the kernel or a callee allocates an array (``a.copy()``, ``np.empty``): then compiled again,
         with it, callees included."""
+        cpu_stores.install()
         try:
             return self._compile_kernel(func, argtypes)
         except Exception as exc:

@@ -35,6 +35,7 @@ from ... import arguments
 from ...arguments import Argument, ArgumentKind
 from ...runtime import runtime
 from ...types import StructType, dtype_of
+from ..nativespecs import PointerSpec, ScalarSpec
 
 try:
     from ... import _fastlaunch
@@ -294,23 +295,6 @@ def slot_values(slots: Sequence[Slot], name: str, namespace: dict[str, object]) 
 
 
 # --- the native launch path's specs -----------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class ScalarSpec:
-    """A scalar in one slot, converted to ``code`` (one of the extension's ``SCALAR_CODES``)."""
-
-    kind: ClassVar[str] = "s"
-    code: str
-
-
-@dataclass(frozen=True, slots=True)
-class PointerSpec:
-    """An :class:`overdub.Pointer` of element ``dtype`` into device (``device``) memory: its address."""
-
-    kind: ClassVar[str] = "p"
-    dtype: np.dtype[Any]
-    device: bool
 
 
 @dataclass(frozen=True, slots=True)
