@@ -1,7 +1,7 @@
-"""The CPU target's native launch function (``_fastlaunch.cpu_launcher``, overdub/targets/cpu/native.py) and its
-store at a constant index (overdub/targets/cpu/stores.py): every guard the generated launch function checks,
-checked in C too -- another dtype, rank, layout or writeability takes the slow path and the right code --, the
-launch tuple packed as numba lays it out, and the grid run as the generated function runs it."""
+"""The CPU target's native launch function (``_fastlaunch.cpu_launcher``, overdub/targets/cpu/native.py): every
+guard the generated launch function checks, checked in C too -- another dtype, rank, layout or writeability takes
+the slow path and the right code --, the launch tuple packed as numba lays it out, and the grid run as the
+generated function runs it."""
 
 import threading
 
@@ -11,7 +11,6 @@ from numba import cuda
 
 import overdub as od
 from overdub.runtime import runtime
-from overdub.targets import get_target
 from overdub.targets.cpu import runner
 
 fastlaunch = pytest.importorskip("overdub._fastlaunch")
@@ -188,52 +187,3 @@ def test_threads_launching_at_once_each_get_their_own_results():
     for t in threads:
         t.join()
     assert failures == []
-
-
-# --- a store at a constant index ------------------------------------------------------------------------------
-
-
-def every_thread_stores(out, x, n):
-    for i in range(cuda.grid(1), n, cuda.gridsize(1)):
-        out[i + 1] = x[i] * 2.0
-        out[0] = -0.0
-
-
-@pytest.mark.parametrize("workers", [1, 2, 4])
-def test_every_thread_storing_one_value_at_a_constant_index_leaves_it_there(workers):
-    """The store skipped where memory holds its bits: -0.0 over 0.0 still stores (bits differ)."""
-    target = get_target("cpu")
-    before = target.workers
-    target.workers = workers
-    try:
-        n = 5000
-        out, x = np.zeros(n + 1), np.arange(n, dtype=np.float64)
-        od.cuda(every_thread_stores, out, x, n, blocks=8, threads=128, target="cpu")
-        assert out[0] == 0 and np.signbit(out[0])
-        np.testing.assert_array_equal(out[1:], 2 * x)
-    finally:
-        target.workers = before
-
-
-def test_constant_index_stores_of_ints_bools_and_2d_indices_and_a_running_sum_give_numpys_answers():
-    def stores(a, b, c, x):
-        if cuda.grid(1) == 0:
-            a[1, 2] = 7
-            b[0] = True
-            b[1] = False
-            for k in range(x.size):  # a constant-index store in a loop: each iteration's value
-                c[0] = c[0] + x[k]
-
-    a, b, c, x = np.zeros((2, 3), np.int32), np.array([False, True]), np.zeros(1), np.arange(10.0)
-    od.cuda(stores, a, b, c, x, threads=32, target="cpu")
-    assert a[1, 2] == 7 and a.sum() == 7
-    assert b.tolist() == [True, False]
-    assert c[0] == 45
-
-
-def test_the_cpu_code_of_a_constant_index_store_compares_the_bits_it_holds_first():
-    n = 100
-    out, x = np.zeros(n + 1), np.arange(n, dtype=np.float64)
-    lines = od.code_llvm(every_thread_stores, out, x, n, target="cpu").splitlines()
-    store = next(i for i, line in enumerate(lines) if "store double -0.0" in line)
-    assert any("icmp" in line and "-9223372036854775808" in line for line in lines[:store])  # -0.0's bits
