@@ -11,6 +11,7 @@ from numba import cuda
 
 import overdub as od
 from overdub.runtime import runtime
+from overdub.targets import get_target
 from overdub.targets.cpu import runner
 
 fastlaunch = pytest.importorskip("overdub._fastlaunch")
@@ -187,3 +188,103 @@ def test_threads_launching_at_once_each_get_their_own_results():
     for t in threads:
         t.join()
     assert failures == []
+
+
+# --- a store at a constant index into a launch's array ------------------------------------------------------
+
+
+def every_thread_stores(out, x, n):
+    for i in range(cuda.grid(1), n, cuda.gridsize(1)):
+        out[i + 1] = x[i] * 2.0
+        out[0] = -0.0
+
+
+@pytest.mark.parametrize("workers", [1, 2, 4])
+def test_every_thread_storing_one_value_at_a_constant_index_leaves_it_there(workers):
+    """The store skipped where memory holds its bits: -0.0 over 0.0 still stores (bits differ)."""
+    target = get_target("cpu")
+    before = target.workers
+    target.workers = workers
+    try:
+        n = 5000
+        out, x = np.zeros(n + 1), np.arange(n, dtype=np.float64)
+        od.cuda(every_thread_stores, out, x, n, blocks=8, threads=128, target="cpu")
+        assert out[0] == 0 and np.signbit(out[0])
+        np.testing.assert_array_equal(out[1:], 2 * x)
+    finally:
+        target.workers = before
+
+
+def test_constant_index_stores_of_ints_bools_and_2d_indices_and_a_running_sum_give_numpys_answers():
+    def stores(a, b, c, x):
+        if cuda.grid(1) == 0:
+            a[1, 2] = 7
+            b[0] = True
+            b[1] = False
+            for k in range(x.size):  # a constant-index store in a loop: each iteration's value
+                c[0] = c[0] + x[k]
+
+    a, b, c, x = np.zeros((2, 3), np.int32), np.array([False, True]), np.zeros(1), np.arange(10.0)
+    od.cuda(stores, a, b, c, x, threads=32, target="cpu")
+    assert a[1, 2] == 7 and a.sum() == 7
+    assert b.tolist() == [True, False]
+    assert c[0] == 45
+
+
+def test_the_cpu_code_of_a_constant_index_store_compares_the_bits_it_holds_first():
+    n = 100
+    out, x = np.zeros(n + 1), np.arange(n, dtype=np.float64)
+    lines = od.code_llvm(every_thread_stores, out, x, n, target="cpu").splitlines()
+    store = next(i for i, line in enumerate(lines) if "store double -0.0" in line)
+    assert any("icmp" in line and "-9223372036854775808" in line for line in lines[:store])  # -0.0's bits
+
+
+def chosen_store(out_even, out_odd, x, j):
+    out = out_even if j % 2 == 0 else out_odd  # stumpy's QT_out: one of two arguments, by a branch
+    for i in range(cuda.grid(1), x.size, cuda.gridsize(1)):
+        out[i] = x[i]
+        out[0] = 5.0
+
+
+def local_store(out, n):
+    la = cuda.local.array(4, np.int64)
+    la[1] = 1  # a local array's element is uninitialised: reading it to compare would be undefined
+    la[2] = 2
+    i = cuda.grid(1)
+    if i >= n:
+        return
+    out[i] = la[1] + la[2 if i % 2 else 1]
+
+
+def test_a_store_into_an_argument_chosen_by_a_branch_compares_and_one_into_a_local_array_does_not(monkeypatch):
+    from overdub.targets.cpu import stores
+
+    decided = []
+    rule = stores._launch_array
+    monkeypatch.setattr(stores, "_launch_array", lambda lower, inst: decided.append(rule(lower, inst)) or decided[-1])
+    x = np.arange(64.0)
+    even, odd = np.zeros(64), np.zeros(64)
+    lines = od.code_llvm(chosen_store, even, odd, x, 2, target="cpu").splitlines()
+    store = next(i for i, line in enumerate(lines) if "store double 5.0" in line)
+    assert any("icmp" in line and "4617315517961601024" in line for line in lines[:store])  # 5.0's bits
+    assert decided and all(decided)
+    od.cuda(chosen_store, even, odd, x, 3, blocks=2, threads=32, target="cpu")
+    assert odd[0] == 5 and (odd[1:] == x[1:]).all() and not even.any()
+    decided.clear()
+    od.code_llvm(local_store, np.zeros(8, np.int64), 8, target="cpu")
+    assert decided and not any(decided)  # each of la's stores is numba's
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_kernel_storing_into_a_local_array_at_constant_indices_then_returning_early_runs_right(workers):
+    """The differential fuzzer's seed 27 in little: constant stores into a local array, an early return (the
+    kernel then runs its threads as fibers where it may raise), a generic function called after."""
+    target = get_target("cpu")
+    before = target.workers
+    target.workers = workers
+    try:
+        out = np.zeros(40, np.int64)
+        od.cuda(local_store, out, 37, blocks=3, threads=16, target="cpu")
+        assert out[:37].tolist() == [3 if i % 2 else 2 for i in range(37)] and not out[37:].any()
+    finally:
+        target.workers = before

@@ -27,6 +27,7 @@ from .atomics import set_parallel
 from .guard import x_bounds
 from .runner import Need, native_call
 from .state import fiber_slot, set_row, set_slot, set_x
+from .stores import GRID_BODY
 from .sync import SYNC_NAMES
 
 if TYPE_CHECKING:
@@ -246,7 +247,7 @@ def _stub(header: str, nargs: int) -> Callable[..., None]:
     """A def with the parameters of a grid body (or of the serial grid loop), for a dispatcher holding only
     code loaded from the disk cache."""
     namespace_: dict[str, Any] = {"load_args": None}
-    exec(compile(_source(header, "    pass\n", nargs), "<overdub grid body>", "exec"), namespace_)
+    exec(compile(_source(header, "    pass\n", nargs), GRID_BODY, "exec"), namespace_)
     stub: Callable[..., None] = namespace_["grid" if header is _ARGUMENTS_FIRST else "body"]
     return stub
 
@@ -274,7 +275,7 @@ def _loops_function(
         "assume_x": assume_x,
         "load_args": _args_loader(packed(argtypes)),
     }
-    exec(compile(_source(header, loops, len(argtypes), bounds), "<overdub grid body>", "exec"), namespace_)
+    exec(compile(_source(header, loops, len(argtypes), bounds), GRID_BODY, "exec"), namespace_)
     name = "grid" if header is _ARGUMENTS_FIRST else "body"
     loops_function: _Compiled = numba.njit(namespace_[name], **options, **njit)  # type: ignore[call-overload]  # numba's stub of njit omits its target options
     return loops_function
@@ -288,7 +289,7 @@ def compile_body(
     if _takes_state(func):
         grid = _loops_function(func, argtypes, _ARGUMENTS_FIRST, loops, options)
         namespace_: dict[str, Any] = {"grid": grid, "load_args": _args_loader(packed(argtypes))}
-        exec(compile(_source(_TRAMPOLINE, "", len(argtypes)), "<overdub grid body>", "exec"), namespace_)
+        exec(compile(_source(_TRAMPOLINE, "", len(argtypes)), GRID_BODY, "exec"), namespace_)
         body = numba.njit(namespace_["body"], no_cpython_wrapper=True, no_cfunc_wrapper=True, **options)  # type: ignore[call-overload]  # numba's stub of njit omits its target options
     else:
         body = _loops_function(

@@ -70,6 +70,7 @@ from . import native as cpu_native
 from . import printing as _printing  # noqa: F401  (registers how CPU code prints)
 from . import ranges as cpu_ranges  # noqa: F401  (registers iter of a range without a division where it runs once)
 from . import state as cpu_state
+from . import stores as cpu_stores
 from . import sync as cpu_sync
 from .atomics import ATOMIC
 from .globalarrays import global_array
@@ -428,6 +429,7 @@ class CPUTarget(Configurable, Target):
     def compile_host(self, func: Callable[..., object], argtypes: tuple[Any, ...]) -> Dispatcher[Any]:
         """A host entry point of ``func`` (rewritten in a chain) for these argument types: a numba dispatcher
         with its Python wrapper, compiled now and closed to other types (``od.overdub``)."""
+        cpu_stores.install()
         dispatcher: Dispatcher[Any] = numba.njit(func, **self._njit_options)
         with cpu_checks.checking(self.options.debug):
             dispatcher.compile(tuple(argtypes))
@@ -457,6 +459,7 @@ class CPUTarget(Configurable, Target):
         """The kernel's code, compiled without numba's runtime (NRT) -- reference counts cost every launch --
         unless the kernel or a callee allocates an array (``a.copy()``, ``np.empty``): then compiled again,
         with it, callees included."""
+        cpu_stores.install()
         try:
             return self._compile_kernel(func, argtypes)
         except Exception as exc:
