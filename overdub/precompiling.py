@@ -171,6 +171,7 @@ def precompile(
     done = {job: _found(call) for job, call in pending.items()}
     to_compile = [call for job, call in pending.items() if done[job] is None]
     failures: dict[CompileJob, str] = {}
+    timing: dict[str, float] = {}
     processes = min(len(to_compile), workers or os.cpu_count() or 1)
     setups = forks(to_compile) if processes > 1 else None  # asked once: a CUDA target's asks the driver
     if workers is None and len(to_compile) > 1 and diskcache.directory() is not None:
@@ -182,11 +183,13 @@ def precompile(
         # milliseconds, so a worker too many costs little, and the second compile here would delay every
         # worker by a compile (0.13 s for part 7's CPU kernels on a 16-core host)
         timed = 1 if setups is not None and len(to_compile) > FORK_AFTER_ONE else 2
+        clock = time.perf_counter()
         for call in to_compile[:timed]:
             started = time.perf_counter()
             done[call.job] = _compiled_here(call, "", failures)
             per_call = time.perf_counter() - started
         del to_compile[:timed]
+        timing = {f"{timed} timing {'compile' if timed == 1 else 'compiles'} here": time.perf_counter() - clock}
         startup = FORK_STARTUP if setups is not None else _startup(call)
         processes = min(len(to_compile), worth_it(len(to_compile), per_call, startup, os.cpu_count() or 1))
     if processes <= 1:
@@ -219,7 +222,7 @@ def precompile(
             "od.precompile: %d %s workers, %s",
             len(shares),
             "forked" if forking else "spawned",
-            ", ".join(f"{phase} in {seconds * 1e3:.0f} ms" for phase, seconds in phases.items()),
+            ", ".join(f"{phase} in {seconds * 1e3:.0f} ms" for phase, seconds in {**timing, **phases}.items()),
         )
         if ready and not forking:  # how long spawned workers took to start, for the next od.precompile's choice
             _note_startup(shares[0][0][0], max(ready) - spawned)
