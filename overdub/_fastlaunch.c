@@ -683,6 +683,11 @@ static void raise_launch_error(int err) {
     Py_DECREF(exc);
 }
 
+/* The bytes an argument takes in the launch tuple: a scalar its width, anything else its 8-byte slots. */
+static size_t tuple_size(const ArgSpec *spec) {
+    return spec->ops->kind == SCALAR ? code_size(spec->code) : 8 * (size_t)spec->ops->slots(spec);
+}
+
 static int64_t monotonic_ns(void) {
     struct timespec now;
     clock_gettime(CLOCK_MONOTONIC, &now);
@@ -727,8 +732,7 @@ static int cpu_launch(Launcher *self, PyObject *const *args, Py_ssize_t nargs, c
         const ArgSpec *spec = &self->specs[i];
         int packed = spec->ops->pack(spec, args[i], slots);
         if (packed <= 0) return packed;
-        size_t size = spec->ops == kind_named(SCALAR) ? code_size(spec->code) : 8 * (size_t)spec->ops->slots(spec);
-        memcpy(bytes + cpu->offsets[i], slots, size);
+        memcpy(bytes + cpu->offsets[i], slots, tuple_size(spec));
     }
     if (stream != Py_None) { /* the CPU target runs in order: a stream is checked, not used */
         PyObject *handle = PyObject_CallFunctionObjArgs(self->stream_handle, stream, NULL);
@@ -959,9 +963,8 @@ static PyObject *cpu_launcher(PyObject *module, PyObject *args) {
     for (Py_ssize_t i = 0; i < self->nargs; i++) {
         const ArgSpec *spec = &self->specs[i];
         long long offset = PyLong_AsLongLong(PyTuple_GetItem(offsets, i));
-        size_t size = spec->ops == kind_named(SCALAR) ? code_size(spec->code) : 8 * (size_t)spec->ops->slots(spec);
         if (offset == -1 && PyErr_Occurred()) goto failed;
-        if (offset < TUPLE_ARGS || (size_t)offset + size > 8 * (MAX_SLOTS + 8)) {
+        if (offset < TUPLE_ARGS || (size_t)offset + tuple_size(spec) > 8 * (MAX_SLOTS + 8)) {
             PyErr_Format(PyExc_OverflowError, "cpu_launcher: argument %zd at %lld does not fit the launch tuple", i,
                          offset);
             goto failed;
