@@ -12,6 +12,7 @@ import textwrap
 
 import numpy as np
 import pytest
+from numba import cuda
 
 import overdub as od
 import sync_kernels as k
@@ -718,3 +719,32 @@ def test_local_arrays_past_cudas_limit_together_are_a_compile_error_naming_each(
     """)
     with pytest.raises(od.CompileError, match=r"640000 bytes of local memory per thread \(320000 bytes at .*:6"):
         od.cuda(m.kernel, np.zeros(4), blocks=1, threads=4, target="cpu")
+
+
+def indices_after_a_barrier(out):
+    cuda.syncthreads()
+    t = cuda.threadIdx.x + cuda.blockDim.x * (cuda.threadIdx.y + cuda.blockDim.y * cuda.threadIdx.z)
+    b = cuda.blockIdx.x + cuda.gridDim.x * (cuda.blockIdx.y + cuda.gridDim.y * cuda.blockIdx.z)
+    g = b * cuda.blockDim.x * cuda.blockDim.y * cuda.blockDim.z + t
+    out[g, 0], out[g, 1], out[g, 2] = cuda.threadIdx.x, cuda.threadIdx.y, cuda.threadIdx.z
+    out[g, 3], out[g, 4], out[g, 5] = cuda.blockIdx.x, cuda.blockIdx.y, cuda.blockIdx.z
+
+
+@pytest.mark.parametrize(
+    ("blocks", "threads"), [((2, 3, 2), (3, 5, 4)), ((1, 1, 1), (7, 1, 9)), ((5, 1, 1), (64, 1, 1))]
+)
+def test_each_fiber_of_a_block_has_its_own_three_thread_indices(blocks, threads):
+    """A kernel with a barrier runs each thread as a fiber, its indices counted through the block (x fastest)."""
+    n = int(np.prod(blocks) * np.prod(threads))
+    out = np.full((n, 6), -1, np.int64)
+    od.cuda(indices_after_a_barrier, out, blocks=blocks, threads=threads, target="cpu")
+    expected = [
+        (tx, ty, tz, bx, by, bz)
+        for bz in range(blocks[2])
+        for by in range(blocks[1])
+        for bx in range(blocks[0])
+        for tz in range(threads[2])
+        for ty in range(threads[1])
+        for tx in range(threads[0])
+    ]
+    assert out.tolist() == [list(e) for e in expected]

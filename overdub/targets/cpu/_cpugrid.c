@@ -176,7 +176,7 @@ typedef struct {
     int live, grid_arrived;
 } worker;
 
-static __thread worker *tls;
+static __thread worker *tls __attribute__((tls_model("initial-exec"))); /* one word: no call to __tls_get_addr per read */
 
 static void fail(job *j, int status, int32_t code, void *excinfo, const char *message) {
     pthread_mutex_lock(&j->lock);
@@ -398,21 +398,28 @@ static int setup_block(worker *w, block *b, fiber *fibers, int64_t linear) {
         wp->live_mask = lanes == 32 ? 0xffffffffu : ((1u << lanes) - 1);
     }
     int64_t bx = linear % j->grid[0], by = linear / j->grid[0] % j->grid[1], bz = linear / j->grid[0] / j->grid[1];
+    int64_t tx = 0, ty = 0, tz = 0; /* thread t's indices, counted (not divided out: a division a thread) */
     for (int64_t t = 0; t < n; t++) {
         fiber *f = &fibers[t];
         char *stack = fiber_stack(f, j->stack);
         if (!stack)
             return 0;
-        int64_t tx = t % j->threads[0], ty = t / j->threads[0] % j->threads[1], tz = t / j->threads[0] / j->threads[1];
         int64_t s[12] = {tx, ty, tz, bx, by, bz, j->threads[0], j->threads[1], j->threads[2],
                          j->grid[0], j->grid[1], j->grid[2]};
         memcpy(f->state, s, sizeof s);
         f->block = b;
         f->status = READY;
-        f->lane = (int)(t % 32);
-        f->warp = (int)(t / 32);
+        f->lane = (int)(t & 31);
+        f->warp = (int)(t >> 5);
         f->phase = 0;
         context_make(&f->ctx, stack, (size_t)f->stack_size);
+        if (++tx == j->threads[0]) {
+            tx = 0;
+            if (++ty == j->threads[1]) {
+                ty = 0;
+                tz++;
+            }
+        }
     }
     return 1;
 }
