@@ -320,6 +320,10 @@ def test_by_default_workers_start_only_where_they_beat_compiling_here():
     assert 2 <= processes <= 16 and 2.0 + -(-40 // processes) * 1.0 < 0.9 * 40
     assert worth_it(5, 10.0, 1.0, 1) == 1  # one CPU: no worker
     assert worth_it(1, 100.0, 0.1, 16) == 1
+    # forked workers may outnumber the CPUs: 19 calls in 19 processes sharing 16 CPUs, not 2 calls each in 10
+    assert worth_it(19, 1.0, 0.05, 16) == 10 and worth_it(19, 1.0, 0.05, 16, forks=True) == 19
+    assert worth_it(64, 1.0, 0.05, 16, forks=True) == 16  # 4 calls each: more processes only share the CPUs
+    assert worth_it(40, 1.0, 0.05, 16, forks=True) <= 32
 
 
 def test_the_choice_times_a_compile_after_the_first_whose_cost_is_the_compilers_own_start(kernels, monkeypatch):
