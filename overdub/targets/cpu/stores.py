@@ -67,9 +67,10 @@ def _lowering() -> tuple[Any, numba_ir.StaticSetItem] | None:
     """The ``Lower`` numba is lowering a static store with, and the store (numba internals)."""
     frame: FrameType | None = sys._getframe(2)
     while frame is not None:
-        inst = frame.f_locals.get("inst")
-        if frame.f_code.co_name == "lower_inst" and isinstance(inst, numba_ir.StaticSetItem):
-            return frame.f_locals.get("self"), inst
+        if frame.f_code.co_name == "lower_inst":  # (only that frame's locals are read)
+            found = frame.f_locals
+            inst = found.get("inst")
+            return (found.get("self"), inst) if isinstance(inst, numba_ir.StaticSetItem) else None
         frame = frame.f_back
     return None
 
