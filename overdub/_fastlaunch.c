@@ -496,22 +496,20 @@ static int pointer_parse(PyObject *spec, ArgSpec *out) {
     return field_object(spec, f[0], &out->dtype) < 0 || field_truth(spec, f[1], &out->device) < 0 ? -1 : 0;
 }
 
-static int array_parse(PyObject *spec, ArgSpec *out) {
-    const char *const *f = array_fields;
+/* An array's spec: its dtype, rank, itemsize and layout, then one flag field (the CUDA array's `exact`, the
+ * host array's `writeable`) into *flag. */
+static int array_spec_parse(PyObject *spec, const char *const *f, ArgSpec *out, char *flag) {
     if (field_object(spec, f[0], &out->dtype) < 0 || field_ll(spec, f[1], &out->ndim) < 0 ||
         field_ll(spec, f[2], &out->itemsize) < 0 || field_char(spec, f[3], &out->layout) < 0 ||
-        field_truth(spec, f[4], &out->exact) < 0)
+        field_truth(spec, f[4], flag) < 0)
         return -1;
     return 0;
 }
 
+static int array_parse(PyObject *spec, ArgSpec *out) { return array_spec_parse(spec, array_fields, out, &out->exact); }
+
 static int host_array_parse(PyObject *spec, ArgSpec *out) {
-    const char *const *f = host_array_fields;
-    if (field_object(spec, f[0], &out->dtype) < 0 || field_ll(spec, f[1], &out->ndim) < 0 ||
-        field_ll(spec, f[2], &out->itemsize) < 0 || field_char(spec, f[3], &out->layout) < 0 ||
-        field_truth(spec, f[4], &out->writeable) < 0)
-        return -1;
-    return 0;
+    return array_spec_parse(spec, host_array_fields, out, &out->writeable);
 }
 
 static int value_parse(PyObject *spec, ArgSpec *out) {
