@@ -77,6 +77,20 @@ def compute_loop(x, y):                 # numba's own parallel loop: njit(parall
         y[i] = s
 """
 
+MIRROR = """
+def mirror(a, out):                     # each thread stores its element in shared memory, syncs, reads its mirror's
+    s = cuda.shared.array(256, numba.float32)
+    t = cuda.threadIdx.x
+    i = cuda.grid(1)
+    s[t] = a[i]
+    cuda.syncthreads()
+    out[i] = s[cuda.blockDim.x - 1 - t]
+
+def mirror_loop(a, out):                # the same, read directly: njit(parallel=True)
+    for i in numba.prange(a.size):
+        out[i] = a[i - i % 256 + 255 - i % 256]
+"""
+
 SMALL = """
 def small(a, x, y):
     i = cuda.grid(1)
@@ -474,3 +488,37 @@ def _launch_cost(part: Part, check_only: bool, od) -> None:
         part.measure("10,000 calls of the same loop [njit(parallel=True)]", t_nb / LAUNCHES * 1e6, "us")
         part.measure("launch cost ratio od/njit(parallel=True)", ratio(t_od, t_nb), "x")
         part.target("launch cost od/njit(parallel=True)", ratio(t_od, t_nb), "<=", 1.5)
+    _barrier_launch_cost(part, check_only, od)
+
+
+def _barrier_launch_cost(part: Part, check_only: bool, od) -> None:
+    """The fixed cost of a launch where the kernel synchronizes: 10,000 launches of a 1,024-thread kernel with a
+    ``cuda.syncthreads()`` (4 blocks of 256; its threads run as block regions) against njit(parallel=True) of the
+    same loop (issue 36 item 3, "also where they use a barrier": at most 1.5x)."""
+    import numba
+
+    with part.guard("barrier launch cost"):
+        m = fresh_module("cpu_barrier_launch_cost", MIRROR)
+        a = np.arange(1024, dtype=np.float32)
+        out, expected = np.zeros_like(a), np.zeros_like(a)
+        parallel = numba.njit(m.mirror_loop, parallel=True)
+        od.cuda(m.mirror, a, out, blocks=4, threads=256, target="cpu")
+        parallel(a, expected)
+        if not part.check("barrier kernel [od cpu] == njit", lambda: check_close("mirror", out, expected)):
+            return
+        if check_only:
+            return
+
+        def od_launches():
+            for _ in range(LAUNCHES):
+                od.cuda(m.mirror, a, out, blocks=4, threads=256, target="cpu")
+
+        def nb_calls():
+            for _ in range(LAUNCHES):
+                parallel(a, expected)
+
+        t_od, t_nb = _best_interleaved(od_launches, nb_calls, 3)
+        part.measure("10,000 launches of a 1,024-thread kernel with a barrier [od cpu]", t_od / LAUNCHES * 1e6, "us")
+        part.measure("10,000 calls of the same loop [njit(parallel=True)] (barrier row)", t_nb / LAUNCHES * 1e6, "us")
+        part.measure("barrier launch cost ratio od/njit(parallel=True)", ratio(t_od, t_nb), "x")
+        part.target("barrier launch cost od/njit(parallel=True)", ratio(t_od, t_nb), "<=", 1.5)

@@ -17,7 +17,12 @@
  *           when every live thread of the block has arrived, the block continues;
  *   mode 2, grid fibers (kernels using cuda.cg.this_grid().sync()): worker w runs blocks w, w+W, ... all at
  *           once as fibers, so every block of the grid is resident; a grid barrier is a barrier over the
- *           worker's fibers followed by a rendezvous of the workers.
+ *           worker's fibers followed by a rendezvous of the workers;
+ *   mode 4, block regions: workers take blocks one at a time; the grid body is the kernel cut at its barriers
+ *           (overdub/targets/cpu/regions.py): called for a thread, it runs from where the thread stands to its
+ *           next barrier and returns AT_BARRIER (or finishes), its values live across barriers kept in the
+ *           thread's frame (`stack` bytes a thread, at the launch). The block's threads are called
+ *           in turn, a pass per region, until every thread is done -- no stack and no switch per thread.
  * A mode plus RAISE_ENDS_THREAD (a launch without debug) makes an exception end its thread alone, as CUDA
  * without debug does (the grid goes on; a kernel that may raise runs its threads as fibers for that); without
  * it, the first exception stops the grid and reaches the launch.
@@ -55,6 +60,10 @@ enum { OK = 0, KERNEL_ERROR = 1, RUNTIME_ERROR = 2 };
 #define MAX_SITES 64
 #define RAISE_ENDS_THREAD 8         /* added to a mode: a thread raising an exception ends, the grid goes on */
 #define MAX_RESIDENT_THREADS (1 << 20)  /* grid fibers: every thread of the grid at once, a stack each */
+#define AT_BARRIER 0x4f440001       /* block regions: a thread body's status when its thread stopped at a barrier
+                                     * (numba's statuses are 0, -1, -2, -3 and small exception numbers); regions.py
+                                     * returns the same */
+#define FRAME_ALIGN 64
 
 /* --- context switching ------------------------------------------------------------------------------- */
 
@@ -174,6 +183,9 @@ typedef struct {
     int block_capacity;
     int64_t total;                          /* fibers of the running blocks */
     int live, grid_arrived;
+    char *frames;                           /* block regions: each thread's frame, kept between launches */
+    int64_t frames_size;
+    void *scratch;                          /* block regions: a failed shared array's stand-in, the grid stopping */
 } worker;
 
 static __thread worker *tls __attribute__((tls_model("initial-exec"))); /* one word: no call to __tls_get_addr per read */
@@ -404,9 +416,11 @@ static int setup_block(worker *w, block *b, fiber *fibers, int64_t linear) {
         char *stack = fiber_stack(f, j->stack);
         if (!stack)
             return 0;
-        int64_t s[12] = {tx, ty, tz, bx, by, bz, j->threads[0], j->threads[1], j->threads[2],
-                         j->grid[0], j->grid[1], j->grid[2]};
-        memcpy(f->state, s, sizeof s);
+        int64_t *state = f->state;  /* written in place: a copy through the stack stalls on store forwarding */
+        state[0] = tx; state[1] = ty; state[2] = tz;
+        state[3] = bx; state[4] = by; state[5] = bz;
+        state[6] = j->threads[0]; state[7] = j->threads[1]; state[8] = j->threads[2];
+        state[9] = j->grid[0]; state[10] = j->grid[1]; state[11] = j->grid[2];
         f->block = b;
         f->status = READY;
         f->lane = (int)(t & 31);
@@ -472,6 +486,89 @@ static void run_fibers(worker *w, int64_t first, int64_t stride, int64_t nblocks
     w->state = w->own_state;
 }
 
+/* Block regions: run block `linear`, its threads called in turn from where each stands to its next barrier, a
+ * pass per region. A thread's frame starts with four int32 words -- where it resumes (0 at the kernel's start,
+ * k after its k-th barrier, -1 once done), the predicate it gave its barrier, and for its resumption that
+ * barrier's count of true predicates and of threads -- then its 12 state slots (regions.py lays it out: the
+ * body reads the thread's indices there). The frame's address is the body's `first` argument. A thread that
+ * returns is done (an exited thread counts as arrived, as in run_fibers); after a pass every live thread waits
+ * at a barrier, which then completes. */
+static void run_regions(worker *w, int64_t linear) {
+    job *j = w->job;
+    int64_t n = j->nthreads, size = j->stack;
+    if (!reserve(w, 1, 1, 0)) {
+        fail(j, RUNTIME_ERROR, 0, NULL, "out of memory for a block");
+        return;
+    }
+    if (n * size > w->frames_size) {
+        free(w->frames);
+        w->frames = aligned_alloc(FRAME_ALIGN, (size_t)((n * size + FRAME_ALIGN - 1) & ~(int64_t)(FRAME_ALIGN - 1)));
+        w->frames_size = w->frames ? n * size : 0;
+        if (!w->frames) {
+            fail(j, RUNTIME_ERROR, 0, NULL, "out of memory for the frames of a block's threads");
+            return;
+        }
+    }
+    block *b = &w->blocks[0];
+    if (j->shmem > b->dynamic_size) {
+        free(b->dynamic);
+        b->dynamic = calloc(1, j->shmem);
+        b->dynamic_size = b->dynamic ? j->shmem : 0;
+        if (!b->dynamic) {
+            fail(j, RUNTIME_ERROR, 0, NULL, "out of memory for the dynamic shared memory of a block");
+            return;
+        }
+    }
+    fiber *holder = &w->fibers[0];  /* what od_shared reads the block from */
+    holder->block = b;
+    w->current = holder;
+    int64_t bx = linear % j->grid[0], by = linear / j->grid[0] % j->grid[1], bz = linear / j->grid[0] / j->grid[1];
+    int64_t tx = 0, ty = 0, tz = 0;
+    for (int64_t t = 0; t < n; t++) {
+        int32_t *frame = (int32_t *)(w->frames + t * size);
+        int64_t *state = (int64_t *)(frame + 4);
+        frame[0] = 0;
+        state[0] = tx; state[1] = ty; state[2] = tz;
+        state[3] = bx; state[4] = by; state[5] = bz;
+        state[6] = j->threads[0]; state[7] = j->threads[1]; state[8] = j->threads[2];
+        state[9] = j->grid[0]; state[10] = j->grid[1]; state[11] = j->grid[2];
+        if (++tx == j->threads[0]) {
+            tx = 0;
+            if (++ty == j->threads[1]) {
+                ty = 0;
+                tz++;
+            }
+        }
+    }
+    char retval[64];
+    int64_t live = n, count = 0, arrived = 0;
+    while (live > 0 && !j->abort) {
+        int32_t result_count = (int32_t)count, result_n = (int32_t)arrived;
+        count = arrived = 0;
+        for (int64_t t = 0; t < n && !j->abort; t++) {
+            int32_t *frame = (int32_t *)(w->frames + t * size);
+            if (frame[0] < 0)
+                continue;
+            frame[2] = result_count;
+            frame[3] = result_n;
+            w->state = (int64_t *)(frame + 4);
+            void *excinfo = NULL;
+            int32_t code = j->fn(retval, &excinfo, j->args, (int64_t)(intptr_t)frame, 0, 0);
+            if (code == AT_BARRIER) {
+                count += frame[1] != 0;
+                arrived++;
+                continue;
+            }
+            frame[0] = -1;
+            live--;
+            if (code != 0 && code != -2 && !j->raise_ends_thread)
+                fail(j, KERNEL_ERROR, code, excinfo, NULL);
+        }
+    }
+    w->current = NULL;
+    w->state = w->own_state;
+}
+
 /* --- what compiled kernels call ------------------------------------------------------------------------ */
 
 static int64_t *od_state(void) { return this_worker()->state; }
@@ -485,9 +582,29 @@ static fiber *current_fiber(const char *what) {
     return w->current;
 }
 
-/* __syncthreads and its count/and/or forms (op 0-3): the result over the block's live threads. */
+/* A construct that waits, called where threads are no fibers (block regions: regions.py sends such kernels to
+ * fibers at compile time, so this is never reached). */
+static fiber *waiting_fiber(const char *what) {
+    fiber *f = current_fiber(what);
+    if (tls->job->mode == 4) {
+        fprintf(stderr, "overdub internal error: %s in a kernel run as block regions\n", what);
+        abort();
+    }
+    return f;
+}
+
+/* The result of a barrier of op 0-3 (__syncthreads and its count/and/or forms) over the block's live threads. */
+static int32_t barrier_result(block *b, int32_t op) {
+    switch (op) {
+    case 1: return (int32_t)b->result_count;
+    case 2: return b->result_count == b->result_n;
+    case 3: return b->result_count > 0;
+    default: return 0;
+    }
+}
+
 static int32_t od_barrier(int32_t op, int32_t predicate) {
-    fiber *f = current_fiber("a block barrier");
+    fiber *f = waiting_fiber("a block barrier");
     block *b = f->block;
     b->count += predicate != 0;
     if (++b->arrived == b->live) {
@@ -495,12 +612,7 @@ static int32_t od_barrier(int32_t op, int32_t predicate) {
     } else {
         wait(f, WAIT_BLOCK);
     }
-    switch (op) {
-    case 1: return (int32_t)b->result_count;
-    case 2: return b->result_count == b->result_n;
-    case 3: return b->result_count > 0;
-    default: return 0;
-    }
+    return barrier_result(b, op);
 }
 
 static void warp_barrier(fiber *f) {
@@ -517,7 +629,7 @@ static void warp_barrier(fiber *f) {
  * 4 all, 5 any, 6 ballot, 7 syncwarp, 8 eq (all lanes of mask agree). Lanes outside the warp or exited give
  * the caller its own value, as a shuffle out of range does on the GPU. */
 static int64_t od_warp(int32_t op, int64_t value, int64_t arg, int64_t mask) {
-    fiber *f = current_fiber("a warp operation");
+    fiber *f = waiting_fiber("a warp operation");
     warp *wp = &f->block->warps[f->warp];
     int64_t *exchange = wp->exchange[f->phase++ & 1];
     exchange[f->lane] = value;
@@ -550,12 +662,12 @@ static int64_t od_warp(int32_t op, int64_t value, int64_t arg, int64_t mask) {
 }
 
 static int64_t od_activemask(void) {
-    fiber *f = current_fiber("cuda.activemask");
+    fiber *f = waiting_fiber("cuda.activemask");
     return f->block->warps[f->warp].live_mask;
 }
 
 static void od_grid_sync(void) {
-    fiber *f = current_fiber("a grid sync");
+    fiber *f = waiting_fiber("a grid sync");
     worker *w = tls;
     if (w->job->mode != 2) {
         fprintf(stderr, "overdub internal error: grid sync in a launch without grid fibers\n");
@@ -604,6 +716,13 @@ static void *od_shared(int64_t site, int64_t nbytes) {
     if (!memory) {
         fail(tls->job, RUNTIME_ERROR, 0, NULL, b->nsites < MAX_SITES ? "out of memory for a shared array" :
              "a kernel uses more than 64 shared arrays (call sites of cuda.shared.array), the CPU target's limit");
+        if (tls->job->mode == 4) {  /* no fiber to park: the thread runs on to its barrier in scratch memory */
+            free(tls->scratch);
+            tls->scratch = calloc(1, nbytes > 0 ? nbytes : 1);
+            if (!tls->scratch)
+                abort();
+            return tls->scratch;
+        }
         park_if_aborted(f);
     }
     b->sites[b->nsites] = site;
@@ -673,10 +792,14 @@ static void run_job(job *j) {
         int64_t first, end;
         while (take_chunk(j, &first, &end))
             run_rows(j, first, end);
-    } else if (j->mode == 1) {
+    } else if (j->mode == 1 || j->mode == 4) {
         int64_t b;
-        while (!j->abort && (b = __atomic_fetch_add(&j->next, 1, __ATOMIC_RELAXED)) < j->nblocks)
-            run_fibers(w, b, 1, 1);
+        while (!j->abort && (b = __atomic_fetch_add(&j->next, 1, __ATOMIC_RELAXED)) < j->nblocks) {
+            if (j->mode == 1)
+                run_fibers(w, b, 1, 1);
+            else
+                run_regions(w, b);
+        }
     } else {
         int64_t me = __atomic_fetch_add(&j->next, 1, __ATOMIC_RELAXED);
         if (me < j->nworkers) {
@@ -813,7 +936,8 @@ static int32_t od_run(int64_t mode, int64_t nworkers, compiled_fn fn, void *args
     j.nblocks = gx * gy * gz;
     j.nthreads = tx * ty * tz;
     j.shmem = shmem;
-    j.stack = (stack + 4095) & ~(int64_t)4095;
+    /* fibers: a stack in whole pages; block regions: a frame, a multiple of 16 bytes (regions.py) */
+    j.stack = j.mode == 4 ? stack : (stack + 4095) & ~(int64_t)4095;
     if (j.mode == 2 && j.nblocks * j.nthreads > MAX_RESIDENT_THREADS) {
         snprintf(last_message, sizeof last_message,
                  "a grid sync needs every block of the grid resident, and %lld blocks of %lld threads exceed the "

@@ -23,6 +23,7 @@ from numba.core.extending import intrinsic
 
 from ...rewrite import STATE_PARAMETER
 from ...runtime import runtime
+from . import regions
 from .atomics import set_parallel
 from .guard import x_bounds
 from .runner import Need, native_call
@@ -43,7 +44,7 @@ _Compiled: TypeAlias = "Dispatcher[Any]"  # a grid body, loop or entry: a numba 
 _Options: TypeAlias = "dict[str, Any]"  # numba's compile options
 
 
-MODES = {"grid loop": 0, "block fibers": 1, "grid fibers": 2, "block rows": 3}
+MODES = {"grid loop": 0, "block fibers": 1, "grid fibers": 2, "block rows": 3, "block regions": 4}
 RAISE_ENDS_THREAD = 8
 """Added to the mode of a launch that is not checked (debug): a thread raising an exception ends, as on CUDA
 without debug, instead of stopping the grid (_cpugrid.c)."""
@@ -258,9 +259,11 @@ def _loops_function(
     header: str,
     loops: str,
     options: _Options,
+    cut: bool = False,
     **njit: bool,
 ) -> _Compiled:
-    """The loops with ``func`` inlined, under ``header``, as a numba dispatcher (not compiled yet)."""
+    """The loops with ``func`` inlined, under ``header``, as a numba dispatcher (not compiled yet), named for
+    :mod:`.regions`: a grid body of its own (a barrier there is the kernel's), to be cut at its barriers or not."""
     kernel = numba.njit(func, inline="always", **options)
     # a checked kernel runs every thread: one the guard rejects may still index out of range before it
     bounds = x_bounds(func, argtypes) if loops is not THREAD_BODY and not options["boundscheck"] else ()
@@ -276,28 +279,31 @@ def _loops_function(
         "load_args": _args_loader(packed(argtypes)),
     }
     exec(compile(_source(header, loops, len(argtypes), bounds), GRID_BODY, "exec"), namespace_)
-    name = "grid" if header is _ARGUMENTS_FIRST else "body"
-    loops_function: _Compiled = numba.njit(namespace_[name], **options, **njit)  # type: ignore[call-overload]  # numba's stub of njit omits its target options
+    function = namespace_["grid" if header is _ARGUMENTS_FIRST else "body"]
+    function.__qualname__ = regions.CUT_NAME if cut else regions.GRID_NAME
+    loops_function: _Compiled = numba.njit(function, **options, **njit)  # type: ignore[call-overload]  # numba's stub of njit omits its target options
     return loops_function
 
 
 def compile_body(
-    func: pytypes.FunctionType, argtypes: tuple[types.Type, ...], loops: str, options: _Options
-) -> tuple[_Compiled, int]:
-    """The grid body of ``func`` (its loops: ROW_LOOP or THREAD_BODY), compiled with numba's ``options``,
-    and its address. The body is called from C only: it has no CPython wrapper."""
+    func: pytypes.FunctionType, argtypes: tuple[types.Type, ...], loops: str, options: _Options, cut: bool = False
+) -> tuple[_Compiled, int, bool]:
+    """The grid body of ``func`` (its loops: ROW_LOOP or THREAD_BODY), compiled with numba's ``options``, its
+    address, and whether it was cut at its barriers (asked by ``cut``, for a THREAD_BODY: :mod:`.regions`).
+    The body is called from C only: it has no CPython wrapper."""
+    regions.cutting()
     if _takes_state(func):
-        grid = _loops_function(func, argtypes, _ARGUMENTS_FIRST, loops, options)
+        grid = _loops_function(func, argtypes, _ARGUMENTS_FIRST, loops, options, cut)
         namespace_: dict[str, Any] = {"grid": grid, "load_args": _args_loader(packed(argtypes))}
         exec(compile(_source(_TRAMPOLINE, "", len(argtypes)), GRID_BODY, "exec"), namespace_)
         body = numba.njit(namespace_["body"], no_cpython_wrapper=True, no_cfunc_wrapper=True, **options)  # type: ignore[call-overload]  # numba's stub of njit omits its target options
     else:
         body = _loops_function(
-            func, argtypes, _FROM_ADDRESS, loops, options, no_cpython_wrapper=True, no_cfunc_wrapper=True
+            func, argtypes, _FROM_ADDRESS, loops, options, cut, no_cpython_wrapper=True, no_cfunc_wrapper=True
         )
     body.compile(BODY_TYPES)
     body.disable_compile()
-    return body, body_address(body)
+    return body, body_address(body), cut and regions.cut_size() is not None
 
 
 def body_address(body: _Compiled) -> int:
@@ -444,17 +450,26 @@ def compile_grid_body(
 ) -> tuple[_Compiled, int, str]:
     """The grid body ``func`` needs, its address and the runner's mode for it. ``needs`` is what the kernel
     being built needs, filled in while its code (and its callees') is generated: a kernel first compiled as a
-    grid loop is compiled again as a thread body when it turned out to need fibers."""
+    grid loop is compiled again as a thread body when it turned out to need one; a thread body is cut at its
+    barriers (block regions) unless the kernel waits where it cannot be cut (then its threads are fibers)."""
     assert isinstance(func, pytypes.FunctionType)  # a kernel rewritten in its chain
+
+    def cuttable() -> bool:
+        return Need.FIBER_WAITS not in needs and Need.GRID_SYNC not in needs
+
     template = THREAD_BODY if uses_sync(func) else ROW_LOOP
-    body, address = compile_body(func, argtypes, template, options)
-    # a raise ends its thread alone (not debug): a row loop may raise, so each thread runs as a fiber instead
+    body, address, cut = compile_body(func, argtypes, template, options, cut=template is THREAD_BODY)
+    # a raise ends its thread alone (not debug): a row loop may raise, so each thread runs on its own instead
     raising = template is ROW_LOOP and not options["boundscheck"] and may_raise(body)
     if template is ROW_LOOP and (Need.FIBERS in needs or raising):
-        body, address = compile_body(func, argtypes, THREAD_BODY, options)
+        body, address, cut = compile_body(func, argtypes, THREAD_BODY, options, cut=cuttable())
+    elif cut and not cuttable():  # a callee waits: fibers after all
+        body, address, cut = compile_body(func, argtypes, THREAD_BODY, options)
     mode = (
         "grid fibers"
         if Need.GRID_SYNC in needs
+        else "block regions"
+        if cut
         else "block fibers"
         if Need.FIBERS in needs or raising
         else "block rows"

@@ -34,12 +34,12 @@ except ImportError:  # built without a C compiler: no fibers, blocks run one aft
 SYMBOLS = _cpugrid.symbols() if _cpugrid is not None else None
 """The addresses of the runner's functions, by name (None where the helper is not built)."""
 
-_SYMBOL_PREFIX = "overdub_cpugrid_"
+SYMBOL_PREFIX = "overdub_cpugrid_"
 # Compiled code calls the runner's functions by these external symbols, which the JIT resolves to this
 # process's addresses: code loaded from the disk cache was generated in another process, where the runner
 # sat elsewhere (an address baked into the code would call into whatever is there now).
 for _name, _address in (SYMBOLS or {}).items():
-    llvm.add_symbol(_SYMBOL_PREFIX + _name, _address)
+    llvm.add_symbol(SYMBOL_PREFIX + _name, _address)
 
 
 class Need(enum.Enum):
@@ -51,6 +51,9 @@ class Need(enum.Enum):
     """Its threads run as fibers of their block: it synchronizes, uses shared memory or warp functions."""
     GRID_SYNC = "grid fibers"
     """Every block of its grid is resident at once: it synchronizes the grid."""
+    FIBER_WAITS = "waits where its code cannot be cut"
+    """It (or a callee) waits where :mod:`.regions` cannot cut its grid body -- a warp operation, a grid sync,
+    a barrier in a device function compiled on its own: its threads run as fibers, not as block regions."""
     BLOCK_ROWS = "thread and block x indices apart"
     """Rows of one block. A row loop sets the thread's and the block's x index as ``x - q * bx`` and ``q``,
     ``q`` the first block of the row: exact where the row is one block's, and always exact in their sum,
@@ -138,7 +141,7 @@ def last_error() -> str:
 def native_call(builder: ir.IRBuilder, name: str, restype: ir.Type, args: list[ir.Value]) -> ir.Value:
     """Call the runner's function ``name``, by its external symbol (resolved by the JIT in this process)."""
     function_type = ir.FunctionType(restype, [arg.type for arg in args])
-    function = cgutils.get_or_insert_function(builder.module, function_type, _SYMBOL_PREFIX + name)  # type: ignore[no-untyped-call]  # numba's is unannotated
+    function = cgutils.get_or_insert_function(builder.module, function_type, SYMBOL_PREFIX + name)  # type: ignore[no-untyped-call]  # numba's is unannotated
     return builder.call(function, args)
 
 
@@ -153,8 +156,9 @@ def require_runner(construct: str) -> None:
         )
 
 
-def need(*what: Need | LocalMemory) -> None:
-    """At code generation: the kernel being built needs fibers (and maybe a resident grid)."""
+def need(*what: object) -> None:
+    """At code generation: the kernel being built needs these (members of :class:`Need`, records such as
+    :class:`LocalMemory` or a block regions' frame): its callers inherit them, the disk cache keeps them."""
     built = typing.cast("Guarded | None", world.being_built())  # at code generation: a compile's node
     if built is not None:
         built.needs.update(what)

@@ -60,6 +60,9 @@ def _global_slot(builder: ir.IRBuilder, slot: int) -> ir.Value:
             state = ir.GlobalVariable(builder.module, ir.ArrayType(_I64, 12), _GRID_STATE_SYMBOL)  # external
         return _local_slot(builder, state, slot)
     state = native_call(builder, "state", _I64.as_pointer(), [])
+    # the same pointer at every call of a thread's code (a fiber switched away and back finds its own again):
+    # said so, LLVM reads it once, not once a slot
+    state.callee.attributes.update(("readnone", "nounwind", "willreturn"))
     return builder.gep(state, [ir.Constant(_I64, slot)])
 
 

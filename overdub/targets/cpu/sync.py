@@ -29,6 +29,7 @@ from numba.core.errors import TypingError
 from numba.core.extending import intrinsic, models, overload_method, register_model
 
 from ... import bridge
+from .regions import in_grid_body
 from .runner import LOCAL_MEMORY_LIMIT, LocalMemory, Need, native_call, need, require_runner
 
 if TYPE_CHECKING:
@@ -73,13 +74,21 @@ def _i64(value: int) -> ir.Constant:
 # --- block barriers --------------------------------------------------------------------------------------
 
 
+def _barrier_need(builder: ir.IRBuilder) -> None:
+    """A block barrier needs fibers -- or block regions, where it is the grid body's own (regions.py cuts it)."""
+    if in_grid_body(builder):
+        need(Need.FIBERS)
+    else:
+        need(Need.FIBERS, Need.FIBER_WAITS)
+
+
 @intrinsic
 def syncthreads(typingctx: TypingContext) -> _Typed:
     """``cuda.syncthreads()``: wait until every live thread of the block has arrived."""
     require_runner("cuda.syncthreads")
 
     def codegen(context: BaseContext, builder: ir.IRBuilder, sig: Signature, args: Sequence[ir.Value]) -> ir.Value:
-        need(Need.FIBERS)
+        _barrier_need(builder)
         native_call(builder, "barrier", _I32, [_i32(0), _i32(0)])
         return context.get_dummy_value()  # type: ignore[no-untyped-call]  # numba's is unannotated
 
@@ -95,7 +104,7 @@ def _predicate_barrier(name: str, op: int) -> Any:  # a numba intrinsic
             )
 
         def codegen(context: BaseContext, builder: ir.IRBuilder, sig: Signature, args: Sequence[ir.Value]) -> ir.Value:
-            need(Need.FIBERS)
+            _barrier_need(builder)
             value = context.cast(builder, args[0], sig.args[0], types.int32)  # type: ignore[no-untyped-call]  # numba's is unannotated
             return native_call(builder, "barrier", _I32, [_i32(op), value])
 
@@ -158,7 +167,7 @@ def _shuffle(name: str, op: int) -> Any:  # a numba intrinsic
             )
 
         def codegen(context: BaseContext, builder: ir.IRBuilder, sig: Signature, args: Sequence[ir.Value]) -> ir.Value:
-            need(Need.FIBERS)
+            need(Need.FIBERS, Need.FIBER_WAITS)
             lane_value = context.cast(builder, args[2], sig.args[2], types.int64)  # type: ignore[no-untyped-call]  # numba's is unannotated
             bits = _warp_op(builder, context, op, _to_bits(builder, args[1], value), lane_value, args[0], mask)
             return _from_bits(builder, bits, value)
@@ -185,7 +194,7 @@ def _vote(name: str, op: int, restype: types.Type) -> Any:  # a numba intrinsic
             )
 
         def codegen(context: BaseContext, builder: ir.IRBuilder, sig: Signature, args: Sequence[ir.Value]) -> ir.Value:
-            need(Need.FIBERS)
+            need(Need.FIBERS, Need.FIBER_WAITS)
             truth = context.cast(builder, args[1], sig.args[1], types.boolean)  # type: ignore[no-untyped-call]  # numba's is unannotated
             result = _warp_op(builder, context, op, builder.zext(truth, _I64), _i64(0), args[0], mask)
             if restype == types.boolean:
@@ -212,7 +221,7 @@ def syncwarp(typingctx: TypingContext, mask: types.Type | None = None) -> _Typed
         raise TypingError(f"cuda.syncwarp takes an integer mask, not {mask}")
 
     def codegen(context: BaseContext, builder: ir.IRBuilder, sig: Signature, args: Sequence[ir.Value]) -> ir.Value:
-        need(Need.FIBERS)
+        need(Need.FIBERS, Need.FIBER_WAITS)
         native_call(builder, "warp", _I64, [_i32(7), _i64(0), _i64(0), _i64(0xFFFFFFFF)])
         return context.get_dummy_value()  # type: ignore[no-untyped-call]  # numba's is unannotated
 
@@ -225,7 +234,7 @@ def activemask(typingctx: TypingContext) -> _Typed:
     require_runner("cuda.activemask")
 
     def codegen(context: BaseContext, builder: ir.IRBuilder, sig: Signature, args: Sequence[ir.Value]) -> ir.Value:
-        need(Need.FIBERS)
+        need(Need.FIBERS, Need.FIBER_WAITS)
         return builder.trunc(native_call(builder, "activemask", _I64, []), _I32)
 
     return types.uint32(), codegen
@@ -249,7 +258,7 @@ def this_grid(typingctx: TypingContext) -> _Typed:
     require_runner("cuda.cg.this_grid")
 
     def codegen(context: BaseContext, builder: ir.IRBuilder, sig: Signature, args: Sequence[ir.Value]) -> ir.Value:
-        need(Need.FIBERS, Need.GRID_SYNC)
+        need(Need.FIBERS, Need.GRID_SYNC, Need.FIBER_WAITS)
         return context.get_dummy_value()  # type: ignore[no-untyped-call]  # numba's is unannotated
 
     return GridGroupType()(), codegen
@@ -258,7 +267,7 @@ def this_grid(typingctx: TypingContext) -> _Typed:
 @intrinsic
 def _grid_sync(typingctx: TypingContext, group: types.Type) -> _Typed:
     def codegen(context: BaseContext, builder: ir.IRBuilder, sig: Signature, args: Sequence[ir.Value]) -> ir.Value:
-        need(Need.FIBERS, Need.GRID_SYNC)
+        need(Need.FIBERS, Need.GRID_SYNC, Need.FIBER_WAITS)
         native_call(builder, "grid_sync", ir.VoidType(), [])
         return context.get_dummy_value()  # type: ignore[no-untyped-call]  # numba's is unannotated
 

@@ -69,6 +69,7 @@ from . import libm as cpu_libm
 from . import native as cpu_native
 from . import printing as _printing  # noqa: F401  (registers how CPU code prints)
 from . import ranges as cpu_ranges  # noqa: F401  (registers iter of a range without a division where it runs once)
+from . import regions as cpu_regions
 from . import state as cpu_state
 from . import stores as cpu_stores
 from . import sync as cpu_sync
@@ -185,7 +186,11 @@ class CPULauncher:
 
     def launch_function(self, kernel: Kernel, described: tuple[Argument, ...]) -> LaunchFunction:
         mode = cpu_grid.MODES[self.mode] | (0 if self.checked else cpu_grid.RAISE_ENDS_THREAD)
-        stack = runner.fiber_stack_size(kernel.needs)  # used by fibers only: blocks that synchronize
+        # fibers: each one's stack; block regions: each thread's frame; other modes ignore it
+        if self.mode == "block regions":
+            stack = cpu_regions.frame_size(kernel.needs)
+        else:
+            stack = runner.fiber_stack_size(kernel.needs)
         native = None
         if not self.checked and runner.SYMBOLS is not None and len(described) == len(self.argtypes):
             native = cpu_native.launcher(
@@ -460,6 +465,7 @@ class CPUTarget(Configurable, Target):
         unless the kernel or a callee allocates an array (``a.copy()``, ``np.empty``): then compiled again,
         with it, callees included."""
         cpu_stores.install()
+        cpu_regions.install()
         try:
             return self._compile_kernel(func, argtypes)
         except Exception as exc:
