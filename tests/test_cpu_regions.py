@@ -270,6 +270,7 @@ def test_the_frame_holds_only_what_crosses_a_barrier(make_module):
     argtypes = tuple(cpu.TARGET.typeof(value) for value in (a, out))
     compiled = KernelCall.of(m.kernel, argtypes, cpu.TARGET, typed=True).compiled()
     frame = regions.frame_size(compiled.needs)
-    # the header and state slots (112 bytes), i and t (8 + 4, padded), the shared array's and out's descriptors
-    # (56 bytes each): not scratch, nor a's descriptor, which no code after the barrier reads
-    assert frame == 112 + 16 + 2 * 56, frame
+    # the header, the shared arrays' cache and the state slots (120 bytes), i and t (8 + 4, padded to 16), the
+    # shared array's and out's descriptors (56 bytes each), rounded to 16: not scratch, nor a's descriptor,
+    # which no code after the barrier reads
+    assert frame == 120 + 16 + 2 * 56 + 8, frame

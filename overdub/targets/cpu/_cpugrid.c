@@ -147,6 +147,7 @@ struct block {
     int nsites;
     char *dynamic;
     int64_t dynamic_size;
+    void *shared_cache[MAX_SITES];  /* block regions: the addresses od_shared gave this block, by the kernel's site */
 };
 
 typedef struct {
@@ -489,8 +490,8 @@ static void run_fibers(worker *w, int64_t first, int64_t stride, int64_t nblocks
 /* Block regions: run block `linear`, its threads called in turn from where each stands to its next barrier, a
  * pass per region. A thread's frame starts with four int32 words -- where it resumes (0 at the kernel's start,
  * k after its k-th barrier, -1 once done), the predicate it gave its barrier, and for its resumption that
- * barrier's count of true predicates and of threads -- then its 12 state slots (regions.py lays it out: the
- * body reads the thread's indices there). The frame's address is the body's `first` argument. A thread that
+ * barrier's count of true predicates and of threads --, the block's cache of its shared arrays' addresses, then
+ * its 12 state slots (regions.py lays it out: the body reads the thread's indices there). The frame's address is the body's `first` argument. A thread that
  * returns is done (an exited thread counts as arrived, as in run_fibers); after a pass every live thread waits
  * at a barrier, which then completes. */
 static void run_regions(worker *w, int64_t linear) {
@@ -522,12 +523,14 @@ static void run_regions(worker *w, int64_t linear) {
     fiber *holder = &w->fibers[0];  /* what od_shared reads the block from */
     holder->block = b;
     w->current = holder;
+    memset(b->shared_cache, 0, sizeof b->shared_cache);
     int64_t bx = linear % j->grid[0], by = linear / j->grid[0] % j->grid[1], bz = linear / j->grid[0] / j->grid[1];
     int64_t tx = 0, ty = 0, tz = 0;
     for (int64_t t = 0; t < n; t++) {
         int32_t *frame = (int32_t *)(w->frames + t * size);
-        int64_t *state = (int64_t *)(frame + 4);
+        int64_t *state = (int64_t *)(frame + 6);
         frame[0] = 0;
+        *(void ***)(frame + 4) = b->shared_cache;
         state[0] = tx; state[1] = ty; state[2] = tz;
         state[3] = bx; state[4] = by; state[5] = bz;
         state[6] = j->threads[0]; state[7] = j->threads[1]; state[8] = j->threads[2];
@@ -551,7 +554,7 @@ static void run_regions(worker *w, int64_t linear) {
                 continue;
             frame[2] = result_count;
             frame[3] = result_n;
-            w->state = (int64_t *)(frame + 4);
+            w->state = (int64_t *)(frame + 6);
             void *excinfo = NULL;
             int32_t code = j->fn(retval, &excinfo, j->args, (int64_t)(intptr_t)frame, 0, 0);
             if (code == AT_BARRIER) {

@@ -54,11 +54,17 @@ GRID_NAME = "overdub_grid_body"
 
 _BARRIER = SYMBOL_PREFIX + "barrier"
 _STATE_CALL = SYMBOL_PREFIX + "state"
+_SHARED_CALL = SYMBOL_PREFIX + "shared"
 _OTHER_WAITS = frozenset(SYMBOL_PREFIX + name for name in ("warp", "activemask", "grid_sync"))
 _I32 = ir.IntType(32)
 _I64 = ir.IntType(64)
-_STATE = 16  # a frame: four int32 words (the resume point, a barrier's predicate, its count and threads), then
-_HEADER = _STATE + 12 * 8  # the thread's 12 state slots (state.py), which the runner writes once a block
+# A frame: four int32 words (the resume point, a barrier's predicate, its count and threads), the block's cache of
+# its shared arrays' addresses (a pointer to as many pointers as _cpugrid.c's MAX_SITES, null until a thread of
+# the block asks the runner), then the thread's 12 state slots (state.py), which the runner writes once a block.
+_CACHE = 16
+_STATE = 24
+_HEADER = _STATE + 12 * 8
+_MAX_SITES = 64
 _STATE_ALLOCA = "overdub.grid_state"  # the body's copy of them (state.py): the frame's slots themselves here
 _MAX_ALIGN = 64  # the runner's frames are aligned so (FRAME_ALIGN)
 
@@ -144,6 +150,9 @@ def cut(function: ir.Function, target_data: Any) -> int | None:
         return None
     header = _Header(function, first[0])
     _read_state_in_frame(function, header)
+    shared = [c for c in calls if isinstance(c.callee, ir.Function) and c.callee.name == _SHARED_CALL]
+    for k, call in enumerate(shared[:_MAX_SITES]):
+        _cache_shared(function, call, k, header)
     continuations = [_split(function, call, k, header) for k, call in enumerate(barriers, 1)]
     _demote_phis(function)
     _demote_crossing(function, header.block)
@@ -171,6 +180,57 @@ def _read_state_in_frame(function: ir.Function, header: _Header) -> None:
                 block.instructions.remove(call)
 
 
+def _cache_shared(function: ir.Function, call: ir.CallInstr, k: int, header: _Header) -> None:
+    """The shared array of ``call`` (a call site of ``cuda.shared.array``) asked of the runner by the block's first
+    thread to reach it, and read by the others from the block's cache: its address is the same for all."""
+    block = call.parent
+    after = _split_after(function, call, f"overdub.shared.{k}")
+    builder = ir.IRBuilder(block)
+    builder.position_before(call)
+    entry = builder.gep(builder.load(header.cache), [ir.Constant(_I64, k)], inbounds=True)
+    cached = builder.load(entry)
+    block.instructions.remove(block.terminator)
+    block.terminator = None
+    block.instructions.remove(call)
+    asking = function.insert_basic_block(function.blocks.index(block) + 1, f"overdub.ask_shared.{k}")
+    builder.position_at_end(block)
+    builder.cbranch(builder.icmp_unsigned("==", cached, ir.Constant(cached.type, None)), asking, after)
+    builder.position_at_end(asking)
+    call.parent = asking
+    asking.instructions.append(call)
+    builder.position_at_end(asking)
+    builder.store(call, entry)
+    builder.branch(after)
+    builder.position_at_start(after)
+    address = builder.phi(call.type)
+    address.add_incoming(cached, block)
+    address.add_incoming(call, asking)
+    for use in _uses(function).get(call, []):
+        if use is not address and not (isinstance(use, ir.StoreInstr) and use.parent is asking):
+            _replace(use, call, address)
+
+
+def _split_after(function: ir.Function, instr: ir.Instruction, name: str) -> ir.Block:
+    """End ``instr``'s block with a branch just after ``instr`` to a new block holding the rest, which it returns
+    (the successors' phis updated)."""
+    block = instr.parent
+    at = block.instructions.index(instr)
+    rest = function.insert_basic_block(function.blocks.index(block) + 1, name)
+    moved = block.instructions[at + 1 :]
+    del block.instructions[at + 1 :]
+    for moving in moved:
+        moving.parent = rest
+    rest.instructions, rest.terminator = moved, block.terminator
+    for successor in _successors(rest):
+        for phi in _phis(successor):
+            phi.incomings = [(value, rest if source is block else source) for value, source in phi.incomings]
+    builder = ir.IRBuilder(block)
+    block.terminator = None
+    builder.position_at_end(block)
+    builder.branch(rest)
+    return rest
+
+
 class _Header:
     """The cut function's new first block, and in it pointers to the thread's frame and its header's words."""
 
@@ -183,9 +243,11 @@ class _Header:
         self.resume, self.predicate, self.count, self.threads = (
             builder.gep(words, [ir.Constant(_I64, i)], inbounds=True) for i in range(4)
         )
-        self.state = builder.bitcast(
-            builder.gep(self.frame, [ir.Constant(_I64, _STATE)], inbounds=True), _I64.as_pointer()
-        )
+        self.state = builder.bitcast(self._at(builder, _STATE), _I64.as_pointer())
+        self.cache = builder.bitcast(self._at(builder, _CACHE), ir.IntType(8).as_pointer().as_pointer().as_pointer())
+
+    def _at(self, builder: ir.IRBuilder, offset: int) -> ir.Value:
+        return builder.gep(self.frame, [ir.Constant(_I64, offset)], inbounds=True)
 
 
 def _allocas(function: ir.Function) -> list[ir.AllocaInstr]:
@@ -232,21 +294,8 @@ def _successors(block: ir.Block) -> list[ir.Block]:
 def _split(function: ir.Function, call: ir.CallInstr, k: int, header: _Header) -> ir.Block:
     """End ``call``'s block at ``call``, the rest of it a new block (the continuation of barrier ``k``, which it
     returns), and compute the barrier's result there from the words the runner left in the frame."""
-    block = call.parent
-    at = block.instructions.index(call)
-    cont = function.insert_basic_block(function.blocks.index(block) + 1, f"overdub.after_barrier.{k}")
-    moved = block.instructions[at + 1 :]
-    del block.instructions[at + 1 :]
-    for instr in moved:
-        instr.parent = cont
-    cont.instructions, cont.terminator = moved, block.terminator
-    for successor in _successors(cont):
-        for phi in _phis(successor):
-            phi.incomings = [(value, cont if source is block else source) for value, source in phi.incomings]
-    builder = ir.IRBuilder(block)
-    block.terminator = None
-    builder.position_at_end(block)
-    builder.branch(cont)
+    cont = _split_after(function, call, f"overdub.after_barrier.{k}")
+    builder = ir.IRBuilder(cont)
     uses = _uses(function).get(call)
     if uses:
         builder.position_at_start(cont)
@@ -254,10 +303,10 @@ def _split(function: ir.Function, call: ir.CallInstr, k: int, header: _Header) -
         op = call.args[0].constant  # 1 count, 2 and, 3 or (as _cpugrid.c's od_barrier)
         if op == 1:
             result = count
+        elif op == 2:
+            result = builder.zext(builder.icmp_signed("==", count, builder.load(header.threads)), _I32)
         else:
-            holds = builder.icmp_signed("==", count, builder.load(header.threads)) if op == 2 else None
-            holds = holds or builder.icmp_signed(">", count, ir.Constant(_I32, 0))
-            result = builder.zext(holds, _I32)
+            result = builder.zext(builder.icmp_signed(">", count, ir.Constant(_I32, 0)), _I32)
         for use in uses:
             _replace(use, call, result)
     return cont
