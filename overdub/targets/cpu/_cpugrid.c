@@ -487,13 +487,25 @@ static void run_fibers(worker *w, int64_t first, int64_t stride, int64_t nblocks
     w->state = w->own_state;
 }
 
-/* Block regions: run block `linear`, its threads called in turn from where each stands to its next barrier, a
- * pass per region. A thread's frame starts with four int32 words -- where it resumes (0 at the kernel's start,
- * k after its k-th barrier, -1 once done), the predicate it gave its barrier, and for its resumption that
- * barrier's count of true predicates and of threads --, the block's cache of its shared arrays' addresses, then
- * its 12 state slots (regions.py lays it out: the body reads the thread's indices there). The frame's address is the body's `first` argument. A thread that
- * returns is done (an exited thread counts as arrived, as in run_fibers); after a pass every live thread waits
- * at a barrier, which then completes. */
+/* What a compiled pass reads and writes (regions.py's _PASS): the threads [start, n) to run, the last barrier's
+ * counts for those resuming after it; back, the next barrier's count of true predicates and of arrivals, the live
+ * threads, the thread whose error the pass returns; where each running thread's state goes, and the frames. */
+typedef struct {
+    int64_t start, n;
+    int32_t result_count, result_n;
+    int64_t count, arrived, live, failed;
+    int64_t **state;
+    char *frames;
+} regions_pass;
+
+/* Block regions: run block `linear`, its threads run in turn from where each stands to its next barrier, a pass
+ * per region. A thread's frame (`size` bytes, regions.py lays it out) starts with four int32 words -- where it
+ * resumes (0 at the kernel's start, k after its k-th barrier, -1 once done), the predicate it gave its barrier,
+ * and for its resumption that barrier's count of true predicates and of threads --, the block's cache of its shared
+ * arrays' addresses, then its 12 state slots (the body reads the thread's indices there). A pass is one call of the
+ * compiled pass (the address of a regions_pass its `first` argument), which runs the cut body for each thread not
+ * done. A thread that returns is done (an exited thread counts as arrived, as in run_fibers); after a pass every
+ * live thread waits at a barrier, which then completes. */
 static void run_regions(worker *w, int64_t linear) {
     job *j = w->job;
     int64_t n = j->nthreads, size = j->stack;
@@ -543,29 +555,23 @@ static void run_regions(worker *w, int64_t linear) {
             }
         }
     }
+    /* each pass is one call of the compiled pass (regions.py), which calls the cut body for each thread not done */
+    regions_pass pass = {0, n, 0, 0, 0, 0, n, 0, &w->state, w->frames};
     char retval[64];
-    int64_t live = n, count = 0, arrived = 0;
-    while (live > 0 && !j->abort) {
-        int32_t result_count = (int32_t)count, result_n = (int32_t)arrived;
-        count = arrived = 0;
-        for (int64_t t = 0; t < n && !j->abort; t++) {
-            int32_t *frame = (int32_t *)(w->frames + t * size);
-            if (frame[0] < 0)
-                continue;
-            frame[2] = result_count;
-            frame[3] = result_n;
-            w->state = (int64_t *)(frame + 6);
+    while (pass.live > 0 && !j->abort) {
+        pass.result_count = (int32_t)pass.count;
+        pass.result_n = (int32_t)pass.arrived;
+        pass.count = pass.arrived = 0;
+        for (pass.start = 0; !j->abort;) {
             void *excinfo = NULL;
-            int32_t code = j->fn(retval, &excinfo, j->args, (int64_t)(intptr_t)frame, 0, 0);
-            if (code == AT_BARRIER) {
-                count += frame[1] != 0;
-                arrived++;
-                continue;
-            }
-            frame[0] = -1;
-            live--;
-            if (code != 0 && code != -2 && !j->raise_ends_thread)
+            int32_t code = j->fn(retval, &excinfo, j->args, (int64_t)(intptr_t)&pass, 0, 0);
+            if (code == 0)
+                break;
+            if (!j->raise_ends_thread) {  /* thread pass.failed raised (and is done) */
                 fail(j, KERNEL_ERROR, code, excinfo, NULL);
+                break;
+            }
+            pass.start = pass.failed + 1;
         }
     }
     w->current = NULL;

@@ -35,14 +35,19 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+import typing
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 from llvmlite import ir
 from numba.core.registry import cpu_target
 
+from ... import world
 from ...runtime import runtime
 from .runner import SYMBOL_PREFIX, need
+
+if typing.TYPE_CHECKING:
+    from ...bindings import Guarded
 
 AT_BARRIER = 0x4F440001
 """A cut grid body's status when its thread stopped at a barrier (``_cpugrid.c`` names it too)."""
@@ -71,14 +76,18 @@ _MAX_ALIGN = 64  # the runner's frames are aligned so (FRAME_ALIGN)
 
 @dataclasses.dataclass(frozen=True)
 class Frame:
-    """A need: a cut grid body keeps ``nbytes`` per thread in its frame (the launch passes the largest)."""
+    """A need: a cut grid body keeps ``nbytes`` per thread in its frame (the launch passes it to the runner)."""
 
     nbytes: int
 
 
 def frame_size(needs: Iterable[object]) -> int:
-    """The frame each thread of a kernel run as block regions gets."""
-    return max((need.nbytes for need in needs if isinstance(need, Frame)), default=_HEADER)
+    """The frame each thread of a kernel run as block regions gets: exactly the one its code was cut for (its
+    compiled pass steps by it)."""
+    sizes = {need.nbytes for need in needs if isinstance(need, Frame)}
+    if len(sizes) != 1:
+        raise AssertionError(f"overdub internal error: a kernel run as block regions has frames {sorted(sizes)}")
+    return sizes.pop()
 
 
 def in_grid_body(builder: ir.IRBuilder) -> bool:
@@ -120,7 +129,10 @@ def install() -> None:
             if not function.is_declaration and CUT_NAME in function.name:
                 size = cut(function, context.target_data)
                 _outcome.size = size
-                if size is not None:
+                if size is not None:  # the one the code was cut for: the runner lays frames out by it
+                    built = typing.cast("Guarded | None", world.being_built())
+                    if built is not None:
+                        built.needs.difference_update([n for n in built.needs if isinstance(n, Frame)])
                     need(Frame(size))
         lowered(module, library)
 
@@ -166,6 +178,7 @@ def cut(function: ir.Function, target_data: Any) -> int | None:
     _jump_to_resume(function, header, offsets, continuations)
     for k, call in enumerate(barriers, 1):
         _stop_at_barrier(call, header, k)
+    _make_pass(function, size)
     return size
 
 
@@ -248,6 +261,99 @@ class _Header:
 
     def _at(self, builder: ir.IRBuilder, offset: int) -> ir.Value:
         return builder.gep(self.frame, [ir.Constant(_I64, offset)], inbounds=True)
+
+
+# What the runner hands a pass (_cpugrid.c's regions_pass), by the address in its ``first`` argument: the threads
+# [start, n) to run, the last barrier's counts for those resuming after it; back: the next barrier's count of true
+# predicates and of arrivals, the live threads, the thread whose error the pass returns; the runner's state
+# pointer (set to each thread's slots while it runs: callees compiled on their own read them there) and the frames.
+_PASS = ir.LiteralStructType(
+    [_I64, _I64, _I32, _I32, _I64, _I64, _I64, _I64, _I64.as_pointer().as_pointer(), ir.IntType(8).as_pointer()]
+)
+_START, _N, _RESULT_COUNT, _RESULT_N, _COUNT, _ARRIVED, _LIVE, _FAILED, _STATE_POINTER, _FRAMES = range(10)
+
+
+def _make_pass(function: ir.Function, size: int) -> None:
+    """Turn ``function`` (the cut body, for one thread) into a pass over a block's threads: its code moves to an
+    internal, always inlined *step*, and ``function`` -- the symbol the runner calls -- becomes the loop calling
+    the step for each thread not done, with its frame, so that no thread costs a call from the runner."""
+    module = function.module
+    step = ir.Function(module, function.function_type, function.name + ".step")
+    step.linkage = "internal"
+    step.attributes.update(a for a in function.attributes if a != "noinline")
+    step.attributes.add("alwaysinline")
+    for old, new in zip(function.args, step.args):
+        new.attributes.update(old.attributes)
+    arguments = dict(zip(function.args, step.args))
+    for block in function.blocks:
+        block.parent = step
+        for instr in block.instructions:
+            for op in _operands(instr):
+                if op in arguments:
+                    _replace(instr, op, arguments[op])
+    step.blocks, function.blocks = function.blocks, []
+
+    builder = ir.IRBuilder(function.append_basic_block("overdub.pass"))
+    first = next(arg for arg in function.args if arg.name == "arg.first")
+    info = builder.inttoptr(first, _PASS.as_pointer())
+
+    def field(index: int) -> ir.Value:
+        return builder.gep(info, [ir.Constant(_I32, 0), ir.Constant(_I32, index)], inbounds=True)
+
+    start, n = builder.load(field(_START)), builder.load(field(_N))
+    result_count, result_n = builder.load(field(_RESULT_COUNT)), builder.load(field(_RESULT_N))
+    state_pointer, frames = builder.load(field(_STATE_POINTER)), builder.load(field(_FRAMES))
+    head = function.append_basic_block("overdub.thread")
+    run, stopped, ended = (function.append_basic_block(f"overdub.{name}") for name in ("run", "stopped", "ended"))
+    failed, following, done = (function.append_basic_block(f"overdub.{name}") for name in ("failed", "next", "done"))
+    entry = builder.block
+    builder.cbranch(builder.icmp_signed("<", start, n), head, done)
+
+    builder.position_at_end(head)
+    thread = builder.phi(_I64)
+    thread.add_incoming(start, entry)
+    frame = builder.gep(frames, [builder.mul(thread, ir.Constant(_I64, size))], inbounds=True)
+    words = builder.bitcast(frame, _I32.as_pointer())
+    resume = builder.load(words)
+    builder.cbranch(builder.icmp_signed("<", resume, ir.Constant(_I32, 0)), following, run)
+
+    builder.position_at_end(run)
+    builder.store(result_count, builder.gep(words, [ir.Constant(_I64, 2)], inbounds=True))
+    builder.store(result_n, builder.gep(words, [ir.Constant(_I64, 3)], inbounds=True))
+    slots = builder.bitcast(builder.gep(frame, [ir.Constant(_I64, _STATE)], inbounds=True), _I64.as_pointer())
+    builder.store(slots, state_pointer)
+    args = [builder.ptrtoint(frame, _I64) if arg is first else arg for arg in function.args]
+    code = builder.call(step, args)
+    builder.cbranch(builder.icmp_signed("==", code, ir.Constant(_I32, AT_BARRIER)), stopped, ended)
+
+    def add(index: int, value: ir.Value) -> None:
+        builder.store(builder.add(builder.load(field(index)), value), field(index))
+
+    builder.position_at_end(stopped)
+    predicate = builder.load(builder.gep(words, [ir.Constant(_I64, 1)], inbounds=True))
+    add(_COUNT, builder.zext(builder.icmp_signed("!=", predicate, ir.Constant(_I32, 0)), _I64))
+    add(_ARRIVED, ir.Constant(_I64, 1))
+    builder.branch(following)
+
+    builder.position_at_end(ended)
+    builder.store(ir.Constant(_I32, -1), words)
+    add(_LIVE, ir.Constant(_I64, -1))
+    fine = builder.or_(
+        builder.icmp_signed("==", code, ir.Constant(_I32, 0)), builder.icmp_signed("==", code, ir.Constant(_I32, -2))
+    )
+    builder.cbranch(fine, following, failed)
+
+    builder.position_at_end(failed)
+    builder.store(thread, field(_FAILED))
+    builder.ret(code)
+
+    builder.position_at_end(following)
+    after = builder.add(thread, ir.Constant(_I64, 1))
+    thread.add_incoming(after, following)
+    builder.cbranch(builder.icmp_signed("<", after, n), head, done)
+
+    builder.position_at_end(done)
+    builder.ret(ir.Constant(_I32, 0))
 
 
 def _allocas(function: ir.Function) -> list[ir.AllocaInstr]:
