@@ -274,3 +274,30 @@ def test_the_frame_holds_only_what_crosses_a_barrier(make_module):
     # shared array's and out's descriptors (56 bytes each), rounded to 16: not scratch, nor a's descriptor,
     # which no code after the barrier reads
     assert frame == 120 + 16 + 2 * 56 + 8, frame
+
+
+def test_threads_leaving_a_barrier_loop_early_count_as_arrived(make_module):
+    """A tree reduction whose threads return as the tree narrows: the ones left meet at every later barrier."""
+    m = make_module("""
+        import numba
+        from numba import cuda
+
+        def kernel(a, out):
+            s = cuda.shared.array(128, numba.float64)
+            t = cuda.threadIdx.x
+            s[t] = a[cuda.grid(1)]
+            cuda.syncthreads()
+            step = 64
+            while step > 0:
+                if t >= step:
+                    return
+                s[t] += s[t + step]
+                cuda.syncthreads()
+                step //= 2
+            out[cuda.blockIdx.x] = s[0]
+    """)
+    a = np.random.default_rng(1).random(4 * 128)
+    out = np.zeros(4)
+    od.cuda(m.kernel, a, out, blocks=4, threads=128, target="cpu")
+    np.testing.assert_allclose(out, a.reshape(4, 128).sum(axis=1))
+    assert mode(m.kernel, a, out) == "block regions"

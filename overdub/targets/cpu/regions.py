@@ -6,8 +6,8 @@ switches a thread per barrier, ~120 ns; a launch of a 1,024-thread barrier kerne
 ``njit(parallel=True)`` takes for the same loop. Here the kernel's grid body is cut at its barriers instead
 (POCL's work-group regions, in the form of a state machine): the compiled body, called for a thread, runs from
 where the thread stands -- the kernel's start, or just after its k-th barrier -- to its next barrier, where it
-records its arrival and returns ``AT_BARRIER``; the runner calls every thread of the block in turn, a pass per
-region, and the barrier completes between passes. What a thread holds across a barrier lives in its *frame*
+records its arrival and returns ``AT_BARRIER``; every thread of the block runs in turn, a pass per region, and
+the barrier completes between passes. What a thread holds across a barrier lives in its *frame*
 (the runner's memory, whose address the body gets as its ``first`` argument); everything else stays in
 registers.
 
@@ -23,7 +23,14 @@ numba internals: ``BaseContext.post_lowering`` sees the module before it is comp
    call or stored -- counts as live): those move to the frame, the others stay allocas, which LLVM promotes
    back to registers;
 4. a new entry reads the thread's resume point from its frame's first word and jumps to the kernel's start or
-   to continuation k; a barrier stores k and its predicate there and returns ``AT_BARRIER``.
+   to continuation k; a barrier stores k and its predicate there and returns ``AT_BARRIER``;
+5. the cut body becomes an internal, always inlined *step*, and the function the runner calls a *pass*: a loop
+   over the block's threads not done, calling the step with each one's frame and counting the arrivals, so that
+   a thread costs no call from the runner (a 256-thread block's launch 4.45 -> 2.8 us on the 2-core machine).
+
+The thread's indices are read in its frame, where the runner writes them once a block (``od_state`` calls and
+the body's copy of the state become the frame's slots), and a shared array's address is asked of the runner by
+the block's first thread alone, the others reading the block's cache of them.
 
 Only barriers in the grid body's own code are cut (the kernel inlined into it, numba's ``inline="always"``
 callees too). A kernel that waits anywhere else -- a barrier in a device function compiled on its own, a warp
