@@ -574,6 +574,11 @@ def element_type(dtype: np.dtype[typing.Any]) -> nt.Type:
         return struct_type
     if target_element_types and dtype in target_element_types:
         return target_element_types[dtype]
+    if not dtype.isnative:  # numba refuses it with a bare "NumbaNotImplementedError: >f8"
+        raise TypeError(
+            f"an array of {dtype.str} is not in this machine's byte order, the only one kernels read: convert it "
+            f"first, a.astype(a.dtype.newbyteorder('='))"
+        )
     numba_type: nt.Type = numba.from_dtype(dtype)  # its overloads answer Any for a dtype of unknown scalar type
     return numba_type
 

@@ -236,3 +236,16 @@ def test_the_cuda_target_refuses_python_containers_as_arguments_too():
 
     with pytest.raises(TypeError, match=r"a list .* cannot be a kernel argument"):
         cuda_target.target_for((9, 0)).typeof([1.0, 2.0])
+
+
+def test_an_array_in_the_other_byte_order_is_refused_naming_the_parameter_and_the_fix():
+    """numba refuses it with a bare ``NumbaNotImplementedError: >f8``; overdub says what and how to convert."""
+    big = np.arange(4, dtype=">f8")
+    before = compiles()
+    with pytest.raises(
+        TypeError,
+        match=r"kernel, parameter 'out': an array of >f8 is not in this machine's byte order.*newbyteorder\('='\)",
+    ):
+        od.cuda(kernel, big, target="cpu")
+    assert compiles() == before
+    od.cuda(kernel, big.astype(big.dtype.newbyteorder("=")), target="cpu")  # the fix it names works
