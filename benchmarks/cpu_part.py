@@ -449,6 +449,7 @@ def _parallel(part: Part, cfg: dict, check_only: bool, od, cpu_target) -> None:
         part.measure("speed-up of njit(parallel=True) over njit (the machine's)", ratio(t_serial, t_parallel), "x")
         part.measure("overdub on every worker / njit(parallel=True)", ratio(t_all, t_parallel), "x")
     _launch_cost(part, check_only, od)
+    _barrier_launch_cost(part, check_only, od)
 
 
 LAUNCHES = 10_000
@@ -475,20 +476,7 @@ def _launch_cost(part: Part, check_only: bool, od) -> None:
         if check_only:
             return
 
-        def od_launches():
-            for _ in range(LAUNCHES):
-                od.cuda(m.small, a, x, y, blocks=4, threads=256, target="cpu")
-
-        def nb_calls():
-            for _ in range(LAUNCHES):
-                parallel(a, x, y)
-
-        t_od, t_nb = _best_interleaved(od_launches, nb_calls, 3)
-        part.measure("10,000 launches of a 1,024-thread kernel [od cpu, every worker]", t_od / LAUNCHES * 1e6, "us")
-        part.measure("10,000 calls of the same loop [njit(parallel=True)]", t_nb / LAUNCHES * 1e6, "us")
-        part.measure("launch cost ratio od/njit(parallel=True)", ratio(t_od, t_nb), "x")
-        part.target("launch cost od/njit(parallel=True)", ratio(t_od, t_nb), "<=", 1.5)
-    _barrier_launch_cost(part, check_only, od)
+        _launch_rows(part, od, m.small, (a, x, y), parallel, (a, x, y), "launch cost", "[od cpu, every worker]", "")
 
 
 def _barrier_launch_cost(part: Part, check_only: bool, od) -> None:
@@ -509,16 +497,24 @@ def _barrier_launch_cost(part: Part, check_only: bool, od) -> None:
         if check_only:
             return
 
-        def od_launches():
-            for _ in range(LAUNCHES):
-                od.cuda(m.mirror, a, out, blocks=4, threads=256, target="cpu")
+        rows = ("barrier launch cost", "with a barrier [od cpu]", " (barrier row)")
+        _launch_rows(part, od, m.mirror, (a, out), parallel, (a, expected), *rows)
 
-        def nb_calls():
-            for _ in range(LAUNCHES):
-                parallel(a, expected)
 
-        t_od, t_nb = _best_interleaved(od_launches, nb_calls, 3)
-        part.measure("10,000 launches of a 1,024-thread kernel with a barrier [od cpu]", t_od / LAUNCHES * 1e6, "us")
-        part.measure("10,000 calls of the same loop [njit(parallel=True)] (barrier row)", t_nb / LAUNCHES * 1e6, "us")
-        part.measure("barrier launch cost ratio od/njit(parallel=True)", ratio(t_od, t_nb), "x")
-        part.target("barrier launch cost od/njit(parallel=True)", ratio(t_od, t_nb), "<=", 1.5)
+def _launch_rows(part: Part, od, kernel, args, parallel, loop_args, name: str, what: str, row: str) -> None:
+    """LAUNCHES launches of ``kernel`` (4 blocks of 256) against as many calls of ``parallel``, interleaved, best of
+    3: both per call, their ratio, and issue 36 item 3's target (at most 1.5x)."""
+
+    def od_launches():
+        for _ in range(LAUNCHES):
+            od.cuda(kernel, *args, blocks=4, threads=256, target="cpu")
+
+    def nb_calls():
+        for _ in range(LAUNCHES):
+            parallel(*loop_args)
+
+    t_od, t_nb = _best_interleaved(od_launches, nb_calls, 3)
+    part.measure(f"10,000 launches of a 1,024-thread kernel {what}", t_od / LAUNCHES * 1e6, "us")
+    part.measure(f"10,000 calls of the same loop [njit(parallel=True)]{row}", t_nb / LAUNCHES * 1e6, "us")
+    part.measure(f"{name} ratio od/njit(parallel=True)", ratio(t_od, t_nb), "x")
+    part.target(f"{name} od/njit(parallel=True)", ratio(t_od, t_nb), "<=", 1.5)

@@ -71,6 +71,18 @@ def cuda_compiler(request, monkeypatch):
 
 
 @pytest.fixture
+def four_workers():
+    """The CPU target's blocks run on four threads (more than a small machine's cores, so that they interleave for
+    real); used by the test files of kernels that synchronize."""
+    from overdub.targets import cpu
+
+    saved = cpu.TARGET.workers
+    cpu.TARGET.workers = 4
+    yield
+    cpu.TARGET.workers = saved
+
+
+@pytest.fixture
 def make_module(tmp_path):
     """``make_module(*sources)``: a fresh module (unique name, so its generic functions are its own) of the
     sources, each dedented, one after another (a shared source, then a test's own)."""

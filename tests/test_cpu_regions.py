@@ -17,16 +17,10 @@ from overdub.targets import cpu
 from overdub.targets.cpu import regions
 from overdub.targets.cpu import runner as cpu_runner
 
-pytestmark = pytest.mark.skipif(cpu_runner.SYMBOLS is None, reason="the native CPU grid runner is not built")
-
-
-@pytest.fixture(autouse=True)
-def four_workers():
-    """Blocks run on four threads (more than this machine's cores, so that they interleave for real)."""
-    saved = cpu.TARGET.workers
-    cpu.TARGET.workers = 4
-    yield
-    cpu.TARGET.workers = saved
+pytestmark = [
+    pytest.mark.skipif(cpu_runner.SYMBOLS is None, reason="the native CPU grid runner is not built"),
+    pytest.mark.usefixtures("four_workers"),
+]
 
 
 def mode(kernel, *args):

@@ -21,6 +21,8 @@ from overdub.runtime import runtime
 from overdub.targets import cpu
 from overdub.targets.cpu import runner as cpu_runner
 
+pytestmark = pytest.mark.usefixtures("four_workers")  # blocks interleave on more threads than the cores
+
 
 def _can_build_extensions() -> bool:
     """Could ``pip install`` have built the C extensions here (a C compiler and Python's headers)?"""
@@ -46,15 +48,6 @@ def native_runner(request):
         "overdub.targets.cpu._cpugrid (the CPU grid runner, overdub/targets/cpu/_cpugrid.c) is not built: install with "
         "`pip install -e .` where a C compiler is available, or set OVERDUB_ALLOW_NO_CPUGRID=1 to skip"
     )
-
-
-@pytest.fixture(autouse=True)
-def four_workers():
-    """Blocks run on four threads (more than this machine's cores, so that they interleave for real)."""
-    saved = cpu.TARGET.workers
-    cpu.TARGET.workers = 4
-    yield
-    cpu.TARGET.workers = saved
 
 
 # --- block barriers and shared memory --------------------------------------------------------------------

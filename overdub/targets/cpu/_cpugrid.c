@@ -64,6 +64,8 @@ enum { OK = 0, KERNEL_ERROR = 1, RUNTIME_ERROR = 2 };
                                      * (numba's statuses are 0, -1, -2, -3 and small exception numbers); regions.py
                                      * returns the same */
 #define FRAME_ALIGN 64
+#define FRAME_CACHE 16              /* block regions: where a frame holds its block's shared-array cache, then its */
+#define FRAME_STATE 24              /* state slots (regions.py's _CACHE and _STATE) */
 
 /* --- context switching ------------------------------------------------------------------------------- */
 
@@ -388,6 +390,38 @@ static char *fiber_stack(fiber *f, int64_t size) {
     return f->stack + GUARD_SIZE;
 }
 
+/* The twelve state slots of block `linear`'s threads, thread t's at `slots + t * stride` bytes: its indices
+ * counted (not divided out: a division a thread), written in place (a copy through the stack stalls on store
+ * forwarding). */
+static void write_states(job *j, int64_t linear, char *slots, int64_t stride) {
+    int64_t bx = linear % j->grid[0], by = linear / j->grid[0] % j->grid[1], bz = linear / j->grid[0] / j->grid[1];
+    int64_t tx = 0, ty = 0, tz = 0;
+    for (int64_t t = 0; t < j->nthreads; t++) {
+        int64_t *state = (int64_t *)(slots + t * stride);
+        state[0] = tx; state[1] = ty; state[2] = tz;
+        state[3] = bx; state[4] = by; state[5] = bz;
+        state[6] = j->threads[0]; state[7] = j->threads[1]; state[8] = j->threads[2];
+        state[9] = j->grid[0]; state[10] = j->grid[1]; state[11] = j->grid[2];
+        if (++tx == j->threads[0]) {
+            tx = 0;
+            if (++ty == j->threads[1]) {
+                ty = 0;
+                tz++;
+            }
+        }
+    }
+}
+
+/* The block's dynamic shared memory, at least the launch's `shmem` bytes; 0 when out of memory. */
+static int reserve_dynamic(block *b, int64_t shmem) {
+    if (shmem > b->dynamic_size) {
+        free(b->dynamic);
+        b->dynamic = calloc(1, shmem);
+        b->dynamic_size = b->dynamic ? shmem : 0;
+    }
+    return shmem <= b->dynamic_size;
+}
+
 static int setup_block(worker *w, block *b, fiber *fibers, int64_t linear) {
     job *j = w->job;
     int64_t n = j->nthreads;
@@ -396,13 +430,8 @@ static int setup_block(worker *w, block *b, fiber *fibers, int64_t linear) {
     b->live = (int)n;
     b->arrived = 0;
     b->count = 0;
-    if (j->shmem > b->dynamic_size) {
-        free(b->dynamic);
-        b->dynamic = calloc(1, j->shmem);
-        b->dynamic_size = b->dynamic ? j->shmem : 0;
-        if (!b->dynamic)
-            return 0;
-    }
+    if (!reserve_dynamic(b, j->shmem))
+        return 0;
     for (int k = 0; k < (n + 31) / 32; k++) {
         warp *wp = &b->warps[k];
         int lanes = (int)(n - 32 * k < 32 ? n - 32 * k : 32);
@@ -410,31 +439,18 @@ static int setup_block(worker *w, block *b, fiber *fibers, int64_t linear) {
         wp->arrived = 0;
         wp->live_mask = lanes == 32 ? 0xffffffffu : ((1u << lanes) - 1);
     }
-    int64_t bx = linear % j->grid[0], by = linear / j->grid[0] % j->grid[1], bz = linear / j->grid[0] / j->grid[1];
-    int64_t tx = 0, ty = 0, tz = 0; /* thread t's indices, counted (not divided out: a division a thread) */
+    write_states(j, linear, (char *)fibers[0].state, sizeof(fiber));
     for (int64_t t = 0; t < n; t++) {
         fiber *f = &fibers[t];
         char *stack = fiber_stack(f, j->stack);
         if (!stack)
             return 0;
-        int64_t *state = f->state;  /* written in place: a copy through the stack stalls on store forwarding */
-        state[0] = tx; state[1] = ty; state[2] = tz;
-        state[3] = bx; state[4] = by; state[5] = bz;
-        state[6] = j->threads[0]; state[7] = j->threads[1]; state[8] = j->threads[2];
-        state[9] = j->grid[0]; state[10] = j->grid[1]; state[11] = j->grid[2];
         f->block = b;
         f->status = READY;
         f->lane = (int)(t & 31);
         f->warp = (int)(t >> 5);
         f->phase = 0;
         context_make(&f->ctx, stack, (size_t)f->stack_size);
-        if (++tx == j->threads[0]) {
-            tx = 0;
-            if (++ty == j->threads[1]) {
-                ty = 0;
-                tz++;
-            }
-        }
     }
     return 1;
 }
@@ -523,38 +539,20 @@ static void run_regions(worker *w, int64_t linear) {
         }
     }
     block *b = &w->blocks[0];
-    if (j->shmem > b->dynamic_size) {
-        free(b->dynamic);
-        b->dynamic = calloc(1, j->shmem);
-        b->dynamic_size = b->dynamic ? j->shmem : 0;
-        if (!b->dynamic) {
-            fail(j, RUNTIME_ERROR, 0, NULL, "out of memory for the dynamic shared memory of a block");
-            return;
-        }
+    if (!reserve_dynamic(b, j->shmem)) {
+        fail(j, RUNTIME_ERROR, 0, NULL, "out of memory for the dynamic shared memory of a block");
+        return;
     }
     fiber *holder = &w->fibers[0];  /* what od_shared reads the block from */
     holder->block = b;
     w->current = holder;
     memset(b->shared_cache, 0, sizeof b->shared_cache);
-    int64_t bx = linear % j->grid[0], by = linear / j->grid[0] % j->grid[1], bz = linear / j->grid[0] / j->grid[1];
-    int64_t tx = 0, ty = 0, tz = 0;
     for (int64_t t = 0; t < n; t++) {
         int32_t *frame = (int32_t *)(w->frames + t * size);
-        int64_t *state = (int64_t *)(frame + 6);
         frame[0] = 0;
-        *(void ***)(frame + 4) = b->shared_cache;
-        state[0] = tx; state[1] = ty; state[2] = tz;
-        state[3] = bx; state[4] = by; state[5] = bz;
-        state[6] = j->threads[0]; state[7] = j->threads[1]; state[8] = j->threads[2];
-        state[9] = j->grid[0]; state[10] = j->grid[1]; state[11] = j->grid[2];
-        if (++tx == j->threads[0]) {
-            tx = 0;
-            if (++ty == j->threads[1]) {
-                ty = 0;
-                tz++;
-            }
-        }
+        *(void ***)((char *)frame + FRAME_CACHE) = b->shared_cache;
     }
+    write_states(j, linear, w->frames + FRAME_STATE, size);
     /* each pass is one call of the compiled pass (regions.py), which calls the cut body for each thread not done */
     regions_pass pass = {0, n, 0, 0, 0, 0, n, 0, &w->state, w->frames};
     char retval[64];
