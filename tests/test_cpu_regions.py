@@ -264,10 +264,9 @@ def test_the_frame_holds_only_what_crosses_a_barrier(make_module):
     argtypes = tuple(cpu.TARGET.typeof(value) for value in (a, out))
     compiled = KernelCall.of(m.kernel, argtypes, cpu.TARGET, typed=True).compiled()
     frame = regions.frame_size(compiled.needs)
-    # the header, the shared arrays' cache and the state slots (120 bytes), i and t (8 + 4, padded to 16), the
-    # shared array's and out's descriptors (56 bytes each), rounded to 16: not scratch, nor a's descriptor,
-    # which no code after the barrier reads
-    assert frame == 120 + 16 + 2 * 56 + 8, frame
+    # the resume word, t and i (4 + 4 + 8): not scratch, nor a's descriptor, which no code after the barrier reads,
+    # nor the shared array's and out's descriptors, which every thread computes alike (recomputed after the barrier)
+    assert frame == 4 + 4 + 8, frame
 
 
 def test_threads_leaving_a_barrier_loop_early_count_as_arrived(make_module):
@@ -295,3 +294,58 @@ def test_threads_leaving_a_barrier_loop_early_count_as_arrived(make_module):
     od.cuda(m.kernel, a, out, blocks=4, threads=128, target="cpu")
     np.testing.assert_allclose(out, a.reshape(4, 128).sum(axis=1))
     assert mode(m.kernel, a, out) == "block regions"
+
+
+def test_a_callee_compiled_on_its_own_reads_each_thread_s_indices_in_a_3d_block_after_a_raise(make_module):
+    """The pass counts the threads' x, y and z (divided out once, at the thread it starts from: after a raise, the
+    next one); a callee compiled on its own reads them where the runner's state points."""
+    m = make_module("""
+        from numba import cuda
+
+        @cuda.jit(device=True)
+        def where():
+            return cuda.threadIdx.x + 10 * cuda.threadIdx.y + 100 * cuda.threadIdx.z + 1000 * cuda.blockIdx.x
+
+        def kernel(out):
+            t = cuda.threadIdx.x + 3 * (cuda.threadIdx.y + 4 * cuda.threadIdx.z)
+            i = t + 60 * cuda.blockIdx.x
+            before = where()
+            cuda.syncthreads()
+            if t == 7:
+                raise ValueError("thread 7")
+            out[i, 0] = before
+            cuda.syncthreads()
+            out[i, 1] = where()
+    """)
+    out = np.full((2 * 60, 2), -1, np.int64)
+    od.cuda(m.kernel, out, blocks=2, threads=(3, 4, 5), target="cpu")
+    x, y, z = np.meshgrid(np.arange(3), np.arange(4), np.arange(5), indexing="ij")
+    order = np.argsort((x + 3 * (y + 4 * z)).ravel())
+    where = (x + 10 * y + 100 * z).ravel()[order]
+    expected = np.concatenate([where, where + 1000])
+    expected[[7, 67]] = -1  # thread 7 of each block raised before it wrote
+    np.testing.assert_array_equal(out[:, 0], expected)
+    np.testing.assert_array_equal(out[:, 1], expected)
+    assert mode(m.kernel, out) == "block regions"
+
+
+def test_a_variable_holding_an_argument_on_one_path_only_is_kept_per_thread(make_module):
+    """An argument's value is recomputed after a barrier, not kept in the frame; a variable that holds it on
+    one path and another array (or a changed scalar) on another is kept per thread."""
+    m = make_module("""
+        from numba import cuda
+
+        def kernel(a, b, out, n):
+            t = cuda.threadIdx.x
+            source = a
+            if t % 2:
+                source = b
+            n = n + t
+            cuda.syncthreads()
+            out[cuda.grid(1)] = source[t] + n + a[0]
+    """)
+    a, b = np.arange(64.0), -np.arange(64.0)
+    out = np.zeros(128)
+    od.cuda(m.kernel, a, b, out, 5, blocks=2, threads=64, target="cpu")
+    t = np.tile(np.arange(64), 2)
+    np.testing.assert_array_equal(out, np.where(t % 2, -t, t) + 5 + t)

@@ -20,9 +20,9 @@
  *           worker's fibers followed by a rendezvous of the workers;
  *   mode 4, block regions: workers take blocks one at a time; the grid body is the kernel cut at its barriers
  *           (overdub/targets/cpu/regions.py): called for a thread, it runs from where the thread stands to its
- *           next barrier and returns AT_BARRIER (or finishes), its values live across barriers kept in the
- *           thread's frame (`stack` bytes a thread, at the launch). The block's threads are called
- *           in turn, a pass per region, until every thread is done -- no stack and no switch per thread.
+ *           next barrier (or finishes), its values live across barriers kept in the thread's frame (`stack`
+ *           bytes a thread, at the launch); a compiled pass runs the block's threads in turn, a pass per
+ *           region, until every thread is done -- no stack and no switch per thread.
  * A mode plus RAISE_ENDS_THREAD (a launch without debug) makes an exception end its thread alone, as CUDA
  * without debug does (the grid goes on; a kernel that may raise runs its threads as fibers for that); without
  * it, the first exception stops the grid and reaches the launch.
@@ -60,12 +60,10 @@ enum { OK = 0, KERNEL_ERROR = 1, RUNTIME_ERROR = 2 };
 #define MAX_SITES 64
 #define RAISE_ENDS_THREAD 8         /* added to a mode: a thread raising an exception ends, the grid goes on */
 #define MAX_RESIDENT_THREADS (1 << 20)  /* grid fibers: every thread of the grid at once, a stack each */
-#define AT_BARRIER 0x4f440001       /* block regions: a thread body's status when its thread stopped at a barrier
-                                     * (numba's statuses are 0, -1, -2, -3 and small exception numbers); regions.py
-                                     * returns the same */
+#define NO_SHARED 0x4f440001        /* block regions: a pass's status when a shared array could not be had (the grid
+                                     * has failed and stops; numba's statuses are 0, -1, -2, -3 and small exception
+                                     * numbers); regions.py names it too */
 #define FRAME_ALIGN 64
-#define FRAME_CACHE 16              /* block regions: where a frame holds its block's shared-array cache, then its */
-#define FRAME_STATE 24              /* state slots (regions.py's _CACHE and _STATE) */
 
 /* --- context switching ------------------------------------------------------------------------------- */
 
@@ -149,7 +147,6 @@ struct block {
     int nsites;
     char *dynamic;
     int64_t dynamic_size;
-    void *shared_cache[MAX_SITES];  /* block regions: the addresses od_shared gave this block, by the kernel's site */
 };
 
 typedef struct {
@@ -188,7 +185,6 @@ typedef struct {
     int live, grid_arrived;
     char *frames;                           /* block regions: each thread's frame, kept between launches */
     int64_t frames_size;
-    void *scratch;                          /* block regions: a failed shared array's stand-in, the grid stopping */
 } worker;
 
 static __thread worker *tls __attribute__((tls_model("initial-exec"))); /* one word: no call to __tls_get_addr per read */
@@ -390,18 +386,22 @@ static char *fiber_stack(fiber *f, int64_t size) {
     return f->stack + GUARD_SIZE;
 }
 
-/* The twelve state slots of block `linear`'s threads, thread t's at `slots + t * stride` bytes: its indices
- * counted (not divided out: a division a thread), written in place (a copy through the stack stalls on store
- * forwarding). */
-static void write_states(job *j, int64_t linear, char *slots, int64_t stride) {
-    int64_t bx = linear % j->grid[0], by = linear / j->grid[0] % j->grid[1], bz = linear / j->grid[0] / j->grid[1];
-    int64_t tx = 0, ty = 0, tz = 0;
+/* Slots 3-11 of block `linear`'s state: its indices and the block's and the grid's extents. */
+static void block_slots(job *j, int64_t linear, int64_t *state) {
+    state[3] = linear % j->grid[0]; state[4] = linear / j->grid[0] % j->grid[1]; state[5] = linear / j->grid[0] / j->grid[1];
+    state[6] = j->threads[0]; state[7] = j->threads[1]; state[8] = j->threads[2];
+    state[9] = j->grid[0]; state[10] = j->grid[1]; state[11] = j->grid[2];
+}
+
+/* The twelve state slots of block `linear`'s fibers: the thread indices counted (not divided out: a division a
+ * thread). */
+static void write_states(job *j, int64_t linear, fiber *fibers) {
+    int64_t tx = 0, ty = 0, tz = 0, slots[12];
+    block_slots(j, linear, slots);
     for (int64_t t = 0; t < j->nthreads; t++) {
-        int64_t *state = (int64_t *)(slots + t * stride);
+        int64_t *state = fibers[t].state;
         state[0] = tx; state[1] = ty; state[2] = tz;
-        state[3] = bx; state[4] = by; state[5] = bz;
-        state[6] = j->threads[0]; state[7] = j->threads[1]; state[8] = j->threads[2];
-        state[9] = j->grid[0]; state[10] = j->grid[1]; state[11] = j->grid[2];
+        memcpy(state + 3, slots + 3, 9 * sizeof *state);
         if (++tx == j->threads[0]) {
             tx = 0;
             if (++ty == j->threads[1]) {
@@ -439,7 +439,7 @@ static int setup_block(worker *w, block *b, fiber *fibers, int64_t linear) {
         wp->arrived = 0;
         wp->live_mask = lanes == 32 ? 0xffffffffu : ((1u << lanes) - 1);
     }
-    write_states(j, linear, (char *)fibers[0].state, sizeof(fiber));
+    write_states(j, linear, fibers);
     for (int64_t t = 0; t < n; t++) {
         fiber *f = &fibers[t];
         char *stack = fiber_stack(f, j->stack);
@@ -504,24 +504,27 @@ static void run_fibers(worker *w, int64_t first, int64_t stride, int64_t nblocks
 }
 
 /* What a compiled pass reads and writes (regions.py's _PASS): the threads [start, n) to run, the last barrier's
- * counts for those resuming after it; back, the next barrier's count of true predicates and of arrivals, the live
- * threads, the thread whose error the pass returns; where each running thread's state goes, and the frames. */
+ * counts for those resuming after it, whether the threads start afresh (the block's first pass: no frame is read);
+ * back, the next barrier's count of true predicates and of arrivals, the live threads, the thread whose error the
+ * pass returns; where the running thread's state goes where callees compiled on their own read it, the frames, and
+ * the block's state slots (the pass counts its threads' indices in slots 0-2). */
 typedef struct {
     int64_t start, n;
     int32_t result_count, result_n;
     int64_t count, arrived, live, failed;
     int64_t **state;
     char *frames;
+    int64_t fresh;
+    int64_t slots[12];
 } regions_pass;
 
 /* Block regions: run block `linear`, its threads run in turn from where each stands to its next barrier, a pass
- * per region. A thread's frame (`size` bytes, regions.py lays it out) starts with four int32 words -- where it
- * resumes (0 at the kernel's start, k after its k-th barrier, -1 once done), the predicate it gave its barrier,
- * and for its resumption that barrier's count of true predicates and of threads --, the block's cache of its shared
- * arrays' addresses, then its 12 state slots (the body reads the thread's indices there). A pass is one call of the
- * compiled pass (the address of a regions_pass its `first` argument), which runs the cut body for each thread not
- * done. A thread that returns is done (an exited thread counts as arrived, as in run_fibers); after a pass every
- * live thread waits at a barrier, which then completes. */
+ * per region. A pass is one call of the compiled pass (the address of a regions_pass its `first` argument): it
+ * gets the block's shared arrays (od_shared), then runs the cut body for each thread not done, with the thread's
+ * frame (`size` bytes, regions.py lays it out: where the thread resumes -- k after its k-th barrier, -1 once done
+ * -- then its values live across barriers). Nothing here touches a frame. A thread that returns is done (an
+ * exited thread counts as arrived, as in run_fibers); after a pass every live thread waits at a barrier, which
+ * then completes. */
 static void run_regions(worker *w, int64_t linear) {
     job *j = w->job;
     int64_t n = j->nthreads, size = j->stack;
@@ -546,24 +549,17 @@ static void run_regions(worker *w, int64_t linear) {
     fiber *holder = &w->fibers[0];  /* what od_shared reads the block from */
     holder->block = b;
     w->current = holder;
-    memset(b->shared_cache, 0, sizeof b->shared_cache);
-    for (int64_t t = 0; t < n; t++) {
-        int32_t *frame = (int32_t *)(w->frames + t * size);
-        frame[0] = 0;
-        *(void ***)((char *)frame + FRAME_CACHE) = b->shared_cache;
-    }
-    write_states(j, linear, w->frames + FRAME_STATE, size);
-    /* each pass is one call of the compiled pass (regions.py), which calls the cut body for each thread not done */
-    regions_pass pass = {0, n, 0, 0, 0, 0, n, 0, &w->state, w->frames};
+    regions_pass pass = {0, n, 0, 0, 0, 0, n, 0, &w->state, w->frames, 1, {0}};
+    block_slots(j, linear, pass.slots);
     char retval[64];
-    while (pass.live > 0 && !j->abort) {
+    for (; pass.live > 0 && !j->abort; pass.fresh = 0) {
         pass.result_count = (int32_t)pass.count;
         pass.result_n = (int32_t)pass.arrived;
         pass.count = pass.arrived = 0;
         for (pass.start = 0; !j->abort;) {
             void *excinfo = NULL;
             int32_t code = j->fn(retval, &excinfo, j->args, (int64_t)(intptr_t)&pass, 0, 0);
-            if (code == 0)
+            if (code == 0 || code == NO_SHARED)
                 break;
             if (!j->raise_ends_thread) {  /* thread pass.failed raised (and is done) */
                 fail(j, KERNEL_ERROR, code, excinfo, NULL);
@@ -723,13 +719,8 @@ static void *od_shared(int64_t site, int64_t nbytes) {
     if (!memory) {
         fail(tls->job, RUNTIME_ERROR, 0, NULL, b->nsites < MAX_SITES ? "out of memory for a shared array" :
              "a kernel uses more than 64 shared arrays (call sites of cuda.shared.array), the CPU target's limit");
-        if (tls->job->mode == 4) {  /* no fiber to park: the thread runs on to its barrier in scratch memory */
-            free(tls->scratch);
-            tls->scratch = calloc(1, nbytes > 0 ? nbytes : 1);
-            if (!tls->scratch)
-                abort();
-            return tls->scratch;
-        }
+        if (tls->job->mode == 4)  /* asked by a pass, before any thread runs: it returns NO_SHARED */
+            return NULL;
         park_if_aborted(f);
     }
     b->sites[b->nsites] = site;
@@ -943,7 +934,7 @@ static int32_t od_run(int64_t mode, int64_t nworkers, compiled_fn fn, void *args
     j.nblocks = gx * gy * gz;
     j.nthreads = tx * ty * tz;
     j.shmem = shmem;
-    /* fibers: a stack in whole pages; block regions: a frame, a multiple of 16 bytes (regions.py) */
+    /* fibers: a stack in whole pages; block regions: a frame (regions.py: a multiple of its alignment) */
     j.stack = j.mode == 4 ? stack : (stack + 4095) & ~(int64_t)4095;
     if (j.mode == 2 && j.nblocks * j.nthreads > MAX_RESIDENT_THREADS) {
         snprintf(last_message, sizeof last_message,

@@ -51,13 +51,15 @@ from numba.core.registry import cpu_target
 
 from ... import world
 from ...runtime import runtime
-from .runner import SYMBOL_PREFIX, need
+from .runner import SYMBOL_PREFIX, Need, need
 
 if typing.TYPE_CHECKING:
     from ...bindings import Guarded
 
-AT_BARRIER = 0x4F440001
-"""A cut grid body's status when its thread stopped at a barrier (``_cpugrid.c`` names it too)."""
+AT_BARRIER = 0x4F440002
+"""A cut body's status when its thread stopped at a barrier giving it a false predicate (one more: a true one)."""
+NO_SHARED = 0x4F440001
+"""A pass's status when the runner could not give it a shared array (the grid failed; ``_cpugrid.c`` names it)."""
 
 CUT_NAME = "overdub_grid_regions"
 """The qualified name of a grid body to cut (grid.py gives it): numba's symbol for the function holds it."""
@@ -68,16 +70,13 @@ _BARRIER = SYMBOL_PREFIX + "barrier"
 _STATE_CALL = SYMBOL_PREFIX + "state"
 _SHARED_CALL = SYMBOL_PREFIX + "shared"
 _OTHER_WAITS = frozenset(SYMBOL_PREFIX + name for name in ("warp", "activemask", "grid_sync"))
+_I8P = ir.IntType(8).as_pointer()
 _I32 = ir.IntType(32)
 _I64 = ir.IntType(64)
-# A frame: four int32 words (the resume point, a barrier's predicate, its count and threads), the block's cache of
-# its shared arrays' addresses (a pointer to as many pointers as _cpugrid.c's MAX_SITES, null until a thread of
-# the block asks the runner), then the thread's 12 state slots (state.py), which the runner writes once a block.
-_CACHE = 16
-_STATE = 24
-_HEADER = _STATE + 12 * 8
-_MAX_SITES = 64
-_STATE_ALLOCA = "overdub.grid_state"  # the body's copy of them (state.py): the frame's slots themselves here
+# A frame: an int32 word saying where the thread resumes (k after its k-th barrier, -1 once done; the block's first
+# pass reads none: every thread starts), then the values the thread keeps across barriers.
+_HEADER = 4
+_STATE_ALLOCA = "overdub.grid_state"  # the body's copy of the thread's state (state.py): the pass's slots here
 _MAX_ALIGN = 64  # the runner's frames are aligned so (FRAME_ALIGN)
 
 
@@ -132,12 +131,12 @@ def install() -> None:
     lowered = context.post_lowering
 
     def post_lowering(module: ir.Module, library: Any) -> None:
-        for function in module.functions:
+        for function in list(module.functions):
             if not function.is_declaration and CUT_NAME in function.name:
-                size = cut(function, context.target_data)
+                built = typing.cast("Guarded | None", world.being_built())
+                size = cut(function, context.target_data, built is None or Need.GRID_STATE in built.needs)
                 _outcome.size = size
                 if size is not None:  # the one the code was cut for: the runner lays frames out by it
-                    built = typing.cast("Guarded | None", world.being_built())
                     if built is not None:
                         built.needs.difference_update([n for n in built.needs if isinstance(n, Frame)])
                     need(Frame(size))
@@ -150,47 +149,112 @@ def install() -> None:
 # -- the cut ----------------------------------------------------------------------------------------------------
 
 
-def cut(function: ir.Function, target_data: Any) -> int | None:
+def cut(function: ir.Function, target_data: Any, state_in_memory: bool) -> int | None:
     """Cut ``function`` at its barriers, in place; its frame size, or None (the function left as it was) where
-    it cannot be cut."""
+    it cannot be cut. ``state_in_memory``: callees compiled on their own read the thread's state in the runner's."""
     calls = [i for b in function.blocks for i in b.instructions if isinstance(i, ir.CallInstr)]
     called = {call.callee.name for call in calls if isinstance(call.callee, ir.Function)}
     barriers = [c for c in calls if isinstance(c.callee, ir.Function) and c.callee.name == _BARRIER]
-    first = [arg for arg in function.args if arg.name == "arg.first"]  # the runner passes the frame there
+    shared = [c for c in calls if isinstance(c.callee, ir.Function) and c.callee.name == _SHARED_CALL]
+    first = [arg for arg in function.args if arg.name == "arg.first"]  # the runner passes the pass there
     allocas = _allocas(function)
     if (
         called & _OTHER_WAITS
         or function.function_type.return_type != _I32
         or len(first) != 1
         or any(not isinstance(call.args[0], ir.Constant) for call in barriers)
+        or any(not isinstance(arg, ir.Constant) for call in shared for arg in call.args)
         or any(a.operands and not isinstance(a.operands[0], ir.Constant) for a in allocas)
         or _layout(allocas, target_data) is None
     ):
         return None
-    header = _Header(function, first[0])
-    _read_state_in_frame(function, header)
-    shared = [c for c in calls if isinstance(c.callee, ir.Function) and c.callee.name == _SHARED_CALL]
-    for k, call in enumerate(shared[:_MAX_SITES]):
-        _cache_shared(function, call, k, header)
-    continuations = [_split(function, call, k, header) for k, call in enumerate(barriers, 1)]
-    _demote_phis(function)
-    _demote_crossing(function, header.block)
-    framed = _live_across(function, continuations)
-    state = [a for a in _allocas(function) if a.name == _STATE_ALLOCA and str(a.allocated_type) == "[12 x i64]"]
-    for block in function.blocks:  # the alloca's zero-fill: the frame's slots hold the thread's state already
-        for store in [i for i in block.instructions if isinstance(i, ir.StoreInstr) and i.operands[1] in state]:
-            block.instructions.remove(store)
-    offsets, size = _frame_offsets([a for a in _allocas(function) if a in framed and a not in state], target_data)
-    offsets.update((alloca, _STATE) for alloca in state)
-    _jump_to_resume(function, header, offsets, continuations)
+    step = _detach(function, len(shared))
+    header = _Header(step, len(function.args), len(shared))
+    _read_state(step, header)
+    for call, address in zip(shared, header.shared):  # the pass asks the runner for them, once for all threads
+        for use in _uses(step).get(call, []):
+            _replace(use, call, address)
+        call.parent.instructions.remove(call)
+    continuations = [_split(step, call, k, header) for k, call in enumerate(barriers, 1)]
+    uniform = _hoist_uniform(step, header)
+    _demote_phis(step)
+    _demote_crossing(step, header.block)
+    framed = _live_across(step, continuations)
+    builder = ir.IRBuilder(header.block)
+    builder.position_at_end(header.block)
+    for alloca, value in _set_alike(step, uniform).items():  # set at every step: not kept in the frame
+        builder.store(value, alloca)
+        framed.discard(alloca)
+    for alloca in [a for a in _allocas(step) if a.name == _STATE_ALLOCA and str(a.allocated_type) == "[12 x i64]"]:
+        for block in step.blocks:  # its zero-fill: the pass's slots hold the thread's state already
+            for store in [i for i in block.instructions if isinstance(i, ir.StoreInstr) and i.operands[1] is alloca]:
+                block.instructions.remove(store)
+        slots = builder.bitcast(header.state, alloca.type)
+        for use in _uses(step).get(alloca, []):
+            _replace(use, alloca, slots)
+        alloca.parent.instructions.remove(alloca)
+        framed.discard(alloca)
+    offsets, size = _frame_offsets([a for a in _allocas(step) if a in framed], target_data)
+    _jump_to_resume(step, header, offsets, continuations)
     for k, call in enumerate(barriers, 1):
         _stop_at_barrier(call, header, k)
-    _make_pass(function, size)
+    _make_pass(function, step, size, shared, state_in_memory)
     return size
 
 
-def _read_state_in_frame(function: ir.Function, header: _Header) -> None:
-    """The thread's state slots read in its frame, where the runner wrote them, not through ``od_state``."""
+_PURE = (ir.CastInstr, ir.GEPInstr, ir.ExtractValue, ir.InsertValue, ir.ICMPInstr, ir.SelectInstr)
+_ARITHMETIC = frozenset({"add", "sub", "mul", "and", "or", "xor", "shl", "lshr", "ashr"})  # none traps
+
+
+def _hoist_uniform(step: ir.Function, header: _Header) -> set[ir.Value]:
+    """Move to the header what every thread of the launch computes alike: loads of the packed launch arguments
+    (memory no thread writes) and what casts, addresses, aggregates and arithmetic that cannot trap make of those,
+    of the shared arrays' addresses and of constants. Every step recomputes them (cheap, and what it does not use LLVM drops) instead of
+    keeping them per thread in frames. Returns the values the header has."""
+    have: set[ir.Value] = set(step.args) | set(header.block.instructions)
+    arguments = {arg for arg in step.args if arg.name == "arg.address"}  # the packed arguments (grid.py)
+    changed = True
+    while changed:
+        changed = False
+        for block in step.blocks[1:]:
+            for instr in list(block.instructions):
+                operands = _operands(instr)
+                if not all(op in have or isinstance(op, (ir.Constant, ir.GlobalValue)) for op in operands):
+                    continue
+                if isinstance(instr, _PURE) or (type(instr) is ir.Instruction and instr.opname in _ARITHMETIC):
+                    if isinstance(instr, (ir.CastInstr, ir.GEPInstr)) and operands[0] in arguments:
+                        arguments.add(instr)
+                elif not (isinstance(instr, ir.LoadInstr) and operands[0] in arguments):
+                    continue
+                block.instructions.remove(instr)
+                instr.parent = header.block
+                header.block.instructions.append(instr)
+                have.add(instr)
+                changed = True
+    return have
+
+
+def _set_alike(step: ir.Function, uniform: set[ir.Value]) -> dict[ir.AllocaInstr, ir.Value]:
+    """The stack slots every store of which stores one value the header has, and nothing else writes (numba's
+    variable holding an argument, a shared array): what they hold after the header, at every step."""
+    alike: dict[ir.AllocaInstr, ir.Value] = {}
+    others: set[ir.AllocaInstr] = set()
+    allocas = set(_allocas(step))
+    for block in step.blocks:
+        for instr in block.instructions:
+            operands = _operands(instr)
+            if isinstance(instr, ir.StoreInstr) and operands[1] in allocas and operands[0] not in allocas:
+                alloca, value = operands[1], operands[0]
+                if value in uniform and alike.setdefault(alloca, value) is value:
+                    continue
+                others.add(alloca)
+            elif not isinstance(instr, ir.LoadInstr):  # its address taken, written in part, or escaping
+                others.update(op for op in operands if op in allocas)
+    return {alloca: value for alloca, value in alike.items() if alloca not in others}
+
+
+def _read_state(function: ir.Function, header: _Header) -> None:
+    """The thread's state slots read where the pass keeps them, not through ``od_state``."""
     uses = _uses(function)
     for block in function.blocks:
         for call in [i for i in block.instructions if isinstance(i, ir.CallInstr)]:
@@ -200,34 +264,31 @@ def _read_state_in_frame(function: ir.Function, header: _Header) -> None:
                 block.instructions.remove(call)
 
 
-def _cache_shared(function: ir.Function, call: ir.CallInstr, k: int, header: _Header) -> None:
-    """The shared array of ``call`` (a call site of ``cuda.shared.array``) asked of the runner by the block's first
-    thread to reach it, and read by the others from the block's cache: its address is the same for all."""
-    block = call.parent
-    after = _split_after(function, call, f"overdub.shared.{k}")
-    builder = ir.IRBuilder(block)
-    builder.position_before(call)
-    entry = builder.gep(builder.load(header.cache), [ir.Constant(_I64, k)], inbounds=True)
-    cached = builder.load(entry)
-    block.instructions.remove(block.terminator)
-    block.terminator = None
-    block.instructions.remove(call)
-    asking = function.insert_basic_block(function.blocks.index(block) + 1, f"overdub.ask_shared.{k}")
-    builder.position_at_end(block)
-    builder.cbranch(builder.icmp_unsigned("==", cached, ir.Constant(cached.type, None)), asking, after)
-    builder.position_at_end(asking)
-    call.parent = asking
-    asking.instructions.append(call)
-    builder.position_at_end(asking)
-    builder.store(call, entry)
-    builder.branch(after)
-    builder.position_at_start(after)
-    address = builder.phi(call.type)
-    address.add_incoming(cached, block)
-    address.add_incoming(call, asking)
-    for use in _uses(function).get(call, []):
-        if use is not address and not (isinstance(use, ir.StoreInstr) and use.parent is asking):
-            _replace(use, call, address)
+def _detach(function: ir.Function, nshared: int) -> ir.Function:
+    """Move ``function``'s code to a new internal, always inlined function, its *step*: ``function``'s parameters,
+    then the thread's state slots, the last barrier's count and threads, where the thread resumes, and the
+    addresses of the kernel's ``nshared`` shared arrays (:class:`_Header` names them)."""
+    extra = [_I64.as_pointer(), _I32, _I32, _I32] + [_I8P] * nshared
+    kind = ir.FunctionType(function.function_type.return_type, [*function.function_type.args, *extra])
+    step = ir.Function(function.module, kind, function.name + ".step")
+    step.linkage = "internal"
+    step.attributes.update(a for a in function.attributes if a != "noinline")
+    step.attributes.add("alwaysinline")
+    for old, new in zip(function.args, step.args):
+        new.attributes.update(old.attributes)
+        new.name = old.name
+    for k, new in enumerate(step.args[len(function.args) :]):
+        new.name = f"overdub.{k}"
+    step.scope = function.scope  # the names of the code moved are taken there: new ones are made unique there too
+    arguments = dict(zip(function.args, step.args))
+    for block in function.blocks:
+        block.parent = step
+        for instr in block.instructions:
+            for op in _operands(instr):
+                if op in arguments:
+                    _replace(instr, op, arguments[op])
+    step.blocks, function.blocks = function.blocks, []
+    return step
 
 
 def _split_after(function: ir.Function, instr: ir.Instruction, name: str) -> ir.Block:
@@ -252,114 +313,148 @@ def _split_after(function: ir.Function, instr: ir.Instruction, name: str) -> ir.
 
 
 class _Header:
-    """The cut function's new first block, and in it pointers to the thread's frame and its header's words."""
+    """The step's new first block, the thread's frame and its resume word there, and the step's own parameters."""
 
-    def __init__(self, function: ir.Function, first: ir.Argument) -> None:
-        self.start = function.entry_basic_block  # the kernel's start
-        self.block = function.insert_basic_block(0, "overdub.resume")
+    def __init__(self, step: ir.Function, nargs: int, nshared: int) -> None:
+        self.state, self.count, self.threads, self.resume_at, *self.shared = step.args[nargs:]
+        self.start = step.entry_basic_block  # the kernel's start
+        self.block = step.insert_basic_block(0, "overdub.resume")
         builder = ir.IRBuilder(self.block)
-        self.frame = builder.inttoptr(first, ir.IntType(8).as_pointer())
-        words = builder.bitcast(self.frame, _I32.as_pointer())
-        self.resume, self.predicate, self.count, self.threads = (
-            builder.gep(words, [ir.Constant(_I64, i)], inbounds=True) for i in range(4)
-        )
-        self.state = builder.bitcast(self._at(builder, _STATE), _I64.as_pointer())
-        self.cache = builder.bitcast(self._at(builder, _CACHE), ir.IntType(8).as_pointer().as_pointer().as_pointer())
-
-    def _at(self, builder: ir.IRBuilder, offset: int) -> ir.Value:
-        return builder.gep(self.frame, [ir.Constant(_I64, offset)], inbounds=True)
+        first = next(arg for arg in step.args if arg.name == "arg.first")  # the pass passes the frame there
+        self.frame = builder.inttoptr(first, _I8P)
+        self.resume = builder.bitcast(self.frame, _I32.as_pointer())
 
 
 # What the runner hands a pass (_cpugrid.c's regions_pass), by the address in its ``first`` argument: the threads
 # [start, n) to run, the last barrier's counts for those resuming after it; back: the next barrier's count of true
 # predicates and of arrivals, the live threads, the thread whose error the pass returns; the runner's state
-# pointer (set to each thread's slots while it runs: callees compiled on their own read them there) and the frames.
+# pointer (where callees compiled on their own read the running thread's slots), the frames, whether the threads
+# start afresh (no frame read), and the block's state slots (3-11; the pass counts the threads' 0-2).
 _PASS = ir.LiteralStructType(
-    [_I64, _I64, _I32, _I32, _I64, _I64, _I64, _I64, _I64.as_pointer().as_pointer(), ir.IntType(8).as_pointer()]
+    [_I64, _I64, _I32, _I32, _I64, _I64, _I64, _I64, _I64.as_pointer().as_pointer(), _I8P, _I64, ir.ArrayType(_I64, 12)]
 )
-_START, _N, _RESULT_COUNT, _RESULT_N, _COUNT, _ARRIVED, _LIVE, _FAILED, _STATE_POINTER, _FRAMES = range(10)
+_START, _N, _RESULT_COUNT, _RESULT_N, _COUNT, _ARRIVED, _LIVE, _FAILED, _STATE_POINTER, _FRAMES, _FRESH, _SLOTS = range(
+    12
+)
 
 
-def _make_pass(function: ir.Function, size: int) -> None:
-    """Turn ``function`` (the cut body, for one thread) into a pass over a block's threads: its code moves to an
-    internal, always inlined *step*, and ``function`` -- the symbol the runner calls -- becomes the loop calling
-    the step for each thread not done, with its frame, so that no thread costs a call from the runner."""
-    module = function.module
-    step = ir.Function(module, function.function_type, function.name + ".step")
-    step.linkage = "internal"
-    step.attributes.update(a for a in function.attributes if a != "noinline")
-    step.attributes.add("alwaysinline")
-    for old, new in zip(function.args, step.args):
-        new.attributes.update(old.attributes)
-    arguments = dict(zip(function.args, step.args))
-    for block in function.blocks:
-        block.parent = step
-        for instr in block.instructions:
-            for op in _operands(instr):
-                if op in arguments:
-                    _replace(instr, op, arguments[op])
-    step.blocks, function.blocks = function.blocks, []
-
+def _make_pass(
+    function: ir.Function, step: ir.Function, size: int, shared: Sequence[ir.CallInstr], state_in_memory: bool
+) -> None:
+    """Make ``function`` -- the symbol the runner calls, its code moved to ``step`` -- a pass over a block's
+    threads: it asks the runner for the block's shared arrays (once, not once a thread) and calls the step,
+    always inlined, for each thread not done, with its frame and its state, counting its indices, so that no
+    thread costs a call or a division."""
     builder = ir.IRBuilder(function.append_basic_block("overdub.pass"))
     first = next(arg for arg in function.args if arg.name == "arg.first")
     info = builder.inttoptr(first, _PASS.as_pointer())
 
-    def field(index: int) -> ir.Value:
-        return builder.gep(info, [ir.Constant(_I32, 0), ir.Constant(_I32, index)], inbounds=True)
+    def field(index: int, *at: int) -> ir.Value:
+        indices = [ir.Constant(_I32, i) for i in (0, index, *at)]
+        return builder.gep(info, indices, inbounds=True)
 
     start, n = builder.load(field(_START)), builder.load(field(_N))
     result_count, result_n = builder.load(field(_RESULT_COUNT)), builder.load(field(_RESULT_N))
-    state_pointer, frames = builder.load(field(_STATE_POINTER)), builder.load(field(_FRAMES))
-    head = function.append_basic_block("overdub.thread")
-    run, stopped, ended = (function.append_basic_block(f"overdub.{name}") for name in ("run", "stopped", "ended"))
-    failed, following, done = (function.append_basic_block(f"overdub.{name}") for name in ("failed", "next", "done"))
-    entry = builder.block
-    builder.cbranch(builder.icmp_signed("<", start, n), head, done)
+    frames = builder.load(field(_FRAMES))
+    fresh = builder.icmp_signed("!=", builder.load(field(_FRESH)), ir.Constant(_I64, 0))
+    slots = builder.alloca(ir.ArrayType(_I64, 12), name="overdub.slots")
 
-    builder.position_at_end(head)
-    thread = builder.phi(_I64)
-    thread.add_incoming(start, entry)
+    def slot(k: int) -> ir.Value:
+        return builder.gep(slots, [ir.Constant(_I32, 0), ir.Constant(_I32, k)], inbounds=True)
+
+    for k in range(3, 12):
+        builder.store(builder.load(field(_SLOTS, k)), slot(k))
+    state = slot(0)
+    if state_in_memory:
+        builder.store(state, builder.load(field(_STATE_POINTER)))
+    totals = {index: builder.alloca(_I64, name="overdub.total") for index in (_COUNT, _ARRIVED, _LIVE)}
+    for total in totals.values():
+        builder.store(ir.Constant(_I64, 0), total)
+    addresses = [builder.call(call.callee, call.args) for call in shared]
+    blocks = {
+        name: function.append_basic_block(f"overdub.{name}")
+        for name in ("threads", "thread", "run", "stopped", "ended", "failed", "next", "done", "no_shared")
+    }
+    missing = [builder.icmp_unsigned("==", address, ir.Constant(_I8P, None)) for address in addresses]
+    if missing:
+        any_missing = missing[0]
+        for other in missing[1:]:
+            any_missing = builder.or_(any_missing, other)
+        builder.cbranch(any_missing, blocks["no_shared"], blocks["threads"])
+    else:
+        builder.branch(blocks["threads"])
+
+    builder.position_at_end(blocks["no_shared"])
+    builder.ret(ir.Constant(_I32, NO_SHARED))
+
+    builder.position_at_end(blocks["threads"])  # the first thread's indices, divided out once a pass
+    bx, by = builder.load(slot(6)), builder.load(slot(7))
+    rest = builder.udiv(start, bx)
+    x0, y0, z0 = builder.urem(start, bx), builder.urem(rest, by), builder.udiv(rest, by)
+    builder.cbranch(builder.icmp_signed("<", start, n), blocks["thread"], blocks["done"])
+
+    builder.position_at_end(blocks["thread"])
+    thread, x, y, z = (builder.phi(_I64) for _ in range(4))
+    for phi, value in zip((thread, x, y, z), (start, x0, y0, z0)):
+        phi.add_incoming(value, blocks["threads"])
+    for k, value in enumerate((x, y, z)):
+        builder.store(value, slot(k))
     frame = builder.gep(frames, [builder.mul(thread, ir.Constant(_I64, size))], inbounds=True)
-    words = builder.bitcast(frame, _I32.as_pointer())
-    resume = builder.load(words)
-    builder.cbranch(builder.icmp_signed("<", resume, ir.Constant(_I32, 0)), following, run)
+    word = builder.bitcast(frame, _I32.as_pointer())
+    resume = builder.select(fresh, ir.Constant(_I32, 0), builder.load(word))
+    builder.cbranch(builder.icmp_signed("<", resume, ir.Constant(_I32, 0)), blocks["next"], blocks["run"])
 
-    builder.position_at_end(run)
-    builder.store(result_count, builder.gep(words, [ir.Constant(_I64, 2)], inbounds=True))
-    builder.store(result_n, builder.gep(words, [ir.Constant(_I64, 3)], inbounds=True))
-    slots = builder.bitcast(builder.gep(frame, [ir.Constant(_I64, _STATE)], inbounds=True), _I64.as_pointer())
-    builder.store(slots, state_pointer)
+    builder.position_at_end(blocks["run"])
     args = [builder.ptrtoint(frame, _I64) if arg is first else arg for arg in function.args]
-    code = builder.call(step, args)
-    builder.cbranch(builder.icmp_signed("==", code, ir.Constant(_I32, AT_BARRIER)), stopped, ended)
+    code = builder.call(step, [*args, state, result_count, result_n, resume, *addresses])
+    stop = builder.sub(code, ir.Constant(_I32, AT_BARRIER))
+    builder.cbranch(builder.icmp_unsigned("<", stop, ir.Constant(_I32, 2)), blocks["stopped"], blocks["ended"])
 
     def add(index: int, value: ir.Value) -> None:
-        builder.store(builder.add(builder.load(field(index)), value), field(index))
+        builder.store(builder.add(builder.load(totals[index]), value), totals[index])
 
-    builder.position_at_end(stopped)
-    predicate = builder.load(builder.gep(words, [ir.Constant(_I64, 1)], inbounds=True))
-    add(_COUNT, builder.zext(builder.icmp_signed("!=", predicate, ir.Constant(_I32, 0)), _I64))
+    def report() -> None:  # the totals into the runner's record
+        for index, total in totals.items():
+            builder.store(builder.add(builder.load(field(index)), builder.load(total)), field(index))
+
+    builder.position_at_end(blocks["stopped"])
+    add(_COUNT, builder.zext(stop, _I64))
     add(_ARRIVED, ir.Constant(_I64, 1))
-    builder.branch(following)
+    builder.branch(blocks["next"])
 
-    builder.position_at_end(ended)
-    builder.store(ir.Constant(_I32, -1), words)
+    builder.position_at_end(blocks["ended"])
+    builder.store(ir.Constant(_I32, -1), word)
     add(_LIVE, ir.Constant(_I64, -1))
     fine = builder.or_(
         builder.icmp_signed("==", code, ir.Constant(_I32, 0)), builder.icmp_signed("==", code, ir.Constant(_I32, -2))
     )
-    builder.cbranch(fine, following, failed)
+    builder.cbranch(fine, blocks["next"], blocks["failed"])
 
-    builder.position_at_end(failed)
+    builder.position_at_end(blocks["failed"])
     builder.store(thread, field(_FAILED))
+    report()
     builder.ret(code)
 
-    builder.position_at_end(following)
+    builder.position_at_end(blocks["next"])  # the next thread, its indices counted
     after = builder.add(thread, ir.Constant(_I64, 1))
-    thread.add_incoming(after, following)
-    builder.cbranch(builder.icmp_signed("<", after, n), head, done)
+    x1 = builder.add(x, ir.Constant(_I64, 1))
+    wrap_x = builder.icmp_signed("==", x1, bx)
+    y1 = builder.add(y, builder.zext(wrap_x, _I64))
+    wrap_y = builder.icmp_signed("==", y1, by)
+    for phi, value in zip(
+        (thread, x, y, z),
+        (
+            after,
+            builder.select(wrap_x, ir.Constant(_I64, 0), x1),
+            builder.select(wrap_y, ir.Constant(_I64, 0), y1),
+            builder.add(z, builder.zext(wrap_y, _I64)),
+        ),
+    ):
+        phi.add_incoming(value, blocks["next"])
+    builder.cbranch(builder.icmp_signed("<", after, n), blocks["thread"], blocks["done"])
 
-    builder.position_at_end(done)
+    builder.position_at_end(blocks["done"])
+    report()
     builder.ret(ir.Constant(_I32, 0))
 
 
@@ -382,11 +477,12 @@ def _layout(allocas: Sequence[ir.AllocaInstr], target_data: Any) -> dict[ir.Allo
 
 def _frame_offsets(framed: Sequence[ir.AllocaInstr], target_data: Any) -> tuple[dict[ir.AllocaInstr, int], int]:
     """Where each framed alloca sits in a thread's frame, after the resume word, and the frame's size (a multiple
-    of 16 and of every alignment, so that each thread's frame is aligned as the first)."""
+    of every alignment, so that each thread's frame is aligned as the first). The narrowest first: an int32 fills
+    the space the resume word leaves before an 8-byte alignment."""
     layout = _layout(framed, target_data)
     assert layout is not None  # checked on every alloca before the cut
-    offsets, offset, widest = {}, _HEADER, 16
-    for alloca in framed:
+    offsets, offset, widest = {}, _HEADER, _HEADER
+    for alloca in sorted(framed, key=lambda alloca: layout[alloca][1]):
         size, align = layout[alloca]
         offset = -(-offset // align) * align
         offsets[alloca] = offset
@@ -412,12 +508,12 @@ def _split(function: ir.Function, call: ir.CallInstr, k: int, header: _Header) -
     uses = _uses(function).get(call)
     if uses:
         builder.position_at_start(cont)
-        count = builder.load(header.count)
+        count = header.count
         op = call.args[0].constant  # 1 count, 2 and, 3 or (as _cpugrid.c's od_barrier)
         if op == 1:
             result = count
         elif op == 2:
-            result = builder.zext(builder.icmp_signed("==", count, builder.load(header.threads)), _I32)
+            result = builder.zext(builder.icmp_signed("==", count, header.threads), _I32)
         else:
             result = builder.zext(builder.icmp_signed(">", count, ir.Constant(_I32, 0)), _I32)
         for use in uses:
@@ -581,21 +677,21 @@ def _jump_to_resume(
         place = builder.bitcast(builder.gep(header.frame, [ir.Constant(_I64, offset)], inbounds=True), alloca.type)
         for use in uses.get(alloca, []):
             _replace(use, alloca, place)
-    switch = builder.switch(builder.load(header.resume), header.start)
+    switch = builder.switch(header.resume_at, header.start)
     for k, cont in enumerate(continuations, 1):
         switch.add_case(k, cont)
 
 
 def _stop_at_barrier(call: ir.CallInstr, header: _Header, k: int) -> None:
-    """The barrier ``call``, which ends its block: its predicate and the thread's resume point k in the frame,
-    and a return."""
+    """The barrier ``call``, which ends its block: the thread's resume point k in the frame, and a return of
+    AT_BARRIER, plus one where the thread's predicate is true."""
     block = call.parent
     builder = ir.IRBuilder(block)
     builder.position_before(call)
-    builder.store(call.args[1], header.predicate)
     builder.store(ir.Constant(_I32, k), header.resume)
+    true = builder.icmp_signed("!=", call.args[1], ir.Constant(call.args[1].type, 0))
     block.instructions.remove(call)
     block.instructions.remove(block.terminator)
     block.terminator = None
     builder.position_at_end(block)
-    builder.ret(ir.Constant(_I32, AT_BARRIER))
+    builder.ret(builder.add(ir.Constant(_I32, AT_BARRIER), builder.zext(true, _I32)))

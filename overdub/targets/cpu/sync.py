@@ -313,20 +313,34 @@ def _array_at(
     intp = context.get_value_type(types.intp)  # type: ignore[no-untyped-call]  # numba's is unannotated
     data_type = context.get_data_type(array_type.dtype)  # type: ignore[no-untyped-call]  # numba's is unannotated
     itemsize = context.get_abi_sizeof(data_type)  # type: ignore[no-untyped-call]  # numba's is unannotated
-    strides, step = [], intp(itemsize)
+    strides, step, nitems = [], intp(itemsize), intp(1)
     for extent in reversed(extents):
         strides.append(step)
         step = builder.mul(step, extent)
-    array = context.make_array(array_type)(context, builder)  # type: ignore[no-untyped-call]  # numba's is unannotated
-    context.populate_array(  # type: ignore[no-untyped-call]  # numba's is unannotated
-        array,
-        data=builder.bitcast(data, data_type.as_pointer()),
-        shape=extents,
-        strides=list(reversed(strides)),
-        itemsize=intp(itemsize),
-        meminfo=None,
-    )
-    return array._getvalue()
+        nitems = builder.mul(nitems, extent)
+    # built as a value, not in a stack slot: every thread of a block computes it alike, and block regions
+    # (regions.py) recompute such values after a barrier rather than keep them per thread
+    model = context.data_model_manager[array_type]
+    fields = {
+        "meminfo": ir.Constant(_I8P, None),
+        "parent": ir.Constant(_I8P, None),
+        "nitems": nitems,
+        "itemsize": intp(itemsize),
+        "data": builder.bitcast(data, data_type.as_pointer()),
+        "shape": _aggregate(builder, extents),
+        "strides": _aggregate(builder, list(reversed(strides))),
+    }
+    value = ir.Constant(context.get_value_type(array_type), ir.Undefined)  # type: ignore[no-untyped-call]  # numba's is unannotated
+    for name, field in fields.items():
+        value = builder.insert_value(value, field, model.get_field_position(name))
+    return value
+
+
+def _aggregate(builder: ir.IRBuilder, values: Sequence[ir.Value]) -> ir.Value:
+    aggregate = ir.Constant(ir.ArrayType(_I64, len(values)), ir.Undefined)
+    for k, value in enumerate(values):
+        aggregate = builder.insert_value(aggregate, value, k)
+    return aggregate
 
 
 def _itemsize(dtype: types.Type) -> int:
