@@ -32,12 +32,16 @@ typedef int (*cu_kernel_get_function_t)(void **function, void *kernel);
 typedef int (*cu_stream_get_ctx_t)(void *stream, void **ctx);
 typedef int (*cu_ctx_push_current_t)(void *ctx);
 typedef int (*cu_ctx_pop_current_t)(void **ctx);
+typedef int (*cu_ctx_get_id_t)(void *ctx, unsigned long long *id);
 
 /* The kernel's CUfunction in each CUDA context it was launched in (a CUkernel is context-independent, but
- * launching through it costs the driver a lookup per launch: 0.5-2 us on an H200, against ~20 ns here). */
+ * launching through it costs the driver a lookup per launch: 0.5-2 us on an H200, against ~20 ns here), by the
+ * context's address and its ID (cuCtxGetId: unique in the process; a context destroyed and another made at
+ * the same address has another, and its own functions). */
 #define NCONTEXTS 8
 typedef struct {
     void *context;
+    unsigned long long id;
     void *function;
 } Loaded;
 
@@ -97,6 +101,7 @@ typedef struct {
     cu_stream_get_ctx_t stream_get_ctx;
     cu_ctx_push_current_t ctx_push_current;
     cu_ctx_pop_current_t ctx_pop_current;
+    cu_ctx_get_id_t ctx_get_id;    /* NULL where the driver has none (before CUDA 12): the address alone */
     PyObject *stream_handle;   /* Python callable: stream object -> int handle */
     CPURun cpu;                /* the CPU target's (cpu.run NULL: the CUDA target's) */
 } Launcher;
@@ -622,15 +627,47 @@ static int dims_of(PyObject *blocks, PyObject *threads, Dims *out) {
     return check_limits(out->grid, out->block, blocks, threads);
 }
 
+/* Where a moved word is a module's version tag and every edge watching it a global's binding (its guard entry,
+ * the owner kept, names them: bindings.Guard), does each name still bind the very object read? Then nothing
+ * changed (another global of the module was assigned). 1: yes, 0: ask the slow check, -1: error. */
+static int rebound_alike(PyObject *owner) {
+    if (!PyList_Check(owner) || PyList_Size(owner) < 3) return 0;
+    PyObject *rebinds = PyList_GetItem(owner, 2);
+    if (!PyTuple_Check(rebinds)) return 0;
+    Py_INCREF(rebinds); /* held: a lookup may run Python code (a key's __eq__) that replaces it */
+    int alike = 1;
+    for (Py_ssize_t k = 0; k < PyTuple_Size(rebinds) && alike == 1; k++) {
+        /* (namespace, name, value, builtins or None), made by bindings._rebinds */
+        PyObject *binding = PyTuple_GetItem(rebinds, k);
+        PyObject *fallback = PyTuple_GetItem(binding, 3);
+        PyObject *now = PyDict_GetItemWithError(PyTuple_GetItem(binding, 0), PyTuple_GetItem(binding, 1));
+        if (now == NULL && !PyErr_Occurred() && fallback != Py_None)
+            now = PyDict_GetItemWithError(fallback, PyTuple_GetItem(binding, 1));
+        if (now == NULL && PyErr_Occurred())
+            alike = -1;
+        else if (now != PyTuple_GetItem(binding, 2))
+            alike = 0;
+    }
+    Py_DECREF(rebinds);
+    return alike;
+}
+
 /* The kernel's flag, then the words it watches (the version tags of the modules it read, the content
- * pointers of closure cells, the code and defaults pointers of functions); when one moved, the kernel's own
- * slow check (Kernel.usable) compares what it read and records the new words. 1: valid, 0: not (take the
- * slow path), -1: error. */
+ * pointers of closure cells, the code and defaults pointers of functions); when one moved, the globals it
+ * watches compared in place where it can (rebound_alike), else the kernel's own slow check (Kernel.usable)
+ * compares what it read and records the new words. 1: valid, 0: not (take the slow path), -1: error. */
 static int still_valid(Launcher *self) {
     int valid = self->valid_word != NULL ? *self->valid_word == Py_True : attr_truth(self->kernel, s_valid);
     if (valid != 1) return valid < 0 ? -1 : 0;
     for (Py_ssize_t i = 0; i < self->nchecks; i++) {
         if (*self->versions[i] != *self->expected[i]) {
+            uint64_t now = *self->versions[i];
+            int alike = rebound_alike(self->keep[i]);
+            if (alike < 0) return -1;
+            if (alike) {
+                *self->expected[i] = now;
+                continue;
+            }
             PyObject *usable = PyObject_CallMethodObjArgs(self->kernel, s_usable, NULL);
             if (usable == NULL) return -1;
             int truth = PyObject_IsTrue(usable);
@@ -649,8 +686,10 @@ static int still_valid(Launcher *self) {
 static void *function_here(Launcher *self, void **context) {
     *context = NULL;
     if (self->ctx_get_current(context) != 0 || *context == NULL) return NULL;
+    unsigned long long id = 0;
+    if (self->ctx_get_id != NULL && self->ctx_get_id(*context, &id) != 0) return NULL;
     for (int i = 0; i < self->nloaded; i++)
-        if (self->loaded[i].context == *context) return self->loaded[i].function;
+        if (self->loaded[i].context == *context && self->loaded[i].id == id) return self->loaded[i].function;
     void *function = NULL;
     int err = self->kernel_get_function(&function, self->kernel_handle);
     /* CUDA_ERROR_NO_BINARY_FOR_GPU, CUDA_ERROR_INVALID_PTX, CUDA_ERROR_UNSUPPORTED_PTX_VERSION */
@@ -658,13 +697,15 @@ static void *function_here(Launcher *self, void **context) {
     if (err != 0) function = NULL;
     int slot = self->nloaded < NCONTEXTS ? self->nloaded++ : (self->evict++ % NCONTEXTS);
     self->loaded[slot].context = *context;
+    self->loaded[slot].id = id;
     self->loaded[slot].function = function;
     return function;
 }
 
 static void forget_context(Launcher *self, void *context) {
-    for (int i = 0; i < self->nloaded; i++)
+    for (int i = 0; i < self->nloaded;)
         if (self->loaded[i].context == context) self->loaded[i] = self->loaded[--self->nloaded];
+        else i++;
 }
 
 #define NOT_HERE (-1) /* not a CUresult: the kernel has no function in the context */
@@ -822,7 +863,7 @@ static int launcher_run(Launcher *self, PyObject *const *args, Py_ssize_t nargs,
     /* no context current, or the kernel not loadable in it (another architecture): the slow path makes the
      * device's context current, or compiles for the device */
     if (err == NOT_HERE) return 0;
-    if (err == 400) { /* CUDA_ERROR_INVALID_HANDLE: a context destroyed, another made at its address */
+    if (err == 400) { /* CUDA_ERROR_INVALID_HANDLE: the function's context is gone (the slow path reloads it) */
         forget_context(self, context);
         return 0;
     }
@@ -913,9 +954,10 @@ static int launcher_init_common(Launcher *self, PyObject *kernel, PyObject *chec
 
 static int Launcher_init(Launcher *self, PyObject *args, PyObject *kwargs) {
     PyObject *kernel, *checks, *specs, *kernel_handle, *stream_handle;
-    unsigned long long launch, ctx_get_current, kernel_get_function, stream_get_ctx, ctx_push, ctx_pop;
-    if (!PyArg_ParseTuple(args, "OOOO(KKKKKK)O", &kernel, &checks, &specs, &kernel_handle, &launch, &ctx_get_current,
-                          &kernel_get_function, &stream_get_ctx, &ctx_push, &ctx_pop, &stream_handle))
+    unsigned long long launch, ctx_get_current, kernel_get_function, stream_get_ctx, ctx_push, ctx_pop, ctx_get_id;
+    if (!PyArg_ParseTuple(args, "OOOO(KKKKKKK)O", &kernel, &checks, &specs, &kernel_handle, &launch,
+                          &ctx_get_current, &kernel_get_function, &stream_get_ctx, &ctx_push, &ctx_pop, &ctx_get_id,
+                          &stream_handle))
         return -1;
     if (self->kernel != NULL) {
         PyErr_SetString(PyExc_TypeError, "a Launcher is made once");
@@ -929,6 +971,7 @@ static int Launcher_init(Launcher *self, PyObject *args, PyObject *kwargs) {
     self->stream_get_ctx = (cu_stream_get_ctx_t)(uintptr_t)stream_get_ctx;
     self->ctx_push_current = (cu_ctx_push_current_t)(uintptr_t)ctx_push;
     self->ctx_pop_current = (cu_ctx_pop_current_t)(uintptr_t)ctx_pop;
+    self->ctx_get_id = (cu_ctx_get_id_t)(uintptr_t)ctx_get_id;
     self->nloaded = self->evict = 0;
     if (PyErr_Occurred()) return -1;
     Py_INCREF(stream_handle);

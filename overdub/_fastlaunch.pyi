@@ -21,8 +21,9 @@ class Launcher:
         checks: object,
         specs: Sequence[object],  # overdub.targets.cuda.abi's spec records
         kernel_handle: int,
-        # cuLaunchKernel, cuCtxGetCurrent, cuKernelGetFunction, cuStreamGetCtx, cuCtxPushCurrent, cuCtxPopCurrent
-        driver_entries: tuple[int, int, int, int, int, int],
+        # cuLaunchKernel, cuCtxGetCurrent, cuKernelGetFunction, cuStreamGetCtx, cuCtxPushCurrent, cuCtxPopCurrent,
+        # cuCtxGetId (0: none)
+        driver_entries: tuple[int, int, int, int, int, int, int],
         stream_handle: Callable[[object], int],
         /,
     ) -> None: ...

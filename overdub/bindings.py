@@ -407,16 +407,20 @@ def read_function(func: pytypes.FunctionType) -> None:
 class Guard:
     """The state a compiled thing read (directly or through what it calls), checked cheaply before use.
 
-    Each watched word has an entry ``[view, expected]``, ``expected`` a ``ctypes.c_uint64`` holding the value
-    the word had when last checked, so that native code compares two words in memory: the CUDA target's native
-    launcher, and -- where the extension is built -- the fast check itself (``words``, read by
-    ``_fastlaunch.words_fresh``)."""
+    Each watched word has an entry ``[view, expected, rebinds]``, ``expected`` a ``ctypes.c_uint64`` holding the
+    value the word had when last checked, so that native code compares two words in memory: the targets' native
+    launch functions, and -- where the extension is built -- the fast check itself (``words``, read by
+    ``_fastlaunch.words_fresh``). ``rebinds``, where every edge watching the word is a global's binding, holds
+    what a native launch function compares when the word moved -- ``(namespace, name, value, builtins or
+    None)`` for each -- so that a module whose other globals change (a loop at the top of a script or of a
+    notebook cell rebinds its variable at each turn) keeps its kernels' launches native: where each still binds
+    the very object read, nothing changed, and the word's new value is recorded there."""
 
     __slots__ = ("_checks", "_edges", "words")
 
     def __init__(self) -> None:
-        # a check is a pair, mutable in place: [view or None, expected value (c_uint64)]
-        self._checks: dict[int, list[Any]] = {}  # word address -> [view, expected value (c_uint64)]
+        # a check, mutable in place: [view or None, expected value (c_uint64), rebinds (a tuple or None)]
+        self._checks: dict[int, list[Any]] = {}  # word address -> [view, expected value, rebinds]
         self._edges: dict[int, list[Edge]] = {}  # word address -> the edges that word watches
         self.words: bytes | None = b"" if words_fresh is not None else None
         """The (watched word, expected value) address pairs of every check, as uint64s, for
@@ -432,11 +436,12 @@ class Guard:
             check = self._checks.get(address)
             if check is None:
                 expected = ctypes.c_uint64(value if view is not None else _UNSEEN)
-                self._checks[address] = [view, expected]
+                check = self._checks[address] = [view, expected, None]
                 if self.words is not None:  # one pair more (a word without a view: none, for good)
                     self.words = None if view is None else self.words + _PAIR.pack(address, ctypes.addressof(expected))
             elif check[1].value != value:
                 check[1].value = _UNSEEN  # read at different moments: the first check is the slow one
+            check[2] = _rebinds(group)
 
     def include(self, other: Guard) -> None:
         """Also guard what ``other`` guards (a callee's state is its callers' edges too)."""
@@ -449,15 +454,16 @@ class Guard:
         words = self.words
         if words is not None:  # where the extension is built: each pair compared in C
             return words_fresh(words)
-        for view, expected in self._checks.values():
+        for view, expected, _ in self._checks.values():
             if view is None or view.value != expected.value:
                 return False
         return True
 
     def native_checks(self) -> list[tuple[int, int, list[Any]]] | None:
-        """(address of each watched word, address of its expected value, the entry owning both) for native
-        launchers, or None where some word has no view (those launches take the slow check)."""
-        if any(view is None for view, _ in self._checks.values()):
+        """(address of each watched word, address of its expected value, the entry owning both and naming its
+        rebinds) for native launchers, or None where some word has no view (those launches take the slow
+        check)."""
+        if any(view is None for view, *_ in self._checks.values()):
             return None
         return [(address, ctypes.addressof(check[1]), check) for address, check in self._checks.items()]
 
@@ -465,7 +471,7 @@ class Guard:
         """Slow check: invalidate the edges that really changed; True when none of this guard's did."""
         ok = True
         with world.lock:
-            for address, (view, expected) in self._checks.items():
+            for address, (view, expected, _) in self._checks.items():
                 now = _UNSEEN if view is None else view.value
                 if view is not None and now == expected.value:
                     continue
@@ -476,6 +482,17 @@ class Guard:
                 ok = ok and all(edge.valid for edge in group)
                 expected.value = now
         return ok
+
+
+def _rebinds(edges: list[Edge]) -> tuple[tuple[dict[str, Any], str, object, dict[str, Any] | None], ...] | None:
+    """What a native launch function compares when the word ``edges`` watch moved: each binding's namespace,
+    name, value and the builtins it falls back on; None where some edge is no binding (a cell, a function's
+    code: those words move only when they changed, and take the slow check)."""
+    if not all(type(edge) is Binding for edge in edges):
+        return None
+    bindings = cast("list[Binding]", edges)
+    fallback = vars(builtins)
+    return tuple((b.namespace, b.name, b.value, fallback if b.with_builtins else None) for b in bindings)
 
 
 class Guarded(world.Node):

@@ -190,6 +190,30 @@ def test_host_threads_each_with_its_own_context_launch_concurrently(cupy, make_m
 
 
 @pytest.mark.gpu
+def test_contexts_made_and_destroyed_one_after_another_each_run_the_kernel(cupy, make_module):
+    """The driver gives a new context the address of one destroyed before: the kernel's function there is the
+    new context's, not the one the launch function kept for that address (found on an H100 as flaky wrong
+    results and illegal addresses in the tests above after a test run before them)."""
+    m = make_module(SOURCE)
+    previous = cupy.cuda.get_allocator()
+    cupy.cuda.set_allocator(None)
+    addresses = []
+    try:
+        for round in range(12):
+            context = SecondContext()
+            addresses.append(int(context.context))
+            x, out = arange_and_zeros_in(context, cupy, 64)
+            with context:
+                od.cuda(m.kernel, out, x, float(round), blocks=1, threads=64, target="cuda")
+                od.synchronize("cuda")
+                assert np.array_equal(out.get(), round * np.arange(64) + 1.0), (round, addresses)
+                del x, out  # freed in their context, before it goes
+            context.destroy()
+    finally:
+        cupy.cuda.set_allocator(previous)
+
+
+@pytest.mark.gpu
 def test_synchronize_a_device_and_every_device(cupy, make_module):
     m = make_module(SOURCE)
     x, out = cupy.arange(32, dtype=np.float64), cupy.zeros(32)

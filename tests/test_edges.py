@@ -165,6 +165,42 @@ def test_the_fast_check_sees_a_rebound_global_in_c_and_in_python(make_module, mo
     assert guard.fresh() or not launch.kernel.valid  # the old kernel's guard recorded the move, or it died
 
 
+def test_a_loop_rebinding_other_globals_keeps_launches_native_and_sees_the_kernels_own(make_module, monkeypatch):
+    """A loop at a module's top level (a script, a notebook cell) rebinds its variable at each turn, moving the
+    module's version tag: the launch function compares the globals the kernel read in place and stays native
+    (2.6 -> 0.55 us a launch on the 2-core machine), its slow check not called; a rebinding of one of them, or
+    a global shadowing a builtin the kernel calls, is still seen by the next launch."""
+    from overdub import bindings
+    from overdub.runtime import launch_key, runtime
+
+    if bindings.words_fresh is None:
+        pytest.skip("the native extension is not built")
+    m = make_module("""
+        from numba import cuda
+        SCALE = 2.0
+
+        def kernel(out):
+            out[0] = SCALE + abs(-1.0)
+    """)
+    out = np.zeros(1)
+    od.cuda(m.kernel, out, target="cpu")
+    (launch,) = runtime.launches[launch_key(m.kernel, None, "cpu", (out,))]
+    checked = []
+    usable = type(launch.kernel).usable
+    monkeypatch.setattr(type(launch.kernel), "usable", lambda self: checked.append(self) or usable(self))
+    for turn in range(20):
+        m.turn = turn
+        od.cuda(m.kernel, out, target="cpu")
+        assert out[0] == 3.0
+    assert checked == []
+    m.SCALE = 5.0
+    od.cuda(m.kernel, out, target="cpu")
+    assert out[0] == 6.0 and checked
+    m.run("def abs(x):\n    return 10.0")
+    od.cuda(m.kernel, out, target="cpu")
+    assert out[0] == 15.0
+
+
 def test_re_running_a_nan_assignment_does_not_recompile(make_module):
     m = make_module("""
         X = float("nan")

@@ -96,12 +96,13 @@ class Driver:
         libcuda = ctypes.CDLL("libcuda.so.1")
         # what the native launch function calls (its launch follows a stream of another context into it)
         self.native_entries = cast(
-            "tuple[int, int, int, int, int, int]",  # one for each of the six names
+            "tuple[int, int, int, int, int, int, int]",  # one for each of the seven names
             tuple(
-                int(ctypes.cast(getattr(libcuda, name), ctypes.c_void_p).value or 0)
+                _address(libcuda, name)
                 for name in (
                     *("cuLaunchKernel", "cuCtxGetCurrent", "cuKernelGetFunction"),
                     *("cuStreamGetCtx", "cuCtxPushCurrent_v2", "cuCtxPopCurrent_v2"),
+                    "cuCtxGetId",  # CUDA 12+ (0 where the driver has none)
                 )
             ),
         )
@@ -180,9 +181,21 @@ class Driver:
         err, function = self.driver.cuKernelGetFunction(kernel)
         return None if err else function
 
-    def current_context(self) -> int:
+    def current_context(self) -> tuple[int, int]:
+        """The context current on this thread, as its address and its ID (unique in the process: a context
+        destroyed and another made at its address differ by it; 0 where the driver has no IDs), or (0, 0)."""
         err, context = self.driver.cuCtxGetCurrent()
-        return 0 if err else int(context)
+        if err or not int(context):
+            return 0, 0
+        get_id = getattr(self.driver, "cuCtxGetId", None)
+        err, number = get_id(context) if get_id is not None else (0, 0)
+        return int(context), 0 if err else int(number)
+
+
+def _address(library: ctypes.CDLL, name: str) -> int:
+    """The address of ``name`` in ``library``, 0 where it has none."""
+    entry = getattr(library, name, None)
+    return 0 if entry is None else int(ctypes.cast(entry, ctypes.c_void_p).value or 0)
 
 
 @functools.cache

@@ -52,7 +52,7 @@ class CUDALauncher:
         self.call_helper = call_helper  # debug kernels: what the error codes threads record mean
         self.argtypes = tuple(argtypes)
         self.handle: Any = None  # the CUkernel, loaded on first launch: every context's
-        self._functions: dict[int, object] = {}  # context -> the kernel's CUfunction there
+        self._functions: dict[tuple[int, int], object] = {}  # (context, its ID) -> the kernel's CUfunction there
         self.lock = threading.Lock()
         # a kernel that synchronizes its grid (cuda.cg.this_grid().sync()) needs a cooperative launch
         self.cooperative = bool(getattr(library, "use_cooperative", False))
@@ -74,7 +74,7 @@ class CUDALauncher:
         per-context table, in C."""
         drv = driver()
         context = drv.current_context()
-        function = self._functions.get(context) if context else None
+        function = self._functions.get(context) if context[0] else None
         if function is None:
             function = drv.function(self._kernel())  # makes a context current where none is
             if function is not None:
