@@ -29,6 +29,7 @@ KERNEL_GET_FUNCTION = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(ctypes.c_voi
 STREAM_GET_CTX = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p))
 CTX_PUSH = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p)
 CTX_POP = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(ctypes.c_void_p))
+CTX_GET_ID = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(ctypes.c_ulonglong))
 
 
 class FakeDriver:
@@ -36,12 +37,12 @@ class FakeDriver:
     context is ``context`` (0: none; pushed and popped as the driver's stack); a kernel's function in context c
     is kernel + c (``loads`` counts them), except in the contexts of ``foreign`` (a device of another
     architecture: no binary). A stream of ``stream_contexts`` launched in another context is refused with
-    CUDA_ERROR_INVALID_HANDLE, as the driver refuses it."""
+    CUDA_ERROR_INVALID_HANDLE, as the driver refuses it. A context's ID is 1 unless ``ids`` says otherwise."""
 
     def __init__(self, nslots, result=0):
         self.calls, self.nslots, self.result = [], nslots, result
         self.context, self.loads, self.pushed = 0x10, [], []
-        self.foreign, self.stream_contexts = set(), {}
+        self.foreign, self.stream_contexts, self.ids = set(), {}, {}
         self.callbacks = (
             LAUNCH(self._launch),
             CTX_GET_CURRENT(self._ctx_get_current),
@@ -49,11 +50,16 @@ class FakeDriver:
             STREAM_GET_CTX(self._stream_get_ctx),
             CTX_PUSH(self._push),
             CTX_POP(self._pop),
+            CTX_GET_ID(self._ctx_get_id),
         )
         self.address = tuple(ctypes.cast(c, ctypes.c_void_p).value for c in self.callbacks)
 
     def _ctx_get_current(self, out):
         out[0] = self.context or None
+        return 0
+
+    def _ctx_get_id(self, context, out):
+        out[0] = self.ids.get(context, 1)
         return 0
 
     def _kernel_get_function(self, out, kernel):
@@ -215,6 +221,18 @@ def test_an_invalid_handle_forgets_the_contexts_function_and_takes_the_slow_path
     driver.result = 0
     assert launcher(((7,)), 1, 1, 0, None) is True
     assert driver.loads == [0x10, 0x10]  # asked again: the context at that address is another one
+
+
+def test_a_context_made_at_a_destroyed_ones_address_gets_its_own_function():
+    """The driver gives a new context the address of one destroyed: its ID tells them apart, and the kernel's
+    function is asked for the new one (the old one's function launched there ran on an H100 with wrong results
+    or an illegal address)."""
+    launcher, driver = make([ScalarSpec("q")], 1)
+    assert launcher(((7,)), 1, 1, 0, None) is True
+    driver.ids[0x10] = 2
+    assert launcher(((7,)), 1, 1, 0, None) is True
+    assert launcher(((7,)), 1, 1, 0, None) is True
+    assert driver.loads == [0x10, 0x10]
 
 
 def test_an_array_of_records_passes_the_native_guard_with_its_very_dtype_only():

@@ -161,9 +161,11 @@ class Driver:
         """The kernel library's ``CUkernel``: loaded once, context-independent (``cuLibraryLoadData``, as
         cuda.core loads it). Launched with it, the driver finds the kernel's function in the context current
         on the launching thread -- loading it there the first time -- so one launch function serves every
-        context and device of this architecture."""
+        context and device of this architecture. numba-cuda loads it in a primary context only: where another
+        context of the device is current (a library's own), the device's primary context is pushed for it."""
         make_current()
-        return library.get_cufunc().kernel._handle
+        with primary_context():
+            return library.get_cufunc().kernel._handle
 
     def prefer_carveout(self, kernel: object, percent: int) -> None:
         """Have ``kernel`` prefer ``percent`` of the unified L1/shared memory as shared memory, on every device
@@ -320,6 +322,23 @@ def pushed(context: object) -> Iterator[None]:
         yield
     finally:
         drv.cuCtxPopCurrent()
+
+
+@contextlib.contextmanager
+def primary_context() -> Iterator[None]:
+    """The current device's primary context current on this thread for the block, where another context of the
+    device is (pushed, then popped); nothing done where it is current already."""
+    drv = driver().driver
+    err, device = drv.cuCtxGetDevice()
+    checked("cuCtxGetDevice", err)
+    err, primary = drv.cuDevicePrimaryCtxRetain(device)
+    checked("cuDevicePrimaryCtxRetain", err)
+    try:
+        err, here = drv.cuCtxGetCurrent()
+        with contextlib.nullcontext() if not int(err) and int(here) == int(primary) else pushed(primary):
+            yield
+    finally:
+        drv.cuDevicePrimaryCtxRelease(device)
 
 
 def context_label(context: object) -> str:
