@@ -191,9 +191,9 @@ def test_host_threads_each_with_its_own_context_launch_concurrently(cupy, make_m
 
 @pytest.mark.gpu
 def test_contexts_made_and_destroyed_one_after_another_each_run_the_kernel(cupy, make_module):
-    """The driver gives a new context the address of one destroyed before: the kernel's function there is the
-    new context's, not the one the launch function kept for that address (found on an H100 as flaky wrong
-    results and illegal addresses in the tests above after a test run before them)."""
+    """The driver may give a new context the address of one destroyed before: the kernel's function there is the
+    new context's, not the one the launch function kept for that address. The kernel is first launched in a
+    context that is not the device's primary one (numba-cuda loads code in a primary context only)."""
     m = make_module(SOURCE)
     previous = cupy.cuda.get_allocator()
     cupy.cuda.set_allocator(None)
@@ -211,6 +211,30 @@ def test_contexts_made_and_destroyed_one_after_another_each_run_the_kernel(cupy,
             context.destroy()
     finally:
         cupy.cuda.set_allocator(previous)
+
+
+@pytest.mark.gpu
+def test_a_thread_whose_first_launch_is_in_a_context_of_its_own_keeps_that_context(cupy, make_module, second_context):
+    """A new host thread pushes a context of its own and launches (compiling and loading on that thread): the
+    context stays current -- making the primary one current there launched with the other context's memory,
+    an illegal address (the cause, by reading, of the concurrent test's failures above on an H100)."""
+    from cuda.bindings import driver
+
+    m = make_module(SOURCE)
+    x2, out2 = arange_and_zeros_in(second_context, cupy, 64)
+    seen = []
+
+    def work():
+        with second_context:
+            od.cuda(m.kernel, out2, x2, 3.0, blocks=1, threads=64, target="cuda")
+            od.synchronize("cuda")
+            seen.append(int(driver.cuCtxGetCurrent()[1]))
+            seen.append(out2.get().tolist())
+
+    thread = threading.Thread(target=work)
+    thread.start()
+    thread.join()
+    assert seen == [int(second_context.context), (3.0 * np.arange(64) + 1.0).tolist()]
 
 
 @pytest.mark.gpu

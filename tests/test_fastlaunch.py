@@ -224,9 +224,8 @@ def test_an_invalid_handle_forgets_the_contexts_function_and_takes_the_slow_path
 
 
 def test_a_context_made_at_a_destroyed_ones_address_gets_its_own_function():
-    """The driver gives a new context the address of one destroyed: its ID tells them apart, and the kernel's
-    function is asked for the new one (the old one's function launched there ran on an H100 with wrong results
-    or an illegal address)."""
+    """The driver may give a new context the address of one destroyed: its ID tells them apart, and the kernel's
+    function is asked for the new one."""
     launcher, driver = make([ScalarSpec("q")], 1)
     assert launcher(((7,)), 1, 1, 0, None) is True
     driver.ids[0x10] = 2

@@ -5,7 +5,8 @@ Host threads: a CUDA context is current per host thread, and cuda.core's ``Devic
 whether ``set_current()`` was called (its ``sync()`` and others refuse until it was). A thread that never used
 the GPU -- a Dask worker's, a ``ThreadPoolExecutor``'s -- may launch, compile, load, synchronize at any time:
 every path that may reach the driver first makes the device's primary context current on the calling thread
-(:func:`make_current`: once per thread, a thread-local flag after that). The launch itself needs none: a
+where none is (:func:`make_current`: once per thread, a thread-local flag after that; a context the program
+made current stays). The launch itself needs none: a
 ``CUfunction`` carries its context; a launch the driver refuses for want of a current context
 (``CUDA_ERROR_INVALID_CONTEXT``) makes it current and is tried again.
 """
@@ -58,7 +59,9 @@ def compile_fork() -> CompileFork | None:
 def make_current(verify: bool = False) -> None:
     """Make the current device's primary context current on the calling host thread (cuda.core
     ``Device().set_current()``: the thread's current device, else device 0, as the CUDA runtime chooses), once
-    per thread. ``verify``: ask the driver whether a context is still current here (the thread may have popped
+    per thread -- where no context is current: one the program pushed (another context of the device, a
+    library's) stays current, or the thread's first launch in it would run in the primary context with that
+    context's memory (an illegal address). ``verify``: ask the driver whether a context is still current here (the thread may have popped
     it, e.g. ``numba.cuda.close()``), for the slow path of a launch, which is not run per launch. A forked
     compile worker refuses (a RuntimeError: its parent compiles that call)."""
     if _fork:
@@ -67,7 +70,10 @@ def make_current(verify: bool = False) -> None:
         return
     from cuda.core import Device
 
-    Device().set_current()
+    err, before = driver().driver.cuCtxGetCurrent()
+    Device().set_current()  # cuda.core's record for the thread; it replaces the current context by the primary one
+    if not int(err) and int(before):  # a context the program made current (its own, a library's) stays current
+        checked("cuCtxSetCurrent", *driver().driver.cuCtxSetCurrent(before))
     _thread.current = True
 
 
