@@ -161,22 +161,32 @@ def _limit() -> int:
 # --- the key --------------------------------------------------------------------------------------------
 
 
+_BUILT_FROM = frozenset({".py", ".c", ".so", ".pyd"})
+
+
+def source_digest(package: pathlib.Path) -> str:
+    """A digest of ``package``'s code by content: its Python modules, and its C extensions' sources and built
+    modules -- compiled kernels call the CPU target's runner and lay out what they share with it (a pass's record,
+    a frame) as the C code does, so a runner changed alone must not load code compiled for the old one."""
+    source = hashlib.sha256()
+    for path in sorted(p for p in package.rglob("*") if p.suffix in _BUILT_FROM and p.is_file()):
+        source.update(path.relative_to(package).as_posix().encode() + b"\0" + path.read_bytes())
+    return source.hexdigest()
+
+
 def _package_versions() -> str:
-    """The versions of what turns a kernel into code: overdub's own source (by content), numba, numba-cuda,
-    llvmlite, numpy, Python."""
+    """The versions of what turns a kernel into code: overdub's own code (by content: :func:`source_digest`),
+    numba, numba-cuda, llvmlite, numpy, Python."""
     global _versions
     if _versions is None:
-        package = pathlib.Path(__file__).parent
-        source = hashlib.sha256()
-        for path in sorted(package.rglob("*.py")):
-            source.update(path.relative_to(package).as_posix().encode() + b"\0" + path.read_bytes())
         versions = []
         for name in ("numba", "numba-cuda", "llvmlite", "numpy"):
             try:
                 versions.append(f"{name}={importlib.metadata.version(name)}")
             except importlib.metadata.PackageNotFoundError:
                 versions.append(f"{name}=none")
-        _versions = "|".join([source.hexdigest(), *versions, sys.version, platform.machine()])
+        digest = source_digest(pathlib.Path(__file__).parent)
+        _versions = "|".join([digest, *versions, sys.version, platform.machine()])
     return _versions
 
 

@@ -1344,3 +1344,24 @@ def test_temporary_files_of_dead_writers_are_removed_and_live_ones_counted(tmp_p
     assert sorted(p.name for p in root.glob("*/*/*")) == [".tmp-live.odk", "entry.odk"]
     diskcache._trim(root, 350)  # the live temporary file counts against the bound: the entry goes
     assert sorted(p.name for p in root.glob("*/*/*")) == [".tmp-live.odk"]
+
+
+def test_the_versions_key_covers_the_c_runner_and_the_built_extensions(tmp_path):
+    """Compiled kernels lay out what they share with the CPU target's runner (a pass's record, a frame) as its C
+    code does: a changed C source or rebuilt extension is another version of overdub, as a changed module is."""
+    source_digest = diskcache.source_digest
+    package = tmp_path / "pkg"
+    (package / "targets").mkdir(parents=True)
+    (package / "a.py").write_text("x = 1\n")
+    (package / "targets" / "_runner.c").write_text("int f(void) { return 1; }\n")
+    (package / "targets" / "_runner.abi3.so").write_bytes(b"\x7fELF one")
+    (package / "notes.txt").write_text("not code")
+    first = source_digest(package)
+    (package / "notes.txt").write_text("still not code")
+    assert source_digest(package) == first
+    for path, text in (("a.py", "x = 2\n"), ("targets/_runner.c", "int f(void) { return 2; }\n")):
+        (package / path).write_text(text)
+        assert source_digest(package) != first
+        first = source_digest(package)
+    (package / "targets" / "_runner.abi3.so").write_bytes(b"\x7fELF two")
+    assert source_digest(package) != first
