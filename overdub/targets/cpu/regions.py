@@ -171,8 +171,9 @@ def cut(function: ir.Function, target_data: Any, state_in_memory: bool) -> int |
     step = _detach(function, len(shared))
     header = _Header(step, len(function.args), len(shared))
     _read_state(step, header)
+    uses = _uses(step)
     for call, address in zip(shared, header.shared):  # the pass asks the runner for them, once for all threads
-        for use in _uses(step).get(call, []):
+        for use in uses.get(call, []):
             _replace(use, call, address)
         call.parent.instructions.remove(call)
     continuations = [_split(step, call, k, header) for k, call in enumerate(barriers, 1)]

@@ -60,26 +60,27 @@ def make_current(verify: bool = False) -> None:
     """Make the current device's primary context current on the calling host thread (cuda.core
     ``Device().set_current()``: the thread's current device, else device 0, as the CUDA runtime chooses), once
     per thread -- where no context is current: one the program pushed (another context of the device, a
-    library's) stays current, or the thread's first launch in it would run in the primary context with that
-    context's memory (an illegal address). ``verify``: ask the driver whether a context is still current here (the thread may have popped
-    it, e.g. ``numba.cuda.close()``), for the slow path of a launch, which is not run per launch. A forked
-    compile worker refuses (a RuntimeError: its parent compiles that call)."""
+    library's) stays current, or the thread's launches would run in the primary context with that context's
+    memory (an illegal address). ``verify``: ask the driver whether a context is still current here (the thread
+    may have popped it, e.g. ``numba.cuda.close()``), for the slow path of a launch, which is not run per launch.
+    A forked compile worker refuses (a RuntimeError: its parent compiles that call)."""
     if _fork:
         raise RuntimeError("a forked compile worker cannot use the CUDA driver: its parent compiles this call")
-    if getattr(_thread, "current", False) and not (verify and not _context_is_current()):
+    if getattr(_thread, "current", False) and not (verify and _current_context() is None):
         return
     from cuda.core import Device
 
-    err, before = driver().driver.cuCtxGetCurrent()
+    before = _current_context()
     Device().set_current()  # cuda.core's record for the thread; it replaces the current context by the primary one
-    if not int(err) and int(before):  # a context the program made current (its own, a library's) stays current
+    if before is not None:  # a context the program made current (its own, a library's) stays current
         checked("cuCtxSetCurrent", *driver().driver.cuCtxSetCurrent(before))
     _thread.current = True
 
 
-def _context_is_current() -> bool:
+def _current_context() -> Any:
+    """The CUcontext current on this thread, or None."""
     err, context = driver().driver.cuCtxGetCurrent()
-    return not err and int(context) != 0
+    return None if int(err) or not int(context) else context
 
 
 def make_current_if_gpu() -> None:
